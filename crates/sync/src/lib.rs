@@ -1,0 +1,2 @@
+//! placeholder until this crate is written.
+#![forbid(unsafe_code)]

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The whole test gate: formatting, lints, every test in the workspace.
+# Usage: scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+echo "== cargo fmt --check"
+cargo fmt --all --check
+
+echo "== cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "== cargo test"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+cargo test --workspace --locked 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+sum() { awk -v k="$1" '/^test result:/ { for (i = 1; i <= NF; i++) if ($i ~ "^" k) { v = $(i-1); gsub(/[^0-9]/, "", v); t += v } } END { print t + 0 }' "$log"; }
+passed=$(sum passed); failed=$(sum failed); ignored=$(sum ignored)
+echo
+echo "summary: $passed passed, $failed failed, $ignored skipped"
+exit "$status"

@@ -1,1 +1,83 @@
-//! x
+//! Per-CPU perf sample rings: opening events, mapping rings, and draining
+//! them with the kernel's head/tail protocol.
+//!
+//! This crate owns the first stage of profkit's pipeline (OProfile's per-CPU
+//! sample buffers, moved onto `perf_event_open`):
+//!
+//! - [`SamplerConfig`] / [`EventSpec`]: a validated description of what to
+//!   sample (event, frequency or period, target, exclusions, callchains).
+//! - [`Sampler`]: one event per online CPU (per CPU and process with
+//!   `-p`), opened disabled and enabled together, each with its own mmap
+//!   ring ([`PerfRing`]); lost counts read back with `PERF_FORMAT_LOST`.
+//! - [`RecordRing`]: the consumer API shared by [`PerfRing`] and
+//!   [`SimRing`], handing out whole records and advancing the tail only past
+//!   what the caller consumed.
+//! - [`Layout::parse`]: typed records ([`Record`]) for every type the kernel
+//!   sends with our attributes.
+//! - [`explain_open_error`] and friends: errno translated into cause + fix.
+//!
+//! # Design constraints
+//!
+//! - This is the only profkit crate with `unsafe`. All of it is in
+//!   `sampler.rs` (syscalls, ioctls, the mapped control page) and
+//!   `error.rs` (`sysconf`); every block has a `// SAFETY:` note and every
+//!   access to `data_head`/`data_tail` an `// ATOMICS:` note naming the
+//!   kernel barrier it pairs with.
+//! - Non-overwrite rings only (writable mapping): the kernel never writes over
+//!   unread data, it drops and counts instead, and tells us with a LOST
+//!   record where space returned.
+//! - Parsing never panics on malformed input: a short record is an error the
+//!   caller counts; an impossible header ends the drain and is reported.
+//! - Record parsing is hand-written for the one layout we request (fixed
+//!   offsets); `benches/parse.rs` compares it with `linux-perf-event-reader`
+//!   (see docs/ARCHITECTURE.md for the figures and the decision).
+//!
+//! # Example
+//!
+//! ```
+//! use profkit_perf::{Layout, Record, RecordRing, SimRecord, SimRing};
+//!
+//! let layout = Layout { callchain: false };
+//! let mut ring = SimRing::new(0, 4096, layout);
+//! ring.push(&SimRecord::Sample {
+//!     ip: 0x401000, pid: 7, tid: 7, time: 1, kernel: false, period: 1, callchain: vec![],
+//! });
+//! let mut ips = Vec::new();
+//! ring.read_records(|raw| {
+//!     if let Ok(Record::Sample(s)) = layout.parse(raw) {
+//!         ips.push(s.ip);
+//!     }
+//!     true
+//! });
+//! assert_eq!(ips, [0x401000]);
+//! assert_eq!(ring.pending(), 0);
+//! ```
+//!
+//! # Not for
+//!
+//! Counting mode, hardware tracing (AUX), BPF, or overwrite (flight
+//! recorder) rings; and not for merging CPUs or resolving addresses — that is
+//! `profkit-sync`.
+#![deny(missing_docs)]
+
+mod config;
+mod error;
+mod record;
+mod ring;
+mod sampler;
+mod sim;
+
+pub use config::{
+    format_cpu_list, online_cpus, parse_cpu_list, EventSpec, Rate, SamplerConfig, Target,
+    DEFAULT_DATA_PAGES, KNOWN_EVENTS,
+};
+pub use error::{
+    explain_mmap_error, explain_open_error, page_size, read_sysctl, Error, OpenContext, Result,
+};
+pub use record::{
+    kind, misc, Callchain, Comm, FileId, Layout, Mmap, ParseError, RawRecord, Record, Sample,
+    SampleId, Task, PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER,
+};
+pub use ring::{ReadStats, RecordRing};
+pub use sampler::{PerfRing, Sampler};
+pub use sim::{SimRecord, SimRing, LOST_RECORD_SIZE};

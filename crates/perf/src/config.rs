@@ -1,0 +1,303 @@
+//! Validated sampling configuration: which event, how often, on what.
+
+use crate::error::{read_sysctl, Error, Result};
+use perf_event_open_sys::bindings as b;
+
+/// A parsed event name: the `type`/`config` pair of `perf_event_attr`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventSpec {
+    /// The name as the user wrote it (kept for messages and the session header).
+    pub name: String,
+    /// `perf_event_attr.type`.
+    pub type_: u32,
+    /// `perf_event_attr.config`.
+    pub config: u64,
+}
+
+/// Event names this build knows, with their type and config. Users may also
+/// write `rNNNN` (raw PMU config, hex) or `TYPE:CONFIG` (both decimal or 0x hex).
+pub const KNOWN_EVENTS: &[(&str, u32, u64)] = &[
+    ("cpu-clock", b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_CPU_CLOCK as u64),
+    ("task-clock", b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_TASK_CLOCK as u64),
+    ("page-faults", b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_PAGE_FAULTS as u64),
+    ("context-switches", b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_CONTEXT_SWITCHES as u64),
+    ("cpu-migrations", b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_CPU_MIGRATIONS as u64),
+    ("cycles", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_CPU_CYCLES as u64),
+    ("cpu-cycles", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_CPU_CYCLES as u64),
+    ("instructions", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_INSTRUCTIONS as u64),
+    ("cache-references", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_CACHE_REFERENCES as u64),
+    ("cache-misses", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_CACHE_MISSES as u64),
+    ("branches", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_BRANCH_INSTRUCTIONS as u64),
+    ("branch-instructions", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_BRANCH_INSTRUCTIONS as u64),
+    ("branch-misses", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_BRANCH_MISSES as u64),
+    ("bus-cycles", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_BUS_CYCLES as u64),
+    ("ref-cycles", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_REF_CPU_CYCLES as u64),
+];
+
+fn parse_num(s: &str) -> Option<u64> {
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16).ok()
+    } else {
+        s.parse().ok()
+    }
+}
+
+impl EventSpec {
+    /// Parses an event name: a known name, `rHEX`, or `TYPE:CONFIG`.
+    pub fn parse(name: &str) -> Result<Self> {
+        let n = name.trim();
+        if let Some(&(_, t, c)) = KNOWN_EVENTS.iter().find(|(k, _, _)| *k == n) {
+            return Ok(Self { name: n.to_string(), type_: t, config: c });
+        }
+        if let Some(hex) = n.strip_prefix('r') {
+            if let Ok(c) = u64::from_str_radix(hex, 16) {
+                return Ok(Self { name: n.to_string(), type_: b::PERF_TYPE_RAW, config: c });
+            }
+        }
+        if let Some((t, c)) = n.split_once(':') {
+            if let (Some(t), Some(c)) = (parse_num(t), parse_num(c)) {
+                if let Ok(t) = u32::try_from(t) {
+                    return Ok(Self { name: n.to_string(), type_: t, config: c });
+                }
+            }
+        }
+        let names: Vec<&str> = KNOWN_EVENTS.iter().map(|e| e.0).collect();
+        Err(Error::Config(format!(
+            "unknown event '{n}': use one of {}, a raw event rHEX, or TYPE:CONFIG",
+            names.join(", ")
+        )))
+    }
+
+    /// True for kernel software events (always available, no PMU needed).
+    pub fn is_software(&self) -> bool {
+        self.type_ == b::PERF_TYPE_SOFTWARE
+    }
+}
+
+/// How often to sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rate {
+    /// Samples per second per CPU (`-F`); the kernel adjusts the period.
+    Frequency(u64),
+    /// One sample every N events (`-c`).
+    Period(u64),
+}
+
+/// What to sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Every process on the selected CPUs (pid = -1).
+    SystemWide,
+    /// These processes and, through `inherit`, every task they create.
+    Pids(Vec<i32>),
+}
+
+/// A validated configuration for [`crate::Sampler::open`].
+#[derive(Debug, Clone)]
+pub struct SamplerConfig {
+    /// The event to sample on.
+    pub event: EventSpec,
+    /// Frequency or period.
+    pub rate: Rate,
+    /// System-wide or a set of processes.
+    pub target: Target,
+    /// CPUs to open on; `None` means every online CPU.
+    pub cpus: Option<Vec<u32>>,
+    /// Drop user-space samples.
+    pub exclude_user: bool,
+    /// Drop kernel samples.
+    pub exclude_kernel: bool,
+    /// Record callchains (frame-pointer based, `PERF_SAMPLE_CALLCHAIN`).
+    pub callchain: bool,
+    /// Data pages per ring (power of two).
+    pub data_pages: usize,
+    /// Start the events only when the target process calls exec (for `record`).
+    pub enable_on_exec: bool,
+}
+
+/// Default data pages per CPU ring: 128 pages = 512 KiB with 4 KiB pages.
+///
+/// A sample record without callchain is 48 bytes, so 250 ms at 10 kHz is
+/// 120 KiB: the default ring holds four sync intervals, and the watermark
+/// (half the ring) wakes the reader long before it fills. 128 pages also
+/// fits the unprivileged `perf_event_mlock_kb` default of 516 KiB per CPU.
+pub const DEFAULT_DATA_PAGES: usize = 128;
+
+impl SamplerConfig {
+    /// A configuration with profkit's defaults: cpu-clock at 4000 Hz,
+    /// system-wide, every online CPU, user and kernel, no callchain.
+    pub fn new(event: EventSpec) -> Self {
+        Self {
+            event,
+            rate: Rate::Frequency(4000),
+            target: Target::SystemWide,
+            cpus: None,
+            exclude_user: false,
+            exclude_kernel: false,
+            callchain: false,
+            data_pages: DEFAULT_DATA_PAGES,
+            enable_on_exec: false,
+        }
+    }
+
+    /// Checks everything that can be checked without opening an event.
+    pub fn validate(&self) -> Result<()> {
+        match self.rate {
+            Rate::Frequency(0) => {
+                return Err(Error::Config("frequency must be at least 1 Hz".into()))
+            }
+            Rate::Period(0) => return Err(Error::Config("period must be at least 1".into())),
+            Rate::Frequency(f) => {
+                if let Some(max) = read_sysctl("kernel.perf_event_max_sample_rate") {
+                    if f > max as u64 {
+                        return Err(Error::Config(format!(
+                            "frequency {f} Hz is above the kernel's maximum sample rate {max} Hz \
+                             (kernel.perf_event_max_sample_rate): use -F {max} or lower, or \
+                             raise the sysctl"
+                        )));
+                    }
+                }
+            }
+            Rate::Period(_) => {}
+        }
+        if self.exclude_user && self.exclude_kernel {
+            return Err(Error::Config(
+                "--user-only and --kernel-only exclude each other".into(),
+            ));
+        }
+        if self.data_pages == 0 || !self.data_pages.is_power_of_two() {
+            return Err(Error::Config(format!(
+                "buffer pages must be a power of two (1, 2, 4, ... 65536), not {}",
+                self.data_pages
+            )));
+        }
+        if self.data_pages > 1 << 16 {
+            return Err(Error::Config(format!(
+                "buffer pages {} is too large: at most 65536 per CPU",
+                self.data_pages
+            )));
+        }
+        if let Target::Pids(p) = &self.target {
+            if p.is_empty() {
+                return Err(Error::Config("no process ids given".into()));
+            }
+            if let Some(bad) = p.iter().find(|&&p| p <= 0) {
+                return Err(Error::Config(format!("invalid pid {bad}: must be positive")));
+            }
+        }
+        if let Some(cpus) = &self.cpus {
+            let online = online_cpus().unwrap_or_default();
+            if cpus.is_empty() {
+                return Err(Error::Config("empty CPU list".into()));
+            }
+            if let Some(c) = cpus.iter().find(|c| !online.contains(c)) {
+                return Err(Error::Config(format!(
+                    "cpu {c} is not online; online CPUs: {}",
+                    format_cpu_list(&online)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The CPUs this configuration opens on.
+    pub fn cpu_list(&self) -> Result<Vec<u32>> {
+        match &self.cpus {
+            Some(c) => Ok(c.clone()),
+            None => online_cpus(),
+        }
+    }
+}
+
+/// Parses a kernel CPU list such as `0-3,5,7-8`.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>> {
+    let mut out = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        let bad = || Error::Config(format!("bad CPU list '{s}': expected e.g. 0-3,5"));
+        if let Some((a, z)) = part.split_once('-') {
+            let a: u32 = a.trim().parse().map_err(|_| bad())?;
+            let z: u32 = z.trim().parse().map_err(|_| bad())?;
+            if z < a || z - a > 65536 {
+                return Err(bad());
+            }
+            out.extend(a..=z);
+        } else {
+            out.push(part.trim().parse().map_err(|_| bad())?);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Formats a CPU list the way the kernel does (`0-3,5`).
+pub fn format_cpu_list(cpus: &[u32]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let start = cpus[i];
+        let mut end = start;
+        while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
+            i += 1;
+            end = cpus[i];
+        }
+        parts.push(if start == end { start.to_string() } else { format!("{start}-{end}") });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+/// The online CPUs, from `/sys/devices/system/cpu/online`.
+pub fn online_cpus() -> Result<Vec<u32>> {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/online").map_err(|e| {
+        Error::Config(format!("cannot read /sys/devices/system/cpu/online: {e}"))
+    })?;
+    parse_cpu_list(&s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_known_raw_and_typed_events() {
+        let e = EventSpec::parse("cpu-clock").unwrap();
+        assert_eq!((e.type_, e.config), (1, 0));
+        let e = EventSpec::parse("r1a2").unwrap();
+        assert_eq!((e.type_, e.config), (4, 0x1a2));
+        let e = EventSpec::parse("1:0x1").unwrap();
+        assert_eq!((e.type_, e.config), (1, 1));
+        let err = EventSpec::parse("bogus").unwrap_err().to_string();
+        assert!(err.contains("'bogus'") && err.contains("cpu-clock"), "{err}");
+    }
+
+    #[test]
+    fn validate_rejects_bad_values() {
+        let mut c = SamplerConfig::new(EventSpec::parse("cpu-clock").unwrap());
+        c.validate().unwrap();
+        c.rate = Rate::Frequency(0);
+        assert!(c.validate().is_err());
+        c.rate = Rate::Frequency(u64::MAX);
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("maximum sample rate"), "{e}");
+        c.rate = Rate::Period(10000);
+        c.data_pages = 3;
+        assert!(c.validate().unwrap_err().to_string().contains("power of two"));
+        c.data_pages = 8;
+        c.exclude_kernel = true;
+        c.exclude_user = true;
+        assert!(c.validate().is_err());
+        c.exclude_user = false;
+        c.cpus = Some(vec![100000]);
+        assert!(c.validate().unwrap_err().to_string().contains("not online"));
+    }
+
+    #[test]
+    fn cpu_lists_round_trip() {
+        assert_eq!(parse_cpu_list("0-3,5,7-8\n").unwrap(), vec![0, 1, 2, 3, 5, 7, 8]);
+        assert_eq!(format_cpu_list(&[0, 1, 2, 3, 5, 7, 8]), "0-3,5,7-8");
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("x").is_err());
+        assert!(!online_cpus().unwrap().is_empty());
+    }
+}

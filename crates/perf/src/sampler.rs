@@ -1,0 +1,401 @@
+//! Opening the per-CPU events and mapping their rings: the live-kernel half.
+//!
+//! This module holds all of profkit's `unsafe`: the `perf_event_open`
+//! syscall, the ioctls, and the loads and stores of `data_head`/`data_tail`
+//! in the shared control page.
+
+use crate::config::{Rate, SamplerConfig, Target};
+use crate::error::{explain_mmap_error, explain_open_error, page_size, Error, OpenContext, Result};
+use crate::record::{Layout, RawRecord};
+use crate::ring::{split, walk, ReadStats, RecordRing};
+use memmap2::{MmapOptions, MmapRaw};
+use perf_event_open_sys::bindings as b;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Builds the `perf_event_attr` for a configuration.
+fn make_attr(config: &SamplerConfig, with_build_id: bool, data_bytes: usize) -> b::perf_event_attr {
+    let mut attr = b::perf_event_attr {
+        type_: config.event.type_,
+        size: std::mem::size_of::<b::perf_event_attr>() as u32,
+        config: config.event.config,
+        sample_type: Layout { callchain: config.callchain }.sample_type(),
+        read_format: b::PERF_FORMAT_LOST as u64,
+        ..Default::default()
+    };
+    match config.rate {
+        Rate::Frequency(f) => {
+            attr.__bindgen_anon_1.sample_freq = f;
+            attr.set_freq(1);
+        }
+        Rate::Period(p) => attr.__bindgen_anon_1.sample_period = p,
+    }
+    attr.set_disabled(1);
+    attr.set_exclude_user(config.exclude_user as u64);
+    attr.set_exclude_kernel(config.exclude_kernel as u64);
+    attr.set_exclude_hv(1);
+    attr.set_mmap(1);
+    attr.set_mmap2(1);
+    attr.set_build_id(with_build_id as u64);
+    attr.set_comm(1);
+    attr.set_comm_exec(1);
+    attr.set_task(1);
+    attr.set_sample_id_all(1);
+    attr.set_context_switch(1);
+    attr.set_ksymbol(1);
+    attr.set_watermark(1);
+    attr.__bindgen_anon_2.wakeup_watermark = (data_bytes / 2) as u32;
+    if matches!(config.target, Target::Pids(_)) {
+        attr.set_inherit(1);
+    }
+    if config.enable_on_exec {
+        attr.set_enable_on_exec(1);
+    }
+    attr
+}
+
+fn open_one(attr: &mut b::perf_event_attr, pid: i32, cpu: i32) -> io::Result<OwnedFd> {
+    // SAFETY:
+    // - `attr` is a fully initialised perf_event_attr whose `size` field is
+    //   the size of the struct we pass, so the kernel reads only valid memory.
+    // - group_fd -1 and FD_CLOEXEC are valid arguments; no pointers are retained.
+    let fd = unsafe {
+        perf_event_open_sys::perf_event_open(
+            attr,
+            pid,
+            cpu,
+            -1,
+            b::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY:
+    // - `fd` was just returned by perf_event_open, is valid, and is owned by
+    //   nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn ioctl_simple(fd: BorrowedFd<'_>, which: u32) -> io::Result<()> {
+    // SAFETY:
+    // - ENABLE/DISABLE take an integer argument (0: this event only) and no
+    //   pointers; `fd` is a live perf event fd borrowed for the call.
+    let r = unsafe {
+        match which {
+            0 => perf_event_open_sys::ioctls::ENABLE(fd.as_raw_fd(), 0),
+            _ => perf_event_open_sys::ioctls::DISABLE(fd.as_raw_fd(), 0),
+        }
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// One CPU's mapped ring: the control page plus `2^n` data pages.
+pub struct PerfRing {
+    cpu: u32,
+    fd: OwnedFd,
+    map: MmapRaw,
+    data_offset: usize,
+    data_size: usize,
+    tail: u64,
+    scratch: Vec<u8>,
+}
+
+impl std::fmt::Debug for PerfRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PerfRing")
+            .field("cpu", &self.cpu)
+            .field("data_size", &self.data_size)
+            .field("tail", &self.tail)
+            .finish()
+    }
+}
+
+impl PerfRing {
+    fn map(cpu: u32, fd: OwnedFd, pages: usize) -> Result<Self> {
+        let ps = page_size();
+        let len = (pages + 1) * ps;
+        let map = MmapOptions::new().len(len).map_raw(fd.as_raw_fd()).map_err(|e| Error::Mmap {
+            cpu,
+            message: explain_mmap_error(e.raw_os_error().unwrap_or(0), cpu, pages),
+            source: e,
+        })?;
+        let mut ring = Self {
+            cpu,
+            fd,
+            map,
+            data_offset: ps,
+            data_size: pages * ps,
+            tail: 0,
+            scratch: Vec::new(),
+        };
+        // Kernels since 4.1 publish the data area's offset and size in the
+        // control page; trust them when they are consistent with the map.
+        let page = ring.map.as_ptr() as *const b::perf_event_mmap_page;
+        // SAFETY:
+        // - The mapping is at least one page long and starts with the
+        //   kernel's perf_event_mmap_page; data_offset/data_size are written
+        //   once by the kernel at mmap time and never change, so plain reads
+        //   through a raw pointer (no reference) race with nothing.
+        let (off, size, tail) = unsafe {
+            (
+                std::ptr::addr_of!((*page).data_offset).read_volatile(),
+                std::ptr::addr_of!((*page).data_size).read_volatile(),
+                std::ptr::addr_of!((*page).data_tail).read_volatile(),
+            )
+        };
+        if off as usize == ps && size as usize == pages * ps {
+            ring.data_offset = off as usize;
+            ring.data_size = size as usize;
+        }
+        ring.tail = tail;
+        Ok(ring)
+    }
+
+    fn head_ptr(&self) -> &AtomicU64 {
+        let page = self.map.as_ptr() as *const b::perf_event_mmap_page;
+        // SAFETY:
+        // - data_head is an 8-byte-aligned u64 inside the mapped control
+        //   page, which lives as long as `self.map` (the borrow of self).
+        // - It is only ever accessed atomically (by us here, and by the
+        //   kernel with smp_store_release / local64 ops), so viewing it as an
+        //   AtomicU64 is sound.
+        unsafe { AtomicU64::from_ptr(std::ptr::addr_of!((*page).data_head) as *mut u64) }
+    }
+
+    fn tail_ptr(&self) -> &AtomicU64 {
+        let page = self.map.as_ptr() as *const b::perf_event_mmap_page;
+        // SAFETY:
+        // - data_tail is an aligned u64 in the mapped control page, alive as
+        //   long as `self.map`; the kernel only reads it (READ_ONCE), we are
+        //   its only writer, and we access it only atomically.
+        unsafe { AtomicU64::from_ptr(std::ptr::addr_of!((*page).data_tail) as *mut u64) }
+    }
+
+    /// The event fd (pollable: readable when the ring passes its watermark).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl RecordRing for PerfRing {
+    fn cpu(&self) -> u32 {
+        self.cpu
+    }
+
+    fn data_size(&self) -> usize {
+        self.data_size
+    }
+
+    fn pending(&self) -> usize {
+        // ATOMICS: Acquire pairs with the kernel's smp_wmb (B) before its
+        // store of data_head in perf_output_put_handle.
+        let head = self.head_ptr().load(Ordering::Acquire);
+        head.wrapping_sub(self.tail) as usize
+    }
+
+    fn read_records<F: FnMut(RawRecord<'_>) -> bool>(&mut self, f: F) -> ReadStats {
+        // ATOMICS: Acquire pairs with the kernel's smp_wmb (B) between its
+        // record writes and its store of data_head (perf_output_put_handle);
+        // every byte in [tail, head) is therefore visible to us (C).
+        let head = self.head_ptr().load(Ordering::Acquire);
+        let avail = head.wrapping_sub(self.tail) as usize;
+        if avail == 0 {
+            return ReadStats::default();
+        }
+        if avail > self.data_size {
+            // The kernel never overruns the tail in non-overwrite mode; if it
+            // ever appears to, resynchronise instead of reading garbage.
+            let stats = ReadStats { corrupt_bytes: avail as u64, bytes: avail as u64, ..Default::default() };
+            self.tail = head;
+            // ATOMICS: Release pairs with the kernel's READ_ONCE(data_tail) + smp_mb (A).
+            self.tail_ptr().store(self.tail, Ordering::Release);
+            return stats;
+        }
+        let (start, first, second) = split(self.tail, head, self.data_size);
+        let stats = {
+            let base = self.map.as_ptr();
+            // SAFETY:
+            // - [data_offset, data_offset + data_size) lies inside the mapping
+            //   (it was sized (pages + 1) * page_size and checked above).
+            // - The two slices cover exactly [tail, head) modulo the size:
+            //   bytes the kernel finished writing before publishing `head`
+            //   (Acquire above) and that it will not touch again until we
+            //   advance data_tail past them, which happens only after these
+            //   slices are dropped at the end of this block.
+            let (a, z) = unsafe {
+                let data = base.add(self.data_offset);
+                (
+                    std::slice::from_raw_parts(data.add(start), first),
+                    std::slice::from_raw_parts(data, second),
+                )
+            };
+            walk(a, z, &mut self.scratch, f)
+        };
+        self.tail = self.tail.wrapping_add(stats.bytes);
+        // ATOMICS: Release orders our reads of the records before the tail
+        // store (D); pairs with the kernel's READ_ONCE(data_tail) + smp_mb
+        // (A) in perf_output_begin, so it never overwrites unread bytes.
+        self.tail_ptr().store(self.tail, Ordering::Release);
+        stats
+    }
+}
+
+/// Per-CPU events for one sampling session.
+#[derive(Debug)]
+pub struct Sampler {
+    rings: Vec<PerfRing>,
+    /// Extra fds (per-pid events redirected into the CPU's ring).
+    extra: Vec<(u32, OwnedFd)>,
+    layout: Layout,
+}
+
+impl Sampler {
+    /// Opens one event per CPU (per CPU and process with [`Target::Pids`]),
+    /// maps one ring per CPU, and leaves everything disabled.
+    pub fn open(config: &SamplerConfig) -> Result<Self> {
+        config.validate()?;
+        let cpus = config.cpu_list()?;
+        let pids: Vec<i32> = match &config.target {
+            Target::SystemWide => vec![-1],
+            Target::Pids(p) => p.clone(),
+        };
+        let data_bytes = config.data_pages * page_size();
+        let mut with_build_id = true;
+        let mut rings = Vec::with_capacity(cpus.len());
+        let mut extra = Vec::new();
+        for &cpu in &cpus {
+            let mut first: Option<OwnedFd> = None;
+            for &pid in &pids {
+                let mut attr = make_attr(config, with_build_id, data_bytes);
+                let mut res = open_one(&mut attr, pid, cpu as i32);
+                if with_build_id && matches!(&res, Err(e) if e.raw_os_error() == Some(libc::EINVAL))
+                {
+                    // Kernels before 5.12 reject build_id: fall back to inode-form MMAP2.
+                    let mut attr = make_attr(config, false, data_bytes);
+                    if let Ok(fd) = open_one(&mut attr, pid, cpu as i32) {
+                        with_build_id = false;
+                        res = Ok(fd);
+                    }
+                }
+                let fd = res.map_err(|e| {
+                    let ctx = OpenContext {
+                        event: &config.event.name,
+                        system_wide: pid == -1,
+                        kernel: !config.exclude_kernel,
+                        frequency: match config.rate {
+                            Rate::Frequency(f) => Some(f),
+                            Rate::Period(_) => None,
+                        },
+                        pid: (pid > 0).then_some(pid),
+                        paranoid: None,
+                        max_sample_rate: None,
+                    }
+                    .with_sysctls();
+                    Error::Open {
+                        cpu: Some(cpu),
+                        message: explain_open_error(e.raw_os_error().unwrap_or(0), &ctx),
+                        source: e,
+                    }
+                })?;
+                match &first {
+                    None => first = Some(fd),
+                    Some(owner) => {
+                        // SAFETY:
+                        // - SET_OUTPUT takes the fd of another event on the
+                        //   same CPU; both fds are alive for the call.
+                        let r = unsafe {
+                            perf_event_open_sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), owner.as_raw_fd())
+                        };
+                        if r < 0 {
+                            return Err(Error::Io {
+                                op: "redirect output (SET_OUTPUT)",
+                                cpu,
+                                source: io::Error::last_os_error(),
+                            });
+                        }
+                        extra.push((cpu, fd));
+                    }
+                }
+            }
+            let fd = first.expect("at least one pid per cpu");
+            rings.push(PerfRing::map(cpu, fd, config.data_pages)?);
+        }
+        Ok(Self { rings, extra, layout: Layout { callchain: config.callchain } })
+    }
+
+    /// The record layout these events write.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    fn all_fds(&self) -> impl Iterator<Item = (u32, BorrowedFd<'_>)> {
+        self.rings
+            .iter()
+            .map(|r| (r.cpu, r.fd.as_fd()))
+            .chain(self.extra.iter().map(|(c, fd)| (*c, fd.as_fd())))
+    }
+
+    /// Enables every event (as close together as the kernel allows).
+    pub fn enable(&self) -> Result<()> {
+        for (cpu, fd) in self.all_fds() {
+            ioctl_simple(fd, 0).map_err(|source| Error::Io { op: "enable", cpu, source })?;
+        }
+        Ok(())
+    }
+
+    /// Disables every event. Records already in the rings stay there.
+    pub fn disable(&self) -> Result<()> {
+        for (cpu, fd) in self.all_fds() {
+            ioctl_simple(fd, 1).map_err(|source| Error::Io { op: "disable", cpu, source })?;
+        }
+        Ok(())
+    }
+
+    /// The rings, one per CPU, in CPU order.
+    pub fn rings(&self) -> &[PerfRing] {
+        &self.rings
+    }
+
+    /// The rings, mutable, for draining.
+    pub fn rings_mut(&mut self) -> &mut [PerfRing] {
+        &mut self.rings
+    }
+
+    /// Reads each CPU's lost count (`PERF_FORMAT_LOST`), summed over the
+    /// events writing into that CPU's ring: `(cpu, lost)` in CPU order.
+    pub fn lost_counts(&self) -> Result<Vec<(u32, u64)>> {
+        let mut out: Vec<(u32, u64)> = self.rings.iter().map(|r| (r.cpu, 0)).collect();
+        for (cpu, fd) in self.all_fds() {
+            let lost = read_lost(fd).map_err(|source| Error::Io { op: "read lost count", cpu, source })?;
+            if let Some(e) = out.iter_mut().find(|e| e.0 == cpu) {
+                e.1 += lost;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Reads `{ value, lost }` from an event opened with `PERF_FORMAT_LOST`.
+fn read_lost(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    let mut buf = [0u64; 2];
+    // SAFETY:
+    // - `buf` is 16 writable bytes, exactly what read_format = LOST yields
+    //   (value, lost); the fd is alive for the call.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, 16) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if n != 16 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("read {n} bytes of the event count, expected 16"),
+        ));
+    }
+    Ok(buf[1])
+}

@@ -1,0 +1,223 @@
+//! Property tests: for any interleaving of produce and drain steps and any
+//! buffer size, every record is read exactly once and in order, or counted in
+//! a LOST record; wrapped records arrive intact; partial drains resume.
+
+use profkit_perf::{kind, Layout, RawRecord, Record, RecordRing, SimRecord, SimRing};
+use proptest::prelude::*;
+
+const TEST_KIND: u32 = 0x7000;
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Produce records with these body sizes (in u64 words, >= 1).
+    Produce(Vec<usize>),
+    /// Drain at most this many records (None: all).
+    Drain(Option<usize>),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        prop::collection::vec(1usize..40, 1..30).prop_map(Op::Produce),
+        prop::option::of(0usize..20).prop_map(Op::Drain),
+    ]
+}
+
+fn body(seq: u64, words: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(words * 8);
+    v.extend_from_slice(&seq.to_ne_bytes());
+    for i in 1..words {
+        v.extend_from_slice(&(seq.wrapping_mul(31).wrapping_add(i as u64)).to_ne_bytes());
+    }
+    v
+}
+
+/// Drains up to `limit` records, checking each, returning how many were taken.
+fn drain(
+    ring: &mut SimRing,
+    limit: Option<usize>,
+    next_expected: &mut u64,
+    produced: &[(u64, usize, bool)],
+    lost_seen: &mut u64,
+    read: &mut u64,
+) {
+    let mut taken = 0usize;
+    let layout = Layout { callchain: false };
+    ring.read_records(|r: RawRecord<'_>| {
+        if limit.is_some_and(|l| taken >= l) {
+            return false;
+        }
+        taken += 1;
+        match r.kind {
+            kind::LOST => {
+                let Ok(Record::Lost { lost, .. }) = layout.parse(r) else {
+                    panic!("LOST record did not parse");
+                };
+                // The LOST record stands exactly where the dropped records were:
+                // skip that many dropped records in the produced sequence.
+                let mut skipped = 0;
+                while skipped < lost {
+                    let (seq, _, kept) = produced[*next_expected as usize];
+                    assert!(!kept, "record {seq} was kept but the LOST record claims it");
+                    *next_expected += 1;
+                    skipped += 1;
+                }
+                *lost_seen += lost;
+            }
+            TEST_KIND => {
+                let seq = u64::from_ne_bytes(r.body[..8].try_into().unwrap());
+                let (exp_seq, words, kept) = produced[*next_expected as usize];
+                assert!(kept, "record {exp_seq} was dropped but record {seq} arrived in its place");
+                assert_eq!(seq, exp_seq, "out of order");
+                assert_eq!(r.body, &body(seq, words)[..], "record {seq} is not intact");
+                *next_expected += 1;
+                *read += 1;
+            }
+            k => panic!("unexpected record type {k}"),
+        }
+        true
+    });
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_record_read_once_in_order_or_counted_lost(
+        size_log in 6u32..13,
+        ops in prop::collection::vec(op(), 1..60),
+    ) {
+        let mut ring = SimRing::new(3, 1 << size_log, Layout { callchain: false });
+        let mut produced: Vec<(u64, usize, bool)> = Vec::new();
+        let mut next_expected = 0u64;
+        let (mut lost_seen, mut read) = (0u64, 0u64);
+        for op in ops {
+            match op {
+                Op::Produce(sizes) => {
+                    for words in sizes {
+                        let seq = produced.len() as u64;
+                        let kept = ring.push_raw(TEST_KIND, 0, &body(seq, words));
+                        produced.push((seq, words, kept));
+                    }
+                }
+                Op::Drain(limit) => drain(&mut ring, limit, &mut next_expected, &produced, &mut lost_seen, &mut read),
+            }
+        }
+        // Final: drain everything; then one more record lets a pending LOST out.
+        drain(&mut ring, None, &mut next_expected, &produced, &mut lost_seen, &mut read);
+        let seq = produced.len() as u64;
+        let kept = ring.push_raw(TEST_KIND, 0, &body(seq, 1));
+        prop_assert!(kept, "an empty ring must accept a small record");
+        produced.push((seq, 1, kept));
+        drain(&mut ring, None, &mut next_expected, &produced, &mut lost_seen, &mut read);
+        prop_assert_eq!(next_expected as usize, produced.len());
+        prop_assert_eq!(read + lost_seen, produced.len() as u64);
+        prop_assert_eq!(lost_seen, ring.dropped());
+        prop_assert_eq!(ring.pending(), 0);
+    }
+}
+
+#[test]
+fn typed_records_round_trip_through_the_ring() {
+    for callchain in [false, true] {
+        let layout = Layout { callchain };
+        let mut ring = SimRing::new(1, 1024, layout);
+        let recs = vec![
+            SimRecord::Comm { pid: 5, tid: 6, comm: "worker-thread".into(), exec: true, time: 1 },
+            SimRecord::Mmap2 {
+                pid: 5,
+                tid: 5,
+                addr: 0x400000,
+                len: 0x2000,
+                pgoff: 0x1000,
+                ino: 77,
+                build_id: Some(vec![0xab; 20]),
+                prot: 5,
+                filename: "/usr/bin/x".into(),
+                time: 2,
+            },
+            SimRecord::Fork { pid: 9, ppid: 5, tid: 9, ptid: 5, time: 3 },
+            SimRecord::Sample {
+                ip: 0x401234,
+                pid: 5,
+                tid: 6,
+                time: 4,
+                kernel: false,
+                period: 250000,
+                callchain: vec![0x401234, 0x401000],
+            },
+            SimRecord::Throttle { throttled: true, time: 5 },
+            SimRecord::Switch { out: true, pid: 9, tid: 9, time: 6 },
+            SimRecord::Ksymbol { addr: 0xffff_0000, len: 64, name: "bpf_prog_x".into(), time: 7 },
+            SimRecord::Unknown { kind: 99, len: 16 },
+            SimRecord::Exit { pid: 9, ppid: 5, tid: 9, ptid: 5, time: 8 },
+        ];
+        // Push and drain several times so records straddle the wrap point.
+        let mut parsed = Vec::new();
+        for _ in 0..7 {
+            for r in &recs {
+                assert!(ring.push(r));
+            }
+            ring.read_records(|raw| {
+                parsed.push(format!("{:?}", layout.parse(raw).expect("parses")));
+                true
+            });
+        }
+        assert_eq!(parsed.len(), 7 * recs.len());
+        let s = &parsed[3];
+        assert!(s.contains("ip: 4198964") && s.contains("tid: 6") && s.contains("cpu: 1"), "{s}");
+        if callchain {
+            let mut r = SimRing::new(0, 256, layout);
+            r.push(&recs[3]);
+            r.read_records(|raw| {
+                let Ok(Record::Sample(s)) = layout.parse(raw) else { panic!() };
+                assert_eq!(s.callchain.iter().collect::<Vec<_>>(), vec![0x401234, 0x401000]);
+                true
+            });
+        }
+        assert!(parsed[1].contains("BuildId([171"), "{}", parsed[1]);
+        assert!(parsed[0].contains("exec: true"), "{}", parsed[0]);
+        assert!(parsed[7].contains("Unknown { kind: 99 }"), "{}", parsed[7]);
+        assert!(parsed[4].contains("throttled: true"), "{}", parsed[4]);
+    }
+}
+
+#[test]
+fn short_records_are_errors_not_panics() {
+    let layout = Layout { callchain: true };
+    for k in [kind::SAMPLE, kind::MMAP2, kind::COMM, kind::FORK, kind::LOST, kind::KSYMBOL] {
+        for len in [0usize, 8, 16, 24, 40] {
+            let body = vec![0xffu8; len];
+            let r = layout.parse(RawRecord { kind: k, misc: 0, body: &body });
+            if let Err(e) = r {
+                assert!(e.to_string().contains("too short"));
+            }
+        }
+    }
+}
+
+#[test]
+fn lost_record_is_written_where_space_returned() {
+    let layout = Layout { callchain: false };
+    let mut ring = SimRing::new(0, 256, layout);
+    let s = |t| SimRecord::Sample { ip: t, pid: 1, tid: 1, time: t, kernel: true, period: 1, callchain: vec![] };
+    let mut kept = 0;
+    for t in 0..10 {
+        kept += ring.push(&s(t)) as u64;
+    }
+    assert_eq!(kept, 5, "256 bytes hold five 48-byte samples");
+    assert_eq!(ring.dropped(), 5);
+    let mut kinds = Vec::new();
+    ring.read_records(|r| {
+        kinds.push(r.kind);
+        true
+    });
+    assert!(ring.push(&s(10)));
+    ring.read_records(|r| {
+        if let Ok(Record::Lost { lost, sid, .. }) = layout.parse(r) {
+            assert_eq!((lost, sid.time), (5, 10));
+        }
+        kinds.push(r.kind);
+        true
+    });
+    assert_eq!(kinds, [9, 9, 9, 9, 9, kind::LOST, 9]);
+}

@@ -240,3 +240,16 @@ mod tests {
         assert!(m.contains("perf_event_mlock_kb") && m.contains("--buffer-pages"), "{m}");
     }
 }
+
+/// Current `CLOCK_MONOTONIC` time in ns: the clock profkit's events are
+/// opened with (`use_clockid`), so round times compare with sample times.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY:
+    // - `ts` is a valid, writable timespec on our stack for the call.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    if r != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

@@ -72,7 +72,8 @@ pub use config::{
     DEFAULT_DATA_PAGES, KNOWN_EVENTS,
 };
 pub use error::{
-    explain_mmap_error, explain_open_error, page_size, read_sysctl, Error, OpenContext, Result,
+    explain_mmap_error, explain_open_error, monotonic_ns, page_size, read_sysctl, Error,
+    OpenContext, Result,
 };
 pub use record::{
     kind, misc, Callchain, Comm, FileId, Layout, Mmap, ParseError, RawRecord, Record, Sample,

@@ -44,6 +44,10 @@ fn make_attr(config: &SamplerConfig, with_build_id: bool, data_bytes: usize) -> 
     attr.set_sample_id_all(1);
     attr.set_context_switch(1);
     attr.set_ksymbol(1);
+    // Sample times on CLOCK_MONOTONIC, so they compare with the sync
+    // stage's round times and the session header's start time.
+    attr.set_use_clockid(1);
+    attr.clockid = libc::CLOCK_MONOTONIC;
     attr.set_watermark(1);
     attr.__bindgen_anon_2.wakeup_watermark = (data_bytes / 2) as u32;
     if matches!(config.target, Target::Pids(_)) {

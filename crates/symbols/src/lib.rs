@@ -1,2 +1,85 @@
-//! placeholder until this crate is written.
+//! Symbolization for profkit: turns the (cookie, offset) pairs of the sample stream into
+//! function names, and with `--debug-info` into source lines and inlined frames.
+//!
+//! This crate owns:
+//! - ELF binaries and shared libraries: `.symtab` and `.dynsym` through the `object` crate,
+//!   function sizes honoured, file offsets mapped to virtual addresses through PT_LOAD
+//!   headers (so PIE and non-PIE are one case), separate debug files under `/usr/lib/debug`
+//!   found by build-id and by debuglink, DWARF lines and inlined frames through addr2line;
+//! - the check that a binary is still the recorded one (build-id, else inode): a changed
+//!   binary is reported once ("binary changed since recording") and its samples are not
+//!   named, since any name would be a guess;
+//! - the kernel and its modules from kallsyms (hidden addresses are detected and the samples
+//!   go to `[kernel]`), or a module's `.ko` file;
+//! - JIT code from perf maps (`perf-PID.map`), other anonymous code as `anon` ranges;
+//! - demangling of Rust (legacy and v0) and C++ names, switchable off;
+//! - a parse cache so a report reuses each parsed binary, and one rayon task per binary.
+//!
+//! # Design constraints
+//!
+//! - **Pure consumer of bytes.** Input is a cookie table converted to [`BinaryRequest`]s and
+//!   the offsets sampled in each; nothing here talks to perf or the daemon. Everything that a
+//!   recorded session needs (kallsyms copy, perf maps, debug dirs, sysroot) comes through
+//!   [`SymbolizerOptions`], so a report on another machine gives the same answer.
+//! - **Never fail a report.** A missing, changed or unreadable binary becomes a warning in
+//!   its [`BinaryResult`] and offsets without names; only bad options are errors.
+//! - **Per symbol, not per sample.** A result holds each symbol hit once and gives every
+//!   offset a [`SymbolId`], so the report aggregates by id. Lookups are a binary search in a
+//!   sorted table built once per binary: O(log n) per offset, never O(offsets × symbols).
+//! - **No `unsafe`.** Files are read with `std::fs::read` rather than memory-mapped
+//!   (`memmap2::Mmap::map` is `unsafe`); sections DWARF needs are copied out, so the file's
+//!   bytes are dropped after parsing.
+//! - **`Sync`.** One [`Symbolizer`] serves all threads; each binary is parsed once even when
+//!   two tasks want it at the same time.
+//!
+//! # Example
+//!
+//! ```
+//! use profkit_symbols::{BinaryRequest, KallsymsSource, Symbolizer, SymbolizerOptions};
+//!
+//! let symbolizer = Symbolizer::new(SymbolizerOptions {
+//!     kallsyms: KallsymsSource::Text(
+//!         "ffffffff81000000 T _text\nffffffff81000100 T do_syscall_64\nffffffff81000200 T _etext\n"
+//!             .into(),
+//!     ),
+//!     ..SymbolizerOptions::default()
+//! })?;
+//! let results = symbolizer.symbolize_all(vec![
+//!     (BinaryRequest::kernel(0xffffffff81000000), vec![0x120]),
+//!     (BinaryRequest::elf("/no/such/binary"), vec![0x1000]),
+//! ]);
+//! assert_eq!(results[0].name_at(0), Some("do_syscall_64"));
+//! assert_eq!(results[1].name_at(0), None);
+//! assert!(results[1].warnings[0].contains("not found"));
+//! # Ok::<(), profkit_symbols::Error>(())
+//! ```
+//!
+//! # Not for
+//!
+//! Unwinding, disassembly or annotation of source files; attaching to live processes (the
+//! vDSO of *this* process is the only memory it reads); split DWARF (`.dwo`) and dwz
+//! supplementary files (names still work there, lines may be missing); non-ELF binaries.
+
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod cache;
+mod demangle;
+mod dwarf;
+mod elf;
+mod error;
+mod kallsyms;
+mod perfmap;
+mod symbolizer;
+mod table;
+mod types;
+mod vdso;
+
+pub use cache::CacheStats;
+pub use demangle::demangle;
+pub use error::Error;
+pub use symbolizer::Symbolizer;
+pub use types::{
+    BinaryKind, BinaryRequest, BinaryResult, InlinedFrame, KallsymsSource, OffsetInfo,
+    SourceLocation, SymbolId, SymbolInfo, SymbolOrigin, SymbolizerOptions,
+};

@@ -1,0 +1,436 @@
+//! One ELF file, parsed once: PT_LOAD segments, function symbols from `.symtab` and
+//! `.dynsym` (plus a separate debug file's `.symtab` when the file is stripped), and
+//! optionally its DWARF.
+//!
+//! # Implementation notes
+//!
+//! Samples give *file* offsets, so PIE and non-PIE need no special case: a file offset is
+//! mapped through the PT_LOAD header that covers it to a link-time virtual address, the
+//! address space symbols and DWARF use.
+//!
+//! ```text
+//!   file:   0x0000 [ .text  p_offset=0x1000 p_filesz=0x800 ] 0x1800
+//!   vaddr:         [ 0x401000 (non-PIE)  or  0x1000 (PIE)  ]
+//!   file offset 0x1234 → vaddr = p_vaddr + (0x1234 - 0x1000)
+//! ```
+//!
+//! A relocatable file (a kernel module's `.ko`) has no segments; there the offset is taken as
+//! an offset into the module's text as the kernel lays it out: its executable, non-`.init`
+//! sections in header order, each aligned to its `sh_addralign` (`layout_sections` in
+//! `kernel/module/main.c`).
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use object::{
+    Architecture, Object, ObjectKind, ObjectSection, ObjectSegment, ObjectSymbol, SectionFlags,
+    SymbolKind,
+};
+
+use crate::dwarf;
+use crate::error::Error;
+use crate::table::{Candidate, SymbolTable};
+use crate::types::SymbolOrigin;
+
+/// A PT_LOAD header: file bytes `file_offset..file_offset+file_size` are mapped at `vaddr`.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    file_offset: u64,
+    file_size: u64,
+    vaddr: u64,
+}
+
+/// What loading depends on (fixed per symbolizer).
+pub(crate) struct LoadConfig<'a> {
+    pub debug_dirs: &'a [PathBuf],
+    pub debug_info: bool,
+}
+
+/// A parsed ELF file, shared through the cache.
+pub(crate) struct ElfImage {
+    /// The file parsed.
+    pub path: PathBuf,
+    pub build_id: Option<Vec<u8>>,
+    /// A `.ko` (or any `ET_REL` object): offsets are module-text offsets.
+    pub relocatable: bool,
+    segments: Vec<Segment>,
+    pub symbols: SymbolTable,
+    /// The separate debug file used for symbols or DWARF, if any.
+    pub debug_file: Option<PathBuf>,
+    /// Why some offsets may find no name (stripped binary); shown only when one does not.
+    pub sparse_note: Option<String>,
+    /// Problems found while loading (bad DWARF, no DWARF although asked for).
+    pub notes: Vec<String>,
+    pub dwarf: Option<Mutex<dwarf::Context>>,
+}
+
+impl std::fmt::Debug for ElfImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ElfImage")
+            .field("path", &self.path)
+            .field("symbols", &self.symbols.len())
+            .field("debug_file", &self.debug_file)
+            .field("dwarf", &self.dwarf.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Reads only as much of `data` as needed for the build-id.
+pub(crate) fn build_id_of(path: &Path, data: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+    let file = object::File::parse(data).map_err(|source| Error::Elf {
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(file.build_id().ok().flatten().map(<[u8]>::to_vec))
+}
+
+impl ElfImage {
+    /// Parses `data`, the contents of `path`.
+    pub fn parse(path: &Path, data: &[u8], cfg: &LoadConfig<'_>) -> Result<ElfImage, Error> {
+        let file = object::File::parse(data).map_err(|source| Error::Elf {
+            path: path.to_owned(),
+            source,
+        })?;
+        let build_id = file.build_id().ok().flatten().map(<[u8]>::to_vec);
+        let relocatable = file.kind() == ObjectKind::Relocatable;
+        let segments = file
+            .segments()
+            .map(|s| {
+                let (file_offset, file_size) = s.file_range();
+                Segment {
+                    file_offset,
+                    file_size,
+                    vaddr: s.address(),
+                }
+            })
+            .filter(|s| s.file_size > 0)
+            .collect();
+        let sections = Sections::new(&file, relocatable);
+
+        let mut cands = Vec::new();
+        let origin = if relocatable {
+            SymbolOrigin::ModuleFile
+        } else {
+            SymbolOrigin::Symtab
+        };
+        let from_symtab = collect(&file, file.symbols(), origin, &sections, &mut cands);
+        collect(
+            &file,
+            file.dynamic_symbols(),
+            SymbolOrigin::Dynsym,
+            &sections,
+            &mut cands,
+        );
+
+        let own_dwarf = dwarf::has_dwarf(&file);
+        let mut notes = Vec::new();
+        let mut debug_file = None;
+        let mut debug_data = None;
+        if !relocatable && (from_symtab == 0 || (cfg.debug_info && !own_dwarf)) {
+            let link = file.gnu_debuglink().ok().flatten();
+            if let Some((dpath, ddata)) =
+                find_debug_file(path, build_id.as_deref(), link, cfg.debug_dirs)
+            {
+                debug_file = Some(dpath);
+                debug_data = Some(ddata);
+            }
+        }
+        let debug_obj = match (&debug_data, &debug_file) {
+            (Some(d), Some(p)) => match object::File::parse(&d[..]) {
+                Ok(obj) => Some(obj),
+                Err(source) => {
+                    notes.push(
+                        Error::Elf {
+                            path: p.clone(),
+                            source,
+                        }
+                        .to_string(),
+                    );
+                    None
+                }
+            },
+            _ => None,
+        };
+        if let Some(dobj) = &debug_obj {
+            if from_symtab == 0 {
+                let dsections = Sections::new(dobj, false);
+                collect(
+                    dobj,
+                    dobj.symbols(),
+                    SymbolOrigin::DebugFile,
+                    &dsections,
+                    &mut cands,
+                );
+            }
+        }
+
+        let dwarf = if cfg.debug_info {
+            let source = if own_dwarf {
+                Some((&file, path))
+            } else {
+                debug_obj
+                    .as_ref()
+                    .filter(|d| dwarf::has_dwarf(d))
+                    .zip(debug_file.as_deref())
+            };
+            match source {
+                Some((obj, from)) => match dwarf::load(obj) {
+                    Ok(ctx) => Some(Mutex::new(ctx)),
+                    Err(source) => {
+                        notes.push(
+                            Error::Dwarf {
+                                path: from.to_owned(),
+                                source,
+                            }
+                            .to_string(),
+                        );
+                        None
+                    }
+                },
+                None => {
+                    notes.push(format!(
+                        "no DWARF for {} (not built with -g, and no debug file under {} by \
+                         build-id or debuglink); source lines not shown",
+                        path.display(),
+                        dirs_list(cfg.debug_dirs)
+                    ));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+
+        let symbols = SymbolTable::build(cands);
+        let sparse_note = if from_symtab > 0 || debug_obj.is_some() {
+            None
+        } else {
+            let id = build_id.as_deref().map_or_else(|| "none".to_owned(), hex);
+            Some(format!(
+                "{} has no .symtab{} and no debug file was found under {} (build-id {id}); \
+                 unnamed samples shown as offsets: install its debug symbols",
+                path.display(),
+                if symbols.is_empty() {
+                    " or .dynsym"
+                } else {
+                    " (only exported names)"
+                },
+                dirs_list(cfg.debug_dirs)
+            ))
+        };
+        Ok(ElfImage {
+            path: path.to_owned(),
+            build_id,
+            relocatable,
+            segments,
+            symbols,
+            debug_file,
+            sparse_note,
+            notes,
+            dwarf,
+        })
+    }
+
+    /// Maps a file offset to a link-time virtual address through the PT_LOAD headers.
+    pub fn to_vaddr(&self, file_offset: u64) -> Option<u64> {
+        if self.relocatable {
+            return Some(file_offset);
+        }
+        self.segments
+            .iter()
+            .find(|s| file_offset >= s.file_offset && file_offset - s.file_offset < s.file_size)
+            .map(|s| s.vaddr + (file_offset - s.file_offset))
+    }
+
+    /// The inverse of [`ElfImage::to_vaddr`].
+    pub fn to_file_offset(&self, vaddr: u64) -> Option<u64> {
+        if self.relocatable {
+            return None;
+        }
+        self.segments
+            .iter()
+            .find(|s| vaddr >= s.vaddr && vaddr - s.vaddr < s.file_size)
+            .map(|s| s.file_offset + (vaddr - s.vaddr))
+    }
+
+    /// True if the file has PT_LOAD segments with file bytes (so file offsets can be mapped).
+    pub fn has_segments(&self) -> bool {
+        self.relocatable || !self.segments.is_empty()
+    }
+}
+
+fn dirs_list(dirs: &[PathBuf]) -> String {
+    if dirs.is_empty() {
+        return "(no debug dirs)".to_owned();
+    }
+    dirs.iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Per section index: where the section is (link-time, or module-layout for `ET_REL`) and
+/// whether it holds code.
+struct Sections {
+    by_index: Vec<Option<SectionInfo>>,
+}
+
+#[derive(Clone, Copy)]
+struct SectionInfo {
+    base: u64,
+    size: u64,
+    exec: bool,
+}
+
+impl Sections {
+    fn new(file: &object::File<'_>, relocatable: bool) -> Sections {
+        let mut by_index = Vec::new();
+        let mut layout_end = 0u64;
+        for s in file.sections() {
+            let exec = match s.flags() {
+                SectionFlags::Elf { sh_flags } => {
+                    sh_flags & u64::from(object::elf::SHF_EXECINSTR) != 0
+                }
+                _ => s.kind() == object::SectionKind::Text,
+            };
+            let base = if relocatable {
+                let name = s.name().unwrap_or("");
+                if !exec || name.starts_with(".init") {
+                    continue;
+                }
+                let align = s.align().max(1);
+                let at = layout_end.next_multiple_of(align);
+                layout_end = at + s.size();
+                at
+            } else {
+                s.address()
+            };
+            let i = s.index().0;
+            if by_index.len() <= i {
+                by_index.resize(i + 1, None);
+            }
+            by_index[i] = Some(SectionInfo {
+                base,
+                size: s.size(),
+                exec,
+            });
+        }
+        Sections { by_index }
+    }
+
+    fn get(&self, index: object::SectionIndex) -> Option<SectionInfo> {
+        self.by_index.get(index.0).copied().flatten()
+    }
+}
+
+/// Adds the function symbols of `symbols` to `out`; returns how many were added.
+fn collect<'data, 'file>(
+    file: &'file object::File<'data>,
+    symbols: impl Iterator<Item = object::Symbol<'data, 'file>>,
+    origin: SymbolOrigin,
+    sections: &Sections,
+    out: &mut Vec<Candidate>,
+) -> usize {
+    let thumb = file.architecture() == Architecture::Arm;
+    let relocatable = file.kind() == ObjectKind::Relocatable;
+    let before = out.len();
+    for sym in symbols {
+        let kind = sym.kind();
+        if !sym.is_definition() || !matches!(kind, SymbolKind::Text | SymbolKind::Unknown) {
+            continue;
+        }
+        let Some(section) = sym.section_index().and_then(|i| sections.get(i)) else {
+            continue;
+        };
+        if !section.exec {
+            continue;
+        }
+        let Ok(name) = sym.name() else { continue };
+        if name.is_empty() || name.starts_with('$') || name.starts_with(".L") {
+            continue;
+        }
+        let mut start = sym.address();
+        if thumb {
+            start &= !1;
+        }
+        if relocatable {
+            start += section.base;
+        }
+        let size = sym.size();
+        let binding = if sym.is_global() {
+            0
+        } else if sym.is_weak() {
+            1
+        } else {
+            2
+        };
+        let underscores = name.bytes().take_while(|&b| b == b'_').count().min(255) as u64;
+        let rank = (u64::from(size == 0) << 40)
+            | (u64::from(kind != SymbolKind::Text) << 36)
+            | (binding << 32)
+            | (underscores << 24)
+            | (name.len().min(0xff_ffff) as u64);
+        out.push(Candidate {
+            start,
+            size: Some(size),
+            limit: Some(section.base + section.size),
+            name: name.into(),
+            origin,
+            rank,
+        });
+    }
+    out.len() - before
+}
+
+/// Finds a separate debug file for the binary at `bin_path`: first by build-id
+/// (`DIR/.build-id/ab/cdef….debug`, build-id checked), then by debuglink (next to the
+/// binary, in its `.debug/` subdirectory, and `DIR/<binary's directory>/NAME`, CRC checked),
+/// as gdb does.
+fn find_debug_file(
+    bin_path: &Path,
+    build_id: Option<&[u8]>,
+    debuglink: Option<(&[u8], u32)>,
+    debug_dirs: &[PathBuf],
+) -> Option<(PathBuf, Vec<u8>)> {
+    if let Some(id) = build_id.filter(|id| id.len() >= 2) {
+        let h = hex(id);
+        for dir in debug_dirs {
+            let candidate = dir
+                .join(".build-id")
+                .join(&h[..2])
+                .join(format!("{}.debug", &h[2..]));
+            let Ok(data) = std::fs::read(&candidate) else {
+                continue;
+            };
+            if build_id_of(&candidate, &data).ok().flatten().as_deref() == Some(id) {
+                return Some((candidate, data));
+            }
+        }
+    }
+    let (name, crc) = debuglink?;
+    let name = Path::new(OsStr::from_bytes(name));
+    let bin_dir = bin_path.parent().unwrap_or(Path::new("/"));
+    let mut candidates = vec![bin_dir.join(name), bin_dir.join(".debug").join(name)];
+    let abs_dir = std::fs::canonicalize(bin_dir).unwrap_or_else(|_| bin_dir.to_owned());
+    let rel_dir = abs_dir.strip_prefix("/").unwrap_or(&abs_dir);
+    candidates.extend(debug_dirs.iter().map(|d| d.join(rel_dir).join(name)));
+    let bin_canon = std::fs::canonicalize(bin_path).ok();
+    for candidate in candidates {
+        if std::fs::canonicalize(&candidate).ok() == bin_canon {
+            continue;
+        }
+        let Ok(data) = std::fs::read(&candidate) else {
+            continue;
+        };
+        if crc32fast::hash(&data) == crc {
+            return Some((candidate, data));
+        }
+    }
+    None
+}

@@ -1,0 +1,10 @@
+//! Integration tests of profkit-symbols: real ELF files built at test time with the system's
+//! C, C++ and Rust compilers, the test binary itself, and the fixtures in testdata/symbols/.
+
+mod current_exe;
+mod elf;
+mod kernel;
+mod mangled;
+mod perf_map;
+mod util;
+mod vdso;

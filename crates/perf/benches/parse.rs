@@ -20,7 +20,13 @@ fn filled(layout: Layout) -> (SimRing, u64) {
     loop {
         t += 1;
         let rec = if t % 500 == 0 {
-            SimRecord::Comm { pid: 42, tid: 43, comm: "worker".into(), exec: false, time: t }
+            SimRecord::Comm {
+                pid: 42,
+                tid: 43,
+                comm: "worker".into(),
+                exec: false,
+                time: t,
+            }
         } else {
             SimRecord::Sample {
                 ip: 0x401000 + (t * 7919) % 0x20000,
@@ -49,7 +55,9 @@ fn reader_attr(layout: Layout) -> PerfEventAttr {
     a[24..32].copy_from_slice(&layout.sample_type().to_le_bytes());
     let flags: u64 = (1 << 10) | (1 << 18); // freq | sample_id_all
     a[40..48].copy_from_slice(&flags.to_le_bytes());
-    PerfEventAttr::parse::<_, byteorder::LittleEndian>(&a[..]).expect("attr parses").0
+    PerfEventAttr::parse::<_, byteorder::LittleEndian>(&a[..])
+        .expect("attr parses")
+        .0
 }
 
 fn bench(c: &mut Criterion) {
@@ -57,7 +65,11 @@ fn bench(c: &mut Criterion) {
         let layout = Layout { callchain };
         let (ring, n) = filled(layout);
         let info = RecordParseInfo::new(&reader_attr(layout), Endianness::LittleEndian);
-        let mut g = c.benchmark_group(if callchain { "drain_parse_g" } else { "drain_parse" });
+        let mut g = c.benchmark_group(if callchain {
+            "drain_parse_g"
+        } else {
+            "drain_parse"
+        });
         g.throughput(Throughput::Elements(n));
         g.bench_function("profkit", |b| {
             b.iter_batched(
@@ -91,7 +103,9 @@ fn bench(c: &mut Criterion) {
                         if let Ok(EventRecord::Sample(s)) = rec.parse() {
                             sum = sum.wrapping_add(s.ip.unwrap_or(0) ^ s.tid.unwrap_or(0) as u64);
                             if let Some(cc) = s.callchain {
-                                sum = sum.wrapping_add((0..cc.len()).fold(0, |a, i| a ^ cc.get(i).unwrap_or(0)));
+                                sum = sum.wrapping_add(
+                                    (0..cc.len()).fold(0, |a, i| a ^ cc.get(i).unwrap_or(0)),
+                                );
                             }
                         }
                         true

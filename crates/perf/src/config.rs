@@ -17,21 +17,81 @@ pub struct EventSpec {
 /// Event names this build knows, with their type and config. Users may also
 /// write `rNNNN` (raw PMU config, hex) or `TYPE:CONFIG` (both decimal or 0x hex).
 pub const KNOWN_EVENTS: &[(&str, u32, u64)] = &[
-    ("cpu-clock", b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_CPU_CLOCK as u64),
-    ("task-clock", b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_TASK_CLOCK as u64),
-    ("page-faults", b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_PAGE_FAULTS as u64),
-    ("context-switches", b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_CONTEXT_SWITCHES as u64),
-    ("cpu-migrations", b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_CPU_MIGRATIONS as u64),
-    ("cycles", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_CPU_CYCLES as u64),
-    ("cpu-cycles", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_CPU_CYCLES as u64),
-    ("instructions", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_INSTRUCTIONS as u64),
-    ("cache-references", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_CACHE_REFERENCES as u64),
-    ("cache-misses", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_CACHE_MISSES as u64),
-    ("branches", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_BRANCH_INSTRUCTIONS as u64),
-    ("branch-instructions", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_BRANCH_INSTRUCTIONS as u64),
-    ("branch-misses", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_BRANCH_MISSES as u64),
-    ("bus-cycles", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_BUS_CYCLES as u64),
-    ("ref-cycles", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_REF_CPU_CYCLES as u64),
+    (
+        "cpu-clock",
+        b::PERF_TYPE_SOFTWARE,
+        b::PERF_COUNT_SW_CPU_CLOCK as u64,
+    ),
+    (
+        "task-clock",
+        b::PERF_TYPE_SOFTWARE,
+        b::PERF_COUNT_SW_TASK_CLOCK as u64,
+    ),
+    (
+        "page-faults",
+        b::PERF_TYPE_SOFTWARE,
+        b::PERF_COUNT_SW_PAGE_FAULTS as u64,
+    ),
+    (
+        "context-switches",
+        b::PERF_TYPE_SOFTWARE,
+        b::PERF_COUNT_SW_CONTEXT_SWITCHES as u64,
+    ),
+    (
+        "cpu-migrations",
+        b::PERF_TYPE_SOFTWARE,
+        b::PERF_COUNT_SW_CPU_MIGRATIONS as u64,
+    ),
+    (
+        "cycles",
+        b::PERF_TYPE_HARDWARE,
+        b::PERF_COUNT_HW_CPU_CYCLES as u64,
+    ),
+    (
+        "cpu-cycles",
+        b::PERF_TYPE_HARDWARE,
+        b::PERF_COUNT_HW_CPU_CYCLES as u64,
+    ),
+    (
+        "instructions",
+        b::PERF_TYPE_HARDWARE,
+        b::PERF_COUNT_HW_INSTRUCTIONS as u64,
+    ),
+    (
+        "cache-references",
+        b::PERF_TYPE_HARDWARE,
+        b::PERF_COUNT_HW_CACHE_REFERENCES as u64,
+    ),
+    (
+        "cache-misses",
+        b::PERF_TYPE_HARDWARE,
+        b::PERF_COUNT_HW_CACHE_MISSES as u64,
+    ),
+    (
+        "branches",
+        b::PERF_TYPE_HARDWARE,
+        b::PERF_COUNT_HW_BRANCH_INSTRUCTIONS as u64,
+    ),
+    (
+        "branch-instructions",
+        b::PERF_TYPE_HARDWARE,
+        b::PERF_COUNT_HW_BRANCH_INSTRUCTIONS as u64,
+    ),
+    (
+        "branch-misses",
+        b::PERF_TYPE_HARDWARE,
+        b::PERF_COUNT_HW_BRANCH_MISSES as u64,
+    ),
+    (
+        "bus-cycles",
+        b::PERF_TYPE_HARDWARE,
+        b::PERF_COUNT_HW_BUS_CYCLES as u64,
+    ),
+    (
+        "ref-cycles",
+        b::PERF_TYPE_HARDWARE,
+        b::PERF_COUNT_HW_REF_CPU_CYCLES as u64,
+    ),
 ];
 
 fn parse_num(s: &str) -> Option<u64> {
@@ -47,17 +107,29 @@ impl EventSpec {
     pub fn parse(name: &str) -> Result<Self> {
         let n = name.trim();
         if let Some(&(_, t, c)) = KNOWN_EVENTS.iter().find(|(k, _, _)| *k == n) {
-            return Ok(Self { name: n.to_string(), type_: t, config: c });
+            return Ok(Self {
+                name: n.to_string(),
+                type_: t,
+                config: c,
+            });
         }
         if let Some(hex) = n.strip_prefix('r') {
             if let Ok(c) = u64::from_str_radix(hex, 16) {
-                return Ok(Self { name: n.to_string(), type_: b::PERF_TYPE_RAW, config: c });
+                return Ok(Self {
+                    name: n.to_string(),
+                    type_: b::PERF_TYPE_RAW,
+                    config: c,
+                });
             }
         }
         if let Some((t, c)) = n.split_once(':') {
             if let (Some(t), Some(c)) = (parse_num(t), parse_num(c)) {
                 if let Ok(t) = u32::try_from(t) {
-                    return Ok(Self { name: n.to_string(), type_: t, config: c });
+                    return Ok(Self {
+                        name: n.to_string(),
+                        type_: t,
+                        config: c,
+                    });
                 }
             }
         }
@@ -182,7 +254,9 @@ impl SamplerConfig {
                 return Err(Error::Config("no process ids given".into()));
             }
             if let Some(bad) = p.iter().find(|&&p| p <= 0) {
-                return Err(Error::Config(format!("invalid pid {bad}: must be positive")));
+                return Err(Error::Config(format!(
+                    "invalid pid {bad}: must be positive"
+                )));
             }
         }
         if let Some(cpus) = &self.cpus {
@@ -241,7 +315,11 @@ pub fn format_cpu_list(cpus: &[u32]) -> String {
             i += 1;
             end = cpus[i];
         }
-        parts.push(if start == end { start.to_string() } else { format!("{start}-{end}") });
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
         i += 1;
     }
     parts.join(",")
@@ -249,9 +327,8 @@ pub fn format_cpu_list(cpus: &[u32]) -> String {
 
 /// The online CPUs, from `/sys/devices/system/cpu/online`.
 pub fn online_cpus() -> Result<Vec<u32>> {
-    let s = std::fs::read_to_string("/sys/devices/system/cpu/online").map_err(|e| {
-        Error::Config(format!("cannot read /sys/devices/system/cpu/online: {e}"))
-    })?;
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .map_err(|e| Error::Config(format!("cannot read /sys/devices/system/cpu/online: {e}")))?;
     parse_cpu_list(&s)
 }
 
@@ -268,7 +345,10 @@ mod tests {
         let e = EventSpec::parse("1:0x1").unwrap();
         assert_eq!((e.type_, e.config), (1, 1));
         let err = EventSpec::parse("bogus").unwrap_err().to_string();
-        assert!(err.contains("'bogus'") && err.contains("cpu-clock"), "{err}");
+        assert!(
+            err.contains("'bogus'") && err.contains("cpu-clock"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -282,7 +362,11 @@ mod tests {
         assert!(e.contains("maximum sample rate"), "{e}");
         c.rate = Rate::Period(10000);
         c.data_pages = 3;
-        assert!(c.validate().unwrap_err().to_string().contains("power of two"));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("power of two"));
         c.data_pages = 8;
         c.exclude_kernel = true;
         c.exclude_user = true;
@@ -294,7 +378,10 @@ mod tests {
 
     #[test]
     fn cpu_lists_round_trip() {
-        assert_eq!(parse_cpu_list("0-3,5,7-8\n").unwrap(), vec![0, 1, 2, 3, 5, 7, 8]);
+        assert_eq!(
+            parse_cpu_list("0-3,5,7-8\n").unwrap(),
+            vec![0, 1, 2, 3, 5, 7, 8]
+        );
         assert_eq!(format_cpu_list(&[0, 1, 2, 3, 5, 7, 8]), "0-3,5,7-8");
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("x").is_err());

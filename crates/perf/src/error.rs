@@ -114,9 +114,9 @@ pub fn explain_open_error(errno: i32, ctx: &OpenContext<'_>) -> String {
              virtual machines usually have no hardware PMU): use a software event such as \
              `-e cpu-clock`"
         ),
-        libc::ENODEV => format!(
-            "event '{ev}' is not available on this CPU (ENODEV): use `-e cpu-clock`"
-        ),
+        libc::ENODEV => {
+            format!("event '{ev}' is not available on this CPU (ENODEV): use `-e cpu-clock`")
+        }
         libc::EINVAL => {
             if let (Some(f), Some(max)) = (ctx.frequency, ctx.max_sample_rate) {
                 if f > max {
@@ -186,6 +186,22 @@ pub fn page_size() -> usize {
     }
 }
 
+/// Current `CLOCK_MONOTONIC` time in ns: the clock profkit's events are
+/// opened with (`use_clockid`), so round times compare with sample times.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY:
+    // - `ts` is a valid, writable timespec on our stack for the call.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    if r != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,19 +253,9 @@ mod tests {
     #[test]
     fn mmap_eperm_names_mlock_sysctl() {
         let m = explain_mmap_error(libc::EPERM, 1, 1024);
-        assert!(m.contains("perf_event_mlock_kb") && m.contains("--buffer-pages"), "{m}");
+        assert!(
+            m.contains("perf_event_mlock_kb") && m.contains("--buffer-pages"),
+            "{m}"
+        );
     }
-}
-
-/// Current `CLOCK_MONOTONIC` time in ns: the clock profkit's events are
-/// opened with (`use_clockid`), so round times compare with sample times.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY:
-    // - `ts` is a valid, writable timespec on our stack for the call.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    if r != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

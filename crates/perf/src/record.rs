@@ -150,7 +150,10 @@ pub struct Sample<'a> {
 impl Sample<'_> {
     /// True for samples taken in kernel (or guest kernel / hypervisor) mode.
     pub fn is_kernel(&self) -> bool {
-        matches!(self.cpumode, misc::KERNEL | misc::HYPERVISOR | misc::GUEST_KERNEL)
+        matches!(
+            self.cpumode,
+            misc::KERNEL | misc::HYPERVISOR | misc::GUEST_KERNEL
+        )
     }
 }
 
@@ -169,7 +172,9 @@ impl<'a> Callchain<'a> {
     }
     /// The entries in order (innermost first), markers included.
     pub fn iter(&self) -> impl Iterator<Item = u64> + 'a {
-        self.0.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
+        self.0
+            .chunks_exact(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
     }
 }
 
@@ -371,7 +376,10 @@ impl Layout {
     /// Parses one record. Unknown types come back as [`Record::Unknown`].
     #[inline]
     pub fn parse<'a>(&self, r: RawRecord<'a>) -> Result<Record<'a>, ParseError> {
-        let err = ParseError { kind: r.kind, len: r.body.len() };
+        let err = ParseError {
+            kind: r.kind,
+            len: r.body.len(),
+        };
         self.parse_inner(r).ok_or(err)
     }
 
@@ -434,7 +442,11 @@ impl Layout {
                     len: u64_at(rest, 16)?,
                     pgoff: u64_at(rest, 24)?,
                     file_id: None,
-                    prot: if r.misc & misc::MMAP_DATA != 0 { 0 } else { libc::PROT_EXEC as u32 },
+                    prot: if r.misc & misc::MMAP_DATA != 0 {
+                        0
+                    } else {
+                        libc::PROT_EXEC as u32
+                    },
                     flags: 0,
                     filename: cstr(rest.get(32..)?),
                     misc: r.misc,
@@ -469,11 +481,19 @@ impl Layout {
             }
             kind::LOST => {
                 let (sid, rest) = trailer(body)?;
-                Record::Lost { id: u64_at(rest, 0)?, lost: u64_at(rest, 8)?, sid }
+                Record::Lost {
+                    id: u64_at(rest, 0)?,
+                    lost: u64_at(rest, 8)?,
+                    sid,
+                }
             }
             kind::THROTTLE | kind::UNTHROTTLE => {
                 let (sid, rest) = trailer(body)?;
-                Record::Throttle { throttled: r.kind == kind::THROTTLE, time: u64_at(rest, 0)?, sid }
+                Record::Throttle {
+                    throttled: r.kind == kind::THROTTLE,
+                    time: u64_at(rest, 0)?,
+                    sid,
+                }
             }
             kind::SWITCH | kind::SWITCH_CPU_WIDE => {
                 let (sid, rest) = trailer(body)?;
@@ -502,7 +522,10 @@ impl Layout {
             }
             kind::LOST_SAMPLES => {
                 let (sid, rest) = trailer(body)?;
-                Record::LostSamples { lost: u64_at(rest, 0)?, sid }
+                Record::LostSamples {
+                    lost: u64_at(rest, 0)?,
+                    sid,
+                }
             }
             other => Record::Unknown { kind: other },
         })

@@ -20,7 +20,10 @@ fn make_attr(config: &SamplerConfig, with_build_id: bool, data_bytes: usize) -> 
         type_: config.event.type_,
         size: std::mem::size_of::<b::perf_event_attr>() as u32,
         config: config.event.config,
-        sample_type: Layout { callchain: config.callchain }.sample_type(),
+        sample_type: Layout {
+            callchain: config.callchain,
+        }
+        .sample_type(),
         read_format: b::PERF_FORMAT_LOST as u64,
         ..Default::default()
     };
@@ -124,11 +127,14 @@ impl PerfRing {
     fn map(cpu: u32, fd: OwnedFd, pages: usize) -> Result<Self> {
         let ps = page_size();
         let len = (pages + 1) * ps;
-        let map = MmapOptions::new().len(len).map_raw(fd.as_raw_fd()).map_err(|e| Error::Mmap {
-            cpu,
-            message: explain_mmap_error(e.raw_os_error().unwrap_or(0), cpu, pages),
-            source: e,
-        })?;
+        let map = MmapOptions::new()
+            .len(len)
+            .map_raw(fd.as_raw_fd())
+            .map_err(|e| Error::Mmap {
+                cpu,
+                message: explain_mmap_error(e.raw_os_error().unwrap_or(0), cpu, pages),
+                source: e,
+            })?;
         let mut ring = Self {
             cpu,
             fd,
@@ -215,7 +221,11 @@ impl RecordRing for PerfRing {
         if avail > self.data_size {
             // The kernel never overruns the tail in non-overwrite mode; if it
             // ever appears to, resynchronise instead of reading garbage.
-            let stats = ReadStats { corrupt_bytes: avail as u64, bytes: avail as u64, ..Default::default() };
+            let stats = ReadStats {
+                corrupt_bytes: avail as u64,
+                bytes: avail as u64,
+                ..Default::default()
+            };
             self.tail = head;
             // ATOMICS: Release pairs with the kernel's READ_ONCE(data_tail) + smp_mb (A).
             self.tail_ptr().store(self.tail, Ordering::Release);
@@ -314,7 +324,10 @@ impl Sampler {
                         // - SET_OUTPUT takes the fd of another event on the
                         //   same CPU; both fds are alive for the call.
                         let r = unsafe {
-                            perf_event_open_sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), owner.as_raw_fd())
+                            perf_event_open_sys::ioctls::SET_OUTPUT(
+                                fd.as_raw_fd(),
+                                owner.as_raw_fd(),
+                            )
                         };
                         if r < 0 {
                             return Err(Error::Io {
@@ -330,7 +343,13 @@ impl Sampler {
             let fd = first.expect("at least one pid per cpu");
             rings.push(PerfRing::map(cpu, fd, config.data_pages)?);
         }
-        Ok(Self { rings, extra, layout: Layout { callchain: config.callchain } })
+        Ok(Self {
+            rings,
+            extra,
+            layout: Layout {
+                callchain: config.callchain,
+            },
+        })
     }
 
     /// The record layout these events write.
@@ -348,7 +367,11 @@ impl Sampler {
     /// Enables every event (as close together as the kernel allows).
     pub fn enable(&self) -> Result<()> {
         for (cpu, fd) in self.all_fds() {
-            ioctl_simple(fd, 0).map_err(|source| Error::Io { op: "enable", cpu, source })?;
+            ioctl_simple(fd, 0).map_err(|source| Error::Io {
+                op: "enable",
+                cpu,
+                source,
+            })?;
         }
         Ok(())
     }
@@ -356,7 +379,11 @@ impl Sampler {
     /// Disables every event. Records already in the rings stay there.
     pub fn disable(&self) -> Result<()> {
         for (cpu, fd) in self.all_fds() {
-            ioctl_simple(fd, 1).map_err(|source| Error::Io { op: "disable", cpu, source })?;
+            ioctl_simple(fd, 1).map_err(|source| Error::Io {
+                op: "disable",
+                cpu,
+                source,
+            })?;
         }
         Ok(())
     }
@@ -376,7 +403,11 @@ impl Sampler {
     pub fn lost_counts(&self) -> Result<Vec<(u32, u64)>> {
         let mut out: Vec<(u32, u64)> = self.rings.iter().map(|r| (r.cpu, 0)).collect();
         for (cpu, fd) in self.all_fds() {
-            let lost = read_lost(fd).map_err(|source| Error::Io { op: "read lost count", cpu, source })?;
+            let lost = read_lost(fd).map_err(|source| Error::Io {
+                op: "read lost count",
+                cpu,
+                source,
+            })?;
             if let Some(e) = out.iter_mut().find(|e| e.0 == cpu) {
                 e.1 += lost;
             }

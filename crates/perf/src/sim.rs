@@ -176,7 +176,15 @@ impl SimRecord {
     pub fn encode(&self, cpu: u32, layout: Layout) -> (u32, u16, Vec<u8>) {
         let mut v = Vec::with_capacity(64);
         match self {
-            SimRecord::Sample { ip, pid, tid, time, kernel, period, callchain } => {
+            SimRecord::Sample {
+                ip,
+                pid,
+                tid,
+                time,
+                kernel,
+                period,
+                callchain,
+            } => {
                 push_u64(&mut v, *ip);
                 push_u32(&mut v, *pid);
                 push_u32(&mut v, *tid);
@@ -234,22 +242,44 @@ impl SimRecord {
                 push_trailer(&mut v, *pid, *tid, *time, cpu);
                 (kind::MMAP2, m, v)
             }
-            SimRecord::Comm { pid, tid, comm, exec, time } => {
+            SimRecord::Comm {
+                pid,
+                tid,
+                comm,
+                exec,
+                time,
+            } => {
                 push_u32(&mut v, *pid);
                 push_u32(&mut v, *tid);
                 push_str_padded(&mut v, comm);
                 push_trailer(&mut v, *pid, *tid, *time, cpu);
                 (kind::COMM, if *exec { misc::COMM_EXEC } else { 0 }, v)
             }
-            SimRecord::Fork { pid, ppid, tid, ptid, time }
-            | SimRecord::Exit { pid, ppid, tid, ptid, time } => {
+            SimRecord::Fork {
+                pid,
+                ppid,
+                tid,
+                ptid,
+                time,
+            }
+            | SimRecord::Exit {
+                pid,
+                ppid,
+                tid,
+                ptid,
+                time,
+            } => {
                 push_u32(&mut v, *pid);
                 push_u32(&mut v, *ppid);
                 push_u32(&mut v, *tid);
                 push_u32(&mut v, *ptid);
                 push_u64(&mut v, *time);
                 push_trailer(&mut v, *pid, *tid, *time, cpu);
-                let k = if matches!(self, SimRecord::Fork { .. }) { kind::FORK } else { kind::EXIT };
+                let k = if matches!(self, SimRecord::Fork { .. }) {
+                    kind::FORK
+                } else {
+                    kind::EXIT
+                };
                 (k, 0, v)
             }
             SimRecord::Throttle { throttled, time } => {
@@ -257,15 +287,37 @@ impl SimRecord {
                 push_u64(&mut v, 0);
                 push_u64(&mut v, 0);
                 push_trailer(&mut v, 0, 0, *time, cpu);
-                (if *throttled { kind::THROTTLE } else { kind::UNTHROTTLE }, 0, v)
+                (
+                    if *throttled {
+                        kind::THROTTLE
+                    } else {
+                        kind::UNTHROTTLE
+                    },
+                    0,
+                    v,
+                )
             }
-            SimRecord::Switch { out, pid, tid, time } => {
+            SimRecord::Switch {
+                out,
+                pid,
+                tid,
+                time,
+            } => {
                 push_u32(&mut v, *pid);
                 push_u32(&mut v, *tid);
                 push_trailer(&mut v, 0, 0, *time, cpu);
-                (kind::SWITCH_CPU_WIDE, if *out { misc::SWITCH_OUT } else { 0 }, v)
+                (
+                    kind::SWITCH_CPU_WIDE,
+                    if *out { misc::SWITCH_OUT } else { 0 },
+                    v,
+                )
             }
-            SimRecord::Ksymbol { addr, len, name, time } => {
+            SimRecord::Ksymbol {
+                addr,
+                len,
+                name,
+                time,
+            } => {
                 push_u64(&mut v, *addr);
                 push_u32(&mut v, *len);
                 v.extend_from_slice(&1u16.to_ne_bytes());
@@ -303,7 +355,10 @@ impl SimRing {
     /// # Panics
     /// If `size` is not a power of two or is below 64 (a test-setup bug).
     pub fn new(cpu: u32, size: usize, layout: Layout) -> Self {
-        assert!(size.is_power_of_two() && size >= 64, "SimRing size must be a power of two >= 64");
+        assert!(
+            size.is_power_of_two() && size >= 64,
+            "SimRing size must be a power of two >= 64"
+        );
         Self {
             cpu,
             layout,
@@ -360,7 +415,11 @@ impl SimRing {
     pub fn push_raw(&mut self, kind: u32, misc: u16, body: &[u8]) -> bool {
         debug_assert!(body.len() % 8 == 0);
         let need = 8 + body.len();
-        let lost_need = if self.pending_lost > 0 { LOST_RECORD_SIZE } else { 0 };
+        let lost_need = if self.pending_lost > 0 {
+            LOST_RECORD_SIZE
+        } else {
+            0
+        };
         if need + lost_need > self.free() || need > u16::MAX as usize {
             self.pending_lost += 1;
             self.dropped += 1;
@@ -402,7 +461,12 @@ impl RecordRing for SimRing {
 
     fn read_records<F: FnMut(RawRecord<'_>) -> bool>(&mut self, f: F) -> ReadStats {
         let (start, first, second) = split(self.tail, self.head, self.buf.len());
-        let stats = walk(&self.buf[start..start + first], &self.buf[..second], &mut self.scratch, f);
+        let stats = walk(
+            &self.buf[start..start + first],
+            &self.buf[..second],
+            &mut self.scratch,
+            f,
+        );
         self.tail += stats.bytes;
         stats
     }

@@ -1,2 +1,81 @@
-//! placeholder until this crate is written.
+//! The sync stage: per-CPU rings merged into one global event buffer.
+//!
+//! This crate owns OProfile's `buffer_sync` moved onto perf rings:
+//!
+//! - [`SyncStage`]: one round drains every CPU's ring in turn into one
+//!   [`Chunk`] of the event log, writing a CPU-switch marker first, then
+//!   task/mode/cookie switches only when they change, then compact samples
+//!   already resolved to (cookie, offset) through the process table
+//!   ([`ProcessTable`], seeded from `/proc`, kept current from MMAP2, COMM,
+//!   FORK and EXIT) and the kernel's text and modules ([`KernelMaps`]);
+//!   module loads, LOST records, throttling and samples that could not be
+//!   resolved all become markers at their place, and every sample the
+//!   kernel produced is counted in [`profkit_eventlog::CpuAccounting`].
+//! - [`EventBuffer`]: the bounded in-memory global event buffer between the
+//!   sync stage (producer, never blocks) and the writer thread (consumer),
+//!   and [`Recorder`], which ties rings, stage, buffer and writer together
+//!   for the daemon.
+//!
+//! # Design constraints
+//!
+//! - Works the same on real rings and on `SimRing` (generic over
+//!   [`profkit_perf::RecordRing`]); everything below the rings is testable
+//!   without a kernel.
+//! - The producer never blocks on the disk: a full event buffer drops the
+//!   round's samples into a named counter (lost to overflow) and writes a
+//!   LOST marker where space returned; nothing is silently lost.
+//! - No `unsafe`; no I/O on the hot path except first sight of an unknown
+//!   process (one `/proc/PID/maps` read) or binary (one build-id read).
+//!
+//! # Example
+//!
+//! ```
+//! use profkit_perf::{Layout, SimRecord, SimRing};
+//! use profkit_sync::{SyncOptions, SyncStage};
+//!
+//! let layout = Layout { callchain: false };
+//! let mut stage = SyncStage::new(SyncOptions { layout, paths: Default::default(), use_procfs: false });
+//! let mut rings = vec![SimRing::new(0, 4096, layout)];
+//! rings[0].push(&SimRecord::Mmap2 {
+//!     pid: 10, tid: 10, addr: 0x400000, len: 0x1000, pgoff: 0, ino: 5, build_id: None,
+//!     prot: 5, filename: "/bin/x".into(), time: 1,
+//! });
+//! rings[0].push(&SimRecord::Sample {
+//!     ip: 0x400123, pid: 10, tid: 10, time: 2, kernel: false, period: 1, callchain: vec![],
+//! });
+//! let chunk = stage.round(&mut rings, 3);
+//! assert_eq!(chunk.samples(), 1);
+//! let mut offsets = Vec::new();
+//! profkit_eventlog::for_each_sample(&chunk.bytes, |s| offsets.push(s.offset), |_| {}).unwrap();
+//! assert_eq!(offsets, [0x123]);
+//! ```
+//!
+//! # Not for
+//!
+//! Opening events (profkit-perf), the file format (profkit-eventlog),
+//! symbol names (profkit-symbols), or the daemon's process life
+//! (profkit-daemon).
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod buffer;
+mod cookies;
+mod kernel;
+mod process;
+mod procfs;
+mod recorder;
+mod stage;
+
+pub use buffer::{BufferState, ChunkSink, EventBuffer, FileSink};
+pub use cookies::{
+    anon_cookie, build_id_cookie, build_id_from_notes, cookie_hash, file_entry, inode_cookie,
+    read_build_id, vdso_cookie, CookieTable,
+};
+pub use kernel::{kernel_entry, module_entry, KernelMaps, LoadedModule};
+pub use process::{IntMap, Map, MapKind, Process, ProcessTable, Unresolved};
+pub use procfs::{
+    dev_number, parse_kernel_text, parse_maps, parse_modules, read_all_processes, read_process,
+    KernelModule, ProcMap, ProcPaths, ProcProcess,
+};
+pub use recorder::{Recorder, RecorderOptions, RecorderStatus, RingSource, SimRings};
+pub use stage::{Chunk, SyncOptions, SyncStage};

@@ -3,7 +3,7 @@
 //! and pass, unless PROFKIT_REQUIRE_PERF=1, where they fail.
 
 use profkit_perf::{
-    online_cpus, EventSpec, Rate, Record, RecordRing, SamplerConfig, Sampler, Target,
+    online_cpus, EventSpec, Rate, Record, RecordRing, Sampler, SamplerConfig, Target,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,7 +38,10 @@ fn pin_to(cpu: u32) {
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu as usize, &mut set);
-        assert_eq!(libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set), 0);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set),
+            0
+        );
     }
 }
 
@@ -58,11 +61,16 @@ fn own_text_ranges() -> Vec<(u64, u64)> {
     let exe = std::fs::read_link("/proc/self/exe").unwrap();
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
     maps.lines()
-        .filter(|l| l.ends_with(exe.to_str().unwrap()) && l.split_whitespace().nth(1).unwrap().contains('x'))
+        .filter(|l| {
+            l.ends_with(exe.to_str().unwrap()) && l.split_whitespace().nth(1).unwrap().contains('x')
+        })
         .map(|l| {
             let r = l.split_whitespace().next().unwrap();
             let (a, b) = r.split_once('-').unwrap();
-            (u64::from_str_radix(a, 16).unwrap(), u64::from_str_radix(b, 16).unwrap())
+            (
+                u64::from_str_radix(a, 16).unwrap(),
+                u64::from_str_radix(b, 16).unwrap(),
+            )
         })
         .collect()
 }
@@ -71,7 +79,9 @@ fn own_text_ranges() -> Vec<(u64, u64)> {
 fn system_wide_samples_arrive_on_every_cpu_with_right_fields() {
     let mut config = SamplerConfig::new(EventSpec::parse("cpu-clock").unwrap());
     config.rate = Rate::Frequency(1000);
-    let Some(mut sampler) = open_or_skip(&config) else { return };
+    let Some(mut sampler) = open_or_skip(&config) else {
+        return;
+    };
     let cpus = online_cpus().unwrap();
     assert_eq!(sampler.rings().len(), cpus.len());
 
@@ -111,10 +121,18 @@ fn system_wide_samples_arrive_on_every_cpu_with_right_fields() {
         let stats = ring.read_records(|raw| {
             match layout.parse(raw) {
                 Ok(Record::Sample(s)) => {
-                    assert_eq!(s.cpu, ring_cpu, "sample in cpu {ring_cpu}'s ring says cpu {}", s.cpu);
+                    assert_eq!(
+                        s.cpu, ring_cpu,
+                        "sample in cpu {ring_cpu}'s ring says cpu {}",
+                        s.cpu
+                    );
                     if s.pid == me {
                         if let Some(&pinned) = tid_cpu.get(&s.tid) {
-                            assert_eq!(s.cpu, pinned, "thread pinned to {pinned} sampled on {}", s.cpu);
+                            assert_eq!(
+                                s.cpu, pinned,
+                                "thread pinned to {pinned} sampled on {}",
+                                s.cpu
+                            );
                             *ours.entry(s.cpu).or_default() += 1;
                             total_ours += 1;
                             if !s.is_kernel() && text.iter().any(|&(a, b)| s.ip >= a && s.ip < b) {
@@ -134,7 +152,10 @@ fn system_wide_samples_arrive_on_every_cpu_with_right_fields() {
     for &cpu in &cpus {
         let n = ours.get(&cpu).copied().unwrap_or(0);
         // ~1000 expected; the VM samples erratically, so only demand a clear majority.
-        assert!(n >= 300, "only {n} samples of the pinned worker on cpu {cpu}: {ours:?}");
+        assert!(
+            n >= 300,
+            "only {n} samples of the pinned worker on cpu {cpu}: {ours:?}"
+        );
     }
     assert!(
         in_text * 10 >= total_ours * 8,
@@ -142,7 +163,10 @@ fn system_wide_samples_arrive_on_every_cpu_with_right_fields() {
     );
     for (cpu, kernel_lost) in sampler.lost_counts().unwrap() {
         let seen = lost_records.get(&cpu).copied().unwrap_or(0);
-        assert!(seen <= kernel_lost, "cpu {cpu}: LOST records {seen} > kernel count {kernel_lost}");
+        assert!(
+            seen <= kernel_lost,
+            "cpu {cpu}: LOST records {seen} > kernel count {kernel_lost}"
+        );
     }
 }
 
@@ -152,7 +176,9 @@ fn a_tiny_ring_loses_and_the_loss_reconciles() {
     config.rate = Rate::Frequency(5000);
     config.data_pages = 1;
     config.cpus = Some(vec![0]);
-    let Some(mut sampler) = open_or_skip(&config) else { return };
+    let Some(mut sampler) = open_or_skip(&config) else {
+        return;
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
     let w = std::thread::spawn(move || {
@@ -184,7 +210,10 @@ fn a_tiny_ring_loses_and_the_loss_reconciles() {
     stop.store(true, Ordering::Relaxed);
     w.join().unwrap();
     let kernel_lost = sampler.lost_counts().unwrap()[0].1;
-    assert!(lost_in_records > 0, "a 4 KiB ring drained every 200 ms at 5 kHz must overflow");
+    assert!(
+        lost_in_records > 0,
+        "a 4 KiB ring drained every 200 ms at 5 kHz must overflow"
+    );
     assert!(
         lost_in_records <= kernel_lost,
         "LOST records {lost_in_records} exceed the kernel's count {kernel_lost}"
@@ -220,7 +249,11 @@ fn pid_target_follows_a_child_with_inherit() {
         ring.read_records(|raw| {
             match layout.parse(raw) {
                 Ok(Record::Sample(s)) => {
-                    assert_eq!(s.pid, child.id(), "a per-pid event only samples its process");
+                    assert_eq!(
+                        s.pid,
+                        child.id(),
+                        "a per-pid event only samples its process"
+                    );
                     samples += 1;
                 }
                 Ok(Record::Exit(t)) if t.pid == child.id() => exit_seen = true,
@@ -259,7 +292,10 @@ fn nonexistent_pid_names_the_pid() {
     config.target = Target::Pids(vec![i32::MAX - 7]);
     config.cpus = Some(vec![0]);
     let e = Sampler::open(&config).unwrap_err().to_string();
-    assert!(e.contains(&(i32::MAX - 7).to_string()) && e.contains("no such process"), "{e}");
+    assert!(
+        e.contains(&(i32::MAX - 7).to_string()) && e.contains("no such process"),
+        "{e}"
+    );
 }
 
 /// Run as an unprivileged user by `unprivileged_open_prints_the_paranoid_level`.
@@ -293,16 +329,32 @@ fn unprivileged_open_prints_the_paranoid_level() {
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = std::process::Command::new(setpriv)
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
         .arg(&exe)
-        .args(["--ignored", "--exact", "live::child_open_system_wide", "--nocapture"])
+        .args([
+            "--ignored",
+            "--exact",
+            "live::child_open_system_wide",
+            "--nocapture",
+        ])
         .output()
         .unwrap();
     std::fs::remove_dir_all(&dir).ok();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().find(|l| l.starts_with("CHILD-RESULT:")).unwrap_or_else(|| {
-        panic!("child printed no result: {stdout} {}", String::from_utf8_lossy(&out.stderr))
-    });
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("CHILD-RESULT:"))
+        .unwrap_or_else(|| {
+            panic!(
+                "child printed no result: {stdout} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
     assert!(
         line.contains(&format!("perf_event_paranoid is {}", paranoid.unwrap()))
             && line.contains("no permission")

@@ -66,7 +66,10 @@ fn drain(
             TEST_KIND => {
                 let seq = u64::from_ne_bytes(r.body[..8].try_into().unwrap());
                 let (exp_seq, words, kept) = produced[*next_expected as usize];
-                assert!(kept, "record {exp_seq} was dropped but record {seq} arrived in its place");
+                assert!(
+                    kept,
+                    "record {exp_seq} was dropped but record {seq} arrived in its place"
+                );
                 assert_eq!(seq, exp_seq, "out of order");
                 assert_eq!(r.body, &body(seq, words)[..], "record {seq} is not intact");
                 *next_expected += 1;
@@ -122,7 +125,13 @@ fn typed_records_round_trip_through_the_ring() {
         let layout = Layout { callchain };
         let mut ring = SimRing::new(1, 1024, layout);
         let recs = vec![
-            SimRecord::Comm { pid: 5, tid: 6, comm: "worker-thread".into(), exec: true, time: 1 },
+            SimRecord::Comm {
+                pid: 5,
+                tid: 6,
+                comm: "worker-thread".into(),
+                exec: true,
+                time: 1,
+            },
             SimRecord::Mmap2 {
                 pid: 5,
                 tid: 5,
@@ -135,7 +144,13 @@ fn typed_records_round_trip_through_the_ring() {
                 filename: "/usr/bin/x".into(),
                 time: 2,
             },
-            SimRecord::Fork { pid: 9, ppid: 5, tid: 9, ptid: 5, time: 3 },
+            SimRecord::Fork {
+                pid: 9,
+                ppid: 5,
+                tid: 9,
+                ptid: 5,
+                time: 3,
+            },
             SimRecord::Sample {
                 ip: 0x401234,
                 pid: 5,
@@ -145,11 +160,30 @@ fn typed_records_round_trip_through_the_ring() {
                 period: 250000,
                 callchain: vec![0x401234, 0x401000],
             },
-            SimRecord::Throttle { throttled: true, time: 5 },
-            SimRecord::Switch { out: true, pid: 9, tid: 9, time: 6 },
-            SimRecord::Ksymbol { addr: 0xffff_0000, len: 64, name: "bpf_prog_x".into(), time: 7 },
+            SimRecord::Throttle {
+                throttled: true,
+                time: 5,
+            },
+            SimRecord::Switch {
+                out: true,
+                pid: 9,
+                tid: 9,
+                time: 6,
+            },
+            SimRecord::Ksymbol {
+                addr: 0xffff_0000,
+                len: 64,
+                name: "bpf_prog_x".into(),
+                time: 7,
+            },
             SimRecord::Unknown { kind: 99, len: 16 },
-            SimRecord::Exit { pid: 9, ppid: 5, tid: 9, ptid: 5, time: 8 },
+            SimRecord::Exit {
+                pid: 9,
+                ppid: 5,
+                tid: 9,
+                ptid: 5,
+                time: 8,
+            },
         ];
         // Push and drain several times so records straddle the wrap point.
         let mut parsed = Vec::new();
@@ -164,13 +198,21 @@ fn typed_records_round_trip_through_the_ring() {
         }
         assert_eq!(parsed.len(), 7 * recs.len());
         let s = &parsed[3];
-        assert!(s.contains("ip: 4198964") && s.contains("tid: 6") && s.contains("cpu: 1"), "{s}");
+        assert!(
+            s.contains("ip: 4198964") && s.contains("tid: 6") && s.contains("cpu: 1"),
+            "{s}"
+        );
         if callchain {
             let mut r = SimRing::new(0, 256, layout);
             r.push(&recs[3]);
             r.read_records(|raw| {
-                let Ok(Record::Sample(s)) = layout.parse(raw) else { panic!() };
-                assert_eq!(s.callchain.iter().collect::<Vec<_>>(), vec![0x401234, 0x401000]);
+                let Ok(Record::Sample(s)) = layout.parse(raw) else {
+                    panic!()
+                };
+                assert_eq!(
+                    s.callchain.iter().collect::<Vec<_>>(),
+                    vec![0x401234, 0x401000]
+                );
                 true
             });
         }
@@ -184,10 +226,21 @@ fn typed_records_round_trip_through_the_ring() {
 #[test]
 fn short_records_are_errors_not_panics() {
     let layout = Layout { callchain: true };
-    for k in [kind::SAMPLE, kind::MMAP2, kind::COMM, kind::FORK, kind::LOST, kind::KSYMBOL] {
+    for k in [
+        kind::SAMPLE,
+        kind::MMAP2,
+        kind::COMM,
+        kind::FORK,
+        kind::LOST,
+        kind::KSYMBOL,
+    ] {
         for len in [0usize, 8, 16, 24, 40] {
             let body = vec![0xffu8; len];
-            let r = layout.parse(RawRecord { kind: k, misc: 0, body: &body });
+            let r = layout.parse(RawRecord {
+                kind: k,
+                misc: 0,
+                body: &body,
+            });
             if let Err(e) = r {
                 assert!(e.to_string().contains("too short"));
             }
@@ -199,7 +252,15 @@ fn short_records_are_errors_not_panics() {
 fn lost_record_is_written_where_space_returned() {
     let layout = Layout { callchain: false };
     let mut ring = SimRing::new(0, 256, layout);
-    let s = |t| SimRecord::Sample { ip: t, pid: 1, tid: 1, time: t, kernel: true, period: 1, callchain: vec![] };
+    let s = |t| SimRecord::Sample {
+        ip: t,
+        pid: 1,
+        tid: 1,
+        time: t,
+        kernel: true,
+        period: 1,
+        callchain: vec![],
+    };
     let mut kept = 0;
     for t in 0..10 {
         kept += ring.push(&s(t)) as u64;

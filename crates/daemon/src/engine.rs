@@ -1,0 +1,50 @@
+//! The boundary between the daemon machinery and the sampling engine.
+
+use std::os::fd::BorrowedFd;
+
+/// What the daemon drives: in profkit, `profkit-sync`'s `Recorder`; in
+/// tests, [`FakeEngine`](crate::testing::FakeEngine).
+///
+/// The daemon calls these from its one thread, never concurrently, and
+/// turns an `Err(message)` into a log line and a counter ([`round`]) or an
+/// error answer to the client (the others). Messages are shown to users
+/// as they are: say what failed and, if there is one, the fix.
+///
+/// [`round`]: Engine::round
+pub trait Engine {
+    /// Descriptors that become readable when a ring passes its watermark
+    /// (perf event fds with `wakeup_watermark`). The main loop polls them
+    /// for `POLLIN` and runs [`round`](Engine::round) when one is readable.
+    /// Called once per loop iteration, so it must be cheap; the set may
+    /// change between calls. A descriptor that reports `POLLHUP`/`POLLERR`
+    /// (a perf fd whose task exited) is dropped from polling for the rest
+    /// of the run (the timer still drains its ring); descriptors are told
+    /// apart by number, so keep them open for the whole run rather than
+    /// closing one and opening another. Return an empty `Vec`
+    /// to rely on the timer alone.
+    fn wake_fds(&self) -> Vec<BorrowedFd<'_>>;
+
+    /// One sync round: drain every ring into the event buffer. Called every
+    /// sync interval and when a wake fd is readable. An error is logged and
+    /// counted, never fatal.
+    fn round(&mut self) -> Result<(), String>;
+
+    /// A round, then wait until everything so far is on disk
+    /// (`profctl dump`). Does its own round: the daemon does not call
+    /// [`round`](Engine::round) first.
+    fn dump(&mut self) -> Result<(), String>;
+
+    /// Counters for `profctl status` (per-CPU samples/lost, rounds, bytes
+    /// written, last round duration, ...). Answered under the key
+    /// `"engine"`, next to the daemon's own counters under `"daemon"`.
+    fn status(&self) -> serde_json::Value;
+
+    /// Discard the samples so far (`profctl reset`).
+    fn reset(&mut self) -> Result<(), String>;
+
+    /// Disable sampling, final drain, reconcile, write the footer; returns
+    /// the summary `profctl stop` prints. Called exactly once, last. Does
+    /// its own final drain: the daemon does not call
+    /// [`round`](Engine::round) first.
+    fn stop(&mut self) -> Result<serde_json::Value, String>;
+}

@@ -1,0 +1,1052 @@
+//! Decoding a chunk payload: [`ChunkDecoder`] (events), [`Expander`]
+//! (samples with full state, markers in place) and [`for_each_sample`] (the
+//! fast path for aggregation).
+
+use crate::codec::{read_uvar, tag, unzigzag, VarintError, COOKIE_SLOTS};
+use crate::error::{Error, Result};
+use crate::event::{Cookie, Event, ExpandedSample};
+use crate::markers::read_marker;
+
+/// One decoded step, before state is applied. Markers stay as bytes until
+/// the caller wants an [`Event`], so the sample path never builds one.
+enum Step<'a> {
+    Cpu(u32),
+    Task(u32, u32),
+    Mode(bool),
+    Cookie(Cookie),
+    Sample(u64),
+    Marker { tag: u8, body: &'a [u8], at: usize },
+}
+
+/// The byte-level decoder: position plus the chunk-local cookie slots.
+struct Core<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    slots: [Cookie; COOKIE_SLOTS],
+    last_off: [u64; COOKIE_SLOTS],
+    filled: usize,
+    next_slot: usize,
+    cur_slot: Option<usize>,
+}
+
+impl<'a> Core<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Core {
+            buf,
+            pos: 0,
+            slots: [0; COOKIE_SLOTS],
+            last_off: [0; COOKIE_SLOTS],
+            filled: 0,
+            next_slot: 0,
+            cur_slot: None,
+        }
+    }
+
+    #[inline(always)]
+    fn uvar(&mut self, what: &'static str) -> Result<u64> {
+        match read_uvar(self.buf, self.pos) {
+            Ok((v, next)) => {
+                self.pos = next;
+                Ok(v)
+            }
+            Err(e) => Err(self.varint_error(e, what)),
+        }
+    }
+
+    #[cold]
+    fn varint_error(&self, e: VarintError, what: &'static str) -> Error {
+        match e {
+            VarintError::Truncated => Error::Truncated {
+                what,
+                offset: self.pos as u64,
+                len: self.buf.len() as u64,
+            },
+            VarintError::Overflow => Error::BadVarint {
+                offset: self.pos as u64,
+            },
+        }
+    }
+
+    fn u32var(&mut self, what: &'static str, at: usize) -> Result<u32> {
+        let v = self.uvar(what)?;
+        u32::try_from(v)
+            .map_err(|_| Error::malformed(what, at as u64, format!("{v} does not fit 32 bits")))
+    }
+
+    /// Decodes the next step; `Ok(None)` at the end of the payload.
+    #[inline(always)]
+    fn step(&mut self) -> Result<Option<Step<'a>>> {
+        let at = self.pos;
+        let Some(&t) = self.buf.get(at) else {
+            return Ok(None);
+        };
+        self.pos += 1;
+        let step = match t {
+            tag::SAMPLE => {
+                let off = self.uvar("Sample")?;
+                if let Some(s) = self.cur_slot {
+                    self.last_off[s % COOKIE_SLOTS] = off;
+                }
+                Step::Sample(off)
+            }
+            tag::SAMPLE_DELTA => {
+                let d = self.uvar("Sample")?;
+                let Some(s) = self.cur_slot else {
+                    return Err(Error::SampleWithoutState {
+                        offset: at as u64,
+                        missing: "cookie",
+                    });
+                };
+                let slot = &mut self.last_off[s % COOKIE_SLOTS];
+                let off = slot.wrapping_add(unzigzag(d) as u64);
+                *slot = off;
+                Step::Sample(off)
+            }
+            tag::COOKIE_REF_BASE..=tag::COOKIE_REF_LAST => {
+                let slot = usize::from(t - tag::COOKIE_REF_BASE);
+                if slot >= self.filled {
+                    return Err(Error::EmptyCookieSlot {
+                        slot: slot as u8,
+                        offset: at as u64,
+                        filled: self.filled,
+                    });
+                }
+                self.cur_slot = Some(slot);
+                Step::Cookie(self.slots[slot])
+            }
+            tag::COOKIE_SWITCH => {
+                let Some(b) = self.buf.get(self.pos..self.pos + 8) else {
+                    return Err(Error::Truncated {
+                        what: "CookieSwitch",
+                        offset: self.pos as u64,
+                        len: self.buf.len() as u64,
+                    });
+                };
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                self.pos += 8;
+                let cookie = u64::from_le_bytes(a);
+                let slot = self.next_slot;
+                self.next_slot = (slot + 1) % COOKIE_SLOTS;
+                self.filled = (self.filled + 1).min(COOKIE_SLOTS);
+                self.slots[slot] = cookie;
+                self.last_off[slot] = 0;
+                self.cur_slot = Some(slot);
+                Step::Cookie(cookie)
+            }
+            tag::MODE_USER => Step::Mode(false),
+            tag::MODE_KERNEL => Step::Mode(true),
+            tag::TASK_SWITCH => {
+                let pid = self.u32var("TaskSwitch", at)?;
+                let d = unzigzag(self.uvar("TaskSwitch")?);
+                let tid = i64::from(pid)
+                    .checked_add(d)
+                    .and_then(|t| u32::try_from(t).ok())
+                    .ok_or_else(|| {
+                        Error::malformed(
+                            "TaskSwitch",
+                            at as u64,
+                            format!("pid {pid} + tid delta {d} is not a u32"),
+                        )
+                    })?;
+                Step::Task(pid, tid)
+            }
+            tag::CPU_SWITCH => {
+                let cpu = self.u32var("CpuSwitch", at)?;
+                self.cur_slot = None;
+                Step::Cpu(cpu)
+            }
+            tag::COMM | tag::COOKIE_DEF | tag::MODULE_LOAD | tag::LOST | tag::THROTTLE => {
+                let len = self.uvar("marker length")?;
+                let start = self.pos;
+                let avail = (self.buf.len() - start) as u64;
+                if len > avail {
+                    return Err(Error::Truncated {
+                        what: "marker body",
+                        offset: start as u64,
+                        len: self.buf.len() as u64,
+                    });
+                }
+                self.pos = start + len as usize;
+                Step::Marker {
+                    tag: t,
+                    body: &self.buf[start..self.pos],
+                    at: start,
+                }
+            }
+            _ => {
+                return Err(Error::UnknownTag {
+                    tag: t,
+                    offset: at as u64,
+                })
+            }
+        };
+        Ok(Some(step))
+    }
+}
+
+/// Iterates over the events of one chunk payload. Stops after the first
+/// error (which it yields).
+///
+/// Cookie back-references and offset deltas are resolved: the events are
+/// the logical stream ([`Event::CookieSwitch`] with the full cookie,
+/// [`Event::Sample`] with the absolute offset).
+pub struct ChunkDecoder<'a> {
+    core: Core<'a>,
+    failed: bool,
+}
+
+impl<'a> ChunkDecoder<'a> {
+    /// A decoder over `payload`.
+    pub fn new(payload: &'a [u8]) -> Self {
+        ChunkDecoder {
+            core: Core::new(payload),
+            failed: false,
+        }
+    }
+
+    /// Byte offset of the next event in the payload.
+    pub fn position(&self) -> usize {
+        self.core.pos
+    }
+
+    /// The next event, `Ok(None)` at the end.
+    pub fn next_event(&mut self) -> Result<Option<Event>> {
+        if self.failed {
+            return Ok(None);
+        }
+        let r = match self.core.step() {
+            Ok(None) => Ok(None),
+            Ok(Some(step)) => Ok(Some(match step {
+                Step::Cpu(cpu) => Event::CpuSwitch { cpu },
+                Step::Task(pid, tid) => Event::TaskSwitch { pid, tid },
+                Step::Mode(kernel) => Event::Mode { kernel },
+                Step::Cookie(cookie) => Event::CookieSwitch { cookie },
+                Step::Sample(offset) => Event::Sample { offset },
+                Step::Marker { tag, body, at } => match read_marker(tag, body, at as u64) {
+                    Ok(ev) => ev,
+                    Err(e) => {
+                        self.failed = true;
+                        return Err(e);
+                    }
+                },
+            })),
+            Err(e) => Err(e),
+        };
+        if r.is_err() {
+            self.failed = true;
+        }
+        r
+    }
+}
+
+impl Iterator for ChunkDecoder<'_> {
+    type Item = Result<Event>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_event().transpose()
+    }
+}
+
+/// Calls `f` with every event of `payload`, in order. On error, the events
+/// before it were already delivered.
+pub fn decode_events(payload: &[u8], mut f: impl FnMut(Event)) -> Result<()> {
+    let mut d = ChunkDecoder::new(payload);
+    while let Some(ev) = d.next_event()? {
+        f(ev);
+    }
+    Ok(())
+}
+
+/// What the [`Expander`] turns the stream into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expanded {
+    /// A sample with its full state.
+    Sample(ExpandedSample),
+    /// A marker (`Comm`, `CookieDef`, `ModuleLoad`, `Lost`, `Throttle`),
+    /// passed through in its place.
+    Marker(Event),
+}
+
+const HAVE_CPU: u8 = 1;
+const HAVE_TASK: u8 = 2;
+const HAVE_MODE: u8 = 4;
+const HAVE_COOKIE: u8 = 8;
+const HAVE_ALL: u8 = HAVE_CPU | HAVE_TASK | HAVE_MODE | HAVE_COOKIE;
+
+/// The expansion state: the current sample fields and which are set.
+struct State {
+    cur: ExpandedSample,
+    have: u8,
+}
+
+impl State {
+    fn new() -> Self {
+        State {
+            cur: ExpandedSample::default(),
+            have: 0,
+        }
+    }
+
+    /// Applies a state step; returns the sample offset for sample steps.
+    #[inline(always)]
+    fn apply(&mut self, step: &Step<'_>, at: usize) -> Result<bool> {
+        match *step {
+            Step::Sample(offset) => {
+                if self.have != HAVE_ALL {
+                    return Err(self.missing(at));
+                }
+                self.cur.offset = offset;
+                return Ok(true);
+            }
+            Step::Cookie(c) => {
+                self.cur.cookie = c;
+                self.have |= HAVE_COOKIE;
+            }
+            Step::Mode(k) => {
+                self.cur.kernel = k;
+                self.have |= HAVE_MODE;
+            }
+            Step::Task(pid, tid) => {
+                self.cur.pid = pid;
+                self.cur.tid = tid;
+                self.have |= HAVE_TASK;
+            }
+            Step::Cpu(cpu) => {
+                self.cur.cpu = cpu;
+                self.have = HAVE_CPU;
+            }
+            Step::Marker { .. } => {}
+        }
+        Ok(false)
+    }
+
+    #[cold]
+    fn missing(&self, at: usize) -> Error {
+        let missing = if self.have & HAVE_CPU == 0 {
+            "cpu"
+        } else if self.have & HAVE_TASK == 0 {
+            "task"
+        } else if self.have & HAVE_MODE == 0 {
+            "mode"
+        } else {
+            "cookie"
+        };
+        Error::SampleWithoutState {
+            offset: at as u64,
+            missing,
+        }
+    }
+}
+
+/// Expands one chunk payload into samples with their full state, passing
+/// markers through in their places. State starts unset; a sample before
+/// cpu, task, mode and cookie are all set is an error
+/// ([`Error::SampleWithoutState`]). Stops after the first error.
+pub struct Expander<'a> {
+    core: Core<'a>,
+    state: State,
+    failed: bool,
+}
+
+impl<'a> Expander<'a> {
+    /// An expander over `payload`.
+    pub fn new(payload: &'a [u8]) -> Self {
+        Expander {
+            core: Core::new(payload),
+            state: State::new(),
+            failed: false,
+        }
+    }
+
+    fn next_inner(&mut self) -> Result<Option<Expanded>> {
+        loop {
+            let at = self.core.pos;
+            let Some(step) = self.core.step()? else {
+                return Ok(None);
+            };
+            if let Step::Marker { tag, body, at } = step {
+                return Ok(Some(Expanded::Marker(read_marker(tag, body, at as u64)?)));
+            }
+            if self.state.apply(&step, at)? {
+                return Ok(Some(Expanded::Sample(self.state.cur)));
+            }
+        }
+    }
+}
+
+impl Iterator for Expander<'_> {
+    type Item = Result<Expanded>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let r = self.next_inner();
+        if r.is_err() {
+            self.failed = true;
+        }
+        r.transpose()
+    }
+}
+
+/// The fast path: calls `on_sample` for every sample of `payload` with its
+/// full state and `on_marker` for every marker, in stream order, without
+/// building an [`Event`] per sample. Returns the number of samples.
+///
+/// On error, everything before the bad byte was already delivered; a
+/// caller that aggregates and wants all-or-nothing per chunk should
+/// aggregate into a per-chunk scratch first.
+///
+/// ```
+/// use profkit_eventlog::{for_each_sample, ChunkEncoder};
+/// let mut enc = ChunkEncoder::new();
+/// enc.sample(1, 7, 7, true, 42, 0x100);
+/// let mut total = 0;
+/// let n = for_each_sample(enc.bytes(), |s| total += s.offset, |_marker| {}).unwrap();
+/// assert_eq!((n, total), (1, 0x100));
+/// ```
+pub fn for_each_sample(
+    payload: &[u8],
+    mut on_sample: impl FnMut(&ExpandedSample),
+    mut on_marker: impl FnMut(Event),
+) -> Result<u64> {
+    let mut core = Core::new(payload);
+    let mut state = State::new();
+    let mut n = 0u64;
+    loop {
+        let at = core.pos;
+        let Some(step) = core.step()? else {
+            return Ok(n);
+        };
+        if let Step::Marker { tag, body, at } = step {
+            on_marker(read_marker(tag, body, at as u64)?);
+        } else if state.apply(&step, at)? {
+            n += 1;
+            on_sample(&state.cur);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{push_uvar, tag};
+    use crate::encode::{ChunkEncoder, OffsetCoding};
+    use crate::event::{CookieEntry, CookieKind, LostKind};
+    use proptest::prelude::*;
+
+    fn events(payload: &[u8]) -> Vec<Event> {
+        let mut v = Vec::new();
+        decode_events(payload, |e| v.push(e)).unwrap();
+        v
+    }
+
+    fn all_markers() -> Vec<Event> {
+        vec![
+            Event::Comm {
+                pid: 1,
+                tid: 2,
+                comm: "bash".into(),
+                exec: true,
+            },
+            Event::Comm {
+                pid: u32::MAX,
+                tid: 0,
+                comm: String::new(),
+                exec: false,
+            },
+            Event::Comm {
+                pid: 7,
+                tid: 7,
+                comm: "wörk ✓".into(),
+                exec: false,
+            },
+            Event::CookieDef(CookieEntry {
+                cookie: u64::MAX,
+                kind: CookieKind::Kernel,
+                path: "[kernel.kallsyms]".into(),
+                build_id: Some(vec![0xab; 20]),
+                dev: 0,
+                inode: u64::MAX,
+                generation: 3,
+                base: 0xffff_ffff_8100_0000,
+                pid: None,
+            }),
+            Event::CookieDef(CookieEntry {
+                cookie: 5,
+                kind: CookieKind::Anon,
+                path: "//anon".into(),
+                build_id: Some(Vec::new()),
+                dev: 1,
+                inode: 2,
+                generation: 0,
+                base: 0,
+                pid: Some(u32::MAX),
+            }),
+            Event::CookieDef(CookieEntry {
+                cookie: 6,
+                kind: CookieKind::Vdso,
+                path: "[vdso]".into(),
+                build_id: None,
+                dev: 0,
+                inode: 0,
+                generation: 0,
+                base: 0,
+                pid: Some(12),
+            }),
+            Event::ModuleLoad {
+                cookie: 9,
+                start: 0x1000,
+                end: 0x2000,
+                pgoff: 0,
+                pid: None,
+            },
+            Event::ModuleLoad {
+                cookie: u64::MAX,
+                start: u64::MAX,
+                end: 0,
+                pgoff: u64::MAX,
+                pid: Some(0),
+            },
+            Event::Lost {
+                cpu: 3,
+                kind: LostKind::Ring,
+                count: 10,
+            },
+            Event::Lost {
+                cpu: u32::MAX,
+                kind: LostKind::Reconcile,
+                count: u64::MAX,
+            },
+            Event::Throttle {
+                cpu: 0,
+                time: 123,
+                throttled: true,
+            },
+            Event::Throttle {
+                cpu: 1,
+                time: u64::MAX,
+                throttled: false,
+            },
+        ]
+    }
+
+    #[test]
+    fn every_event_round_trips() {
+        let mut all = vec![
+            Event::CpuSwitch { cpu: 0 },
+            Event::CpuSwitch { cpu: u32::MAX },
+            Event::TaskSwitch {
+                pid: 0,
+                tid: u32::MAX,
+            },
+            Event::TaskSwitch {
+                pid: u32::MAX,
+                tid: 0,
+            },
+            Event::TaskSwitch { pid: 5, tid: 5 },
+            Event::Mode { kernel: true },
+            Event::Mode { kernel: false },
+            Event::CookieSwitch { cookie: 0 },
+            Event::Sample { offset: 0 },
+            Event::Sample { offset: u64::MAX },
+            Event::CookieSwitch { cookie: u64::MAX },
+            Event::Sample { offset: 1 },
+            Event::Sample { offset: u64::MAX },
+            Event::CookieSwitch { cookie: 0 }, // by slot reference now
+            Event::Sample { offset: 2 },
+        ];
+        all.extend(all_markers());
+        for ev in &all {
+            // Each alone (samples need no state at the event level)...
+            let mut enc = ChunkEncoder::new();
+            enc.event(ev);
+            assert_eq!(events(enc.bytes()), std::slice::from_ref(ev), "{ev:?}");
+        }
+        // ...and all in one stream.
+        let mut enc = ChunkEncoder::new();
+        for ev in &all {
+            enc.event(ev);
+        }
+        assert_eq!(events(enc.bytes()), all);
+        let decoded: Vec<Event> = ChunkDecoder::new(enc.bytes()).map(Result::unwrap).collect();
+        assert_eq!(decoded, all);
+    }
+
+    #[test]
+    fn sample_writes_only_changed_state() {
+        let mut enc = ChunkEncoder::new();
+        enc.sample(0, 10, 10, false, 100, 1);
+        enc.sample(0, 10, 10, false, 100, 2);
+        enc.sample(0, 10, 11, false, 100, 3);
+        enc.sample(0, 10, 11, true, 200, 4);
+        enc.sample(1, 10, 11, true, 200, 5);
+        use Event::*;
+        assert_eq!(
+            events(enc.bytes()),
+            [
+                CpuSwitch { cpu: 0 },
+                TaskSwitch { pid: 10, tid: 10 },
+                Mode { kernel: false },
+                CookieSwitch { cookie: 100 },
+                Sample { offset: 1 },
+                Sample { offset: 2 },
+                TaskSwitch { pid: 10, tid: 11 },
+                Sample { offset: 3 },
+                Mode { kernel: true },
+                CookieSwitch { cookie: 200 },
+                Sample { offset: 4 },
+                // A CPU switch unsets everything, so all of it comes again.
+                CpuSwitch { cpu: 1 },
+                TaskSwitch { pid: 10, tid: 11 },
+                Mode { kernel: true },
+                CookieSwitch { cookie: 200 },
+                Sample { offset: 5 },
+            ]
+        );
+        assert_eq!(enc.samples(), 5);
+        assert_eq!(enc.per_cpu_samples(), [(0, 4), (1, 1)]);
+        assert_eq!(enc.cpu_samples(0), 4);
+        assert_eq!(enc.cpu_samples(1), 1);
+        assert_eq!(enc.cpu_samples(2), 0);
+    }
+
+    #[test]
+    fn cookie_slot_references_are_one_byte() {
+        let mut enc = ChunkEncoder::new();
+        enc.sample(0, 1, 1, false, 0xaaaa_aaaa_aaaa, 0);
+        enc.sample(0, 1, 1, false, 0xbbbb_bbbb_bbbb, 0);
+        let before = enc.bytes().len();
+        enc.sample(0, 1, 1, false, 0xaaaa_aaaa_aaaa, 0);
+        // slot reference (1 byte) + sample tag + 1-byte offset
+        assert_eq!(enc.bytes().len() - before, 3);
+        assert_eq!(enc.bytes()[before], tag::COOKIE_REF_BASE);
+    }
+
+    #[test]
+    fn cookie_slots_evict_fifo() {
+        let mut enc = ChunkEncoder::new();
+        let n = crate::codec::COOKIE_SLOTS as u64 * 2 + 5;
+        let mut want = Vec::new();
+        for round in 0..3 {
+            for c in 0..n {
+                let cookie = c * 0x1_0000_0001 + 7;
+                enc.sample(0, 1, 1, false, cookie, c + round);
+                want.push((cookie, c + round));
+            }
+        }
+        let got: Vec<(u64, u64)> = expand(enc.bytes())
+            .unwrap()
+            .into_iter()
+            .map(|s| (s.cookie, s.offset))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    fn expand(payload: &[u8]) -> Result<Vec<ExpandedSample>> {
+        let mut v = Vec::new();
+        for_each_sample(payload, |s| v.push(*s), |_| {})?;
+        Ok(v)
+    }
+
+    #[test]
+    fn delta_offsets_resolve_per_cookie() {
+        for coding in [
+            OffsetCoding::Absolute,
+            OffsetCoding::Delta,
+            OffsetCoding::Adaptive,
+        ] {
+            let mut enc = ChunkEncoder::new();
+            enc.set_offset_coding(coding);
+            let seq = [
+                (1, 0x10_0000),
+                (1, 0x10_0008),
+                (2, 0x1f_ffff),
+                (1, 0x10_0004),
+                (2, 0),
+                (1, u64::MAX),
+                (1, 0),
+            ];
+            for &(c, off) in &seq {
+                enc.sample(3, 9, 9, false, c, off);
+            }
+            let got: Vec<(u64, u64)> = expand(enc.bytes())
+                .unwrap()
+                .iter()
+                .map(|s| (s.cookie, s.offset))
+                .collect();
+            assert_eq!(got, seq, "{coding:?}");
+        }
+        // A hot loop is cheaper in delta form.
+        let size = |coding| {
+            let mut enc = ChunkEncoder::new();
+            enc.set_offset_coding(coding);
+            for i in 0..100u64 {
+                enc.sample(0, 1, 1, false, 1, 0x1f_0000 + (i % 4) * 8);
+            }
+            enc.bytes().len()
+        };
+        assert!(size(OffsetCoding::Adaptive) < size(OffsetCoding::Absolute));
+    }
+
+    #[test]
+    fn unknown_and_reserved_tags_are_rejected_with_offset() {
+        for t in [
+            tag::INVALID,
+            tag::STACK_SAMPLE,
+            tag::STACK_DEF,
+            0x06,
+            0x1f,
+            0x3f,
+            0x80,
+            0xff,
+        ] {
+            let mut enc = ChunkEncoder::new();
+            enc.sample(0, 1, 1, false, 1, 1);
+            let at = enc.bytes().len() as u64;
+            let mut p = enc.bytes().to_vec();
+            p.push(t);
+            p.extend_from_slice(&[0; 16]);
+            let err = decode_events(&p, |_| {}).unwrap_err();
+            assert!(
+                matches!(err, Error::UnknownTag { tag, offset } if tag == t && offset == at),
+                "{err}"
+            );
+            let msg = err.to_string();
+            assert!(
+                msg.contains(&format!("{t:#04x}")) && msg.contains(&format!("byte {at}")),
+                "{msg}"
+            );
+            assert!(matches!(expand(&p), Err(Error::UnknownTag { .. })));
+            assert!(Expander::new(&p).any(|r| r.is_err()));
+        }
+        let err = decode_events(&[tag::STACK_SAMPLE, 0, 0], |_| {}).unwrap_err();
+        assert!(err.to_string().contains("StackSample"), "{err}");
+    }
+
+    #[test]
+    fn sample_before_state_is_an_error() {
+        let mut enc = ChunkEncoder::new();
+        enc.event(&Event::CpuSwitch { cpu: 1 });
+        enc.event(&Event::TaskSwitch { pid: 1, tid: 1 });
+        enc.event(&Event::Sample { offset: 5 });
+        let err = expand(enc.bytes()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::SampleWithoutState {
+                    missing: "mode",
+                    offset: 5
+                }
+            ),
+            "{err}"
+        );
+        // The event-level decoder has no such rule.
+        assert_eq!(events(enc.bytes()).len(), 3);
+    }
+
+    #[test]
+    fn malformed_payloads_are_errors() {
+        // Reference to an empty slot.
+        let err = decode_events(&[tag::COOKIE_REF_BASE + 3], |_| {}).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::EmptyCookieSlot {
+                    slot: 3,
+                    offset: 0,
+                    filled: 0
+                }
+            ),
+            "{err}"
+        );
+        // Truncated varint.
+        let err = decode_events(&[tag::SAMPLE, 0x80], |_| {}).unwrap_err();
+        assert!(matches!(err, Error::Truncated { offset: 1, .. }), "{err}");
+        // Truncated cookie.
+        let err = decode_events(&[tag::COOKIE_SWITCH, 1, 2], |_| {}).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Truncated {
+                    what: "CookieSwitch",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        // Marker length past the payload.
+        let mut p = vec![tag::COMM];
+        push_uvar(&mut p, 1 << 40);
+        assert!(matches!(
+            decode_events(&p, |_| {}),
+            Err(Error::Truncated { .. })
+        ));
+        // CPU beyond 32 bits.
+        let mut p = vec![tag::CPU_SWITCH];
+        push_uvar(&mut p, 1 << 33);
+        assert!(matches!(
+            decode_events(&p, |_| {}),
+            Err(Error::Malformed {
+                what: "CpuSwitch",
+                ..
+            })
+        ));
+        // Delta before any cookie.
+        assert!(matches!(
+            decode_events(&[tag::SAMPLE_DELTA, 2], |_| {}),
+            Err(Error::SampleWithoutState {
+                missing: "cookie",
+                ..
+            })
+        ));
+        // Bad lost kind inside a well-framed marker.
+        let p = [tag::LOST, 3, 1, 99, 1];
+        let err = decode_events(&p, |_| {}).unwrap_err();
+        assert!(err.to_string().contains("unknown lost kind 99"), "{err}");
+        // Bad UTF-8 in a comm.
+        let p = [tag::COMM, 6, 1, 1, 0, 2, 0xff, 0xfe];
+        assert!(matches!(
+            decode_events(&p, |_| {}),
+            Err(Error::Malformed { what: "Comm", .. })
+        ));
+    }
+
+    #[test]
+    fn clear_starts_an_independent_chunk() {
+        let mut enc = ChunkEncoder::new();
+        enc.sample(0, 1, 1, false, 77, 1);
+        enc.clear();
+        assert!(enc.is_empty());
+        assert_eq!(enc.samples(), 0);
+        enc.sample(0, 1, 1, false, 77, 2);
+        assert_eq!(
+            expand(enc.bytes()).unwrap(),
+            [ExpandedSample {
+                cpu: 0,
+                pid: 1,
+                tid: 1,
+                kernel: false,
+                cookie: 77,
+                offset: 2
+            }]
+        );
+        assert_eq!(enc.per_cpu_samples(), [(0, 1)]);
+    }
+
+    // ------------------------------------------------------------ proptests
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Sample(ExpandedSample),
+        /// An explicit state event through `event()`.
+        State(Event),
+        /// `event(&Event::Sample)` (only issued when the state is complete).
+        RawSample(u64),
+        Marker(Event),
+    }
+
+    fn arb_cookie() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            4 => (0u64..6).prop_map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            1 => (0u64..150).prop_map(|i| i.wrapping_mul(0x1234_5678_9abc_def1)),
+            1 => any::<u64>(),
+        ]
+    }
+
+    fn arb_offset() -> impl Strategy<Value = u64> {
+        prop_oneof![0u64..256, 0u64..(2 << 20), 0u64..(32 << 20), any::<u64>()]
+    }
+
+    fn arb_sample() -> impl Strategy<Value = ExpandedSample> {
+        (
+            prop_oneof![4 => 0u32..4, 1 => any::<u32>()],
+            prop_oneof![4 => 0u32..5, 1 => any::<u32>()],
+            prop_oneof![3 => Just(None), 1 => any::<u32>().prop_map(Some)],
+            any::<bool>(),
+            arb_cookie(),
+            arb_offset(),
+        )
+            .prop_map(|(cpu, pid, tid, kernel, cookie, offset)| ExpandedSample {
+                cpu,
+                pid,
+                tid: tid.unwrap_or(pid),
+                kernel,
+                cookie,
+                offset,
+            })
+    }
+
+    fn arb_state() -> impl Strategy<Value = Event> {
+        prop_oneof![
+            (0u32..4).prop_map(|cpu| Event::CpuSwitch { cpu }),
+            (0u32..5, 0u32..5).prop_map(|(pid, tid)| Event::TaskSwitch { pid, tid }),
+            any::<bool>().prop_map(|kernel| Event::Mode { kernel }),
+            arb_cookie().prop_map(|cookie| Event::CookieSwitch { cookie }),
+        ]
+    }
+
+    fn arb_marker() -> impl Strategy<Value = Event> {
+        let markers = all_markers();
+        prop_oneof![
+            (0..markers.len()).prop_map(move |i| markers[i].clone()),
+            (any::<u32>(), any::<u32>(), ".{0,20}", any::<bool>()).prop_map(
+                |(pid, tid, comm, exec)| Event::Comm {
+                    pid,
+                    tid,
+                    comm,
+                    exec
+                }
+            ),
+            (any::<u32>(), any::<u64>()).prop_map(|(cpu, count)| Event::Lost {
+                cpu,
+                kind: LostKind::NoTask,
+                count
+            }),
+        ]
+    }
+
+    fn arb_op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            20 => arb_sample().prop_map(Op::Sample),
+            3 => arb_state().prop_map(Op::State),
+            2 => arb_offset().prop_map(Op::RawSample),
+            2 => arb_marker().prop_map(Op::Marker),
+        ]
+    }
+
+    fn arb_coding() -> impl Strategy<Value = OffsetCoding> {
+        prop_oneof![
+            Just(OffsetCoding::Adaptive),
+            Just(OffsetCoding::Absolute),
+            Just(OffsetCoding::Delta)
+        ]
+    }
+
+    /// Encodes `ops`; returns what expansion must give.
+    fn run_ops(enc: &mut ChunkEncoder, ops: &[Op]) -> Vec<Expanded> {
+        let mut want = Vec::new();
+        // The model of the state: (cpu, task, mode, cookie).
+        type Model = (Option<u32>, Option<(u32, u32)>, Option<bool>, Option<u64>);
+        let mut m: Model = (None, None, None, None);
+        for op in ops {
+            match op {
+                Op::Sample(s) => {
+                    enc.sample(s.cpu, s.pid, s.tid, s.kernel, s.cookie, s.offset);
+                    m = (
+                        Some(s.cpu),
+                        Some((s.pid, s.tid)),
+                        Some(s.kernel),
+                        Some(s.cookie),
+                    );
+                    want.push(Expanded::Sample(*s));
+                }
+                Op::State(ev) => {
+                    enc.event(ev);
+                    match *ev {
+                        Event::CpuSwitch { cpu } => m = (Some(cpu), None, None, None),
+                        Event::TaskSwitch { pid, tid } => m.1 = Some((pid, tid)),
+                        Event::Mode { kernel } => m.2 = Some(kernel),
+                        Event::CookieSwitch { cookie } => m.3 = Some(cookie),
+                        _ => unreachable!(),
+                    }
+                }
+                Op::RawSample(offset) => {
+                    if let (Some(cpu), Some((pid, tid)), Some(kernel), Some(cookie)) = m {
+                        enc.event(&Event::Sample { offset: *offset });
+                        want.push(Expanded::Sample(ExpandedSample {
+                            cpu,
+                            pid,
+                            tid,
+                            kernel,
+                            cookie,
+                            offset: *offset,
+                        }));
+                    }
+                }
+                Op::Marker(ev) => {
+                    enc.event(ev);
+                    want.push(Expanded::Marker(ev.clone()));
+                }
+            }
+        }
+        want
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn encode_expand_round_trip(ops in prop::collection::vec(arb_op(), 0..300), coding in arb_coding()) {
+            let mut enc = ChunkEncoder::new();
+            enc.set_offset_coding(coding);
+            let want = run_ops(&mut enc, &ops);
+            let n_samples = want.iter().filter(|e| matches!(e, Expanded::Sample(_))).count() as u64;
+
+            // Pull-style expander.
+            let got: Vec<Expanded> = Expander::new(enc.bytes()).collect::<Result<_>>().unwrap();
+            prop_assert_eq!(&got, &want);
+
+            // Fast path.
+            let fast = std::cell::RefCell::new(Vec::new());
+            let mut markers = Vec::new();
+            let n = for_each_sample(enc.bytes(), |s| fast.borrow_mut().push(Expanded::Sample(*s)), |m| {
+                markers.push(m.clone());
+                fast.borrow_mut().push(Expanded::Marker(m));
+            }).unwrap();
+            prop_assert_eq!(&fast.into_inner(), &want);
+            prop_assert_eq!(n, n_samples);
+            prop_assert_eq!(enc.samples(), n_samples);
+
+            // Per-CPU counts match the samples.
+            let mut per_cpu = std::collections::BTreeMap::new();
+            for e in &want {
+                if let Expanded::Sample(s) = e {
+                    *per_cpu.entry(s.cpu).or_insert(0u64) += 1;
+                }
+            }
+            prop_assert_eq!(enc.per_cpu_samples(), per_cpu.into_iter().collect::<Vec<_>>());
+
+            // Event level: markers appear in the same order.
+            let evs = events(enc.bytes());
+            let ev_markers: Vec<Event> = evs.into_iter().filter(Event::is_marker).collect();
+            prop_assert_eq!(ev_markers, markers);
+
+            // Re-encoding the decoded events gives the same samples.
+            let mut again = ChunkEncoder::new();
+            decode_events(enc.bytes(), |e| again.event(&e)).unwrap();
+            let got2: Vec<Expanded> = Expander::new(again.bytes()).collect::<Result<_>>().unwrap();
+            prop_assert_eq!(got2, want);
+        }
+
+        #[test]
+        fn decoding_arbitrary_bytes_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+            let _ = decode_events(&bytes, |_| {});
+            let _ = for_each_sample(&bytes, |_| {}, |_| {});
+            for r in Expander::new(&bytes) {
+                let _ = r;
+            }
+        }
+
+        #[test]
+        fn decoding_mutated_streams_never_panics(
+            ops in prop::collection::vec(arb_op(), 1..100),
+            flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut enc = ChunkEncoder::new();
+            run_ops(&mut enc, &ops);
+            let mut p = enc.bytes().to_vec();
+            prop_assume!(!p.is_empty());
+            for (i, x) in flips {
+                let i = i.index(p.len());
+                p[i] ^= x;
+            }
+            p.truncate(cut.index(p.len() + 1));
+            let _ = decode_events(&p, |_| {});
+            let _ = for_each_sample(&p, |_| {}, |_| {});
+            let _ = Expander::new(&p).count();
+        }
+    }
+}

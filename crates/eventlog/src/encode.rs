@@ -1,0 +1,335 @@
+//! [`ChunkEncoder`]: turns samples and markers into a chunk payload.
+
+use crate::codec::{put_uvar, tag, uvar_len, zigzag, COOKIE_SLOTS, MAX_VARINT};
+use crate::event::{Cookie, Event};
+use crate::markers::push_marker;
+
+/// How [`ChunkEncoder`] spells a sample's offset.
+///
+/// The decoder reads all three; the choice only changes the size.
+/// Measured on the realistic stream of [`crate::synth`] (see `docs/FORMAT.md`),
+/// `Adaptive` is the smallest and is the default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OffsetCoding {
+    /// Always the absolute offset (`SAMPLE`).
+    Absolute,
+    /// Always the zigzag delta against the previous offset in the same
+    /// cookie slot (`SAMPLE_DELTA`).
+    Delta,
+    /// Per sample, whichever of the two is shorter (absolute on a tie).
+    #[default]
+    Adaptive,
+}
+
+/// Builds one chunk payload: the event stream of one sync round.
+///
+/// [`ChunkEncoder::sample`] is the hot path: it emits `CpuSwitch`,
+/// `TaskSwitch`, `Mode` and `CookieSwitch` only when the value differs from
+/// the encoder's state, then the sample. It does not allocate once the
+/// buffer has grown to the round's size (the buffer is kept across
+/// [`ChunkEncoder::clear`]).
+///
+/// The encoder also counts samples per CPU (`cpu_samples`,
+/// `per_cpu_samples`), so the sync stage need not count again.
+///
+/// ```
+/// use profkit_eventlog::{ChunkEncoder, Event, LostKind};
+/// let mut enc = ChunkEncoder::new();
+/// enc.sample(0, 100, 100, false, 0xfeed, 0x1234);
+/// enc.event(&Event::Lost { cpu: 0, kind: LostKind::Ring, count: 3 });
+/// assert_eq!(enc.samples(), 1);
+/// assert_eq!(enc.cpu_samples(0), 1);
+/// assert!(!enc.bytes().is_empty());
+/// ```
+#[derive(Debug, Clone)]
+pub struct ChunkEncoder {
+    buf: Vec<u8>,
+    cpu: Option<u32>,
+    task: Option<(u32, u32)>,
+    kernel: Option<bool>,
+    cookie: Option<Cookie>,
+    /// Slot of `cookie` (meaningful when `cookie` is set).
+    cur_slot: usize,
+    slots: [Cookie; COOKIE_SLOTS],
+    last_off: [u64; COOKIE_SLOTS],
+    filled: usize,
+    next_slot: usize,
+    coding: OffsetCoding,
+    samples: u64,
+    /// Samples since the current CPU was set, not yet folded into `per_cpu`.
+    run: u64,
+    per_cpu: Vec<(u32, u64)>,
+}
+
+impl Default for ChunkEncoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ChunkEncoder {
+    /// An empty encoder.
+    pub fn new() -> Self {
+        Self::with_capacity(0)
+    }
+
+    /// An empty encoder whose buffer holds `bytes` before it grows.
+    pub fn with_capacity(bytes: usize) -> Self {
+        ChunkEncoder {
+            buf: Vec::with_capacity(bytes),
+            cpu: None,
+            task: None,
+            kernel: None,
+            cookie: None,
+            cur_slot: 0,
+            slots: [0; COOKIE_SLOTS],
+            last_off: [0; COOKIE_SLOTS],
+            filled: 0,
+            next_slot: 0,
+            coding: OffsetCoding::default(),
+            samples: 0,
+            run: 0,
+            per_cpu: Vec::new(),
+        }
+    }
+
+    /// Chooses how sample offsets are spelled (for measurements; the
+    /// default is the smallest).
+    pub fn set_offset_coding(&mut self, coding: OffsetCoding) {
+        self.coding = coding;
+    }
+
+    /// Starts a new chunk: forgets bytes, state and counts, keeps the buffer.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.cpu = None;
+        self.task = None;
+        self.kernel = None;
+        self.cookie = None;
+        self.cur_slot = 0;
+        self.filled = 0;
+        self.next_slot = 0;
+        self.samples = 0;
+        self.run = 0;
+        self.per_cpu.clear();
+    }
+
+    /// The payload so far.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// True when nothing was encoded since the last clear.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Samples encoded since the last clear.
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+
+    /// Samples encoded for `cpu` since the last clear.
+    pub fn cpu_samples(&self, cpu: u32) -> u64 {
+        let folded = self
+            .per_cpu
+            .iter()
+            .find(|(c, _)| *c == cpu)
+            .map_or(0, |(_, n)| *n);
+        folded + if self.cpu == Some(cpu) { self.run } else { 0 }
+    }
+
+    /// `(cpu, samples)` for every CPU that has samples, sorted by CPU.
+    /// Samples passed as `Event::Sample` before any CPU was set are counted
+    /// only in [`ChunkEncoder::samples`].
+    pub fn per_cpu_samples(&self) -> Vec<(u32, u64)> {
+        let mut v = self.per_cpu.clone();
+        if let Some(cpu) = self.cpu {
+            add_count(&mut v, cpu, self.run);
+        }
+        v.retain(|&(_, n)| n > 0);
+        v.sort_unstable();
+        v
+    }
+
+    /// Encodes one sample, preceded by whichever state changes it needs.
+    #[inline]
+    pub fn sample(
+        &mut self,
+        cpu: u32,
+        pid: u32,
+        tid: u32,
+        kernel: bool,
+        cookie: Cookie,
+        offset: u64,
+    ) {
+        if self.cpu != Some(cpu) {
+            self.set_cpu(cpu);
+        }
+        if self.task != Some((pid, tid)) {
+            self.set_task(pid, tid);
+        }
+        if self.kernel != Some(kernel) {
+            self.set_mode(kernel);
+        }
+        if self.cookie != Some(cookie) {
+            self.set_cookie(cookie);
+        }
+        self.put_sample(offset);
+    }
+
+    /// Encodes any event. State events (`CpuSwitch`, `TaskSwitch`, `Mode`,
+    /// `CookieSwitch`) are always written and update the encoder's state;
+    /// `Sample` samples at the current state (which the expander rejects if
+    /// incomplete: prefer [`ChunkEncoder::sample`]); markers are written as is.
+    pub fn event(&mut self, ev: &Event) {
+        match *ev {
+            Event::CpuSwitch { cpu } => self.set_cpu(cpu),
+            Event::TaskSwitch { pid, tid } => self.set_task(pid, tid),
+            Event::Mode { kernel } => self.set_mode(kernel),
+            Event::CookieSwitch { cookie } => self.set_cookie(cookie),
+            Event::Sample { offset } => self.put_sample(offset),
+            _ => push_marker(&mut self.buf, ev),
+        }
+    }
+
+    #[inline(always)]
+    fn put_sample(&mut self, offset: u64) {
+        let mut tmp = [0u8; 1 + MAX_VARINT];
+        let n = if self.cookie.is_some() {
+            let slot = self.cur_slot % COOKIE_SLOTS;
+            let prev = std::mem::replace(&mut self.last_off[slot], offset);
+            let delta = zigzag(offset.wrapping_sub(prev) as i64);
+            let use_delta = match self.coding {
+                OffsetCoding::Adaptive => uvar_len(delta) < uvar_len(offset),
+                OffsetCoding::Delta => true,
+                OffsetCoding::Absolute => false,
+            };
+            if use_delta {
+                tmp[0] = tag::SAMPLE_DELTA;
+                put_uvar(&mut tmp, 1, delta)
+            } else {
+                tmp[0] = tag::SAMPLE;
+                put_uvar(&mut tmp, 1, offset)
+            }
+        } else {
+            tmp[0] = tag::SAMPLE;
+            put_uvar(&mut tmp, 1, offset)
+        };
+        self.buf.extend_from_slice(&tmp[..n]);
+        self.samples += 1;
+        self.run += 1;
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn set_cpu(&mut self, cpu: u32) {
+        if let Some(old) = self.cpu {
+            if self.run > 0 {
+                add_count(&mut self.per_cpu, old, self.run);
+            }
+        }
+        self.run = 0;
+        self.cpu = Some(cpu);
+        self.task = None;
+        self.kernel = None;
+        self.cookie = None;
+        let mut tmp = [0u8; 1 + MAX_VARINT];
+        tmp[0] = tag::CPU_SWITCH;
+        let n = put_uvar(&mut tmp, 1, u64::from(cpu));
+        self.buf.extend_from_slice(&tmp[..n]);
+    }
+
+    #[inline(never)]
+    fn set_task(&mut self, pid: u32, tid: u32) {
+        self.task = Some((pid, tid));
+        let mut tmp = [0u8; 1 + 2 * MAX_VARINT];
+        tmp[0] = tag::TASK_SWITCH;
+        let n = put_uvar(&mut tmp, 1, u64::from(pid));
+        let n = put_uvar(&mut tmp, n, zigzag(i64::from(tid) - i64::from(pid)));
+        self.buf.extend_from_slice(&tmp[..n]);
+    }
+
+    #[inline(never)]
+    fn set_mode(&mut self, kernel: bool) {
+        self.kernel = Some(kernel);
+        self.buf.push(if kernel {
+            tag::MODE_KERNEL
+        } else {
+            tag::MODE_USER
+        });
+    }
+
+    #[inline(never)]
+    fn set_cookie(&mut self, cookie: Cookie) {
+        self.cookie = Some(cookie);
+        if let Some(slot) = self.slots[..self.filled].iter().position(|&c| c == cookie) {
+            self.cur_slot = slot;
+            self.buf.push(tag::COOKIE_REF_BASE + slot as u8);
+            return;
+        }
+        // Not in a slot: spell it out; it takes the next slot, FIFO.
+        let slot = self.next_slot;
+        self.next_slot = (slot + 1) % COOKIE_SLOTS;
+        self.filled = (self.filled + 1).min(COOKIE_SLOTS);
+        self.slots[slot] = cookie;
+        self.last_off[slot] = 0;
+        self.cur_slot = slot;
+        let mut tmp = [0u8; 9];
+        tmp[0] = tag::COOKIE_SWITCH;
+        tmp[1..].copy_from_slice(&cookie.to_le_bytes());
+        self.buf.extend_from_slice(&tmp);
+    }
+}
+
+fn add_count(v: &mut Vec<(u32, u64)>, cpu: u32, n: u64) {
+    match v.iter_mut().find(|(c, _)| *c == cpu) {
+        Some((_, count)) => *count += n,
+        None => v.push((cpu, n)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The example in docs/FORMAT.md, byte for byte.
+    #[test]
+    fn golden_bytes_of_the_format_md_example() {
+        let user: Cookie = 0x1122_3344_5566_7788;
+        let kernel: Cookie = 0xffff_0000_0000_0001;
+        let mut enc = ChunkEncoder::new();
+        enc.sample(2, 812, 812, false, user, 0x1000);
+        enc.sample(2, 812, 812, false, user, 0x1008);
+        enc.sample(2, 812, 812, true, kernel, 0x12345);
+        enc.sample(2, 812, 812, false, user, 0x1010);
+        enc.event(&Event::Lost {
+            cpu: 2,
+            kind: crate::LostKind::Ring,
+            count: 300,
+        });
+        #[rustfmt::skip]
+        let want: &[u8] = &[
+            0x01, 0x02,                                           // CpuSwitch cpu=2
+            0x02, 0xac, 0x06, 0x00,                               // TaskSwitch pid=812, tid-pid=0
+            0x03,                                                 // Mode user
+            0x05, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, // CookieSwitch -> slot 0
+            0x10, 0x80, 0x20,                                     // Sample 0x1000
+            0x11, 0x10,                                           // Sample delta +8 = 0x1008
+            0x04,                                                 // Mode kernel
+            0x05, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, // CookieSwitch -> slot 1
+            0x10, 0xc5, 0xc6, 0x04,                               // Sample 0x12345
+            0x03,                                                 // Mode user
+            0x40,                                                 // CookieSwitch by slot 0
+            0x11, 0x10,                                           // Sample delta +8 = 0x1010
+            0x23, 0x04, 0x02, 0x00, 0xac, 0x02,                   // Lost cpu=2 Ring count=300
+        ];
+        assert_eq!(enc.bytes(), want);
+    }
+
+    #[test]
+    fn crc_is_ieee() {
+        // The check value of CRC-32/ISO-HDLC, as docs/FORMAT.md says.
+        assert_eq!(crc32fast::hash(b"123456789"), 0xcbf4_3926);
+    }
+}

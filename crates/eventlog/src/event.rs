@@ -1,0 +1,186 @@
+//! The data model: what a chunk's event stream means, independent of its bytes.
+
+use serde::{Deserialize, Serialize};
+
+/// A stable binary id, computed by the sync stage; this crate only carries it.
+pub type Cookie = u64;
+
+/// Reserved cookie: "no binary". Never assigned to a real binary.
+pub const COOKIE_NONE: Cookie = 0;
+
+/// What kind of code a cookie names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CookieKind {
+    /// A user-space ELF file (executable or shared object).
+    User,
+    /// The kernel image (`vmlinux`, offsets relative to [`CookieEntry::base`]).
+    Kernel,
+    /// A kernel module (offsets relative to its load address).
+    Module,
+    /// Anonymous executable memory (JIT), owned by [`CookieEntry::pid`].
+    Anon,
+    /// The vDSO.
+    Vdso,
+    /// Anything else.
+    Other,
+}
+
+/// Everything a report needs to find the binary behind a cookie.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CookieEntry {
+    /// The cookie this entry defines.
+    pub cookie: Cookie,
+    /// What kind of code it is.
+    pub kind: CookieKind,
+    /// Path of the binary (`[kernel.kallsyms]`, `[vdso]`, a module name, ...).
+    pub path: String,
+    /// GNU build-id, when known.
+    pub build_id: Option<Vec<u8>>,
+    /// Device number of the file.
+    pub dev: u64,
+    /// Inode number of the file.
+    pub inode: u64,
+    /// Inode generation.
+    pub generation: u64,
+    /// Kernel/module: the load address offsets are relative to; else 0.
+    pub base: u64,
+    /// Anon: the owning process.
+    pub pid: Option<u32>,
+}
+
+/// Why samples were lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LostKind {
+    /// The kernel reported a `PERF_RECORD_LOST` (ring full).
+    Ring,
+    /// The event buffer was full.
+    Overflow,
+    /// Writing the session failed (disk full).
+    DiskFull,
+    /// No mapping covered the sample's address.
+    NoMapping,
+    /// The sample's task was unknown.
+    NoTask,
+    /// Kernel read-back lost count minus the LOST records seen, at stop.
+    Reconcile,
+    /// Anything else.
+    Other,
+}
+
+/// One event of a chunk's stream.
+///
+/// `CpuSwitch`, `TaskSwitch`, `Mode` and `CookieSwitch` change the decoding
+/// state; `Sample` is expanded against it; all others are markers that carry
+/// their own data. See [`crate::Expander`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Event {
+    /// Samples that follow were taken on `cpu`. Unsets task, mode and cookie.
+    CpuSwitch {
+        /// The CPU.
+        cpu: u32,
+    },
+    /// Samples that follow belong to this task.
+    TaskSwitch {
+        /// Process id.
+        pid: u32,
+        /// Thread id.
+        tid: u32,
+    },
+    /// Samples that follow were taken in kernel (`true`) or user mode.
+    Mode {
+        /// Kernel mode.
+        kernel: bool,
+    },
+    /// Samples that follow fall in this cookie's binary.
+    CookieSwitch {
+        /// The cookie.
+        cookie: Cookie,
+    },
+    /// A sample at this offset within the current cookie's binary.
+    Sample {
+        /// Offset in the binary (file offset, or relative to `base`).
+        offset: u64,
+    },
+    /// A task got a name (`exec` true when it came from an exec).
+    Comm {
+        /// Process id.
+        pid: u32,
+        /// Thread id.
+        tid: u32,
+        /// The new name.
+        comm: String,
+        /// Whether the name change came from `execve`.
+        exec: bool,
+    },
+    /// Defines a cookie (written once per session, before its first use is
+    /// needed by a report).
+    CookieDef(CookieEntry),
+    /// A module or mapping was loaded at `start..end` (`pid` None: a kernel
+    /// module).
+    ModuleLoad {
+        /// The binary.
+        cookie: Cookie,
+        /// Start address.
+        start: u64,
+        /// End address (exclusive).
+        end: u64,
+        /// File offset of `start`.
+        pgoff: u64,
+        /// Owning process; None for kernel modules.
+        pid: Option<u32>,
+    },
+    /// `count` samples were lost on `cpu` for this reason.
+    Lost {
+        /// The CPU.
+        cpu: u32,
+        /// Why.
+        kind: LostKind,
+        /// How many.
+        count: u64,
+    },
+    /// The kernel throttled (or unthrottled) sampling on `cpu`.
+    Throttle {
+        /// The CPU.
+        cpu: u32,
+        /// perf clock time of the record.
+        time: u64,
+        /// `true` for throttle, `false` for unthrottle.
+        throttled: bool,
+    },
+}
+
+impl Event {
+    /// True for the events that change the expansion state (`CpuSwitch`,
+    /// `TaskSwitch`, `Mode`, `CookieSwitch`).
+    pub fn is_state(&self) -> bool {
+        matches!(
+            self,
+            Event::CpuSwitch { .. }
+                | Event::TaskSwitch { .. }
+                | Event::Mode { .. }
+                | Event::CookieSwitch { .. }
+        )
+    }
+
+    /// True for markers: events that are neither state changes nor samples.
+    pub fn is_marker(&self) -> bool {
+        !self.is_state() && !matches!(self, Event::Sample { .. })
+    }
+}
+
+/// A sample with the full state it was taken in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ExpandedSample {
+    /// CPU.
+    pub cpu: u32,
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Kernel mode.
+    pub kernel: bool,
+    /// Binary.
+    pub cookie: Cookie,
+    /// Offset within the binary.
+    pub offset: u64,
+}

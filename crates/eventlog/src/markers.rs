@@ -1,0 +1,229 @@
+//! Bodies of the marker events (tags 0x20..=0x3f) and of [`CookieEntry`].
+//!
+//! Every marker is `tag, len uvar, body`. A body is a sequence of fields;
+//! a reader ignores bytes after the fields it knows (written by a newer
+//! writer that appended fields).
+
+use crate::codec::{push_bool, push_str, push_uvar, tag, BodyReader};
+use crate::error::{Error, Result};
+use crate::event::{CookieEntry, CookieKind, Event, LostKind};
+
+pub(crate) fn cookie_kind_code(k: &CookieKind) -> u8 {
+    match k {
+        CookieKind::User => 0,
+        CookieKind::Kernel => 1,
+        CookieKind::Module => 2,
+        CookieKind::Anon => 3,
+        CookieKind::Vdso => 4,
+        CookieKind::Other => 5,
+    }
+}
+
+fn cookie_kind_from(code: u8) -> Option<CookieKind> {
+    Some(match code {
+        0 => CookieKind::User,
+        1 => CookieKind::Kernel,
+        2 => CookieKind::Module,
+        3 => CookieKind::Anon,
+        4 => CookieKind::Vdso,
+        5 => CookieKind::Other,
+        _ => return None,
+    })
+}
+
+pub(crate) fn lost_kind_code(k: LostKind) -> u8 {
+    match k {
+        LostKind::Ring => 0,
+        LostKind::Overflow => 1,
+        LostKind::DiskFull => 2,
+        LostKind::NoMapping => 3,
+        LostKind::NoTask => 4,
+        LostKind::Reconcile => 5,
+        LostKind::Other => 6,
+    }
+}
+
+fn lost_kind_from(code: u8) -> Option<LostKind> {
+    Some(match code {
+        0 => LostKind::Ring,
+        1 => LostKind::Overflow,
+        2 => LostKind::DiskFull,
+        3 => LostKind::NoMapping,
+        4 => LostKind::NoTask,
+        5 => LostKind::Reconcile,
+        6 => LostKind::Other,
+        _ => return None,
+    })
+}
+
+fn push_opt_u32(out: &mut Vec<u8>, v: Option<u32>) {
+    match v {
+        None => out.push(0),
+        Some(p) => {
+            out.push(1);
+            push_uvar(out, u64::from(p));
+        }
+    }
+}
+
+/// Appends the body of a cookie entry (without length prefix).
+pub(crate) fn push_cookie_entry(out: &mut Vec<u8>, e: &CookieEntry) {
+    out.extend_from_slice(&e.cookie.to_le_bytes());
+    out.push(cookie_kind_code(&e.kind));
+    push_str(out, &e.path);
+    match &e.build_id {
+        None => out.push(0),
+        Some(b) => {
+            out.push(1);
+            crate::codec::push_bytes(out, b);
+        }
+    }
+    push_uvar(out, e.dev);
+    push_uvar(out, e.inode);
+    push_uvar(out, e.generation);
+    push_uvar(out, e.base);
+    push_opt_u32(out, e.pid);
+}
+
+pub(crate) fn read_cookie_entry(r: &mut BodyReader<'_>) -> Result<CookieEntry> {
+    let cookie = r.u64le("cookie")?;
+    let at = r.offset();
+    let code = r.u8("kind")?;
+    let kind = cookie_kind_from(code).ok_or_else(|| {
+        Error::malformed(
+            "CookieDef",
+            at,
+            format!("unknown cookie kind {code} (this build knows 0..=5)"),
+        )
+    })?;
+    Ok(CookieEntry {
+        cookie,
+        kind,
+        path: r.string("path")?,
+        build_id: r.option("build_id", |r| r.bytes("build_id").map(<[u8]>::to_vec))?,
+        dev: r.uvar("dev")?,
+        inode: r.uvar("inode")?,
+        generation: r.uvar("generation")?,
+        base: r.uvar("base")?,
+        pid: r.option("pid", |r| r.u32var("pid"))?,
+    })
+}
+
+/// Appends a marker event (`tag, len, body`). Panics on non-marker events;
+/// callers dispatch those before.
+pub(crate) fn push_marker(out: &mut Vec<u8>, ev: &Event) {
+    let mut body = Vec::new();
+    let t = match ev {
+        Event::Comm {
+            pid,
+            tid,
+            comm,
+            exec,
+        } => {
+            push_uvar(&mut body, u64::from(*pid));
+            push_uvar(&mut body, u64::from(*tid));
+            push_bool(&mut body, *exec);
+            push_str(&mut body, comm);
+            tag::COMM
+        }
+        Event::CookieDef(e) => {
+            push_cookie_entry(&mut body, e);
+            tag::COOKIE_DEF
+        }
+        Event::ModuleLoad {
+            cookie,
+            start,
+            end,
+            pgoff,
+            pid,
+        } => {
+            body.extend_from_slice(&cookie.to_le_bytes());
+            push_uvar(&mut body, *start);
+            push_uvar(&mut body, *end);
+            push_uvar(&mut body, *pgoff);
+            push_opt_u32(&mut body, *pid);
+            tag::MODULE_LOAD
+        }
+        Event::Lost { cpu, kind, count } => {
+            push_uvar(&mut body, u64::from(*cpu));
+            body.push(lost_kind_code(*kind));
+            push_uvar(&mut body, *count);
+            tag::LOST
+        }
+        Event::Throttle {
+            cpu,
+            time,
+            throttled,
+        } => {
+            push_uvar(&mut body, u64::from(*cpu));
+            push_uvar(&mut body, *time);
+            push_bool(&mut body, *throttled);
+            tag::THROTTLE
+        }
+        Event::CpuSwitch { .. }
+        | Event::TaskSwitch { .. }
+        | Event::Mode { .. }
+        | Event::CookieSwitch { .. }
+        | Event::Sample { .. } => unreachable!("push_marker called with a state event"),
+    };
+    out.push(t);
+    push_uvar(out, body.len() as u64);
+    out.extend_from_slice(&body);
+}
+
+/// Decodes a marker body of tag `t`; `base` is the body's payload offset.
+pub(crate) fn read_marker(t: u8, body: &[u8], base: u64) -> Result<Event> {
+    let what = match t {
+        tag::COMM => "Comm",
+        tag::COOKIE_DEF => "CookieDef",
+        tag::MODULE_LOAD => "ModuleLoad",
+        tag::LOST => "Lost",
+        tag::THROTTLE => "Throttle",
+        _ => {
+            return Err(Error::UnknownTag {
+                tag: t,
+                offset: base,
+            })
+        }
+    };
+    let mut r = BodyReader::new(body, base, what);
+    let ev = match t {
+        tag::COMM => Event::Comm {
+            pid: r.u32var("pid")?,
+            tid: r.u32var("tid")?,
+            exec: r.bool("exec")?,
+            comm: r.string("comm")?,
+        },
+        tag::COOKIE_DEF => Event::CookieDef(read_cookie_entry(&mut r)?),
+        tag::MODULE_LOAD => Event::ModuleLoad {
+            cookie: r.u64le("cookie")?,
+            start: r.uvar("start")?,
+            end: r.uvar("end")?,
+            pgoff: r.uvar("pgoff")?,
+            pid: r.option("pid", |r| r.u32var("pid"))?,
+        },
+        tag::LOST => {
+            let cpu = r.u32var("cpu")?;
+            let at = r.offset();
+            let code = r.u8("kind")?;
+            let kind = lost_kind_from(code).ok_or_else(|| {
+                Error::malformed(
+                    "Lost",
+                    at,
+                    format!("unknown lost kind {code} (this build knows 0..=6)"),
+                )
+            })?;
+            Event::Lost {
+                cpu,
+                kind,
+                count: r.uvar("count")?,
+            }
+        }
+        _ => Event::Throttle {
+            cpu: r.u32var("cpu")?,
+            time: r.uvar("time")?,
+            throttled: r.bool("throttled")?,
+        },
+    };
+    Ok(ev)
+}

@@ -1,0 +1,160 @@
+//! [`SessionReader`]: reads a session file, finds its chunks, reports the
+//! bad ones, and hands out payloads for (parallel) decoding.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::decode::{for_each_sample, ChunkDecoder};
+use crate::error::{Error, Result};
+use crate::event::{Event, ExpandedSample};
+use crate::session::{
+    parse_header, scan, BadChunk, ChunkRef, SessionFooter, SessionHeader, FRAME_HEADER_LEN,
+};
+
+/// A session file, read and checked.
+///
+/// Opening reads the whole file (a snapshot: chunks appended later are not
+/// seen; open again to see them), checks the header, and scans every frame,
+/// verifying each CRC. Corrupt regions are listed in
+/// [`SessionReader::bad_chunks`] and skipped; the reader never panics on a
+/// corrupt file and never allocates more than the file's size because of a
+/// length field in it.
+///
+/// The reader is `Sync` when its storage is, so the report can decode
+/// chunks in parallel:
+///
+/// ```no_run
+/// # use profkit_eventlog::SessionReader;
+/// let r = SessionReader::open("session.pkl")?;
+/// let total: u64 = r.chunks().iter().map(|c| r.for_each_sample(c, |_| {}, |_| {}).unwrap_or(0)).sum();
+/// # Ok::<(), profkit_eventlog::Error>(())
+/// ```
+///
+/// [`SessionReader::from_bytes`] accepts any byte storage (a `Vec`, a
+/// memory map owned by a crate allowed `unsafe`, a test buffer).
+#[derive(Debug)]
+pub struct SessionReader<B = Vec<u8>> {
+    data: B,
+    path: PathBuf,
+    version: u16,
+    header: SessionHeader,
+    header_len: u64,
+    chunks: Vec<ChunkRef>,
+    bad: Vec<BadChunk>,
+    footer: Option<(SessionFooter, u64)>,
+}
+
+impl SessionReader<Vec<u8>> {
+    /// Reads and checks the session file at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let mut f = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let hint = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let mut data = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
+        f.read_to_end(&mut data)
+            .map_err(|e| Error::io("read", path, e))?;
+        Self::from_bytes(data, path)
+    }
+}
+
+impl<B: AsRef<[u8]>> SessionReader<B> {
+    /// Checks and scans a session held in `data`; `path` is only used in
+    /// messages.
+    pub fn from_bytes(data: B, path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let bytes = data.as_ref();
+        let (header, version, hlen) = parse_header(bytes, &path)?;
+        let s = scan(bytes, hlen, 0, 0);
+        Ok(SessionReader {
+            data,
+            path,
+            version,
+            header,
+            header_len: hlen as u64,
+            chunks: s.chunks,
+            bad: s.bad,
+            footer: s.footer,
+        })
+    }
+
+    /// The file's path (as given).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The format version the file was written with.
+    pub fn version(&self) -> u16 {
+        self.version
+    }
+
+    /// The session header.
+    pub fn header(&self) -> &SessionHeader {
+        &self.header
+    }
+
+    /// Length of the header in bytes (the first chunk starts here).
+    pub fn header_len(&self) -> u64 {
+        self.header_len
+    }
+
+    /// The valid chunks, in file order.
+    pub fn chunks(&self) -> &[ChunkRef] {
+        &self.chunks
+    }
+
+    /// The corrupt or incomplete regions, in file order.
+    pub fn bad_chunks(&self) -> &[BadChunk] {
+        &self.bad
+    }
+
+    /// The footer, if the session was stopped cleanly.
+    pub fn footer(&self) -> Option<&SessionFooter> {
+        self.footer.as_ref().map(|(f, _)| f)
+    }
+
+    /// File offset of the footer.
+    pub fn footer_offset(&self) -> Option<u64> {
+        self.footer.as_ref().map(|(_, o)| *o)
+    }
+
+    /// True when the session has a footer and no bad region: it was stopped
+    /// cleanly and nothing is missing.
+    pub fn is_complete(&self) -> bool {
+        self.footer.is_some() && self.bad.is_empty()
+    }
+
+    /// The file's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.data.as_ref()
+    }
+
+    /// The payload of a chunk of this reader. A [`ChunkRef`] from another
+    /// file that does not fit this one gives an empty slice.
+    pub fn payload(&self, c: &ChunkRef) -> &[u8] {
+        let start = c.offset as usize + FRAME_HEADER_LEN;
+        let end = start.saturating_add(c.len as usize);
+        self.data.as_ref().get(start..end).unwrap_or(&[])
+    }
+
+    /// The events of a chunk.
+    pub fn events(&self, c: &ChunkRef) -> ChunkDecoder<'_> {
+        ChunkDecoder::new(self.payload(c))
+    }
+
+    /// [`crate::for_each_sample`] on a chunk, with errors wrapped in
+    /// [`Error::InChunk`] naming the chunk.
+    pub fn for_each_sample(
+        &self,
+        c: &ChunkRef,
+        on_sample: impl FnMut(&ExpandedSample),
+        on_marker: impl FnMut(Event),
+    ) -> Result<u64> {
+        for_each_sample(self.payload(c), on_sample, on_marker).map_err(|e| Error::InChunk {
+            index: c.index,
+            round: c.round,
+            file_offset: c.offset,
+            source: Box::new(e),
+        })
+    }
+}

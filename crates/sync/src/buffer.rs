@@ -1,0 +1,264 @@
+//! The global event buffer: a bounded queue of encoded rounds between the
+//! sync stage (producer) and the writer thread (consumer).
+//!
+//! Mutual exclusion is one mutex held only to push or pop (never during a
+//! write); sequencing is a condition variable, so the writer sleeps until a
+//! round is ready and wakes at once when one is (seed 000's two
+//! requirements). Unlike seed 000's monitor, the producer never waits for
+//! space: [`EventBuffer::try_push`] hands a round back when the buffer is
+//! full, and the sync stage counts it as lost to overflow. Unlike seed 001,
+//! nothing assumes the consumer keeps up.
+
+use crate::stage::Chunk;
+use profkit_eventlog::{SessionFooter, SessionHeader, SessionWriter};
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+/// Where the writer thread puts rounds: the session file, or a test sink.
+pub trait ChunkSink: Send {
+    /// Appends one round. Returns bytes written.
+    fn write_chunk(&mut self, round: u64, time: u64, payload: &[u8]) -> Result<u64, String>;
+    /// Writes the footer and flushes.
+    fn finish(&mut self, footer: &SessionFooter) -> Result<(), String>;
+    /// Starts over with an empty session (`profctl reset`).
+    fn restart(&mut self) -> Result<(), String>;
+}
+
+/// The session file as a sink.
+#[derive(Debug)]
+pub struct FileSink {
+    path: PathBuf,
+    header: SessionHeader,
+    writer: SessionWriter,
+}
+
+impl FileSink {
+    /// Creates the session file with its header.
+    pub fn create(path: PathBuf, header: SessionHeader) -> Result<Self, profkit_eventlog::Error> {
+        let writer = SessionWriter::create(&path, &header)?;
+        Ok(Self {
+            path,
+            header,
+            writer,
+        })
+    }
+}
+
+impl ChunkSink for FileSink {
+    fn write_chunk(&mut self, round: u64, time: u64, payload: &[u8]) -> Result<u64, String> {
+        self.writer
+            .append_chunk(round, time, payload)
+            .map_err(|e| e.to_string())
+    }
+    fn finish(&mut self, footer: &SessionFooter) -> Result<(), String> {
+        self.writer
+            .write_footer(footer)
+            .map_err(|e| e.to_string())?;
+        self.writer.sync_data().map_err(|e| e.to_string())
+    }
+    fn restart(&mut self) -> Result<(), String> {
+        std::fs::remove_file(&self.path).map_err(|e| format!("{}: {e}", self.path.display()))?;
+        self.writer = SessionWriter::create(&self.path, &self.header).map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
+enum Item {
+    Chunk(Chunk),
+    Restart,
+    Finish(Box<SessionFooter>),
+}
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<Item>,
+    queued_bytes: usize,
+    /// Highest round the writer has finished with (written or failed).
+    done_round: Option<u64>,
+    bytes_written: u64,
+    chunks_written: u64,
+    failed: Vec<Chunk>,
+    last_error: Option<String>,
+    finished: Option<Result<(), String>>,
+    closed: bool,
+}
+
+/// What the buffer and its writer have done so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BufferState {
+    /// Bytes waiting in the buffer.
+    pub queued_bytes: usize,
+    /// Bytes the writer has written.
+    pub bytes_written: u64,
+    /// Chunks written.
+    pub chunks_written: u64,
+    /// The last write error, if any.
+    pub last_error: Option<String>,
+}
+
+/// The bounded global event buffer. See the module docs.
+pub struct EventBuffer {
+    state: Mutex<State>,
+    ready: Condvar,
+    done: Condvar,
+    capacity: usize,
+}
+
+impl std::fmt::Debug for EventBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventBuffer")
+            .field("capacity", &self.capacity)
+            .finish()
+    }
+}
+
+impl EventBuffer {
+    /// A buffer holding at most `capacity` bytes of encoded rounds.
+    pub fn new(capacity: usize) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(State::default()),
+            ready: Condvar::new(),
+            done: Condvar::new(),
+            capacity,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic in the writer must not take the daemon down with it.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues a round without waiting. When it does not fit, the round
+    /// comes back (the caller counts it as lost to overflow). A round
+    /// larger than the whole buffer is accepted when the buffer is empty.
+    pub fn try_push(&self, chunk: Chunk) -> Result<(), Chunk> {
+        let mut s = self.lock();
+        let n = chunk.bytes.len();
+        if s.closed || (s.queued_bytes + n > self.capacity && !s.queue.is_empty()) {
+            return Err(chunk);
+        }
+        s.queued_bytes += n;
+        s.queue.push_back(Item::Chunk(chunk));
+        drop(s);
+        self.ready.notify_one();
+        Ok(())
+    }
+
+    fn push_wait(&self, item: Item) {
+        let mut s = self.lock();
+        let n = match &item {
+            Item::Chunk(c) => c.bytes.len(),
+            _ => 0,
+        };
+        while s.queued_bytes + n > self.capacity && !s.queue.is_empty() {
+            s = self.done.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        s.queued_bytes += n;
+        s.queue.push_back(item);
+        drop(s);
+        self.ready.notify_one();
+    }
+
+    /// Queues a round, waiting for space (stop and dump only: the daemon
+    /// is no longer racing the kernel then).
+    pub fn push_blocking(&self, chunk: Chunk) {
+        self.push_wait(Item::Chunk(chunk));
+    }
+
+    /// Asks the writer to start the session over.
+    pub fn restart(&self) {
+        self.push_wait(Item::Restart);
+    }
+
+    /// Waits until the writer is done with round `round` (written or failed).
+    pub fn wait_done(&self, round: u64) {
+        let mut s = self.lock();
+        while s.done_round.is_none_or(|r| r < round) && !(s.closed && s.queue.is_empty()) {
+            s = self.done.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Rounds whose write failed since the last call.
+    pub fn take_failed(&self) -> Vec<Chunk> {
+        std::mem::take(&mut self.lock().failed)
+    }
+
+    /// Counters.
+    pub fn state(&self) -> BufferState {
+        let s = self.lock();
+        BufferState {
+            queued_bytes: s.queued_bytes,
+            bytes_written: s.bytes_written,
+            chunks_written: s.chunks_written,
+            last_error: s.last_error.clone(),
+        }
+    }
+
+    /// Queues the footer, waits for the writer to write it, and closes.
+    pub fn finish(&self, footer: SessionFooter) -> Result<(), String> {
+        self.push_wait(Item::Finish(Box::new(footer)));
+        let mut s = self.lock();
+        while s.finished.is_none() {
+            s = self.done.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        s.closed = true;
+        self.ready.notify_all();
+        s.finished.clone().unwrap_or(Ok(()))
+    }
+
+    /// Starts the writer thread draining into `sink`.
+    pub fn spawn_writer(
+        self: &Arc<Self>,
+        mut sink: Box<dyn ChunkSink>,
+    ) -> std::io::Result<JoinHandle<()>> {
+        let buf = Arc::clone(self);
+        std::thread::Builder::new()
+            .name("profkit-writer".into())
+            .spawn(move || loop {
+                let item = {
+                    let mut s = buf.lock();
+                    while s.queue.is_empty() && !s.closed {
+                        s = buf.ready.wait(s).unwrap_or_else(|p| p.into_inner());
+                    }
+                    match s.queue.pop_front() {
+                        Some(i) => i,
+                        None => return,
+                    }
+                };
+                match item {
+                    Item::Chunk(c) => {
+                        let r = sink.write_chunk(c.round, c.time, &c.bytes);
+                        let mut s = buf.lock();
+                        s.queued_bytes -= c.bytes.len();
+                        s.done_round = Some(c.round);
+                        match r {
+                            Ok(n) => {
+                                s.bytes_written += n;
+                                s.chunks_written += 1;
+                            }
+                            Err(e) => {
+                                s.last_error = Some(e);
+                                s.failed.push(c);
+                            }
+                        }
+                    }
+                    Item::Restart => {
+                        let r = sink.restart();
+                        let mut s = buf.lock();
+                        s.bytes_written = 0;
+                        s.chunks_written = 0;
+                        if let Err(e) = r {
+                            s.last_error = Some(e);
+                        }
+                    }
+                    Item::Finish(f) => {
+                        let r = sink.finish(&f);
+                        buf.lock().finished = Some(r);
+                    }
+                }
+                buf.done.notify_all();
+            })
+    }
+}

@@ -1,0 +1,365 @@
+//! The process table: every known process with its executable mappings,
+//! kept current from MMAP2, COMM, FORK and EXIT records, and seeded from
+//! `/proc` so processes that were already running resolve too.
+//!
+//! Mappings carry the time they appeared (`since`) and, once replaced or
+//! torn down by exec, the time they ended (`until`), so a sample resolves
+//! against the mapping that was live at its own timestamp even when the
+//! sync stage sees records of different CPUs out of time order.
+
+use profkit_eventlog::Cookie;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A fast hasher for small integer keys (pids, tids, cookies).
+#[derive(Default, Clone, Copy)]
+pub struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (n as u64 ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (n ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// HashMap keyed by small integers.
+pub type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
+
+/// How addresses in a mapping become offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapKind {
+    /// A file: offset = pgoff + ip - start.
+    File,
+    /// Anonymous executable memory (JIT): offset = ip (absolute).
+    Anon,
+}
+
+/// One executable mapping of a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Map {
+    /// Start address.
+    pub start: u64,
+    /// End address (exclusive).
+    pub end: u64,
+    /// File offset of `start`.
+    pub pgoff: u64,
+    /// The binary.
+    pub cookie: Cookie,
+    /// How to compute offsets.
+    pub kind: MapKind,
+    /// Time it appeared (0: before the session).
+    pub since: u64,
+    /// Time it ended (`u64::MAX`: live).
+    pub until: u64,
+}
+
+impl Map {
+    #[inline]
+    fn offset(&self, ip: u64) -> u64 {
+        match self.kind {
+            MapKind::File => self.pgoff.wrapping_add(ip - self.start),
+            MapKind::Anon => ip,
+        }
+    }
+}
+
+/// A process.
+#[derive(Debug, Clone, Default)]
+pub struct Process {
+    /// Command name of the main thread.
+    pub comm: String,
+    /// Live mappings, sorted by start, non-overlapping.
+    live: Vec<Map>,
+    /// Mappings that ended recently, kept for samples still in other rings.
+    retired: Vec<(Map, u64)>,
+    /// Round in which its EXIT was seen.
+    pub exited_round: Option<u64>,
+}
+
+/// Why a user sample did not resolve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unresolved {
+    /// The process is unknown.
+    NoTask,
+    /// No mapping of the process covers the address.
+    NoMapping,
+}
+
+impl Process {
+    /// Adds a mapping at `time`; overlapping live mappings end at `time`.
+    pub fn map(&mut self, m: Map, round: u64) {
+        let time = m.since;
+        let mut i = self.live.partition_point(|x| x.end <= m.start);
+        while i < self.live.len() && self.live[i].start < m.end {
+            let old = self.live.remove(i);
+            let mut ended = old;
+            ended.until = time;
+            self.retired.push((ended, round));
+            // Keep the parts of the old mapping outside the new one.
+            if old.start < m.start {
+                let mut left = old;
+                left.end = m.start;
+                self.live.insert(i, left);
+                i += 1;
+            }
+            if old.end > m.end {
+                let mut right = old;
+                right.pgoff = old.pgoff.wrapping_add(m.end - old.start);
+                right.start = m.end;
+                self.live.insert(i, right);
+                i += 1;
+            }
+        }
+        let at = self.live.partition_point(|x| x.start < m.start);
+        self.live.insert(at, m);
+    }
+
+    /// Ends every live mapping at `time` (exec replaces the address space).
+    pub fn clear_maps(&mut self, time: u64, round: u64) {
+        for mut m in self.live.drain(..) {
+            m.until = time;
+            self.retired.push((m, round));
+        }
+    }
+
+    /// Resolves `ip` at `time` to (cookie, offset).
+    #[inline]
+    pub fn resolve(&self, ip: u64, time: u64) -> Option<(Cookie, u64)> {
+        let i = self.live.partition_point(|x| x.start <= ip);
+        if i > 0 {
+            let m = &self.live[i - 1];
+            if ip < m.end && m.since <= time {
+                return Some((m.cookie, m.offset(ip)));
+            }
+        }
+        self.resolve_slow(ip, time, i)
+    }
+
+    #[cold]
+    fn resolve_slow(&self, ip: u64, time: u64, i: usize) -> Option<(Cookie, u64)> {
+        // A retired mapping that was live at `time`.
+        if let Some((m, _)) = self
+            .retired
+            .iter()
+            .filter(|(m, _)| m.start <= ip && ip < m.end && m.since <= time && time < m.until)
+            .max_by_key(|(m, _)| m.since)
+        {
+            return Some((m.cookie, m.offset(ip)));
+        }
+        // The live mapping appeared after the sample's time (clock skew
+        // between CPUs, or a record order we could not see): still the best answer.
+        if i > 0 {
+            let m = &self.live[i - 1];
+            if ip < m.end {
+                return Some((m.cookie, m.offset(ip)));
+            }
+        }
+        None
+    }
+
+    /// Live mappings.
+    pub fn maps(&self) -> &[Map] {
+        &self.live
+    }
+
+    /// Drops retired mappings that ended before round `keep_from`.
+    pub fn prune(&mut self, keep_from: u64) {
+        self.retired.retain(|(_, r)| *r >= keep_from);
+    }
+}
+
+/// All processes and thread names.
+#[derive(Debug, Default)]
+pub struct ProcessTable {
+    procs: IntMap<u32, Process>,
+    /// tid -> (pid, comm), for threads whose name is known.
+    threads: IntMap<u32, (u32, String)>,
+    /// tids whose thread exited, with the round.
+    exited_threads: IntMap<u32, u64>,
+}
+
+impl ProcessTable {
+    /// The process `pid`, if known.
+    pub fn get(&self, pid: u32) -> Option<&Process> {
+        self.procs.get(&pid)
+    }
+
+    /// The process `pid`, created empty if unknown.
+    pub fn entry(&mut self, pid: u32) -> &mut Process {
+        self.procs.entry(pid).or_default()
+    }
+
+    /// Inserts (or replaces) a process.
+    pub fn insert(&mut self, pid: u32, p: Process) {
+        self.procs.insert(pid, p);
+    }
+
+    /// Number of processes held.
+    pub fn len(&self) -> usize {
+        self.procs.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.procs.is_empty()
+    }
+
+    /// Number of thread names held.
+    pub fn thread_count(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// Resolves a user-space ip.
+    #[inline]
+    pub fn resolve(&self, pid: u32, ip: u64, time: u64) -> Result<(Cookie, u64), Unresolved> {
+        match self.procs.get(&pid) {
+            None => Err(Unresolved::NoTask),
+            Some(p) => p.resolve(ip, time).ok_or(Unresolved::NoMapping),
+        }
+    }
+
+    /// Records a thread's name.
+    pub fn set_comm(&mut self, pid: u32, tid: u32, comm: &str) {
+        if pid == tid {
+            self.entry(pid).comm = comm.to_string();
+        }
+        self.threads.insert(tid, (pid, comm.to_string()));
+    }
+
+    /// The name of thread `tid` (falls back to its process's name).
+    pub fn comm(&self, pid: u32, tid: u32) -> Option<&str> {
+        self.threads
+            .get(&tid)
+            .filter(|(p, _)| *p == pid)
+            .map(|(_, c)| c.as_str())
+            .or_else(|| {
+                self.procs
+                    .get(&pid)
+                    .map(|p| p.comm.as_str())
+                    .filter(|c| !c.is_empty())
+            })
+    }
+
+    /// FORK: a new process (copying the parent's mappings and name) or a new thread.
+    pub fn fork(&mut self, pid: u32, ppid: u32, tid: u32) {
+        if (pid != ppid || !self.procs.contains_key(&pid)) && pid == tid {
+            let child = match self.procs.get(&ppid) {
+                Some(parent) => Process {
+                    comm: parent.comm.clone(),
+                    live: parent.live.clone(),
+                    retired: Vec::new(),
+                    exited_round: None,
+                },
+                None => Process::default(),
+            };
+            self.procs.insert(pid, child);
+        }
+        if let Some(c) = self
+            .procs
+            .get(&pid)
+            .map(|p| p.comm.clone())
+            .filter(|c| !c.is_empty())
+        {
+            self.threads.insert(tid, (pid, c));
+        }
+        self.exited_threads.remove(&tid);
+    }
+
+    /// EXIT of a thread, or of the process when `tid == pid`. The entry is
+    /// kept until [`ProcessTable::end_round`] of the next round.
+    pub fn exit(&mut self, pid: u32, tid: u32, round: u64) {
+        if pid == tid {
+            if let Some(p) = self.procs.get_mut(&pid) {
+                p.exited_round = Some(round);
+            }
+        }
+        self.exited_threads.insert(tid, round);
+    }
+
+    /// Forgets processes and threads whose exit was seen before `round`
+    /// (every CPU has been drained past their exit since), and retired
+    /// mappings older than that.
+    pub fn end_round(&mut self, round: u64) {
+        self.procs
+            .retain(|_, p| p.exited_round.is_none_or(|r| r + 1 > round));
+        let threads = &mut self.threads;
+        self.exited_threads.retain(|tid, r| {
+            if *r < round {
+                threads.remove(tid);
+                false
+            } else {
+                true
+            }
+        });
+        for p in self.procs.values_mut() {
+            p.prune(round.saturating_sub(1));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(start: u64, end: u64, cookie: Cookie, since: u64) -> Map {
+        Map {
+            start,
+            end,
+            pgoff: 0x1000,
+            cookie,
+            kind: MapKind::File,
+            since,
+            until: u64::MAX,
+        }
+    }
+
+    #[test]
+    fn resolves_file_offsets_and_replacements_by_time() {
+        let mut p = Process::default();
+        p.map(m(0x1000, 0x3000, 7, 0), 0);
+        assert_eq!(p.resolve(0x1800, 5), Some((7, 0x1800)));
+        assert_eq!(p.resolve(0x3000, 5), None);
+        // A new mapping over the second half at time 10.
+        p.map(m(0x2000, 0x4000, 9, 10), 1);
+        assert_eq!(p.resolve(0x2800, 11), Some((9, 0x1800)));
+        // A sample from before time 10 still resolves to the old mapping.
+        assert_eq!(p.resolve(0x2800, 9), Some((7, 0x2800)));
+        // The left part of the old mapping survives.
+        assert_eq!(p.resolve(0x1800, 11), Some((7, 0x1800)));
+        p.clear_maps(20, 2);
+        assert_eq!(p.resolve(0x2800, 21), None);
+        assert_eq!(p.resolve(0x2800, 15), Some((9, 0x1800)));
+        p.prune(3);
+        assert_eq!(p.resolve(0x2800, 15), None);
+    }
+
+    #[test]
+    fn exited_processes_survive_one_more_round() {
+        let mut t = ProcessTable::default();
+        t.entry(5).map(m(0x1000, 0x2000, 1, 0), 0);
+        t.set_comm(5, 5, "a");
+        t.fork(6, 5, 6);
+        assert_eq!(t.resolve(6, 0x1100, 1), Ok((1, 0x1100)));
+        assert_eq!(t.comm(6, 6), Some("a"));
+        t.exit(6, 6, 3);
+        t.end_round(3);
+        assert!(
+            t.get(6).is_some(),
+            "kept through the round its exit was seen"
+        );
+        t.end_round(4);
+        assert!(t.get(6).is_none());
+        assert_eq!(t.resolve(6, 0x1100, 1), Err(Unresolved::NoTask));
+        assert_eq!(t.resolve(5, 0x9000, 1), Err(Unresolved::NoMapping));
+    }
+}

@@ -1,0 +1,241 @@
+//! `Recorder`: rings + sync stage + event buffer + writer thread, the
+//! engine a daemon drives (a round per tick, dump, status, reset, stop).
+
+use crate::buffer::{BufferState, ChunkSink, EventBuffer};
+use crate::stage::SyncStage;
+use profkit_eventlog::{CpuAccounting, LostKind, SessionFooter};
+use profkit_perf::{monotonic_ns, PerfRing, RecordRing, Sampler, SimRing};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Where the rings come from: the live [`Sampler`] or [`SimRings`].
+pub trait RingSource {
+    /// The ring type.
+    type Ring: RecordRing;
+    /// The rings, in CPU order.
+    fn rings_mut(&mut self) -> &mut [Self::Ring];
+    /// Stops the producers.
+    fn disable(&mut self) -> Result<(), String>;
+    /// Per-CPU lost counts as the producer knows them (`PERF_FORMAT_LOST`).
+    fn lost_counts(&mut self) -> Result<Vec<(u32, u64)>, String>;
+}
+
+impl RingSource for Sampler {
+    type Ring = PerfRing;
+    fn rings_mut(&mut self) -> &mut [PerfRing] {
+        Sampler::rings_mut(self)
+    }
+    fn disable(&mut self) -> Result<(), String> {
+        Sampler::disable(self).map_err(|e| e.to_string())
+    }
+    fn lost_counts(&mut self) -> Result<Vec<(u32, u64)>, String> {
+        Sampler::lost_counts(self).map_err(|e| e.to_string())
+    }
+}
+
+/// SimRings as a ring source (tests and benchmarks).
+#[derive(Debug)]
+pub struct SimRings(pub Vec<SimRing>);
+
+impl RingSource for SimRings {
+    type Ring = SimRing;
+    fn rings_mut(&mut self) -> &mut [SimRing] {
+        &mut self.0
+    }
+    fn disable(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+    fn lost_counts(&mut self) -> Result<Vec<(u32, u64)>, String> {
+        Ok(self.0.iter().map(|r| (r.cpu(), r.dropped())).collect())
+    }
+}
+
+/// Options of a recorder.
+#[derive(Debug, Clone)]
+pub struct RecorderOptions {
+    /// Capacity of the global event buffer in bytes.
+    pub buffer_bytes: usize,
+}
+
+impl Default for RecorderOptions {
+    fn default() -> Self {
+        Self {
+            buffer_bytes: 64 << 20,
+        }
+    }
+}
+
+/// What `profctl status` shows.
+#[derive(Debug, Clone, Default)]
+pub struct RecorderStatus {
+    /// Rounds run.
+    pub rounds: u64,
+    /// Per-CPU accounting.
+    pub accounting: Vec<CpuAccounting>,
+    /// The buffer's and writer's counters.
+    pub buffer: BufferState,
+    /// Duration of the last round.
+    pub last_round: Duration,
+    /// Time since the recorder started.
+    pub elapsed: Duration,
+    /// Processes in the table.
+    pub processes: usize,
+}
+
+/// Rings, stage, buffer and writer. See the module docs.
+pub struct Recorder<S: RingSource> {
+    source: S,
+    stage: SyncStage,
+    buffer: Arc<EventBuffer>,
+    writer: Option<JoinHandle<()>>,
+    last_round: Duration,
+    started: Instant,
+}
+
+impl<S: RingSource> std::fmt::Debug for Recorder<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("rounds", &self.stage.rounds())
+            .finish()
+    }
+}
+
+impl<S: RingSource> Recorder<S> {
+    /// Ties `source` and `stage` to a writer thread draining into `sink`.
+    pub fn new(
+        source: S,
+        stage: SyncStage,
+        sink: Box<dyn ChunkSink>,
+        opts: RecorderOptions,
+    ) -> std::io::Result<Self> {
+        let buffer = EventBuffer::new(opts.buffer_bytes);
+        let writer = Some(buffer.spawn_writer(sink)?);
+        Ok(Self {
+            source,
+            stage,
+            buffer,
+            writer,
+            last_round: Duration::ZERO,
+            started: Instant::now(),
+        })
+    }
+
+    fn absorb_failed(&mut self) {
+        for c in self.buffer.take_failed() {
+            self.stage.chunk_dropped(c, LostKind::DiskFull);
+        }
+    }
+
+    /// One sync round; never waits for the disk. Returns the round number.
+    pub fn round(&mut self) -> u64 {
+        let t0 = Instant::now();
+        self.absorb_failed();
+        let chunk = self.stage.round(self.source.rings_mut(), monotonic_ns());
+        let round = chunk.round;
+        if let Err(chunk) = self.buffer.try_push(chunk) {
+            self.stage.chunk_dropped(chunk, LostKind::Overflow);
+        }
+        self.last_round = t0.elapsed();
+        round
+    }
+
+    /// A round, then waits until everything so far is on disk.
+    pub fn dump(&mut self) -> Result<(), String> {
+        let r = self.round();
+        self.buffer.wait_done(r);
+        match self.buffer.take_failed() {
+            f if f.is_empty() => Ok(()),
+            f => {
+                let err = self.buffer.state().last_error.unwrap_or_default();
+                for c in f {
+                    self.stage.chunk_dropped(c, LostKind::DiskFull);
+                }
+                Err(format!("writing the session failed: {err}"))
+            }
+        }
+    }
+
+    /// Counters for `profctl status`.
+    pub fn status(&self) -> RecorderStatus {
+        RecorderStatus {
+            rounds: self.stage.rounds(),
+            accounting: self.stage.accounting(),
+            buffer: self.buffer.state(),
+            last_round: self.last_round,
+            elapsed: self.started.elapsed(),
+            processes: self.stage.processes().len(),
+        }
+    }
+
+    /// Discards the samples so far and starts a new session file.
+    pub fn reset(&mut self) -> Result<(), String> {
+        // Drain what the rings hold now into the old file, then start over.
+        self.round();
+        self.buffer.restart();
+        self.stage.reset();
+        Ok(())
+    }
+
+    /// The sync stage (tests).
+    pub fn stage(&self) -> &SyncStage {
+        &self.stage
+    }
+
+    /// The ring source (tests).
+    pub fn source_mut(&mut self) -> &mut S {
+        &mut self.source
+    }
+
+    /// Disables sampling, drains every ring to the end, reconciles lost
+    /// counts with the producer's, writes the footer, and stops the writer.
+    pub fn stop(mut self) -> Result<RecorderStatus, String> {
+        let disable = self.source.disable();
+        self.absorb_failed();
+        self.stage.begin_round(monotonic_ns());
+        for r in self.source.rings_mut() {
+            self.stage.drain(r);
+        }
+        let lost = self.source.lost_counts();
+        if let Ok(l) = &lost {
+            self.stage.reconcile(l);
+        }
+        let chunk = self.stage.finish_round();
+        let round = chunk.round;
+        self.buffer.push_blocking(chunk);
+        self.buffer.wait_done(round);
+        let failed = self.buffer.take_failed();
+        if !failed.is_empty() {
+            for c in failed {
+                self.stage.chunk_dropped(c, LostKind::DiskFull);
+            }
+            // One more small chunk carrying the LOST markers, if the disk lets us.
+            self.stage.begin_round(monotonic_ns());
+            let c = self.stage.finish_round();
+            let r = c.round;
+            self.buffer.push_blocking(c);
+            self.buffer.wait_done(r);
+            for c in self.buffer.take_failed() {
+                self.stage.chunk_dropped(c, LostKind::DiskFull);
+            }
+        }
+        let footer = SessionFooter {
+            end_time_unix_ns: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0),
+            end_monotonic_ns: monotonic_ns(),
+            rounds: self.stage.rounds(),
+            accounting: self.stage.accounting(),
+        };
+        let fin = self.buffer.finish(footer);
+        if let Some(w) = self.writer.take() {
+            let _ = w.join();
+        }
+        let status = self.status();
+        disable?;
+        lost?;
+        fin.map_err(|e| format!("writing the session footer failed: {e}"))?;
+        Ok(status)
+    }
+}

@@ -1,0 +1,709 @@
+//! The sync stage: one round drains every CPU's ring into one chunk of the
+//! global event buffer, resolving samples to (cookie, offset) as it goes.
+//!
+//! # Implementation notes
+//!
+//! ```text
+//!  round R                                                     chunk R
+//!  ───────────────────────────────────────────────────────────────────────
+//!  pending markers (lost to overflow / disk full, dropped metadata)  ─┐
+//!  cpu 0 ring: [S S MMAP2 S LOST S ...]  → CpuSwitch(0) Task Mode      │
+//!                                          Cookie S S ModuleLoad S     │
+//!                                          Lost(Ring) S ...            ├─► encoded
+//!  cpu 1 ring: [S COMM S EXIT ...]       → CpuSwitch(1) ... Comm ...   │   bytes
+//!  deferred samples (mapping seen later this round on another CPU)     │
+//!  Lost(NoMapping / NoTask) per CPU, then end_round(R)                ─┘
+//! ```
+//!
+//! Only the ring's tail is touched (the kernel keeps writing at the head).
+//! Task, mode and cookie switches are written only when they change (the
+//! encoder tracks them); cookie definitions and thread names are written
+//! lazily, the first time a chunk needs them after a switch, so a session
+//! holds each once (and again after `reset`, which starts a new file).
+//! A user sample whose mapping is not known yet is deferred to the end of
+//! the round, since its MMAP2 may sit in a CPU ring drained after its own.
+//! An exited process stays in the table until the end of the next round:
+//! samples it left in another CPU's ring (drained earlier in this round,
+//! but written after that drain) still find their task and binaries.
+
+use crate::cookies::{anon_cookie, file_entry, read_build_id, vdso_cookie, CookieTable};
+use crate::kernel::KernelMaps;
+use crate::process::{IntMap, Map, MapKind, Process, ProcessTable, Unresolved};
+use crate::procfs::{dev_number, read_all_processes, read_process, ProcPaths, ProcProcess};
+use profkit_eventlog::{
+    ChunkEncoder, Cookie, CookieEntry, CookieKind, CpuAccounting, Event, LostKind,
+};
+use profkit_perf::{FileId, Layout, Mmap, RawRecord, Record, RecordRing};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Options of a sync stage.
+#[derive(Debug, Clone)]
+pub struct SyncOptions {
+    /// The record layout the rings carry.
+    pub layout: Layout,
+    /// Where `/proc` and `/sys` are.
+    pub paths: ProcPaths,
+    /// Look up unknown processes in `/proc` and poll `/proc/modules` each
+    /// round (live sessions); off for SimRing tests.
+    pub use_procfs: bool,
+}
+
+/// One round's output: the encoded events plus what is needed if the chunk
+/// has to be dropped (per-CPU sample counts and the metadata to re-emit).
+#[derive(Debug, Clone, Default)]
+pub struct Chunk {
+    /// Round number.
+    pub round: u64,
+    /// CLOCK_MONOTONIC time of the round, ns.
+    pub time: u64,
+    /// The encoded event stream.
+    pub bytes: Vec<u8>,
+    /// Samples written per CPU.
+    pub per_cpu: Vec<(u32, u64)>,
+    /// Metadata events (cookie definitions, names, module loads) in this chunk.
+    pub meta: Vec<Event>,
+    /// Loss markers carried over from earlier dropped chunks (re-carried
+    /// if this chunk is dropped too).
+    pub carried_lost: Vec<(u32, LostKind, u64)>,
+}
+
+impl Chunk {
+    /// Total samples in the chunk.
+    pub fn samples(&self) -> u64 {
+        self.per_cpu.iter().map(|c| c.1).sum()
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Deferred {
+    cpu: u32,
+    pid: u32,
+    tid: u32,
+    ip: u64,
+    time: u64,
+}
+
+/// The sync stage. See the module docs.
+#[derive(Debug)]
+pub struct SyncStage {
+    opts: SyncOptions,
+    procs: ProcessTable,
+    kernel: KernelMaps,
+    known: IntMap<Cookie, CookieEntry>,
+    emitted: CookieTable,
+    file_cookies: IntMap<(u64, u64, u64), Cookie>,
+    announced: IntMap<u32, ()>,
+    no_proc: IntMap<u32, ()>,
+    acct: BTreeMap<u32, CpuAccounting>,
+    enc: ChunkEncoder,
+    meta: Vec<Event>,
+    round: u64,
+    round_time: u64,
+    deferred: Vec<Deferred>,
+    pending_meta: Vec<Event>,
+    pending_lost: Vec<(u32, LostKind, u64)>,
+    round_lost: BTreeMap<(u32, LostKindKey), u64>,
+    carried_lost: Vec<(u32, LostKind, u64)>,
+    cur_cpu: Option<u32>,
+    cur_tid: Option<u32>,
+    cur_cookie: Option<Cookie>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum LostKindKey {
+    NoMapping,
+    NoTask,
+}
+
+impl SyncStage {
+    /// A stage with empty tables.
+    pub fn new(opts: SyncOptions) -> Self {
+        Self {
+            opts,
+            procs: ProcessTable::default(),
+            kernel: KernelMaps::default(),
+            known: IntMap::default(),
+            emitted: CookieTable::default(),
+            file_cookies: IntMap::default(),
+            announced: IntMap::default(),
+            no_proc: IntMap::default(),
+            acct: BTreeMap::new(),
+            enc: ChunkEncoder::with_capacity(1 << 20),
+            meta: Vec::new(),
+            round: 0,
+            round_time: 0,
+            deferred: Vec::new(),
+            pending_meta: Vec::new(),
+            pending_lost: Vec::new(),
+            round_lost: BTreeMap::new(),
+            carried_lost: Vec::new(),
+            cur_cpu: None,
+            cur_tid: None,
+            cur_cookie: None,
+        }
+    }
+
+    /// Seeds the tables from `/proc` and `/sys`: running processes with
+    /// their executable mappings and thread names, the kernel and modules.
+    pub fn seed_from_proc(&mut self) {
+        self.kernel = KernelMaps::read(&self.opts.paths);
+        if let Some(k) = self.kernel.kernel.clone() {
+            self.known.insert(k.cookie, k);
+        }
+        let paths = self.opts.paths.clone();
+        for (_, e) in self.kernel.refresh_modules(&paths) {
+            self.known.insert(e.cookie, e);
+        }
+        let root = self.opts.paths.proc_root.clone();
+        for p in read_all_processes(&root) {
+            self.add_proc_process(p);
+        }
+    }
+
+    /// Sets the kernel layout directly (tests, or a caller that read it).
+    pub fn set_kernel(&mut self, kernel: KernelMaps) {
+        if let Some(k) = &kernel.kernel {
+            self.known.insert(k.cookie, k.clone());
+        }
+        self.kernel = kernel;
+    }
+
+    /// Defines a cookie the stage may meet (tests: module cookies).
+    pub fn add_cookie(&mut self, e: CookieEntry) {
+        self.known.insert(e.cookie, e);
+    }
+
+    fn add_proc_process(&mut self, p: ProcProcess) {
+        let mut proc_ = Process::default();
+        proc_.comm = p.comm.clone();
+        for m in &p.maps {
+            let (cookie, kind) = if m.path.starts_with('/') && m.inode != 0 {
+                (
+                    self.file_cookie(&m.path, None, m.dev, m.inode, 0),
+                    MapKind::File,
+                )
+            } else if m.path == "[vdso]" {
+                (self.vdso(), MapKind::File)
+            } else {
+                (self.anon(p.pid), MapKind::Anon)
+            };
+            proc_.map(
+                Map {
+                    start: m.start,
+                    end: m.end,
+                    pgoff: m.pgoff,
+                    cookie,
+                    kind,
+                    since: 0,
+                    until: u64::MAX,
+                },
+                self.round,
+            );
+        }
+        self.procs.insert(p.pid, proc_);
+        self.procs.set_comm(p.pid, p.pid, &p.comm);
+        for (tid, c) in &p.threads {
+            self.procs.set_comm(p.pid, *tid, c);
+        }
+    }
+
+    fn file_cookie(
+        &mut self,
+        path: &str,
+        build_id: Option<&[u8]>,
+        dev: u64,
+        ino: u64,
+        gen: u64,
+    ) -> Cookie {
+        if let Some(b) = build_id {
+            let e = file_entry(path, Some(b.to_vec()), dev, ino, gen);
+            let c = e.cookie;
+            self.known.entry(c).or_insert(e);
+            return c;
+        }
+        if let Some(&c) = self.file_cookies.get(&(dev, ino, gen)) {
+            return c;
+        }
+        // Same cookie whichever way the binary was first seen: read the
+        // file's own build-id when the kernel did not give one.
+        let bid = if self.opts.use_procfs {
+            read_build_id(Path::new(path))
+        } else {
+            None
+        };
+        let e = file_entry(path, bid, dev, ino, gen);
+        let c = e.cookie;
+        self.known.entry(c).or_insert(e);
+        self.file_cookies.insert((dev, ino, gen), c);
+        c
+    }
+
+    fn vdso(&mut self) -> Cookie {
+        let c = vdso_cookie();
+        self.known.entry(c).or_insert_with(|| CookieEntry {
+            cookie: c,
+            kind: CookieKind::Vdso,
+            path: "[vdso]".into(),
+            build_id: None,
+            dev: 0,
+            inode: 0,
+            generation: 0,
+            base: 0,
+            pid: None,
+        });
+        c
+    }
+
+    fn anon(&mut self, pid: u32) -> Cookie {
+        let c = anon_cookie(pid);
+        self.known.entry(c).or_insert_with(|| CookieEntry {
+            cookie: c,
+            kind: CookieKind::Anon,
+            path: "//anon".into(),
+            build_id: None,
+            dev: 0,
+            inode: 0,
+            generation: 0,
+            base: 0,
+            pid: Some(pid),
+        });
+        c
+    }
+
+    /// The process table (for status and tests).
+    pub fn processes(&self) -> &ProcessTable {
+        &self.procs
+    }
+
+    /// Per-CPU accounting so far.
+    pub fn accounting(&self) -> Vec<CpuAccounting> {
+        self.acct.values().cloned().collect()
+    }
+
+    /// Rounds completed.
+    pub fn rounds(&self) -> u64 {
+        self.round
+    }
+
+    fn acct(&mut self, cpu: u32) -> &mut CpuAccounting {
+        self.acct.entry(cpu).or_insert_with(|| CpuAccounting {
+            cpu,
+            ..Default::default()
+        })
+    }
+
+    fn marker(&mut self, e: Event) {
+        self.enc.event(&e);
+        if matches!(
+            e,
+            Event::CookieDef(_) | Event::Comm { .. } | Event::ModuleLoad { .. }
+        ) {
+            self.meta.push(e);
+        }
+    }
+
+    /// Starts a round: clears the chunk and writes the markers left over
+    /// from chunks that could not be stored.
+    pub fn begin_round(&mut self, now: u64) {
+        self.enc.clear();
+        self.meta.clear();
+        self.round_time = now;
+        self.cur_cpu = None;
+        for e in std::mem::take(&mut self.pending_meta) {
+            self.marker(e);
+        }
+        self.carried_lost = std::mem::take(&mut self.pending_lost);
+        for &(cpu, kind, count) in &self.carried_lost {
+            self.enc.event(&Event::Lost { cpu, kind, count });
+        }
+        if self.opts.use_procfs {
+            let paths = self.opts.paths.clone();
+            for (m, e) in self.kernel.refresh_modules(&paths) {
+                self.known.insert(e.cookie, e);
+                self.ensure_defined(m.cookie);
+                self.marker(Event::ModuleLoad {
+                    cookie: m.cookie,
+                    start: m.module.base,
+                    end: m.module.base + m.module.size,
+                    pgoff: 0,
+                    pid: None,
+                });
+            }
+        }
+    }
+
+    /// Drains one ring completely.
+    pub fn drain<R: RecordRing>(&mut self, ring: &mut R) {
+        let cpu = ring.cpu();
+        self.switch_cpu(cpu);
+        let layout = self.opts.layout;
+        let stats = ring.read_records(|raw: RawRecord<'_>| {
+            self.handle(cpu, layout, raw);
+            true
+        });
+        if stats.corrupt_bytes > 0 {
+            self.acct(cpu).records_skipped += 1;
+        }
+    }
+
+    /// Ends the round: retries deferred samples, writes per-CPU loss
+    /// markers, retires exited processes; returns the chunk.
+    pub fn finish_round(&mut self) -> Chunk {
+        for d in std::mem::take(&mut self.deferred) {
+            match self.procs.resolve(d.pid, d.ip, d.time) {
+                Ok((cookie, off)) => self.emit_sample(d.cpu, d.pid, d.tid, false, cookie, off),
+                Err(why) => {
+                    let key = match why {
+                        Unresolved::NoTask => LostKindKey::NoTask,
+                        Unresolved::NoMapping => LostKindKey::NoMapping,
+                    };
+                    *self.round_lost.entry((d.cpu, key)).or_default() += 1;
+                }
+            }
+        }
+        for ((cpu, key), n) in std::mem::take(&mut self.round_lost) {
+            let kind = match key {
+                LostKindKey::NoMapping => {
+                    self.acct(cpu).lost_no_mapping += n;
+                    LostKind::NoMapping
+                }
+                LostKindKey::NoTask => {
+                    self.acct(cpu).lost_no_task += n;
+                    LostKind::NoTask
+                }
+            };
+            self.enc.event(&Event::Lost {
+                cpu,
+                kind,
+                count: n,
+            });
+        }
+        let per_cpu = self.enc.per_cpu_samples();
+        for &(cpu, n) in &per_cpu {
+            self.acct(cpu).samples_written += n;
+        }
+        let chunk = Chunk {
+            round: self.round,
+            time: self.round_time,
+            bytes: self.enc.bytes().to_vec(),
+            per_cpu,
+            meta: std::mem::take(&mut self.meta),
+            carried_lost: std::mem::take(&mut self.carried_lost),
+        };
+        self.procs.end_round(self.round);
+        self.round += 1;
+        chunk
+    }
+
+    /// One whole round over `rings`.
+    pub fn round<R: RecordRing>(&mut self, rings: &mut [R], now: u64) -> Chunk {
+        self.begin_round(now);
+        for r in rings.iter_mut() {
+            self.drain(r);
+        }
+        self.finish_round()
+    }
+
+    /// Records that a chunk could not be stored (event buffer full, or the
+    /// write failed): its samples move from written to lost, and its
+    /// metadata and a LOST marker per CPU go into the next chunk.
+    pub fn chunk_dropped(&mut self, chunk: Chunk, kind: LostKind) {
+        for (cpu, k, n) in chunk.carried_lost {
+            self.add_pending_lost(cpu, k, n);
+        }
+        for &(cpu, n) in &chunk.per_cpu {
+            let a = self.acct(cpu);
+            a.samples_written -= n.min(a.samples_written);
+            match kind {
+                LostKind::DiskFull => a.lost_disk_full += n,
+                _ => a.lost_overflow += n,
+            }
+            self.add_pending_lost(cpu, kind, n);
+        }
+        // Cookie definitions must reach the log before samples using them
+        // in later chunks: re-emit the dropped chunk's metadata.
+        self.pending_meta.extend(chunk.meta);
+    }
+
+    fn add_pending_lost(&mut self, cpu: u32, kind: LostKind, n: u64) {
+        if let Some(e) = self
+            .pending_lost
+            .iter_mut()
+            .find(|e| e.0 == cpu && e.1 == kind)
+        {
+            e.2 += n;
+        } else {
+            self.pending_lost.push((cpu, kind, n));
+        }
+    }
+
+    /// Adds the stop-time reconciliation to the current round: for each
+    /// CPU, the kernel's read-back lost count minus the LOST records seen
+    /// becomes a final `Lost(Reconcile)` marker, so the session's totals
+    /// equal the kernel's.
+    pub fn reconcile(&mut self, kernel_lost: &[(u32, u64)]) {
+        for &(cpu, k) in kernel_lost {
+            let a = self.acct(cpu);
+            a.kernel_lost = k;
+            let diff = k.saturating_sub(a.lost_ring + a.lost_reconcile);
+            if diff > 0 {
+                a.lost_reconcile += diff;
+                self.enc.event(&Event::Lost {
+                    cpu,
+                    kind: LostKind::Reconcile,
+                    count: diff,
+                });
+            }
+        }
+    }
+
+    /// Forgets what was written (for `profctl reset`, which starts a new
+    /// file): accounting restarts, and cookie definitions and thread names
+    /// are written again when next needed.
+    pub fn reset(&mut self) {
+        self.emitted = CookieTable::default();
+        self.announced.clear();
+        self.acct.clear();
+        self.pending_meta.clear();
+        self.pending_lost.clear();
+    }
+
+    #[inline]
+    fn switch_cpu(&mut self, cpu: u32) {
+        self.enc.event(&Event::CpuSwitch { cpu });
+        self.acct(cpu);
+        self.cur_cpu = Some(cpu);
+        self.cur_tid = None;
+        self.cur_cookie = None;
+    }
+
+    fn ensure_defined(&mut self, cookie: Cookie) {
+        if !self.emitted.contains(cookie) {
+            if let Some(e) = self.known.get(&cookie).cloned() {
+                self.emitted.define(e.clone());
+                self.marker(Event::CookieDef(e));
+            }
+        }
+    }
+
+    fn announce(&mut self, pid: u32, tid: u32) {
+        if self.announced.insert(tid, ()).is_none() {
+            if let Some(c) = self.procs.comm(pid, tid) {
+                let comm = c.to_string();
+                self.marker(Event::Comm {
+                    pid,
+                    tid,
+                    comm,
+                    exec: false,
+                });
+            }
+        }
+    }
+
+    #[inline]
+    fn emit_sample(
+        &mut self,
+        cpu: u32,
+        pid: u32,
+        tid: u32,
+        kernel: bool,
+        cookie: Cookie,
+        off: u64,
+    ) {
+        if self.cur_cpu != Some(cpu) {
+            self.switch_cpu(cpu);
+        }
+        if self.cur_tid != Some(tid) {
+            self.cur_tid = Some(tid);
+            self.announce(pid, tid);
+        }
+        if self.cur_cookie != Some(cookie) {
+            self.cur_cookie = Some(cookie);
+            self.ensure_defined(cookie);
+        }
+        self.enc.sample(cpu, pid, tid, kernel, cookie, off);
+    }
+
+    fn ensure_process(&mut self, pid: u32) -> bool {
+        if self.procs.get(pid).is_some() {
+            return true;
+        }
+        if !self.opts.use_procfs || self.no_proc.contains_key(&pid) {
+            return false;
+        }
+        match read_process(&self.opts.paths.proc_root.clone(), pid) {
+            Some(p) => {
+                self.add_proc_process(p);
+                true
+            }
+            None => {
+                self.no_proc.insert(pid, ());
+                false
+            }
+        }
+    }
+
+    fn handle(&mut self, cpu: u32, layout: Layout, raw: RawRecord<'_>) {
+        let rec = match layout.parse(raw) {
+            Ok(r) => r,
+            Err(_) => {
+                self.acct(cpu).records_skipped += 1;
+                return;
+            }
+        };
+        match rec {
+            Record::Sample(s) => {
+                self.acct(cpu).samples_received += 1;
+                let cpu = s.cpu;
+                if s.is_kernel() {
+                    match self.kernel.resolve(s.ip) {
+                        Some((c, off)) => self.emit_sample(cpu, s.pid, s.tid, true, c, off),
+                        None => {
+                            *self
+                                .round_lost
+                                .entry((cpu, LostKindKey::NoMapping))
+                                .or_default() += 1
+                        }
+                    }
+                    return;
+                }
+                match self.procs.resolve(s.pid, s.ip, s.time) {
+                    Ok((c, off)) => self.emit_sample(cpu, s.pid, s.tid, false, c, off),
+                    Err(why) => {
+                        if why == Unresolved::NoTask && self.ensure_process(s.pid) {
+                            if let Ok((c, off)) = self.procs.resolve(s.pid, s.ip, s.time) {
+                                self.emit_sample(cpu, s.pid, s.tid, false, c, off);
+                                return;
+                            }
+                        }
+                        self.deferred.push(Deferred {
+                            cpu,
+                            pid: s.pid,
+                            tid: s.tid,
+                            ip: s.ip,
+                            time: s.time,
+                        });
+                    }
+                }
+            }
+            Record::Mmap(m) => self.on_mmap(&m),
+            Record::Comm(c) => {
+                let comm = String::from_utf8_lossy(c.comm).into_owned();
+                if c.exec {
+                    self.ensure_process(c.pid);
+                    self.procs.entry(c.pid).clear_maps(c.id.time, self.round);
+                }
+                self.procs.set_comm(c.pid, c.tid, &comm);
+                self.no_proc.remove(&c.pid);
+                self.announced.insert(c.tid, ());
+                self.marker(Event::Comm {
+                    pid: c.pid,
+                    tid: c.tid,
+                    comm,
+                    exec: c.exec,
+                });
+            }
+            Record::Fork(t) => {
+                if t.pid == t.ppid {
+                    self.ensure_process(t.pid);
+                } else {
+                    self.ensure_process(t.ppid);
+                }
+                self.procs.fork(t.pid, t.ppid, t.tid);
+                self.no_proc.remove(&t.pid);
+                self.announced.remove(&t.tid);
+            }
+            Record::Exit(t) => self.procs.exit(t.pid, t.tid, self.round),
+            Record::Lost { lost, .. } => {
+                self.acct(cpu).lost_ring += lost;
+                self.enc.event(&Event::Lost {
+                    cpu,
+                    kind: LostKind::Ring,
+                    count: lost,
+                });
+            }
+            Record::LostSamples { lost, .. } => {
+                self.acct(cpu).lost_ring += lost;
+                self.enc.event(&Event::Lost {
+                    cpu,
+                    kind: LostKind::Other,
+                    count: lost,
+                });
+            }
+            Record::Throttle {
+                throttled, time, ..
+            } => {
+                if throttled {
+                    self.acct(cpu).throttle_events += 1;
+                }
+                self.enc.event(&Event::Throttle {
+                    cpu,
+                    time,
+                    throttled,
+                });
+            }
+            Record::Switch { .. } | Record::Ksymbol { .. } => {}
+            Record::Unknown { .. } => self.acct(cpu).records_skipped += 1,
+        }
+    }
+
+    fn on_mmap(&mut self, m: &Mmap<'_>) {
+        if m.prot & libc::PROT_EXEC as u32 == 0 || m.len == 0 {
+            return;
+        }
+        let path = String::from_utf8_lossy(m.filename).into_owned();
+        if m.pid == u32::MAX
+            || m.misc & profkit_perf::misc::CPUMODE_MASK == profkit_perf::misc::KERNEL
+        {
+            // Kernel-side mmaps (modules via MMAP are not emitted on modern
+            // kernels; modules come from /proc/modules).
+            return;
+        }
+        self.ensure_process(m.pid);
+        let (cookie, kind) = if path == "//anon"
+            || path.starts_with("[anon")
+            || path.is_empty()
+            || path.starts_with("[heap")
+            || path.starts_with("[stack")
+        {
+            (self.anon(m.pid), MapKind::Anon)
+        } else if path == "[vdso]" {
+            (self.vdso(), MapKind::File)
+        } else {
+            match m.file_id {
+                Some(FileId::BuildId(b)) => {
+                    (self.file_cookie(&path, Some(b), 0, 0, 0), MapKind::File)
+                }
+                Some(FileId::Inode {
+                    maj,
+                    min,
+                    ino,
+                    generation,
+                }) => (
+                    self.file_cookie(&path, None, dev_number(maj, min), ino, generation),
+                    MapKind::File,
+                ),
+                None => (self.file_cookie(&path, None, 0, 0, 0), MapKind::File),
+            }
+        };
+        let map = Map {
+            start: m.addr,
+            end: m.addr.saturating_add(m.len),
+            pgoff: m.pgoff,
+            cookie,
+            kind,
+            since: m.id.time,
+            until: u64::MAX,
+        };
+        self.procs.entry(m.pid).map(map, self.round);
+        self.ensure_defined(cookie);
+        self.marker(Event::ModuleLoad {
+            cookie,
+            start: map.start,
+            end: map.end,
+            pgoff: m.pgoff,
+            pid: Some(m.pid),
+        });
+    }
+}

@@ -1,0 +1,391 @@
+//! SimRing scenarios.
+
+use crate::{decode, sim_recorder, sim_stage};
+use profkit_eventlog::{for_each_sample, Event, LostKind};
+use profkit_perf::{Layout, SimRecord, SimRing};
+use profkit_sync::{dev_number, inode_cookie, ChunkSink};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+fn mmap(pid: u32, addr: u64, len: u64, pgoff: u64, ino: u64, time: u64) -> SimRecord {
+    SimRecord::Mmap2 {
+        pid,
+        tid: pid,
+        addr,
+        len,
+        pgoff,
+        ino,
+        build_id: None,
+        prot: 5,
+        filename: format!("/bin/f{ino}"),
+        time,
+    }
+}
+
+fn sample(pid: u32, tid: u32, ip: u64, time: u64) -> SimRecord {
+    SimRecord::Sample {
+        ip,
+        pid,
+        tid,
+        time,
+        kernel: false,
+        period: 1,
+        callchain: vec![],
+    }
+}
+
+fn cookie(ino: u64) -> u64 {
+    // SimRecord's inode-form MMAP2 says device 8:1, generation 0.
+    inode_cookie(dev_number(8, 1), ino, 0)
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    /// cpu, process index, thread index, map index, offset fraction.
+    Sample(u32, usize, u32, usize, u16),
+    Round,
+}
+
+fn step(ncpu: u32) -> impl Strategy<Value = Step> {
+    prop_oneof![
+        20 => (0..ncpu, 0usize..3, 0u32..3, 0usize..2, any::<u16>())
+            .prop_map(|(c, p, t, m, o)| Step::Sample(c, p, t, m, o)),
+        1 => Just(Step::Round),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Decoding the log and expanding the markers gives back exactly the
+    /// samples that were produced (right cpu, pid, tid, cookie, offset), in
+    /// order per CPU; samples + lost = produced.
+    #[test]
+    fn log_gives_back_the_produced_sample_stream(
+        ncpu in 1u32..4,
+        ring_log in 10u32..14,
+        steps in (1u32..4).prop_flat_map(|n| prop::collection::vec(step(n), 1..400)),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let rings: Vec<SimRing> = (0..ncpu).map(|c| SimRing::new(c, 1 << ring_log, Layout { callchain: false })).collect();
+        let mut rec = sim_recorder(dir.path(), rings, 64 << 20);
+        // Three processes, two file mappings each, all announced on cpu 0.
+        let maps = |p: usize, m: usize| (0x400000 + (p as u64) * 0x100000 + (m as u64) * 0x10000, 0x8000u64, (m as u64) * 0x1000, (p * 2 + m) as u64 + 1);
+        let mut t = 1u64;
+        for p in 0..3 {
+            for m in 0..2 {
+                let (a, l, off, ino) = maps(p, m);
+                assert!(rec.source_mut().0[0].push(&mmap(100 + p as u32, a, l, off, ino, t)));
+                t += 1;
+            }
+        }
+        rec.round();
+        let mut expected: BTreeMap<u32, Vec<(u32, u32, u64, u64)>> = BTreeMap::new();
+        let mut produced = 0u64;
+        for s in steps {
+            match s {
+                Step::Sample(cpu, p, th, m, frac) => {
+                    let cpu = cpu % ncpu;
+                    let (a, l, off, ino) = maps(p, m);
+                    let ip = a + (frac as u64 * l) / 65536;
+                    let pid = 100 + p as u32;
+                    let tid = pid + th * 1000;
+                    t += 1;
+                    produced += 1;
+                    if rec.source_mut().0[cpu as usize].push(&sample(pid, tid, ip, t)) {
+                        expected.entry(cpu).or_default().push((pid, tid, cookie(ino), off + ip - a));
+                    }
+                }
+                Step::Round => { rec.round(); }
+            }
+        }
+        rec.stop().unwrap();
+        let d = decode(&dir.path().join("session.pkl"));
+        let mut got: BTreeMap<u32, Vec<(u32, u32, u64, u64)>> = BTreeMap::new();
+        for s in &d.samples {
+            prop_assert!(!s.kernel);
+            got.entry(s.cpu).or_default().push((s.pid, s.tid, s.cookie, s.offset));
+        }
+        prop_assert_eq!(&got, &expected);
+        let written: u64 = d.accounting.iter().map(|a| a.samples_written).sum();
+        let lost: u64 = d.accounting.iter().map(|a| a.lost_total()).sum();
+        prop_assert_eq!(written, d.samples.len() as u64);
+        prop_assert_eq!(written + lost, produced);
+        // Loss markers in the log add up to the footer's loss.
+        let marked: u64 = d.markers.iter().filter_map(|(_, m)| match m { Event::Lost { count, .. } => Some(*count), _ => None }).sum();
+        prop_assert_eq!(marked, lost);
+        // Every cookie used is defined in the log.
+        for s in &d.samples {
+            prop_assert!(d.markers.iter().any(|(_, m)| matches!(m, Event::CookieDef(e) if e.cookie == s.cookie)));
+        }
+    }
+}
+
+#[test]
+fn samples_of_an_exited_process_in_another_rings_keep_task_and_binary() {
+    let layout = Layout { callchain: false };
+    let mut stage = sim_stage(layout);
+    let mut rings: Vec<SimRing> = (0..2).map(|c| SimRing::new(c, 4096, layout)).collect();
+    rings[0].push(&mmap(7, 0x400000, 0x1000, 0, 42, 1));
+    stage.round(&mut rings, 2);
+    // Round 1: cpu 0 (drained first) holds the exit; cpu 1 still holds samples
+    // taken before it.
+    rings[0].push(&SimRecord::Exit {
+        pid: 7,
+        ppid: 1,
+        tid: 7,
+        ptid: 1,
+        time: 10,
+    });
+    rings[1].push(&sample(7, 7, 0x400100, 9));
+    let c1 = stage.round(&mut rings, 11);
+    // Round 2: a sample written to cpu 0's ring after its drain in round 1
+    // but before the exit on another CPU... arrives one round later.
+    rings[1].push(&sample(7, 7, 0x400200, 9));
+    let c2 = stage.round(&mut rings, 12);
+    let mut got = Vec::new();
+    for c in [&c1, &c2] {
+        for_each_sample(
+            &c.bytes,
+            |s| got.push((s.cpu, s.pid, s.tid, s.cookie, s.offset)),
+            |_| {},
+        )
+        .unwrap();
+    }
+    assert_eq!(
+        got,
+        vec![(1, 7, 7, cookie(42), 0x100), (1, 7, 7, cookie(42), 0x200)]
+    );
+    // Two rounds after the exit the table forgets the process.
+    stage.round(&mut rings, 13);
+    assert!(stage.processes().get(7).is_none());
+    let acct = stage.accounting();
+    assert_eq!(
+        acct.iter()
+            .map(|a| a.lost_no_task + a.lost_no_mapping)
+            .sum::<u64>(),
+        0
+    );
+}
+
+#[test]
+fn a_mapping_seen_on_a_later_cpu_in_the_same_round_still_resolves() {
+    let layout = Layout { callchain: false };
+    let mut stage = sim_stage(layout);
+    let mut rings: Vec<SimRing> = (0..2).map(|c| SimRing::new(c, 4096, layout)).collect();
+    rings[0].push(&sample(9, 9, 0x7000_0010, 5));
+    rings[1].push(&mmap(9, 0x7000_0000, 0x1000, 0x3000, 77, 4));
+    let c = stage.round(&mut rings, 6);
+    let mut got = Vec::new();
+    let mut marker_before_sample = false;
+    let seen_load = std::cell::Cell::new(false);
+    for_each_sample(
+        &c.bytes,
+        |s| {
+            marker_before_sample = seen_load.get();
+            got.push((s.cpu, s.cookie, s.offset));
+        },
+        |m| {
+            if matches!(m, Event::ModuleLoad { cookie: k, pid: Some(9), .. } if k == cookie(77)) {
+                seen_load.set(true);
+            }
+        },
+    )
+    .unwrap();
+    assert_eq!(got, vec![(0, cookie(77), 0x3010)]);
+    assert!(
+        marker_before_sample,
+        "the module-load marker precedes the sample"
+    );
+}
+
+#[test]
+fn unmapped_samples_are_counted_not_dropped_silently() {
+    let layout = Layout { callchain: false };
+    let mut stage = sim_stage(layout);
+    let mut rings = vec![SimRing::new(0, 4096, layout)];
+    rings[0].push(&mmap(3, 0x1000, 0x1000, 0, 1, 1));
+    rings[0].push(&sample(3, 3, 0x9999, 2)); // no mapping
+    rings[0].push(&sample(4, 4, 0x1100, 3)); // unknown task
+    rings[0].push(&SimRecord::Unknown { kind: 77, len: 8 });
+    rings[0].push(&SimRecord::Throttle {
+        throttled: true,
+        time: 4,
+    });
+    let c = stage.round(&mut rings, 5);
+    let a = &stage.accounting()[0];
+    assert_eq!(
+        (
+            a.samples_received,
+            a.samples_written,
+            a.lost_no_mapping,
+            a.lost_no_task
+        ),
+        (2, 0, 1, 1)
+    );
+    assert_eq!((a.records_skipped, a.throttle_events), (1, 1));
+    let mut kinds = Vec::new();
+    for_each_sample(
+        &c.bytes,
+        |_| {},
+        |m| {
+            if let Event::Lost {
+                kind,
+                count,
+                cpu: 0,
+            } = m
+            {
+                kinds.push((kind, count));
+            }
+            if let Event::Throttle { throttled, .. } = m {
+                assert!(throttled);
+            }
+        },
+    )
+    .unwrap();
+    kinds.sort_by_key(|k| format!("{k:?}"));
+    assert_eq!(kinds, vec![(LostKind::NoMapping, 1), (LostKind::NoTask, 1)]);
+}
+
+/// A sink that blocks until released, then writes to a real session file.
+struct Stalling {
+    inner: profkit_sync::FileSink,
+    gate: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+}
+
+impl ChunkSink for Stalling {
+    fn write_chunk(&mut self, round: u64, time: u64, payload: &[u8]) -> Result<u64, String> {
+        let (m, cv) = &*self.gate;
+        let mut open = m.lock().unwrap();
+        while !*open {
+            open = cv.wait(open).unwrap();
+        }
+        self.inner.write_chunk(round, time, payload)
+    }
+    fn finish(&mut self, f: &profkit_eventlog::SessionFooter) -> Result<(), String> {
+        self.inner.finish(f)
+    }
+    fn restart(&mut self) -> Result<(), String> {
+        self.inner.restart()
+    }
+}
+
+struct Feeder {
+    t: u64,
+    produced: [u64; 2],
+}
+
+impl Feeder {
+    fn feed(&mut self, rec: &mut profkit_sync::Recorder<profkit_sync::SimRings>, n: u64) {
+        for i in 0..n {
+            for c in 0..2 {
+                self.t += 1;
+                let s = sample(5, 5 + c as u32, 0x400000 + (i * 4099) % 0x10000, self.t);
+                assert!(rec.source_mut().0[c].push(&s));
+                self.produced[c] += 1;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_stalled_writer_costs_only_the_rounds_that_did_not_fit() {
+    use profkit_sync::{Recorder, RecorderOptions, SimRings};
+    let dir = tempfile::tempdir().unwrap();
+    let layout = Layout { callchain: false };
+    let gate = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let sink = Stalling {
+        inner: profkit_sync::FileSink::create(dir.path().join("session.pkl"), Default::default())
+            .unwrap(),
+        gate: gate.clone(),
+    };
+    let rings: Vec<SimRing> = (0..2).map(|c| SimRing::new(c, 1 << 16, layout)).collect();
+    let mut rec = Recorder::new(
+        SimRings(rings),
+        sim_stage(layout),
+        Box::new(sink),
+        RecorderOptions { buffer_bytes: 2048 },
+    )
+    .unwrap();
+    for c in 0..2 {
+        rec.source_mut().0[c].push(&mmap(5, 0x400000, 0x10000, 0, 9, 1));
+    }
+    let mut feeder = Feeder {
+        t: 2,
+        produced: [0; 2],
+    };
+    // The writer stalls: rounds keep running (each returns: the producer
+    // never waits), the buffer fills, later rounds overflow.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        for _ in 0..12 {
+            feeder.feed(&mut rec, 100);
+            rec.round();
+        }
+        tx.send(()).unwrap();
+        (rec, feeder)
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(30))
+        .expect("rounds must not block on a stalled writer");
+    let (mut rec, mut feeder) = h.join().unwrap();
+    let overflow: Vec<u64> = rec
+        .status()
+        .accounting
+        .iter()
+        .map(|a| a.lost_overflow)
+        .collect();
+    assert!(
+        overflow.iter().all(|&o| o > 0),
+        "both CPUs lost rounds to overflow: {overflow:?}"
+    );
+    // Space returns.
+    *gate.0.lock().unwrap() = true;
+    gate.1.notify_all();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    feeder.feed(&mut rec, 10);
+    rec.round();
+    let status = rec.stop().unwrap();
+    let d = decode(&dir.path().join("session.pkl"));
+    for (c, a) in status.accounting.iter().enumerate() {
+        assert_eq!(
+            a.samples_written + a.lost_total(),
+            feeder.produced[c],
+            "cpu {c}"
+        );
+        assert_eq!(
+            a.lost_total(),
+            a.lost_overflow,
+            "only overflow loss on cpu {c}"
+        );
+    }
+    // The LOST(Overflow) markers sit in one chunk, after the stall, and
+    // carry exactly the per-CPU overflow counts.
+    let ov: Vec<(usize, u32, u64)> = d
+        .markers
+        .iter()
+        .filter_map(|(i, m)| match m {
+            Event::Lost {
+                cpu,
+                kind: LostKind::Overflow,
+                count,
+            } => Some((*i, *cpu, *count)),
+            _ => None,
+        })
+        .collect();
+    let per_cpu: Vec<u64> = (0..2)
+        .map(|c| ov.iter().filter(|o| o.1 == c).map(|o| o.2).sum())
+        .collect();
+    assert_eq!(per_cpu, overflow);
+    assert!(
+        ov.iter().all(|o| o.0 > 0),
+        "markers come after the chunks that fit: {ov:?}"
+    );
+    assert_eq!(
+        d.samples.len() as u64,
+        status
+            .accounting
+            .iter()
+            .map(|a| a.samples_written)
+            .sum::<u64>()
+    );
+}

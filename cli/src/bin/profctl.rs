@@ -1,1 +1,509 @@
-fn main() {}
+//! `profctl`: starts, stops and queries a profkit sampling daemon.
+//! Flags and glue only: the work is in the profkit crates.
+#![forbid(unsafe_code)]
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use profkit_daemon::{
+    daemon_state, spawn_daemon, Client, Daemon, DaemonState, Engine, LoopOptions, Request,
+    SessionDir, DEFAULT_READY_TIMEOUT, SESSION_LOG,
+};
+use profkit_eventlog::{EventConfigDesc, SessionHeader};
+use profkit_perf::{parse_cpu_list, EventSpec, Rate, Sampler, SamplerConfig, Target};
+use profkit_sync::{FileSink, Recorder, RecorderOptions, SyncOptions, SyncStage};
+use serde_json::{json, Value};
+use std::os::fd::BorrowedFd;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const EXIT_CODES: &str = "EXIT STATUS:\n  0  success\n  1  the operation failed (no daemon, no permission, I/O error)\n  2  bad command line\n  record: the recorded command's own exit status\n\nEXAMPLES:\n  profctl start -F 1000            sample the whole system at 1 kHz into ./profkit_data\n  profctl dump; profctl status     flush to disk now; show counters\n  profctl stop                     finish and print the summary\n  profctl record -- make -j2       profile one command and its children";
+
+#[derive(Parser, Debug)]
+#[command(name = "profctl", version, about = "Control profkit's system-wide sampling daemon", after_help = EXIT_CODES)]
+struct Opt {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Args, Debug, Clone)]
+struct DirArg {
+    /// Session directory (like operf's oprofile_data).
+    #[arg(long, env = "PROFKIT_SESSION_DIR", default_value = "profkit_data")]
+    session_dir: PathBuf,
+}
+
+#[derive(Args, Debug, Clone)]
+struct StartArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// Event: cpu-clock, task-clock, cycles, instructions, ..., rHEX or TYPE:CONFIG.
+    #[arg(short = 'e', long, default_value = "cpu-clock")]
+    event: String,
+    /// Samples per second per CPU.
+    #[arg(short = 'F', long, conflicts_with = "period")]
+    freq: Option<u64>,
+    /// One sample every N events.
+    #[arg(short = 'c', long)]
+    period: Option<u64>,
+    /// Sample the whole system (the default for start).
+    #[arg(short = 'a', long, conflicts_with = "pid")]
+    all_cpus: bool,
+    /// Sample these processes (and their children).
+    #[arg(short = 'p', long, value_delimiter = ',')]
+    pid: Vec<i32>,
+    /// Only these CPUs (e.g. 0-3,6).
+    #[arg(short = 'C', long)]
+    cpu: Option<String>,
+    /// Record callchains.
+    #[arg(short = 'g')]
+    callgraph: bool,
+    /// Milliseconds between sync rounds.
+    #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(10..=60000))]
+    sync_interval: u64,
+    /// Data pages per CPU ring (power of two).
+    #[arg(long, default_value_t = profkit_perf::DEFAULT_DATA_PAGES)]
+    buffer_pages: usize,
+    /// Only user-space samples.
+    #[arg(long, conflicts_with = "kernel_only")]
+    user_only: bool,
+    /// Only kernel samples.
+    #[arg(long)]
+    kernel_only: bool,
+    /// Internal: start events at the target's exec (used by record).
+    #[arg(long, hide = true)]
+    enable_on_exec: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Start sampling in the background; returns once sampling is live.
+    Start(StartArgs),
+    /// Stop: final drain, reconcile lost counts, write the footer, print a summary.
+    Stop(DirArg),
+    /// Force a sync round now; returns once it is on disk.
+    Dump(DirArg),
+    /// Show whether a daemon runs and its counters.
+    Status(DirArg),
+    /// Discard the samples so far.
+    Reset {
+        #[command(flatten)]
+        dir: DirArg,
+        /// Do not ask.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Start, run CMD, stop when it exits; exits with CMD's status.
+    Record {
+        #[command(flatten)]
+        args: StartArgs,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    #[command(name = "__daemon", hide = true)]
+    Daemon(StartArgs),
+}
+
+fn config(a: &StartArgs) -> Result<SamplerConfig> {
+    let mut c = SamplerConfig::new(EventSpec::parse(&a.event)?);
+    c.rate = match (a.freq, a.period) {
+        (_, Some(p)) => Rate::Period(p),
+        (Some(f), None) => Rate::Frequency(f),
+        (None, None) => Rate::Frequency(4000),
+    };
+    if !a.pid.is_empty() {
+        c.target = Target::Pids(a.pid.clone());
+    }
+    if let Some(cpus) = &a.cpu {
+        c.cpus = Some(parse_cpu_list(cpus)?);
+    }
+    c.callchain = a.callgraph;
+    c.data_pages = a.buffer_pages;
+    c.exclude_kernel = a.user_only;
+    c.exclude_user = a.kernel_only;
+    c.enable_on_exec = a.enable_on_exec;
+    c.validate()?;
+    Ok(c)
+}
+
+fn forward_args(a: &StartArgs, pid_override: Option<u32>) -> Vec<String> {
+    let mut v = vec![
+        "__daemon".to_string(),
+        "--session-dir".into(),
+        a.dir.session_dir.display().to_string(),
+    ];
+    v.extend(["-e".into(), a.event.clone()]);
+    if let Some(f) = a.freq {
+        v.extend(["-F".into(), f.to_string()]);
+    }
+    if let Some(p) = a.period {
+        v.extend(["-c".into(), p.to_string()]);
+    }
+    match pid_override {
+        Some(p) => v.extend(["-p".into(), p.to_string(), "--enable-on-exec".into()]),
+        None if !a.pid.is_empty() => v.extend([
+            "-p".into(),
+            a.pid
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        ]),
+        None => {}
+    }
+    if let Some(c) = &a.cpu {
+        v.extend(["-C".into(), c.clone()]);
+    }
+    if a.callgraph {
+        v.push("-g".into());
+    }
+    v.extend(["--sync-interval".into(), a.sync_interval.to_string()]);
+    v.extend(["--buffer-pages".into(), a.buffer_pages.to_string()]);
+    if a.user_only {
+        v.push("--user-only".into());
+    }
+    if a.kernel_only {
+        v.push("--kernel-only".into());
+    }
+    v
+}
+
+/// Starts the daemon and waits until sampling is live.
+fn start(a: &StartArgs, pid_override: Option<u32>) -> Result<u32> {
+    let mut c = config(a)?;
+    if let Some(p) = pid_override {
+        c.target = Target::Pids(vec![p as i32]);
+        c.enable_on_exec = true;
+    }
+    // Check permissions and the event here, where the user sees the message.
+    drop(Sampler::open(&c)?);
+    let dir = SessionDir::create(&a.dir.session_dir)?;
+    let mut cmd = Command::new(std::env::current_exe().context("finding profctl's own path")?);
+    cmd.args(forward_args(a, pid_override));
+    let child = spawn_daemon(cmd, &dir, DEFAULT_READY_TIMEOUT)?;
+    Ok(child.id())
+}
+
+struct LiveEngine {
+    rec: Option<Recorder<Sampler>>,
+    started: Instant,
+    session: PathBuf,
+}
+
+fn acct_json(st: &profkit_sync::RecorderStatus) -> Value {
+    let cpus: Vec<Value> = st
+        .accounting
+        .iter()
+        .map(|a| {
+            let n = a.samples_written + a.lost_total();
+            json!({"cpu": a.cpu, "samples": a.samples_written, "lost": a.lost_total(),
+                   "lost_pct": if n > 0 { 100.0 * a.lost_total() as f64 / n as f64 } else { 0.0 },
+                   "lost_ring": a.lost_ring, "lost_overflow": a.lost_overflow, "lost_disk_full": a.lost_disk_full,
+                   "lost_no_mapping": a.lost_no_mapping, "lost_no_task": a.lost_no_task, "lost_reconcile": a.lost_reconcile,
+                   "kernel_lost": a.kernel_lost, "throttle_events": a.throttle_events})
+        })
+        .collect();
+    json!({"rounds": st.rounds, "bytes_written": st.buffer.bytes_written, "last_round_ms": st.last_round.as_secs_f64() * 1e3,
+           "elapsed_s": st.elapsed.as_secs_f64(), "processes": st.processes, "cpus": cpus})
+}
+
+impl Engine for LiveEngine {
+    fn wake_fds(&self) -> Vec<BorrowedFd<'_>> {
+        self.rec
+            .as_ref()
+            .map(|r| r.source().rings().iter().map(|r| r.fd()).collect())
+            .unwrap_or_default()
+    }
+    fn round(&mut self) -> Result<(), String> {
+        self.rec.as_mut().ok_or("stopped")?.round();
+        Ok(())
+    }
+    fn dump(&mut self) -> Result<(), String> {
+        self.rec.as_mut().ok_or("stopped")?.dump()
+    }
+    fn status(&self) -> Value {
+        match &self.rec {
+            Some(r) => acct_json(&r.status()),
+            None => json!({"stopped": true}),
+        }
+    }
+    fn reset(&mut self) -> Result<(), String> {
+        self.rec.as_mut().ok_or("stopped")?.reset()
+    }
+    fn stop(&mut self) -> Result<Value, String> {
+        let rec = self.rec.take().ok_or("already stopped")?;
+        let st = rec.stop()?;
+        let mut v = acct_json(&st);
+        v["duration_s"] = json!(self.started.elapsed().as_secs_f64());
+        v["session"] = json!(self.session.display().to_string());
+        v["session_bytes"] = json!(std::fs::metadata(&self.session)
+            .map(|m| m.len())
+            .unwrap_or(0));
+        Ok(v)
+    }
+}
+
+fn run_daemon(a: &StartArgs) -> Result<()> {
+    let c = config(a)?;
+    let dir = SessionDir::open(&a.dir.session_dir)?;
+    let opts = LoopOptions {
+        sync_interval: Duration::from_millis(a.sync_interval),
+        ..Default::default()
+    };
+    let daemon = Daemon::new(&dir, opts)?;
+    let sampler = Sampler::open(&c)?;
+    let mut stage = SyncStage::new(SyncOptions {
+        layout: sampler.layout(),
+        paths: Default::default(),
+        use_procfs: true,
+    });
+    stage.seed_from_proc();
+    let session = dir.join(SESSION_LOG);
+    match std::fs::remove_file(&session) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("removing the old {}", session.display())),
+    }
+    let (frequency, period) = match c.rate {
+        Rate::Frequency(f) => (Some(f), None),
+        Rate::Period(p) => (None, Some(p)),
+    };
+    let header = SessionHeader {
+        host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .unwrap_or_default()
+            .trim()
+            .into(),
+        kernel_release: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .into(),
+        event: EventConfigDesc {
+            name: c.event.name.clone(),
+            type_: c.event.type_,
+            config: c.event.config,
+            frequency,
+            period,
+            exclude_user: c.exclude_user,
+            exclude_kernel: c.exclude_kernel,
+            callchain: c.callchain,
+        },
+        cpus: c.cpu_list()?,
+        start_time_unix_ns: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
+        start_monotonic_ns: profkit_perf::monotonic_ns(),
+        sync_interval_ms: a.sync_interval as u32,
+        target: match &c.target {
+            Target::SystemWide => "system-wide".into(),
+            Target::Pids(p) => format!(
+                "pid {}",
+                p.iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        },
+    };
+    let sink = FileSink::create(session.clone(), header)?;
+    let rec = Recorder::new(sampler, stage, Box::new(sink), RecorderOptions::default())?;
+    if !c.enable_on_exec {
+        rec.source().enable()?;
+    }
+    let mut engine = LiveEngine {
+        rec: Some(rec),
+        started: Instant::now(),
+        session,
+    };
+    daemon.run(&mut engine)?;
+    Ok(())
+}
+
+fn print_summary(v: &Value) {
+    let dur = v["duration_s"].as_f64().unwrap_or(0.0);
+    let bytes = v["session_bytes"].as_u64().unwrap_or(0);
+    let cpus = v["cpus"].as_array().cloned().unwrap_or_default();
+    let samples: u64 = cpus.iter().filter_map(|c| c["samples"].as_u64()).sum();
+    let lost: u64 = cpus.iter().filter_map(|c| c["lost"].as_u64()).sum();
+    let per: Vec<String> = cpus
+        .iter()
+        .map(|c| {
+            format!(
+                "cpu{} {} ({} lost, {:.3}%)",
+                c["cpu"],
+                c["samples"],
+                c["lost"],
+                c["lost_pct"].as_f64().unwrap_or(0.0)
+            )
+        })
+        .collect();
+    println!(
+        "profkit: recorded {dur:.1} s, {samples} samples and {lost} lost in {} rounds: {}. Session {} ({bytes} bytes, {:.2} bytes/sample).",
+        v["rounds"],
+        per.join(", "),
+        v["session"].as_str().unwrap_or("?"),
+        if samples > 0 { bytes as f64 / samples as f64 } else { 0.0 }
+    );
+    for c in &cpus {
+        if c["lost_pct"].as_f64().unwrap_or(0.0) > 0.01 {
+            println!("warning: cpu {} lost {:.3}% of its samples (ring {}, event buffer {}, disk {}, no mapping {}, no task {}, unreported by LOST records {})",
+                c["cpu"], c["lost_pct"].as_f64().unwrap_or(0.0), c["lost_ring"], c["lost_overflow"], c["lost_disk_full"], c["lost_no_mapping"], c["lost_no_task"], c["lost_reconcile"]);
+        }
+    }
+}
+
+fn request(dir: &DirArg, r: Request) -> Result<Value> {
+    if let DaemonState::Dead { pid } = daemon_state(&dir.session_dir)? {
+        bail!(
+            "the profkit daemon for {} (pid {}) died; its complete rounds are in {}",
+            dir.session_dir.display(),
+            pid.map(|p| p.to_string()).unwrap_or("?".into()),
+            dir.session_dir.join(SESSION_LOG).display()
+        );
+    }
+    Ok(Client::connect(&dir.session_dir)?
+        .request(r)?
+        .into_result(r)?)
+}
+
+fn wait_stopped(pid: u32) -> Result<()> {
+    let stat = format!("/proc/{pid}/stat");
+    for _ in 0..500 {
+        let s = std::fs::read_to_string(&stat).with_context(|| {
+            format!("the command (pid {pid}) exited before it could be profiled")
+        })?;
+        if s.rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('T'))
+        {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Err(anyhow!(
+        "the command (pid {pid}) did not reach its start point"
+    ))
+}
+
+fn record(a: &StartArgs, command: &[String]) -> Result<ExitCode> {
+    let which = Command::new("sh")
+        .arg("-c")
+        .arg("command -v \"$1\"")
+        .arg("sh")
+        .arg(&command[0])
+        .output()?;
+    if !which.status.success() {
+        bail!("command not found: {}", command[0]);
+    }
+    let system_wide = a.all_cpus;
+    let mut child;
+    if system_wide {
+        start(a, None)?;
+        child = Command::new(&command[0])
+            .args(&command[1..])
+            .spawn()
+            .with_context(|| format!("running {}", command[0]))?;
+    } else {
+        // The shell stops itself; we open events on it with enable_on_exec;
+        // it continues into exec, where sampling begins.
+        child = Command::new("sh")
+            .arg("-c")
+            .arg("kill -STOP $$; exec \"$@\"")
+            .arg("sh")
+            .args(command)
+            .spawn()
+            .context("starting the command")?;
+        wait_stopped(child.id())?;
+        if let Err(e) = start(a, Some(child.id())) {
+            let _ = child.kill();
+            return Err(e);
+        }
+        let pid =
+            rustix::process::Pid::from_raw(child.id() as i32).ok_or_else(|| anyhow!("bad pid"))?;
+        rustix::process::kill_process(pid, rustix::process::Signal::CONT)
+            .context("resuming the command")?;
+    }
+    let status = child.wait()?;
+    let v = request(&a.dir, Request::Stop)?;
+    print_summary(&v);
+    Ok(match status.code() {
+        Some(c) => ExitCode::from(c as u8),
+        None => ExitCode::from(128 + rustix_signal(&status)),
+    })
+}
+
+fn rustix_signal(s: &std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    s.signal().unwrap_or(0) as u8
+}
+
+fn run(opt: Opt) -> Result<ExitCode> {
+    match opt.cmd {
+        Cmd::Start(a) => {
+            let pid = start(&a, None)?;
+            println!(
+                "profkit: sampling started (daemon pid {pid}, session {})",
+                a.dir.session_dir.display()
+            );
+        }
+        Cmd::Daemon(a) => run_daemon(&a)?,
+        Cmd::Stop(d) => print_summary(&request(&d, Request::Stop)?),
+        Cmd::Dump(d) => {
+            request(&d, Request::Dump)?;
+            println!(
+                "profkit: dumped; everything sampled so far is in {}",
+                d.session_dir.join(SESSION_LOG).display()
+            );
+        }
+        Cmd::Status(d) => match daemon_state(&d.session_dir)? {
+            DaemonState::NotRunning => {
+                println!("profkit: no daemon running for {}", d.session_dir.display())
+            }
+            DaemonState::Dead { pid } => println!(
+                "profkit: the daemon (pid {}) died; its complete rounds are kept in {}",
+                pid.map(|p| p.to_string()).unwrap_or("?".into()),
+                d.session_dir.join(SESSION_LOG).display()
+            ),
+            DaemonState::Running { pid } => {
+                let v = request(&d, Request::Status)?;
+                println!(
+                    "profkit: running (pid {})",
+                    pid.map(|p| p.to_string()).unwrap_or("?".into())
+                );
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            }
+        },
+        Cmd::Reset { dir, yes } => {
+            if !yes {
+                bail!("reset discards every sample so far: confirm with `profctl reset --yes`");
+            }
+            request(&dir, Request::Reset)?;
+            println!("profkit: samples discarded; recording continues");
+        }
+        Cmd::Record { args, command } => return record(&args, &command),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn main() -> ExitCode {
+    let opt = Opt::parse();
+    match run(opt) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("profctl: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Opt::command().debug_assert();
+    }
+}

@@ -182,6 +182,11 @@ impl<S: RingSource> Recorder<S> {
         &self.stage
     }
 
+    /// The ring source.
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+
     /// The ring source (tests).
     pub fn source_mut(&mut self) -> &mut S {
         &mut self.source

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Builds profkit in release mode and profiles a bundled CPU-bound workload
-# system-wide, then prints what was captured (samples and losses per CPU,
-# busiest binaries). Needs root (or kernel.perf_event_paranoid <= 0).
+# Builds profkit in release mode, profiles a bundled CPU-bound workload
+# (testdata/workloads/spin.c: two threads in two hot functions) with
+# `profctl record`, and prints the summary and the report.
+# Needs root, or kernel.perf_event_paranoid <= 2 for user-space-only sampling.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${PROFKIT_DEMO_DIR:-target/demo}"
 mkdir -p "$out"
 echo "== building (release)"
-cargo build --release --quiet -p profkit-sync --example capture
+cargo build --release --quiet -p profkit-cli
 cc -O1 -g -fno-omit-frame-pointer -pthread -o "$out/spin" testdata/workloads/spin.c
-echo "== recording the whole system at 4 kHz while testdata/workloads/spin.c runs"
-target/release/examples/capture -F 4000 "$out/session.pkl" -- "$out/spin" "${1:-300000000}"
+echo "== profctl record -F 4000 -- spin"
+target/release/profctl record -F 4000 --session-dir "$out/profkit_data" -- "$out/spin" "${1:-300000000}"
+echo "== profreport -l"
+target/release/profreport -l --session-dir "$out/profkit_data"

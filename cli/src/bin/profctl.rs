@@ -127,6 +127,11 @@ fn config(a: &StartArgs) -> Result<SamplerConfig> {
     Ok(c)
 }
 
+fn is_permission(e: &profkit_perf::Error) -> bool {
+    matches!(e, profkit_perf::Error::Open { source, .. }
+        if source.kind() == std::io::ErrorKind::PermissionDenied)
+}
+
 fn forward_args(a: &StartArgs, pid_override: Option<u32>) -> Vec<String> {
     let mut v = vec![
         "__daemon".to_string(),
@@ -177,7 +182,29 @@ fn start(a: &StartArgs, pid_override: Option<u32>) -> Result<u32> {
         c.enable_on_exec = true;
     }
     // Check permissions and the event here, where the user sees the message.
-    drop(Sampler::open(&c)?);
+    let mut kernel_note = None;
+    match Sampler::open(&c) {
+        Ok(s) => drop(s),
+        Err(e) if is_permission(&e) && !matches!(c.target, Target::SystemWide) && !c.exclude_kernel => {
+            // Per-process sampling of user space works up to paranoid 2:
+            // fall back to it and say why kernel samples are missing.
+            c.exclude_kernel = true;
+            drop(Sampler::open(&c).map_err(|_| e)?);
+            kernel_note = Some(format!(
+                "profkit: kernel samples excluded: {} (kernel samples of a process need <= 1, or CAP_PERFMON); recording user space only",
+                profkit_perf::read_sysctl("kernel.perf_event_paranoid")
+                    .map(|p| format!("kernel.perf_event_paranoid is {p}"))
+                    .unwrap_or_else(|| "kernel.perf_event_paranoid could not be read".into())
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    if let Some(n) = &kernel_note {
+        eprintln!("{n}");
+    }
+    let mut a = a.clone();
+    a.user_only |= c.exclude_kernel;
+    let a = &a;
     let dir = SessionDir::create(&a.dir.session_dir)?;
     let mut cmd = Command::new(std::env::current_exe().context("finding profctl's own path")?);
     cmd.args(forward_args(a, pid_override));
@@ -234,6 +261,7 @@ impl Engine for LiveEngine {
     fn stop(&mut self) -> Result<Value, String> {
         let rec = self.rec.take().ok_or("already stopped")?;
         let st = rec.stop()?;
+        save_session_extras(&self.session);
         let mut v = acct_json(&st);
         v["duration_s"] = json!(self.started.elapsed().as_secs_f64());
         v["session"] = json!(self.session.display().to_string());
@@ -242,6 +270,127 @@ impl Engine for LiveEngine {
             .unwrap_or(0));
         Ok(v)
     }
+}
+
+/// Copies what a later report needs and the system will not keep: the
+/// kernel's symbol table (root-only, 0600) and the JIT maps of sampled
+/// processes with anonymous code (`/tmp/perf-PID.map` vanishes with them).
+fn save_session_extras(session: &std::path::Path) {
+    let Some(dir) = session.parent() else { return };
+    let copy = |from: &std::path::Path, name: &str| {
+        if let Ok(data) = std::fs::read(from) {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let _ = std::fs::remove_file(dir.join(name));
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(dir.join(name))
+            {
+                let _ = f.write_all(&data);
+            }
+        }
+    };
+    copy(std::path::Path::new("/proc/kallsyms"), "kallsyms");
+    let Ok(r) = profkit_eventlog::SessionReader::open(session) else { return };
+    let mut pids = std::collections::BTreeSet::new();
+    for c in r.chunks() {
+        let _ = r.for_each_sample(c, |_| {}, |m| {
+            if let profkit_eventlog::Event::CookieDef(e) = m {
+                if e.kind == profkit_eventlog::CookieKind::Anon {
+                    pids.extend(e.pid);
+                }
+            }
+        });
+    }
+    for pid in pids {
+        let name = format!("perf-{pid}.map");
+        copy(&std::path::Path::new("/tmp").join(&name), &name);
+    }
+}
+
+/// Finishes the session of a daemon that died: keeps every complete round,
+/// cuts a torn one, rebuilds the accounting from the log, writes the footer.
+fn finalize_dead(dir: &DirArg) -> Result<Value> {
+    let sdir = SessionDir::open(&dir.session_dir)?;
+    // Takes over the stale lock (and cleans it up when dropped).
+    let _lock = profkit_daemon::DaemonLock::acquire(&sdir)?;
+    let path = sdir.join(SESSION_LOG);
+    let (mut w, resume) = profkit_eventlog::SessionWriter::open_append(&path)
+        .with_context(|| format!("reopening {}", path.display()))?;
+    let r = profkit_eventlog::SessionReader::open(&path)?;
+    let mut acct: std::collections::BTreeMap<u32, profkit_eventlog::CpuAccounting> = r
+        .header()
+        .cpus
+        .iter()
+        .map(|&c| (c, profkit_eventlog::CpuAccounting { cpu: c, ..Default::default() }))
+        .collect();
+    let mut last_time = r.header().start_monotonic_ns;
+    for c in r.chunks() {
+        last_time = last_time.max(c.time);
+        let mut per_cpu: std::collections::BTreeMap<u32, u64> = Default::default();
+        let mut lost = Vec::new();
+        r.for_each_sample(c, |s| *per_cpu.entry(s.cpu).or_default() += 1, |m| {
+            if let profkit_eventlog::Event::Lost { cpu, kind, count } = m {
+                lost.push((cpu, kind, count));
+            }
+        })?;
+        for (cpu, n) in per_cpu {
+            let a = acct.entry(cpu).or_insert_with(|| profkit_eventlog::CpuAccounting { cpu, ..Default::default() });
+            a.samples_written += n;
+            a.samples_received += n;
+        }
+        for (cpu, kind, n) in lost {
+            let a = acct.entry(cpu).or_insert_with(|| profkit_eventlog::CpuAccounting { cpu, ..Default::default() });
+            use profkit_eventlog::LostKind as K;
+            match kind {
+                K::Ring | K::Other => a.lost_ring += n,
+                K::Overflow => a.lost_overflow += n,
+                K::DiskFull => a.lost_disk_full += n,
+                K::NoMapping => {
+                    a.lost_no_mapping += n;
+                    a.samples_received += n
+                }
+                K::NoTask => {
+                    a.lost_no_task += n;
+                    a.samples_received += n
+                }
+                K::Reconcile => a.lost_reconcile += n,
+            }
+        }
+    }
+    let footer = profkit_eventlog::SessionFooter {
+        end_time_unix_ns: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0),
+        end_monotonic_ns: last_time,
+        rounds: resume.chunks,
+        accounting: acct.values().cloned().collect(),
+    };
+    w.write_footer(&footer)?;
+    w.sync_data()?;
+    save_session_extras(&path);
+    let samples: u64 = footer.accounting.iter().map(|a| a.samples_written).sum();
+    let cpus: Vec<Value> = footer
+        .accounting
+        .iter()
+        .map(|a| {
+            let n = a.samples_written + a.lost_total();
+            json!({"cpu": a.cpu, "samples": a.samples_written, "lost": a.lost_total(),
+                   "lost_pct": if n > 0 { 100.0 * a.lost_total() as f64 / n as f64 } else { 0.0 },
+                   "lost_ring": a.lost_ring, "lost_overflow": a.lost_overflow, "lost_disk_full": a.lost_disk_full,
+                   "lost_no_mapping": a.lost_no_mapping, "lost_no_task": a.lost_no_task, "lost_reconcile": a.lost_reconcile})
+        })
+        .collect();
+    eprintln!(
+        "profkit: the daemon had died; finalized {} complete rounds ({samples} samples){}; samples still in the rings and in the round being written when it died (at most one round) are lost and not counted",
+        resume.chunks,
+        if resume.truncated > 0 { format!(", cut a torn last round of {} bytes", resume.truncated) } else { String::new() }
+    );
+    Ok(json!({"rounds": resume.chunks, "cpus": cpus,
+              "duration_s": (last_time.saturating_sub(r.header().start_monotonic_ns)) as f64 / 1e9,
+              "session": path.display().to_string(),
+              "session_bytes": std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0)}))
 }
 
 fn run_daemon(a: &StartArgs) -> Result<()> {
@@ -448,7 +597,10 @@ fn run(opt: Opt) -> Result<ExitCode> {
             );
         }
         Cmd::Daemon(a) => run_daemon(&a)?,
-        Cmd::Stop(d) => print_summary(&request(&d, Request::Stop)?),
+        Cmd::Stop(d) => match daemon_state(&d.session_dir)? {
+            DaemonState::Dead { .. } => print_summary(&finalize_dead(&d)?),
+            _ => print_summary(&request(&d, Request::Stop)?),
+        },
         Cmd::Dump(d) => {
             request(&d, Request::Dump)?;
             println!(
@@ -492,7 +644,11 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             eprintln!("profctl: {e:#}");
-            ExitCode::from(1)
+            // A bad value on the command line is a usage error, like clap's.
+            let usage = e.chain().any(|c| {
+                matches!(c.downcast_ref::<profkit_perf::Error>(), Some(profkit_perf::Error::Config(_)))
+            });
+            ExitCode::from(if usage { 2 } else { 1 })
         }
     }
 }

@@ -1,0 +1,371 @@
+//! profctl end to end: the built binary against the live kernel.
+//!
+//! Tests that need perf_event_open skip with a printed reason when it is
+//! unavailable, unless PROFKIT_REQUIRE_PERF=1 (CI), where they fail.
+
+use profkit_eventlog::{Event, LostKind, SessionReader};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+const PROFCTL: &str = env!("CARGO_BIN_EXE_profctl");
+
+fn profctl(dir: &Path, args: &[&str]) -> Output {
+    Command::new(PROFCTL)
+        .args(args)
+        .env("PROFKIT_SESSION_DIR", dir)
+        .env_remove("PROFKIT_LOG")
+        .output()
+        .expect("running profctl")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// True if system-wide cpu-clock sampling works here; otherwise prints why
+/// (or panics when PROFKIT_REQUIRE_PERF=1).
+fn perf_ok() -> bool {
+    let cfg = profkit_perf::SamplerConfig::new(profkit_perf::EventSpec::parse("cpu-clock").unwrap());
+    match profkit_perf::Sampler::open(&cfg) {
+        Ok(_) => true,
+        Err(e) => {
+            if std::env::var("PROFKIT_REQUIRE_PERF").as_deref() == Ok("1") {
+                panic!("PROFKIT_REQUIRE_PERF=1 but perf events cannot be opened: {e}");
+            }
+            eprintln!("SKIP: perf events unavailable here: {e}");
+            false
+        }
+    }
+}
+
+fn busy_on(cpu: u32) -> Child {
+    Command::new("taskset")
+        .args(["-c", &cpu.to_string(), "sh", "-c", "while :; do :; done"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("taskset")
+}
+
+fn session(dir: &Path) -> PathBuf {
+    dir.join("s").join("session.pkl")
+}
+
+struct Decoded {
+    per_cpu_pid: BTreeMap<(u32, u32), u64>,
+    lost_markers: std::collections::HashMap<(u32, LostKind), u64>,
+    comms: BTreeMap<u32, String>,
+}
+
+fn decode(path: &Path) -> (SessionReader, Decoded) {
+    let r = SessionReader::open(path).unwrap();
+    let mut d = Decoded { per_cpu_pid: BTreeMap::new(), lost_markers: Default::default(), comms: BTreeMap::new() };
+    for c in r.chunks() {
+        r.for_each_sample(
+            c,
+            |s| *d.per_cpu_pid.entry((s.cpu, s.pid)).or_default() += 1,
+            |m| match m {
+                Event::Lost { cpu, kind, count } => *d.lost_markers.entry((cpu, kind)).or_default() += count,
+                Event::Comm { tid, comm, .. } => {
+                    d.comms.insert(tid, comm);
+                }
+                _ => {}
+            },
+        )
+        .unwrap();
+    }
+    (r, d)
+}
+
+#[test]
+fn start_dump_status_stop_with_busy_workers_on_every_cpu() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let d = dir.to_str().unwrap();
+    let o = profctl(tmp.path(), &["start", "-F", "1000", "--session-dir", d]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("sampling started"), "{}", text(&o));
+    let cpus = profkit_perf::online_cpus().unwrap();
+    let mut workers: Vec<Child> = cpus.iter().map(|&c| busy_on(c)).collect();
+    std::thread::sleep(Duration::from_millis(1200));
+    let o = profctl(tmp.path(), &["dump", "--session-dir", d]);
+    assert!(o.status.success(), "{}", text(&o));
+    // Everything up to the dump is on disk and readable while the daemon runs.
+    let (r, mid) = decode(&session(tmp.path()));
+    assert!(r.footer().is_none() && !r.chunks().is_empty());
+    let pids: Vec<u32> = workers.iter().map(|w| w.id()).collect();
+    assert!(mid.per_cpu_pid.keys().any(|(_, p)| pids.contains(p)), "the workers' samples are readable after dump");
+    let o = profctl(tmp.path(), &["status", "--session-dir", d]);
+    assert!(o.status.success() && text(&o).contains("running"), "{}", text(&o));
+    assert!(text(&o).contains("\"rounds\""), "{}", text(&o));
+    std::thread::sleep(Duration::from_millis(300));
+    let o = profctl(tmp.path(), &["stop", "--session-dir", d]);
+    for w in &mut workers {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("samples") && text(&o).contains("Session"), "{}", text(&o));
+    let (r, d) = decode(&session(tmp.path()));
+    let footer = r.footer().expect("stop writes the footer").clone();
+    for (cpu, pid) in cpus.iter().zip(&pids) {
+        let n = d.per_cpu_pid.get(&(*cpu, *pid)).copied().unwrap_or(0);
+        // Other tests (and builds) share the CPUs, so only demand a clear presence.
+        assert!(n >= 20, "worker pinned to cpu {cpu} has {n} samples there");
+    }
+    for a in &footer.accounting {
+        // The session's loss equals the kernel's read-back count.
+        let ring = d.lost_markers.get(&(a.cpu, LostKind::Ring)).copied().unwrap_or(0)
+            + d.lost_markers.get(&(a.cpu, LostKind::Reconcile)).copied().unwrap_or(0);
+        assert_eq!(ring, a.kernel_lost, "cpu {}", a.cpu);
+        assert_eq!(a.lost_ring + a.lost_reconcile, a.kernel_lost, "cpu {}", a.cpu);
+    }
+    let o = profctl(tmp.path(), &["status", "--session-dir", tmp.path().join("s").to_str().unwrap()]);
+    assert!(text(&o).contains("no daemon running"), "{}", text(&o));
+}
+
+#[test]
+fn record_passes_on_the_exit_status_and_profiles_the_command() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("s");
+    let o = profctl(tmp.path(), &["record", "--session-dir", d.to_str().unwrap(), "--", "sh", "-c", "exit 7"]);
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o));
+    let o = profctl(
+        tmp.path(),
+        &["record", "-F", "2000", "--session-dir", d.to_str().unwrap(), "--", "sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (r, dec) = decode(&session(tmp.path()));
+    assert!(r.footer().is_some());
+    let total: u64 = dec.per_cpu_pid.values().sum();
+    assert!(total > 50, "{total} samples of the recorded command");
+    // Only the command's process tree was sampled.
+    let pids: std::collections::BTreeSet<u32> = dec.per_cpu_pid.keys().map(|k| k.1).collect();
+    assert_eq!(pids.len(), 1, "per-process record sampled {pids:?}");
+    assert!(dec.comms.values().any(|c| c == "sh"), "{:?}", dec.comms);
+}
+
+#[test]
+fn sigkill_then_status_says_died_and_stop_finalizes_every_complete_round() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("s");
+    let ds = d.to_str().unwrap();
+    assert!(profctl(tmp.path(), &["start", "-F", "1000", "--session-dir", ds]).status.success());
+    let mut w = busy_on(0);
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(profctl(tmp.path(), &["dump", "--session-dir", ds]).status.success());
+    let before = SessionReader::open(session(tmp.path())).unwrap().chunks().len();
+    let pid: i32 = std::fs::read_to_string(d.join("daemon.pid")).unwrap().trim().parse().unwrap();
+    assert!(Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap().success());
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = w.kill();
+    let _ = w.wait();
+    let o = profctl(tmp.path(), &["status", "--session-dir", ds]);
+    assert!(text(&o).contains("died"), "{}", text(&o));
+    let o = profctl(tmp.path(), &["stop", "--session-dir", ds]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("finalized"), "{}", text(&o));
+    let r = SessionReader::open(session(tmp.path())).unwrap();
+    assert!(r.footer().is_some(), "stop wrote the footer");
+    assert!(r.chunks().len() >= before, "every round complete before the kill is kept");
+    assert!(r.bad_chunks().is_empty(), "{:?}", r.bad_chunks());
+    let written: u64 = r.footer().unwrap().accounting.iter().map(|a| a.samples_written).sum();
+    let mut n = 0u64;
+    for c in r.chunks() {
+        n += r.for_each_sample(c, |_| {}, |_| {}).unwrap();
+    }
+    assert_eq!(written, n);
+    // The stale lock is recovered: a new daemon starts on the same dir.
+    let o = profctl(tmp.path(), &["start", "--session-dir", ds]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(profctl(tmp.path(), &["stop", "--session-dir", ds]).status.success());
+}
+
+#[test]
+fn a_second_start_names_the_running_daemon() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("s");
+    let ds = ds.to_str().unwrap();
+    assert!(profctl(tmp.path(), &["start", "--session-dir", ds]).status.success());
+    let o = profctl(tmp.path(), &["start", "--session-dir", ds]);
+    let pid = std::fs::read_to_string(tmp.path().join("s/daemon.pid")).unwrap();
+    assert!(!o.status.success());
+    assert!(text(&o).contains(pid.trim()), "{}", text(&o));
+    assert!(profctl(tmp.path(), &["stop", "--session-dir", ds]).status.success());
+}
+
+#[test]
+fn reset_discards_samples_and_recording_goes_on() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("s");
+    let ds = ds.to_str().unwrap();
+    assert!(profctl(tmp.path(), &["start", "-F", "1000", "--session-dir", ds]).status.success());
+    let mut w = busy_on(0);
+    std::thread::sleep(Duration::from_millis(600));
+    let o = profctl(tmp.path(), &["reset", "--session-dir", ds]);
+    assert!(!o.status.success() && text(&o).contains("--yes"), "{}", text(&o));
+    assert!(profctl(tmp.path(), &["dump", "--session-dir", ds]).status.success());
+    let before: u64 = decode(&session(tmp.path())).1.per_cpu_pid.values().sum();
+    assert!(profctl(tmp.path(), &["reset", "--yes", "--session-dir", ds]).status.success());
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(profctl(tmp.path(), &["stop", "--session-dir", ds]).status.success());
+    let _ = w.kill();
+    let _ = w.wait();
+    let (r, d) = decode(&session(tmp.path()));
+    let after: u64 = d.per_cpu_pid.values().sum();
+    assert!(after > 0 && after < before + 400, "after reset {after}, before {before}");
+    // Cookie definitions are re-emitted in the new file.
+    let mut defs = 0;
+    for c in r.chunks() {
+        r.for_each_sample(c, |_| {}, |m| defs += matches!(m, Event::CookieDef(_)) as u32).unwrap();
+    }
+    assert!(defs > 0);
+}
+
+#[test]
+fn no_daemon_errors_for_stop_dump_status() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("none");
+    let ds = ds.to_str().unwrap();
+    for cmd in ["stop", "dump"] {
+        let o = profctl(tmp.path(), &[cmd, "--session-dir", ds]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains("no profkit daemon is running"), "{cmd}: {}", text(&o));
+    }
+    let o = profctl(tmp.path(), &["status", "--session-dir", ds]);
+    assert!(text(&o).contains("no daemon running"), "{}", text(&o));
+}
+
+#[test]
+fn bad_values_exit_2_with_a_message_naming_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("s");
+    let ds = ds.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["start", "-e", "no-such-event"], "unknown event 'no-such-event'"),
+        (&["start", "-F", "0"], "at least 1 Hz"),
+        (&["start", "-F", "999999999"], "maximum sample rate"),
+        (&["start", "--buffer-pages", "3"], "power of two"),
+        (&["start", "-C", "9999"], "not online"),
+        (&["start", "-C", "x-y"], "bad CPU list"),
+        (&["start", "-F", "-5"], "-5"),
+        (&["start", "--sync-interval", "1"], "1"),
+    ];
+    for (args, want) in cases {
+        let mut a = args.to_vec();
+        a.extend(["--session-dir", ds]);
+        let o = profctl(tmp.path(), &a);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains(want), "{args:?}: {}", text(&o));
+    }
+}
+
+#[test]
+fn cycles_without_a_pmu_suggests_cpu_clock() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let o = profctl(tmp.path(), &["start", "-e", "cycles", "--session-dir", tmp.path().join("s").to_str().unwrap()]);
+    if o.status.success() {
+        eprintln!("SKIP: this machine has a hardware PMU");
+        profctl(tmp.path(), &["stop", "--session-dir", tmp.path().join("s").to_str().unwrap()]);
+        return;
+    }
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("'cycles'") && text(&o).contains("-e cpu-clock"), "{}", text(&o));
+}
+
+#[test]
+fn a_file_where_the_session_dir_should_be_is_an_error() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("file");
+    std::fs::write(&f, "x").unwrap();
+    let o = profctl(tmp.path(), &["start", "--session-dir", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains(f.to_str().unwrap()), "{}", text(&o));
+}
+
+#[test]
+fn record_of_a_missing_command_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = profctl(tmp.path(), &["record", "--session-dir", tmp.path().join("s").to_str().unwrap(), "--", "/no/such/cmd"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("command not found: /no/such/cmd"), "{}", text(&o));
+}
+
+/// Runs profctl as uid 65534 in a directory it owns.
+fn as_nobody(dir: &Path, args: &[&str]) -> Option<Output> {
+    let paranoid = profkit_perf::read_sysctl("kernel.perf_event_paranoid");
+    if !Path::new("/usr/bin/setpriv").exists() || rustix::process::geteuid().as_raw() != 0 || paranoid.is_none_or(|p| p < 1) {
+        eprintln!("SKIP: needs root, setpriv and perf_event_paranoid >= 1 (paranoid {paranoid:?})");
+        return None;
+    }
+    // The binary must be reachable by nobody.
+    let bin = dir.join("profctl");
+    std::fs::copy(PROFCTL, &bin).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(dir, Some(65534), Some(65534)).unwrap();
+    Some(
+        Command::new("/usr/bin/setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+            .arg(&bin)
+            .args(args)
+            .current_dir(dir)
+            .env("HOME", dir)
+            .output()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn unprivileged_system_wide_start_prints_the_paranoid_level() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(o) = as_nobody(tmp.path(), &["start", "--session-dir", "s"]) else { return };
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let p = profkit_perf::read_sysctl("kernel.perf_event_paranoid").unwrap();
+    assert!(text(&o).contains(&format!("perf_event_paranoid is {p}")) && text(&o).contains("system-wide"), "{}", text(&o));
+}
+
+#[test]
+fn unprivileged_record_falls_back_to_user_space_and_says_why() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(o) = as_nobody(
+        tmp.path(),
+        &["record", "--session-dir", "s", "--", "sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"],
+    ) else {
+        return;
+    };
+    if profkit_perf::read_sysctl("kernel.perf_event_paranoid").unwrap_or(3) > 2 {
+        assert!(!o.status.success());
+        return;
+    }
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("kernel samples excluded"), "{}", text(&o));
+    let (r, d) = decode(&tmp.path().join("s/session.pkl"));
+    assert!(r.header().event.exclude_kernel);
+    assert!(d.per_cpu_pid.values().sum::<u64>() > 0);
+}

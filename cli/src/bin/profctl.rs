@@ -10,7 +10,7 @@ use profkit_daemon::{
 };
 use profkit_eventlog::{EventConfigDesc, SessionHeader};
 use profkit_perf::{parse_cpu_list, EventSpec, Rate, Sampler, SamplerConfig, Target};
-use profkit_sync::{FileSink, Recorder, RecorderOptions, SyncOptions, SyncStage};
+use profkit_sync::{ChunkSink, FileSink, Recorder, RecorderOptions, SyncOptions, SyncStage};
 use serde_json::{json, Value};
 use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
@@ -185,7 +185,11 @@ fn start(a: &StartArgs, pid_override: Option<u32>) -> Result<u32> {
     let mut kernel_note = None;
     match Sampler::open(&c) {
         Ok(s) => drop(s),
-        Err(e) if is_permission(&e) && !matches!(c.target, Target::SystemWide) && !c.exclude_kernel => {
+        Err(e)
+            if is_permission(&e)
+                && !matches!(c.target, Target::SystemWide)
+                && !c.exclude_kernel =>
+        {
             // Per-process sampling of user space works up to paranoid 2:
             // fall back to it and say why kernel samples are missing.
             c.exclude_kernel = true;
@@ -210,6 +214,64 @@ fn start(a: &StartArgs, pid_override: Option<u32>) -> Result<u32> {
     cmd.args(forward_args(a, pid_override));
     let child = spawn_daemon(cmd, &dir, DEFAULT_READY_TIMEOUT)?;
     Ok(child.id())
+}
+
+/// Space kept aside on the session's file system so that `stop` can write
+/// the footer (with the loss accounting) even after the disk filled up.
+const RESERVE_FILE: &str = "footer.reserve";
+const RESERVE_BYTES: usize = 256 << 10;
+
+/// The session file plus a reserve file that is released right before
+/// the footer is written.
+struct ReservedSink {
+    inner: FileSink,
+    reserve: PathBuf,
+}
+
+impl ReservedSink {
+    fn create(inner: FileSink, reserve: PathBuf) -> Result<Self> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::remove_file(&reserve);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&reserve)
+            .with_context(|| format!("creating {}", reserve.display()))?;
+        f.write_all(&vec![0u8; RESERVE_BYTES])
+            .and_then(|_| f.sync_all())
+            .with_context(|| {
+                format!(
+                    "reserving {} KiB for the footer in {}",
+                    RESERVE_BYTES >> 10,
+                    reserve.display()
+                )
+            })?;
+        Ok(Self { inner, reserve })
+    }
+}
+
+impl ChunkSink for ReservedSink {
+    fn write_chunk(
+        &mut self,
+        round: u64,
+        time: u64,
+        payload: &[u8],
+    ) -> std::result::Result<u64, String> {
+        self.inner.write_chunk(round, time, payload)
+    }
+    fn finish(
+        &mut self,
+        footer: &profkit_eventlog::SessionFooter,
+    ) -> std::result::Result<(), String> {
+        let _ = std::fs::remove_file(&self.reserve);
+        self.inner.finish(footer)
+    }
+    fn restart(&mut self) -> std::result::Result<(), String> {
+        self.inner.restart()
+    }
 }
 
 struct LiveEngine {
@@ -289,21 +351,30 @@ fn save_session_extras(session: &std::path::Path) {
                 .custom_flags(libc::O_NOFOLLOW)
                 .open(dir.join(name))
             {
-                let _ = f.write_all(&data);
+                // A partial copy would mislead a report: keep all or nothing.
+                if f.write_all(&data).and_then(|_| f.sync_all()).is_err() {
+                    let _ = std::fs::remove_file(dir.join(name));
+                }
             }
         }
     };
     copy(std::path::Path::new("/proc/kallsyms"), "kallsyms");
-    let Ok(r) = profkit_eventlog::SessionReader::open(session) else { return };
+    let Ok(r) = profkit_eventlog::SessionReader::open(session) else {
+        return;
+    };
     let mut pids = std::collections::BTreeSet::new();
     for c in r.chunks() {
-        let _ = r.for_each_sample(c, |_| {}, |m| {
-            if let profkit_eventlog::Event::CookieDef(e) = m {
-                if e.kind == profkit_eventlog::CookieKind::Anon {
-                    pids.extend(e.pid);
+        let _ = r.for_each_sample(
+            c,
+            |_| {},
+            |m| {
+                if let profkit_eventlog::Event::CookieDef(e) = m {
+                    if e.kind == profkit_eventlog::CookieKind::Anon {
+                        pids.extend(e.pid);
+                    }
                 }
-            }
-        });
+            },
+        );
     }
     for pid in pids {
         let name = format!("perf-{pid}.map");
@@ -318,6 +389,8 @@ fn finalize_dead(dir: &DirArg) -> Result<Value> {
     // Takes over the stale lock (and cleans it up when dropped).
     let _lock = profkit_daemon::DaemonLock::acquire(&sdir)?;
     let path = sdir.join(SESSION_LOG);
+    // Free the space kept for this footer.
+    let _ = std::fs::remove_file(sdir.join(RESERVE_FILE));
     let (mut w, resume) = profkit_eventlog::SessionWriter::open_append(&path)
         .with_context(|| format!("reopening {}", path.display()))?;
     let r = profkit_eventlog::SessionReader::open(&path)?;
@@ -325,25 +398,47 @@ fn finalize_dead(dir: &DirArg) -> Result<Value> {
         .header()
         .cpus
         .iter()
-        .map(|&c| (c, profkit_eventlog::CpuAccounting { cpu: c, ..Default::default() }))
+        .map(|&c| {
+            (
+                c,
+                profkit_eventlog::CpuAccounting {
+                    cpu: c,
+                    ..Default::default()
+                },
+            )
+        })
         .collect();
     let mut last_time = r.header().start_monotonic_ns;
     for c in r.chunks() {
         last_time = last_time.max(c.time);
         let mut per_cpu: std::collections::BTreeMap<u32, u64> = Default::default();
         let mut lost = Vec::new();
-        r.for_each_sample(c, |s| *per_cpu.entry(s.cpu).or_default() += 1, |m| {
-            if let profkit_eventlog::Event::Lost { cpu, kind, count } = m {
-                lost.push((cpu, kind, count));
-            }
-        })?;
+        r.for_each_sample(
+            c,
+            |s| *per_cpu.entry(s.cpu).or_default() += 1,
+            |m| {
+                if let profkit_eventlog::Event::Lost { cpu, kind, count } = m {
+                    lost.push((cpu, kind, count));
+                }
+            },
+        )?;
         for (cpu, n) in per_cpu {
-            let a = acct.entry(cpu).or_insert_with(|| profkit_eventlog::CpuAccounting { cpu, ..Default::default() });
+            let a = acct
+                .entry(cpu)
+                .or_insert_with(|| profkit_eventlog::CpuAccounting {
+                    cpu,
+                    ..Default::default()
+                });
             a.samples_written += n;
             a.samples_received += n;
         }
         for (cpu, kind, n) in lost {
-            let a = acct.entry(cpu).or_insert_with(|| profkit_eventlog::CpuAccounting { cpu, ..Default::default() });
+            let a = acct
+                .entry(cpu)
+                .or_insert_with(|| profkit_eventlog::CpuAccounting {
+                    cpu,
+                    ..Default::default()
+                });
             use profkit_eventlog::LostKind as K;
             match kind {
                 K::Ring | K::Other => a.lost_ring += n,
@@ -362,7 +457,10 @@ fn finalize_dead(dir: &DirArg) -> Result<Value> {
         }
     }
     let footer = profkit_eventlog::SessionFooter {
-        end_time_unix_ns: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0),
+        end_time_unix_ns: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
         end_monotonic_ns: last_time,
         rounds: resume.chunks,
         accounting: acct.values().cloned().collect(),
@@ -455,7 +553,10 @@ fn run_daemon(a: &StartArgs) -> Result<()> {
             ),
         },
     };
-    let sink = FileSink::create(session.clone(), header)?;
+    let sink = ReservedSink::create(
+        FileSink::create(session.clone(), header)?,
+        dir.join(RESERVE_FILE),
+    )?;
     let rec = Recorder::new(sampler, stage, Box::new(sink), RecorderOptions::default())?;
     if !c.enable_on_exec {
         rec.source().enable()?;
@@ -647,6 +748,10 @@ fn main() -> ExitCode {
             // A bad value on the command line is a usage error, like clap's.
             let usage = e.chain().any(|c| {
                 matches!(c.downcast_ref::<profkit_perf::Error>(), Some(profkit_perf::Error::Config(_)))
+                    || matches!(c.downcast_ref::<profkit_perf::Error>(),
+                        Some(profkit_perf::Error::Open { source, .. }) if source.raw_os_error() == Some(libc::ESRCH))
+                    || matches!(c.downcast_ref::<profkit_daemon::Error>(),
+                        Some(profkit_daemon::Error::NotADirectory { .. }))
             });
             ExitCode::from(if usage { 2 } else { 1 })
         }

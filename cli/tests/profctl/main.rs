@@ -21,13 +21,18 @@ fn profctl(dir: &Path, args: &[&str]) -> Output {
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 /// True if system-wide cpu-clock sampling works here; otherwise prints why
 /// (or panics when PROFKIT_REQUIRE_PERF=1).
 fn perf_ok() -> bool {
-    let cfg = profkit_perf::SamplerConfig::new(profkit_perf::EventSpec::parse("cpu-clock").unwrap());
+    let cfg =
+        profkit_perf::SamplerConfig::new(profkit_perf::EventSpec::parse("cpu-clock").unwrap());
     match profkit_perf::Sampler::open(&cfg) {
         Ok(_) => true,
         Err(e) => {
@@ -60,13 +65,19 @@ struct Decoded {
 
 fn decode(path: &Path) -> (SessionReader, Decoded) {
     let r = SessionReader::open(path).unwrap();
-    let mut d = Decoded { per_cpu_pid: BTreeMap::new(), lost_markers: Default::default(), comms: BTreeMap::new() };
+    let mut d = Decoded {
+        per_cpu_pid: BTreeMap::new(),
+        lost_markers: Default::default(),
+        comms: BTreeMap::new(),
+    };
     for c in r.chunks() {
         r.for_each_sample(
             c,
             |s| *d.per_cpu_pid.entry((s.cpu, s.pid)).or_default() += 1,
             |m| match m {
-                Event::Lost { cpu, kind, count } => *d.lost_markers.entry((cpu, kind)).or_default() += count,
+                Event::Lost { cpu, kind, count } => {
+                    *d.lost_markers.entry((cpu, kind)).or_default() += count
+                }
                 Event::Comm { tid, comm, .. } => {
                     d.comms.insert(tid, comm);
                 }
@@ -98,9 +109,16 @@ fn start_dump_status_stop_with_busy_workers_on_every_cpu() {
     let (r, mid) = decode(&session(tmp.path()));
     assert!(r.footer().is_none() && !r.chunks().is_empty());
     let pids: Vec<u32> = workers.iter().map(|w| w.id()).collect();
-    assert!(mid.per_cpu_pid.keys().any(|(_, p)| pids.contains(p)), "the workers' samples are readable after dump");
+    assert!(
+        mid.per_cpu_pid.keys().any(|(_, p)| pids.contains(p)),
+        "the workers' samples are readable after dump"
+    );
     let o = profctl(tmp.path(), &["status", "--session-dir", d]);
-    assert!(o.status.success() && text(&o).contains("running"), "{}", text(&o));
+    assert!(
+        o.status.success() && text(&o).contains("running"),
+        "{}",
+        text(&o)
+    );
     assert!(text(&o).contains("\"rounds\""), "{}", text(&o));
     std::thread::sleep(Duration::from_millis(300));
     let o = profctl(tmp.path(), &["stop", "--session-dir", d]);
@@ -109,7 +127,11 @@ fn start_dump_status_stop_with_busy_workers_on_every_cpu() {
         let _ = w.wait();
     }
     assert!(o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("samples") && text(&o).contains("Session"), "{}", text(&o));
+    assert!(
+        text(&o).contains("samples") && text(&o).contains("Session"),
+        "{}",
+        text(&o)
+    );
     let (r, d) = decode(&session(tmp.path()));
     let footer = r.footer().expect("stop writes the footer").clone();
     for (cpu, pid) in cpus.iter().zip(&pids) {
@@ -119,12 +141,31 @@ fn start_dump_status_stop_with_busy_workers_on_every_cpu() {
     }
     for a in &footer.accounting {
         // The session's loss equals the kernel's read-back count.
-        let ring = d.lost_markers.get(&(a.cpu, LostKind::Ring)).copied().unwrap_or(0)
-            + d.lost_markers.get(&(a.cpu, LostKind::Reconcile)).copied().unwrap_or(0);
+        let ring = d
+            .lost_markers
+            .get(&(a.cpu, LostKind::Ring))
+            .copied()
+            .unwrap_or(0)
+            + d.lost_markers
+                .get(&(a.cpu, LostKind::Reconcile))
+                .copied()
+                .unwrap_or(0);
         assert_eq!(ring, a.kernel_lost, "cpu {}", a.cpu);
-        assert_eq!(a.lost_ring + a.lost_reconcile, a.kernel_lost, "cpu {}", a.cpu);
+        assert_eq!(
+            a.lost_ring + a.lost_reconcile,
+            a.kernel_lost,
+            "cpu {}",
+            a.cpu
+        );
     }
-    let o = profctl(tmp.path(), &["status", "--session-dir", tmp.path().join("s").to_str().unwrap()]);
+    let o = profctl(
+        tmp.path(),
+        &[
+            "status",
+            "--session-dir",
+            tmp.path().join("s").to_str().unwrap(),
+        ],
+    );
     assert!(text(&o).contains("no daemon running"), "{}", text(&o));
 }
 
@@ -135,11 +176,32 @@ fn record_passes_on_the_exit_status_and_profiles_the_command() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("s");
-    let o = profctl(tmp.path(), &["record", "--session-dir", d.to_str().unwrap(), "--", "sh", "-c", "exit 7"]);
+    let o = profctl(
+        tmp.path(),
+        &[
+            "record",
+            "--session-dir",
+            d.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "exit 7",
+        ],
+    );
     assert_eq!(o.status.code(), Some(7), "{}", text(&o));
     let o = profctl(
         tmp.path(),
-        &["record", "-F", "2000", "--session-dir", d.to_str().unwrap(), "--", "sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"],
+        &[
+            "record",
+            "-F",
+            "2000",
+            "--session-dir",
+            d.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done",
+        ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let (r, dec) = decode(&session(tmp.path()));
@@ -160,13 +222,30 @@ fn sigkill_then_status_says_died_and_stop_finalizes_every_complete_round() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("s");
     let ds = d.to_str().unwrap();
-    assert!(profctl(tmp.path(), &["start", "-F", "1000", "--session-dir", ds]).status.success());
+    assert!(
+        profctl(tmp.path(), &["start", "-F", "1000", "--session-dir", ds])
+            .status
+            .success()
+    );
     let mut w = busy_on(0);
     std::thread::sleep(Duration::from_millis(800));
-    assert!(profctl(tmp.path(), &["dump", "--session-dir", ds]).status.success());
-    let before = SessionReader::open(session(tmp.path())).unwrap().chunks().len();
-    let pid: i32 = std::fs::read_to_string(d.join("daemon.pid")).unwrap().trim().parse().unwrap();
-    assert!(Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap().success());
+    assert!(profctl(tmp.path(), &["dump", "--session-dir", ds])
+        .status
+        .success());
+    let before = SessionReader::open(session(tmp.path()))
+        .unwrap()
+        .chunks()
+        .len();
+    let pid: i32 = std::fs::read_to_string(d.join("daemon.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
     std::thread::sleep(Duration::from_millis(300));
     let _ = w.kill();
     let _ = w.wait();
@@ -177,9 +256,18 @@ fn sigkill_then_status_says_died_and_stop_finalizes_every_complete_round() {
     assert!(text(&o).contains("finalized"), "{}", text(&o));
     let r = SessionReader::open(session(tmp.path())).unwrap();
     assert!(r.footer().is_some(), "stop wrote the footer");
-    assert!(r.chunks().len() >= before, "every round complete before the kill is kept");
+    assert!(
+        r.chunks().len() >= before,
+        "every round complete before the kill is kept"
+    );
     assert!(r.bad_chunks().is_empty(), "{:?}", r.bad_chunks());
-    let written: u64 = r.footer().unwrap().accounting.iter().map(|a| a.samples_written).sum();
+    let written: u64 = r
+        .footer()
+        .unwrap()
+        .accounting
+        .iter()
+        .map(|a| a.samples_written)
+        .sum();
     let mut n = 0u64;
     for c in r.chunks() {
         n += r.for_each_sample(c, |_| {}, |_| {}).unwrap();
@@ -188,7 +276,9 @@ fn sigkill_then_status_says_died_and_stop_finalizes_every_complete_round() {
     // The stale lock is recovered: a new daemon starts on the same dir.
     let o = profctl(tmp.path(), &["start", "--session-dir", ds]);
     assert!(o.status.success(), "{}", text(&o));
-    assert!(profctl(tmp.path(), &["stop", "--session-dir", ds]).status.success());
+    assert!(profctl(tmp.path(), &["stop", "--session-dir", ds])
+        .status
+        .success());
 }
 
 #[test]
@@ -199,12 +289,16 @@ fn a_second_start_names_the_running_daemon() {
     let tmp = tempfile::tempdir().unwrap();
     let ds = tmp.path().join("s");
     let ds = ds.to_str().unwrap();
-    assert!(profctl(tmp.path(), &["start", "--session-dir", ds]).status.success());
+    assert!(profctl(tmp.path(), &["start", "--session-dir", ds])
+        .status
+        .success());
     let o = profctl(tmp.path(), &["start", "--session-dir", ds]);
     let pid = std::fs::read_to_string(tmp.path().join("s/daemon.pid")).unwrap();
     assert!(!o.status.success());
     assert!(text(&o).contains(pid.trim()), "{}", text(&o));
-    assert!(profctl(tmp.path(), &["stop", "--session-dir", ds]).status.success());
+    assert!(profctl(tmp.path(), &["stop", "--session-dir", ds])
+        .status
+        .success());
 }
 
 #[test]
@@ -215,25 +309,49 @@ fn reset_discards_samples_and_recording_goes_on() {
     let tmp = tempfile::tempdir().unwrap();
     let ds = tmp.path().join("s");
     let ds = ds.to_str().unwrap();
-    assert!(profctl(tmp.path(), &["start", "-F", "1000", "--session-dir", ds]).status.success());
+    assert!(
+        profctl(tmp.path(), &["start", "-F", "1000", "--session-dir", ds])
+            .status
+            .success()
+    );
     let mut w = busy_on(0);
     std::thread::sleep(Duration::from_millis(600));
     let o = profctl(tmp.path(), &["reset", "--session-dir", ds]);
-    assert!(!o.status.success() && text(&o).contains("--yes"), "{}", text(&o));
-    assert!(profctl(tmp.path(), &["dump", "--session-dir", ds]).status.success());
+    assert!(
+        !o.status.success() && text(&o).contains("--yes"),
+        "{}",
+        text(&o)
+    );
+    assert!(profctl(tmp.path(), &["dump", "--session-dir", ds])
+        .status
+        .success());
     let before: u64 = decode(&session(tmp.path())).1.per_cpu_pid.values().sum();
-    assert!(profctl(tmp.path(), &["reset", "--yes", "--session-dir", ds]).status.success());
+    assert!(
+        profctl(tmp.path(), &["reset", "--yes", "--session-dir", ds])
+            .status
+            .success()
+    );
     std::thread::sleep(Duration::from_millis(300));
-    assert!(profctl(tmp.path(), &["stop", "--session-dir", ds]).status.success());
+    assert!(profctl(tmp.path(), &["stop", "--session-dir", ds])
+        .status
+        .success());
     let _ = w.kill();
     let _ = w.wait();
     let (r, d) = decode(&session(tmp.path()));
     let after: u64 = d.per_cpu_pid.values().sum();
-    assert!(after > 0 && after < before + 400, "after reset {after}, before {before}");
+    assert!(
+        after > 0 && after < before + 400,
+        "after reset {after}, before {before}"
+    );
     // Cookie definitions are re-emitted in the new file.
     let mut defs = 0;
     for c in r.chunks() {
-        r.for_each_sample(c, |_| {}, |m| defs += matches!(m, Event::CookieDef(_)) as u32).unwrap();
+        r.for_each_sample(
+            c,
+            |_| {},
+            |m| defs += matches!(m, Event::CookieDef(_)) as u32,
+        )
+        .unwrap();
     }
     assert!(defs > 0);
 }
@@ -246,7 +364,11 @@ fn no_daemon_errors_for_stop_dump_status() {
     for cmd in ["stop", "dump"] {
         let o = profctl(tmp.path(), &[cmd, "--session-dir", ds]);
         assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-        assert!(text(&o).contains("no profkit daemon is running"), "{cmd}: {}", text(&o));
+        assert!(
+            text(&o).contains("no profkit daemon is running"),
+            "{cmd}: {}",
+            text(&o)
+        );
     }
     let o = profctl(tmp.path(), &["status", "--session-dir", ds]);
     assert!(text(&o).contains("no daemon running"), "{}", text(&o));
@@ -258,7 +380,10 @@ fn bad_values_exit_2_with_a_message_naming_them() {
     let ds = tmp.path().join("s");
     let ds = ds.to_str().unwrap();
     let cases: &[(&[&str], &str)] = &[
-        (&["start", "-e", "no-such-event"], "unknown event 'no-such-event'"),
+        (
+            &["start", "-e", "no-such-event"],
+            "unknown event 'no-such-event'",
+        ),
         (&["start", "-F", "0"], "at least 1 Hz"),
         (&["start", "-F", "999999999"], "maximum sample rate"),
         (&["start", "--buffer-pages", "3"], "power of two"),
@@ -282,14 +407,34 @@ fn cycles_without_a_pmu_suggests_cpu_clock() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let o = profctl(tmp.path(), &["start", "-e", "cycles", "--session-dir", tmp.path().join("s").to_str().unwrap()]);
+    let o = profctl(
+        tmp.path(),
+        &[
+            "start",
+            "-e",
+            "cycles",
+            "--session-dir",
+            tmp.path().join("s").to_str().unwrap(),
+        ],
+    );
     if o.status.success() {
         eprintln!("SKIP: this machine has a hardware PMU");
-        profctl(tmp.path(), &["stop", "--session-dir", tmp.path().join("s").to_str().unwrap()]);
+        profctl(
+            tmp.path(),
+            &[
+                "stop",
+                "--session-dir",
+                tmp.path().join("s").to_str().unwrap(),
+            ],
+        );
         return;
     }
     assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o).contains("'cycles'") && text(&o).contains("-e cpu-clock"), "{}", text(&o));
+    assert!(
+        text(&o).contains("'cycles'") && text(&o).contains("-e cpu-clock"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]
@@ -301,22 +446,38 @@ fn a_file_where_the_session_dir_should_be_is_an_error() {
     let f = tmp.path().join("file");
     std::fs::write(&f, "x").unwrap();
     let o = profctl(tmp.path(), &["start", "--session-dir", f.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains(f.to_str().unwrap()), "{}", text(&o));
 }
 
 #[test]
 fn record_of_a_missing_command_says_so() {
     let tmp = tempfile::tempdir().unwrap();
-    let o = profctl(tmp.path(), &["record", "--session-dir", tmp.path().join("s").to_str().unwrap(), "--", "/no/such/cmd"]);
+    let o = profctl(
+        tmp.path(),
+        &[
+            "record",
+            "--session-dir",
+            tmp.path().join("s").to_str().unwrap(),
+            "--",
+            "/no/such/cmd",
+        ],
+    );
     assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o).contains("command not found: /no/such/cmd"), "{}", text(&o));
+    assert!(
+        text(&o).contains("command not found: /no/such/cmd"),
+        "{}",
+        text(&o)
+    );
 }
 
 /// Runs profctl as uid 65534 in a directory it owns.
 fn as_nobody(dir: &Path, args: &[&str]) -> Option<Output> {
     let paranoid = profkit_perf::read_sysctl("kernel.perf_event_paranoid");
-    if !Path::new("/usr/bin/setpriv").exists() || rustix::process::geteuid().as_raw() != 0 || paranoid.is_none_or(|p| p < 1) {
+    if !Path::new("/usr/bin/setpriv").exists()
+        || rustix::process::geteuid().as_raw() != 0
+        || paranoid.is_none_or(|p| p < 1)
+    {
         eprintln!("SKIP: needs root, setpriv and perf_event_paranoid >= 1 (paranoid {paranoid:?})");
         return None;
     }
@@ -328,7 +489,12 @@ fn as_nobody(dir: &Path, args: &[&str]) -> Option<Output> {
     std::os::unix::fs::chown(dir, Some(65534), Some(65534)).unwrap();
     Some(
         Command::new("/usr/bin/setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+            ])
             .arg(&bin)
             .args(args)
             .current_dir(dir)
@@ -341,10 +507,17 @@ fn as_nobody(dir: &Path, args: &[&str]) -> Option<Output> {
 #[test]
 fn unprivileged_system_wide_start_prints_the_paranoid_level() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(o) = as_nobody(tmp.path(), &["start", "--session-dir", "s"]) else { return };
+    let Some(o) = as_nobody(tmp.path(), &["start", "--session-dir", "s"]) else {
+        return;
+    };
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let p = profkit_perf::read_sysctl("kernel.perf_event_paranoid").unwrap();
-    assert!(text(&o).contains(&format!("perf_event_paranoid is {p}")) && text(&o).contains("system-wide"), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("perf_event_paranoid is {p}"))
+            && text(&o).contains("system-wide"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]
@@ -355,7 +528,15 @@ fn unprivileged_record_falls_back_to_user_space_and_says_why() {
     let tmp = tempfile::tempdir().unwrap();
     let Some(o) = as_nobody(
         tmp.path(),
-        &["record", "--session-dir", "s", "--", "sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"],
+        &[
+            "record",
+            "--session-dir",
+            "s",
+            "--",
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done",
+        ],
     ) else {
         return;
     };
@@ -368,4 +549,190 @@ fn unprivileged_record_falls_back_to_user_space_and_says_why() {
     let (r, d) = decode(&tmp.path().join("s/session.pkl"));
     assert!(r.header().event.exclude_kernel);
     assert!(d.per_cpu_pid.values().sum::<u64>() > 0);
+}
+
+/// Unmounts a tmpfs when the test ends, however it ends.
+struct Mount(PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_is_counted_per_cpu_and_stop_still_succeeds() {
+    if !perf_ok() {
+        return;
+    }
+    if rustix::process::geteuid().as_raw() != 0 {
+        eprintln!("SKIP: mounting a small tmpfs needs root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs"])
+        .arg(&mnt)
+        .status();
+    if !ok.map(|s| s.success()).unwrap_or(false) {
+        eprintln!("SKIP: cannot mount a tmpfs here");
+        return;
+    }
+    let _guard = Mount(mnt.clone());
+    let ds = mnt.join("s");
+    let ds = ds.to_str().unwrap();
+    let o = profctl(tmp.path(), &["start", "-F", "4000", "--session-dir", ds]);
+    assert!(o.status.success(), "{}", text(&o));
+    // Fill the file system.
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(mnt.join("fill")).unwrap();
+        let block = vec![0u8; 4096];
+        while f.write_all(&block).is_ok() {}
+    }
+    let mut workers: Vec<Child> = profkit_perf::online_cpus()
+        .unwrap()
+        .iter()
+        .map(|&c| busy_on(c))
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    let o = profctl(tmp.path(), &["status", "--session-dir", ds]);
+    assert!(
+        text(&o).contains("running"),
+        "the daemon stays up: {}",
+        text(&o)
+    );
+    let o = profctl(tmp.path(), &["stop", "--session-dir", ds]);
+    for w in &mut workers {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    assert!(
+        o.status.success(),
+        "stop succeeds on a full disk: {}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains("warning: cpu"),
+        "the summary warns about the loss: {}",
+        text(&o)
+    );
+    let r = SessionReader::open(mnt.join("s/session.pkl")).unwrap();
+    let f = r.footer().expect("the footer fits in the reserved space");
+    let disk: u64 = f.accounting.iter().map(|a| a.lost_disk_full).sum();
+    assert!(disk > 0, "{:?}", f.accounting);
+    for a in &f.accounting {
+        assert_eq!(
+            a.samples_received,
+            a.samples_written
+                + a.lost_no_mapping
+                + a.lost_no_task
+                + a.lost_overflow
+                + a.lost_disk_full,
+            "every sample of cpu {} is written or counted: {a:?}",
+            a.cpu
+        );
+    }
+    let mut n = 0;
+    for c in r.chunks() {
+        n += r.for_each_sample(c, |_| {}, |_| {}).unwrap();
+    }
+    assert_eq!(
+        n,
+        f.accounting.iter().map(|a| a.samples_written).sum::<u64>()
+    );
+    assert!(
+        !mnt.join("s/kallsyms").exists()
+            || std::fs::metadata(mnt.join("s/kallsyms")).unwrap().len() > 0
+    );
+}
+
+#[test]
+fn two_starts_at_once_make_exactly_one_daemon() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("s");
+    let spawn = || {
+        Command::new(PROFCTL)
+            .args(["start", "--session-dir", ds.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let ok = [&a, &b].iter().filter(|o| o.status.success()).count();
+    assert_eq!(ok, 1, "a: {}\nb: {}", text(&a), text(&b));
+    let loser = if a.status.success() { &b } else { &a };
+    assert!(
+        text(loser).contains("already running") || text(loser).contains("starting"),
+        "{}",
+        text(loser)
+    );
+    assert!(
+        profctl(tmp.path(), &["stop", "--session-dir", ds.to_str().unwrap()])
+            .status
+            .success()
+    );
+}
+
+#[test]
+fn session_files_are_private() {
+    if !perf_ok() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("s");
+    assert!(
+        profctl(tmp.path(), &["start", "--session-dir", d.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let sock = std::fs::metadata(d.join("control.sock"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(sock, 0o600);
+    assert!(
+        profctl(tmp.path(), &["stop", "--session-dir", d.to_str().unwrap()])
+            .status
+            .success()
+    );
+    assert_eq!(
+        std::fs::metadata(&d).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    for f in ["session.pkl", "kallsyms"] {
+        let m = std::fs::metadata(d.join(f)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(m, 0o600, "{f} holds kernel addresses: owner only");
+    }
+    assert!(!d.join("footer.reserve").exists());
+}
+
+#[test]
+fn a_nonexistent_pid_exits_2_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = profctl(
+        tmp.path(),
+        &[
+            "start",
+            "-p",
+            "2147483600",
+            "--session-dir",
+            tmp.path().join("s").to_str().unwrap(),
+        ],
+    );
+    if text(&o).contains("no permission") {
+        eprintln!("SKIP: {}", text(&o));
+        return;
+    }
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("2147483600"), "{}", text(&o));
 }

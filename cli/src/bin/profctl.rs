@@ -595,6 +595,18 @@ fn print_summary(v: &Value) {
         v["session"].as_str().unwrap_or("?"),
         if samples > 0 { bytes as f64 / samples as f64 } else { 0.0 }
     );
+    let throttled: Vec<String> = cpus
+        .iter()
+        .filter(|c| c["throttle_events"].as_u64().unwrap_or(0) > 0)
+        .map(|c| format!("cpu{} {}x", c["cpu"], c["throttle_events"]))
+        .collect();
+    if !throttled.is_empty() {
+        println!(
+            "warning: the kernel throttled sampling ({}): it caps interrupts at kernel.perf_event_max_sample_rate = {} Hz (and perf_cpu_time_max_percent), so those periods hold fewer samples than asked for; lower -F/-c or raise the sysctl",
+            throttled.join(", "),
+            profkit_perf::read_sysctl("kernel.perf_event_max_sample_rate").map(|v| v.to_string()).unwrap_or("?".into())
+        );
+    }
     for c in &cpus {
         if c["lost_pct"].as_f64().unwrap_or(0.0) > 0.01 {
             println!("warning: cpu {} lost {:.3}% of its samples (ring {}, event buffer {}, disk {}, no mapping {}, no task {}, unreported by LOST records {})",

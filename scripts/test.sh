@@ -11,6 +11,9 @@ cargo fmt --all --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+echo "== fuzz targets build (run them with cargo +nightly fuzz run TARGET)"
+cargo build --quiet --locked --manifest-path fuzz/Cargo.toml
+
 echo "== cargo test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -76,6 +76,21 @@ mod types;
 mod vdso;
 
 pub use cache::CacheStats;
+
+/// Entry points for the fuzz targets in `fuzz/` (not a stable API).
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Parses a perf map and looks up a few addresses; must never panic.
+    pub fn perf_map(text: &str, probes: &[u64]) -> usize {
+        let m = crate::perfmap::PerfMap::parse(text);
+        probes.iter().filter(|&&a| m.table.lookup(a).is_some()).count() + m.skipped
+    }
+
+    /// Parses a kallsyms text; must never panic.
+    pub fn kallsyms(text: &str) {
+        let _ = crate::kallsyms::Kallsyms::parse(text);
+    }
+}
 pub use demangle::demangle;
 pub use error::Error;
 pub use symbolizer::Symbolizer;

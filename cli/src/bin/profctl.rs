@@ -101,6 +101,15 @@ enum Cmd {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Pack the session and every binary and debug file it samples (keyed
+    /// by build-id) into a tar, so a report elsewhere symbolizes the same.
+    Archive {
+        #[command(flatten)]
+        dir: DirArg,
+        /// The tar file to write.
+        #[arg(short = 'o', long)]
+        output: PathBuf,
+    },
     #[command(name = "__daemon", hide = true)]
     Daemon(StartArgs),
 }
@@ -491,6 +500,114 @@ fn finalize_dead(dir: &DirArg) -> Result<Value> {
               "session_bytes": std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0)}))
 }
 
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Writes the session (log, kallsyms copy, perf maps) and the binaries and
+/// debug files it refers to into a tar: `debug/.build-id/ab/cdef…` for each
+/// binary with its recorded build-id, `….debug` for its separate debug file.
+/// `profreport` uses `DIR/debug` as a debug directory when it exists.
+fn archive(dir: &DirArg, output: &std::path::Path) -> Result<()> {
+    if let DaemonState::Running { .. } = daemon_state(&dir.session_dir)? {
+        bail!(
+            "a daemon is still recording into {}: run `profctl stop` first",
+            dir.session_dir.display()
+        );
+    }
+    let session = dir.session_dir.join(SESSION_LOG);
+    let r = profkit_eventlog::SessionReader::open(&session)?;
+    let mut entries: std::collections::BTreeMap<String, profkit_eventlog::CookieEntry> =
+        Default::default();
+    for c in r.chunks() {
+        let _ = r.for_each_sample(
+            c,
+            |_| {},
+            |m| {
+                if let profkit_eventlog::Event::CookieDef(e) = m {
+                    if matches!(e.kind, profkit_eventlog::CookieKind::User) {
+                        entries.insert(e.path.clone(), e);
+                    }
+                }
+            },
+        );
+    }
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(output)
+            .with_context(|| format!("creating {}", output.display()))?
+    };
+    let mut tar = tar::Builder::new(std::io::BufWriter::new(file));
+    tar.mode(tar::HeaderMode::Deterministic);
+    let add = |tar: &mut tar::Builder<_>, from: &std::path::Path, name: &str| -> Result<u64> {
+        let data = std::fs::read(from).with_context(|| format!("reading {}", from.display()))?;
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o600);
+        h.set_cksum();
+        tar.append_data(&mut h, name, &data[..])
+            .with_context(|| format!("writing {}", output.display()))?;
+        Ok(data.len() as u64)
+    };
+    let mut total = add(&mut tar, &session, SESSION_LOG)?;
+    if let Ok(rd) = std::fs::read_dir(&dir.session_dir) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name == "kallsyms" || (name.starts_with("perf-") && name.ends_with(".map")) {
+                total += add(&mut tar, &e.path(), &name)?;
+            }
+        }
+    }
+    let (mut packed, mut skipped) = (0, Vec::new());
+    for (path, e) in &entries {
+        let Some(id) = e.build_id.as_deref().filter(|b| b.len() > 1) else {
+            skipped.push(format!("{path} (no build-id recorded)"));
+            continue;
+        };
+        let h = hex(id);
+        let p = std::path::Path::new(path);
+        match profkit_sync::read_build_id(p) {
+            Some(now) if now == id => {
+                total += add(
+                    &mut tar,
+                    p,
+                    &format!("debug/.build-id/{}/{}", &h[..2], &h[2..]),
+                )?;
+                packed += 1;
+            }
+            Some(_) => skipped.push(format!("{path} (changed since recording)")),
+            None => skipped.push(format!("{path} (missing or unreadable)")),
+        }
+        let dbg = std::path::Path::new("/usr/lib/debug/.build-id")
+            .join(&h[..2])
+            .join(format!("{}.debug", &h[2..]));
+        if dbg.exists() {
+            total += add(
+                &mut tar,
+                &dbg,
+                &format!("debug/.build-id/{}/{}.debug", &h[..2], &h[2..]),
+            )?;
+        }
+    }
+    tar.into_inner()
+        .and_then(|mut w| std::io::Write::flush(&mut w))
+        .with_context(|| format!("writing {}", output.display()))?;
+    println!(
+        "profkit: archived the session and {packed} binaries ({total} bytes) into {}; unpack it anywhere and run `profreport --session-dir DIR`",
+        output.display()
+    );
+    for s in skipped {
+        println!("note: not archived: {s}");
+    }
+    Ok(())
+}
+
 fn run_daemon(a: &StartArgs) -> Result<()> {
     let c = config(a)?;
     let dir = SessionDir::open(&a.dir.session_dir)?;
@@ -747,6 +864,7 @@ fn run(opt: Opt) -> Result<ExitCode> {
             println!("profkit: samples discarded; recording continues");
         }
         Cmd::Record { args, command } => return record(&args, &command),
+        Cmd::Archive { dir, output } => archive(&dir, &output)?,
     }
     Ok(ExitCode::SUCCESS)
 }

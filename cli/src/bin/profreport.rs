@@ -1,7 +1,400 @@
-//! `profreport`: not written yet (issue 6). Says so instead of pretending.
+//! `profreport`: opreport-style reports of a profkit session.
+//! Flags and glue only: the work is in `profkit-report`.
 #![forbid(unsafe_code)]
 
-fn main() -> std::process::ExitCode {
-    eprintln!("profreport: not implemented yet (issue 6); `cargo run --release -p profkit-sync --example capture` prints a per-binary summary meanwhile");
-    std::process::ExitCode::from(1)
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use profkit_daemon::{daemon_state, DaemonState};
+use profkit_report::{
+    build_report, render, Format, Liveness, ProfileSpec, Progress, ReportOptions, Separate,
+    Session, SortKey, SymbolSources,
+};
+
+const AFTER_HELP: &str = "PROFILE SPECS (positional, combinable; OProfile's syntax):
+  cpu:0,1,4-7          only samples taken on these CPUs
+  tgid:N[,M]           only these processes
+  tid:N[,M]            only these threads
+  image:GLOB[,GLOB]    only these binaries (matched against the file name, or the full path
+                       when the glob has a '/'); with --separate=lib also their libraries
+  image-exclude:GLOB   not these binaries
+  A word without a tag is an image: `profreport /usr/bin/foo` = `image:/usr/bin/foo`.
+
+EXIT STATUS:
+  0  report written (also when stdout was closed early, e.g. by `head`)
+  1  no session, or it cannot be read
+  2  bad command line (flag value or profile spec)
+
+EXAMPLES:
+  profreport                           binaries, most samples first (./profkit_data)
+  profreport -l image:myapp            functions of myapp
+  profreport -l --separate=cpu         one samples/% column pair per CPU
+  profreport --separate=kernel         libraries and kernel under each application
+  profreport -l --separate=thread tgid:1234
+  profreport --timeline=4              samples and losses per CPU per second (4 rounds)
+  profreport -l --format json > r.json
+  profreport --merge run1 run2 -l      two sessions added up";
+
+/// Warnings printed without `--verbose`.
+const MAX_WARNINGS: usize = 10;
+
+/// Parses `--separate` (clap calls this, so a bad value exits 2 with the message).
+fn separate(s: &str) -> Result<Separate, String> {
+    Separate::parse(s).map_err(|e| e.to_string())
+}
+
+fn sort_key(s: &str) -> Result<SortKey, String> {
+    s.parse().map_err(|e: profkit_report::Error| e.to_string())
+}
+
+fn format(s: &str) -> Result<Format, String> {
+    s.parse().map_err(|e: profkit_report::Error| e.to_string())
+}
+
+fn demangle(s: &str) -> Result<bool, String> {
+    match s {
+        "none" => Ok(false),
+        "normal" | "smart" => Ok(true),
+        _ => Err(format!(
+            "bad value '{s}' for --demangle: one of none, normal"
+        )),
+    }
+}
+
+fn threshold(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("bad value '{s}' for --threshold: a percentage from 0 to 100"))?;
+    if (0.0..=100.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "bad value '{s}' for --threshold: a percentage from 0 to 100"
+        ))
+    }
+}
+
+fn rounds(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!(
+            "bad value '{s}' for --timeline: a number of sync rounds per line, 1 or more"
+        )),
+    }
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "profreport",
+    version,
+    about = "Report a profkit session: binaries, symbols, per CPU or thread (opreport-style)",
+    after_help = AFTER_HELP
+)]
+struct Opt {
+    /// Profile specs: cpu:LIST tgid:LIST tid:LIST image:GLOB image-exclude:GLOB.
+    #[arg(value_name = "SPEC")]
+    specs: Vec<String>,
+    /// Session directory (or its session.pkl) [default: profkit_data].
+    #[arg(long, env = "PROFKIT_SESSION_DIR", value_name = "DIR")]
+    session_dir: Option<PathBuf>,
+    /// Report these sessions added up (with --session-dir, that one too);
+    /// it takes every word up to the next flag, so put specs before it.
+    #[arg(long, num_args = 1.., value_name = "DIR")]
+    merge: Vec<PathBuf>,
+    /// One row per symbol instead of per binary.
+    #[arg(short = 'l', long)]
+    symbols: bool,
+    /// Add the application column: the executable of the process.
+    #[arg(long)]
+    app: bool,
+    /// Split by cpu, thread, lib, kernel, all or none (comma list).
+    #[arg(long, value_name = "LIST", value_parser = separate, default_value = "none")]
+    separate: Separate,
+    /// Leave out rows below PCT percent.
+    #[arg(short = 't', long, value_name = "PCT", value_parser = threshold, default_value = "0")]
+    threshold: f64,
+    /// Order rows by samples, symbol, image or vma.
+    #[arg(short = 's', long, value_name = "KEY", value_parser = sort_key, default_value = "samples")]
+    sort: SortKey,
+    /// Reverse the order.
+    #[arg(short = 'r', long, alias = "reverse-sort")]
+    reverse: bool,
+    /// Demangle C++ and Rust names: none or normal.
+    #[arg(short = 'D', long, value_name = "MODE", value_parser = demangle, default_value = "normal",
+          action = clap::ArgAction::Set)]
+    demangle: bool,
+    /// Show each symbol's start address (with -l).
+    #[arg(short = 'w', long, requires = "symbols")]
+    show_address: bool,
+    /// Percentages of the whole session, not of the samples shown.
+    #[arg(long)]
+    global_percent: bool,
+    /// Only samples in the processes' own executables (no libraries, no kernel).
+    #[arg(short = 'x', long)]
+    exclude_dependent: bool,
+    /// Show each symbol's source file:line (with -l).
+    #[arg(short = 'g', long, requires = "symbols")]
+    debug_info: bool,
+    /// Full paths of binaries.
+    #[arg(short = 'f', long)]
+    long_filenames: bool,
+    /// Samples and losses per CPU per sync round, or per N rounds.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1", value_parser = rounds,
+          conflicts_with_all = ["symbols", "separate", "sort", "threshold"])]
+    timeline: Option<u32>,
+    /// Output format: text, json or csv.
+    #[arg(long, value_name = "FMT", value_parser = format, default_value = "text")]
+    format: Format,
+    /// Kernel symbols from this kallsyms file (default: the session's copy, else /proc/kallsyms).
+    #[arg(long, value_name = "FILE")]
+    kallsyms: Option<PathBuf>,
+    /// Look for recorded binaries under this directory (like perf's --symfs).
+    #[arg(long, value_name = "DIR")]
+    sysroot: Option<PathBuf>,
+    /// Look here, by file name and build-id, for binaries missing or changed since recording.
+    #[arg(long = "search-dir", value_name = "DIR")]
+    search_dirs: Vec<PathBuf>,
+    /// Separate debug files under this root (default /usr/lib/debug).
+    #[arg(long = "debug-dir", value_name = "DIR")]
+    debug_dirs: Vec<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    no_progress: bool,
+    /// Print every warning (default: the first 10, then a count).
+    #[arg(short = 'v', long)]
+    verbose: bool,
+}
+
+/// A validated command line.
+struct Config {
+    dirs: Vec<PathBuf>,
+    options: ReportOptions,
+    sources: SymbolSources,
+    format: Format,
+    progress: bool,
+    verbose: bool,
+}
+
+/// Validation that clap cannot do: profile specs. Errors are usage errors.
+fn validate(opt: Opt) -> Result<Config, String> {
+    let spec = ProfileSpec::parse(&opt.specs).map_err(|e| e.to_string())?;
+    if let Some(k) = &opt.kallsyms {
+        if !k.is_file() {
+            return Err(format!(
+                "bad value '{}' for --kallsyms: not a file (give a kallsyms copy, or /proc/kallsyms)",
+                k.display()
+            ));
+        }
+    }
+    let dirs = opt.sysroot.iter().map(|d| ("--sysroot", d));
+    let dirs = dirs.chain(opt.search_dirs.iter().map(|d| ("--search-dir", d)));
+    for (flag, d) in dirs.chain(opt.debug_dirs.iter().map(|d| ("--debug-dir", d))) {
+        if !d.is_dir() {
+            return Err(format!(
+                "bad value '{}' for {flag}: not a directory",
+                d.display()
+            ));
+        }
+    }
+    let mut dirs = Vec::new();
+    if opt.merge.is_empty() || opt.session_dir.is_some() {
+        dirs.push(
+            opt.session_dir
+                .unwrap_or_else(|| PathBuf::from("profkit_data")),
+        );
+    }
+    dirs.extend(opt.merge);
+    Ok(Config {
+        dirs,
+        options: ReportOptions {
+            symbols: opt.symbols,
+            separate: opt.separate,
+            app_column: opt.app,
+            spec,
+            threshold: opt.threshold,
+            sort: opt.sort,
+            reverse: opt.reverse,
+            demangle: opt.demangle,
+            show_address: opt.show_address,
+            global_percent: opt.global_percent,
+            exclude_dependent: opt.exclude_dependent,
+            debug_info: opt.debug_info,
+            long_filenames: opt.long_filenames,
+            timeline: opt.timeline,
+        },
+        sources: SymbolSources {
+            kallsyms: opt.kallsyms,
+            sysroot: opt.sysroot,
+            search_dirs: opt.search_dirs,
+            debug_dirs: opt.debug_dirs,
+        },
+        format: opt.format,
+        progress: !opt.no_progress,
+        verbose: opt.verbose,
+    })
+}
+
+/// A progress bar on stderr that appears only once the report has taken a
+/// second, and only on a terminal.
+struct Bar {
+    bar: ProgressBar,
+    started: Instant,
+    enabled: bool,
+    shown: AtomicBool,
+}
+
+impl Bar {
+    fn new(enabled: bool) -> Bar {
+        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden());
+        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg}: {pos}/{len} [{elapsed}]")
+        {
+            bar.set_style(style);
+        }
+        Bar {
+            bar,
+            started: Instant::now(),
+            enabled: enabled && io::stderr().is_terminal(),
+            shown: AtomicBool::new(false),
+        }
+    }
+
+    fn maybe_show(&self) {
+        if self.enabled
+            && !self.shown.load(Ordering::Relaxed)
+            && self.started.elapsed() > Duration::from_secs(1)
+            && !self.shown.swap(true, Ordering::Relaxed)
+        {
+            self.bar.set_draw_target(ProgressDrawTarget::stderr());
+            self.bar.enable_steady_tick(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Progress for Bar {
+    fn start(&self, phase: &'static str, total: u64) {
+        self.bar.set_message(phase);
+        self.bar.set_length(total);
+        self.bar.set_position(0);
+        self.maybe_show();
+    }
+    fn advance(&self, n: u64) {
+        self.bar.inc(n);
+        self.maybe_show();
+    }
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+fn liveness(dir: &Path) -> Liveness {
+    let dir = if dir.is_file() {
+        dir.parent().unwrap_or(Path::new("."))
+    } else {
+        dir
+    };
+    match daemon_state(dir) {
+        Ok(DaemonState::Running { .. }) => Liveness::Running,
+        Ok(_) => Liveness::NotRunning,
+        Err(_) => Liveness::Unknown,
+    }
+}
+
+fn run(cfg: Config) -> Result<()> {
+    let mut sessions = Vec::new();
+    for dir in &cfg.dirs {
+        let mut s = Session::open(dir)
+            .with_context(|| format!("reading the session in {}", dir.display()))?;
+        s.set_liveness(liveness(dir));
+        sessions.push(s);
+    }
+    let bar = Bar::new(cfg.progress);
+    let report =
+        build_report(&sessions, &cfg.options, &cfg.sources, &bar).context("building the report")?;
+    let shown = if cfg.verbose {
+        usize::MAX
+    } else {
+        MAX_WARNINGS
+    };
+    for w in report.warnings.iter().take(shown) {
+        eprintln!("profreport: warning: {w}");
+    }
+    if report.warnings.len() > shown {
+        eprintln!(
+            "profreport: … and {} more warnings (-v shows them all)",
+            report.warnings.len() - shown
+        );
+    }
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    render(&report, cfg.format, &mut out)?;
+    out.flush()?;
+    Ok(())
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn main() -> ExitCode {
+    let opt = match Opt::try_parse() {
+        Ok(opt) => opt,
+        Err(e) if !e.use_stderr() => {
+            // --help, --version
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // clap's message on one line: the error and its details, without
+            // the usage block.
+            let text = e.to_string();
+            let parts: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more"))
+                .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
+                .collect();
+            let line = parts.join(" ");
+            eprintln!(
+                "profreport: {} (see profreport --help)",
+                line.trim_start_matches("error: ")
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let cfg = match validate(opt) {
+        Ok(cfg) => cfg,
+        Err(msg) => {
+            eprintln!("profreport: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(cfg) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("profreport: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Opt::command().debug_assert();
+    }
 }

@@ -1,0 +1,724 @@
+//! One test per flag and per profile spec tag (ripgrep's habit), on the
+//! checked-in sessions: `ratio` (one thread; f_a 2/3, f_b 1/3) and
+//! `pinned` (f_cpu0 on CPU 0, f_cpu1 on CPU 1).
+
+use std::path::Path;
+
+use profkit_eventlog::*;
+
+use crate::util::*;
+
+fn json(session: &str, args: &[&str]) -> serde_json::Value {
+    let mut a = args.to_vec();
+    a.extend(["--format", "json"]);
+    on_fixture(session, &a).expect(0).json()
+}
+
+/// (tgid, tid of the thread running `symbol`) in the pinned session.
+fn thread_of(symbol: &str) -> (u64, u64) {
+    let v = json("pinned", &["-l", "--separate=thread"]);
+    let r = rows(&v)
+        .into_iter()
+        .find(|r| r["symbol"] == symbol)
+        .unwrap();
+    (r["tgid"].as_u64().unwrap(), r["tid"].as_u64().unwrap())
+}
+
+#[test]
+fn default_is_an_image_summary() {
+    let v = json("ratio", &[]);
+    let r = rows(&v);
+    assert_eq!(r[0]["image"], "shares");
+    assert_eq!(r[0]["symbol"], serde_json::Value::Null);
+    assert!(r[0]["percent"].as_f64().unwrap() > 95.0);
+    assert_eq!(v["event"], "cpu-clock");
+    assert_eq!(v["frequency"], 1000);
+}
+
+#[test]
+fn flag_symbols() {
+    for flag in ["-l", "--symbols"] {
+        let v = json("ratio", &[flag]);
+        assert!(samples_of(&v, "f_a") > samples_of(&v, "f_b"));
+        assert!(samples_of(&v, "f_b") > 0);
+    }
+}
+
+#[test]
+fn flag_app() {
+    let run = on_fixture("ratio", &["-l", "--app"]).expect(0);
+    assert!(run.stdout.contains("app name"), "{}", run.stdout);
+    let v = json("ratio", &["-l", "--app"]);
+    let fa = rows(&v).into_iter().find(|r| r["symbol"] == "f_a").unwrap();
+    assert_eq!(fa["app"], "shares");
+    // The kernel samples of the workload are attributed to it too.
+    assert!(rows(&v)
+        .iter()
+        .any(|r| r["image"] == "[kernel.kallsyms]" && r["app"] == "shares"));
+}
+
+#[test]
+fn flag_separate_none_is_the_default() {
+    assert_eq!(
+        on_fixture("ratio", &["-l", "--separate=none"])
+            .expect(0)
+            .stdout,
+        on_fixture("ratio", &["-l"]).expect(0).stdout
+    );
+}
+
+#[test]
+fn flag_separate_cpu() {
+    let v = json("pinned", &["-l", "--separate=cpu"]);
+    for r in rows(&v) {
+        assert!(r["cpu"].is_u64(), "{r}");
+    }
+    let run = on_fixture("pinned", &["-l", "--separate=cpu"]).expect(0);
+    assert!(run.stdout.contains("cpu:0") && run.stdout.contains("cpu:1"));
+}
+
+#[test]
+fn flag_separate_thread() {
+    let v = json("pinned", &["-l", "--separate=thread"]);
+    let (g0, t0) = thread_of("f_cpu0");
+    let (g1, t1) = thread_of("f_cpu1");
+    assert_eq!(g0, g1, "one process");
+    assert_ne!(t0, t1, "two threads");
+    assert!(rows(&v).iter().all(|r| r["comm"].is_string()));
+}
+
+#[test]
+fn flag_separate_lib() {
+    let run = on_fixture("ratio", &["--separate=lib"]).expect(0);
+    assert!(run.stdout.contains("application"), "{}", run.stdout);
+    let v = json("ratio", &["--separate=lib"]);
+    // Dependent rows carry their application.
+    assert!(rows(&v)
+        .iter()
+        .any(|r| r["image"] == "shares" && r["app"] == "shares"));
+}
+
+#[test]
+fn flag_separate_kernel() {
+    let v = json("ratio", &["--separate=kernel"]);
+    assert!(
+        rows(&v)
+            .iter()
+            .any(|r| r["image"] == "[kernel.kallsyms]" && r["app"] == "shares"),
+        "{v:#}"
+    );
+    let v = json("ratio", &["--separate=lib"]);
+    assert!(!rows(&v)
+        .iter()
+        .any(|r| r["image"] == "[kernel.kallsyms]" && r["app"] == "shares"));
+}
+
+#[test]
+fn flag_separate_all() {
+    let v = json("pinned", &["-l", "--separate=all"]);
+    let r = &rows(&v)[0];
+    assert!(
+        r["cpu"].is_u64() && r["tid"].is_u64() && r["app"].is_string(),
+        "{r}"
+    );
+}
+
+#[test]
+fn spec_cpu() {
+    let v = json("pinned", &["-l", "cpu:1"]);
+    assert_eq!(samples_of(&v, "f_cpu0"), 0);
+    assert!(samples_of(&v, "f_cpu1") > 0);
+    let v = json("pinned", &["-l", "cpu:0,1"]);
+    assert!(samples_of(&v, "f_cpu0") > 0 && samples_of(&v, "f_cpu1") > 0);
+}
+
+#[test]
+fn spec_tgid() {
+    let (g, _) = thread_of("f_cpu0");
+    let v = json("pinned", &["-l", &format!("tgid:{g}")]);
+    assert_eq!(v["total_samples"], v["samples_read"]);
+    let v = json("pinned", &["-l", &format!("tgid:{}", g + 1)]);
+    assert_eq!(v["total_samples"], 0);
+}
+
+#[test]
+fn spec_tid() {
+    let (_, t1) = thread_of("f_cpu1");
+    let v = json("pinned", &["-l", &format!("tid:{t1}")]);
+    assert_eq!(samples_of(&v, "f_cpu0"), 0);
+    assert!(samples_of(&v, "f_cpu1") > 0);
+}
+
+#[test]
+fn spec_image() {
+    let v = json("ratio", &["-l", "image:shares"]);
+    assert!(rows(&v).iter().all(|r| r["image"] == "shares"));
+    let pct = percent_of(&v, "f_a") + percent_of(&v, "f_b");
+    assert!(pct > 99.0, "{pct}");
+    let v = json("ratio", &["-l", "image:*kallsyms*"]);
+    assert!(rows(&v).iter().all(|r| r["image"] == "[kernel.kallsyms]"));
+    // A bare word is an image, as in opreport.
+    let v = json("ratio", &["-l", "shares"]);
+    assert!(rows(&v).iter().all(|r| r["image"] == "shares"));
+}
+
+#[test]
+fn spec_image_exclude() {
+    let v = json("ratio", &["-l", "image-exclude:shares"]);
+    assert!(rows(&v).iter().all(|r| r["image"] != "shares"));
+}
+
+#[test]
+fn flag_threshold() {
+    let run = on_fixture("ratio", &["-l", "--threshold", "10"]).expect(0);
+    let v = json("ratio", &["-l", "-t", "10"]);
+    let symbols: Vec<_> = rows(&v).iter().map(|r| r["symbol"].clone()).collect();
+    assert_eq!(symbols, ["f_a", "f_b"]);
+    assert!(run.stdout.contains("below the threshold"), "{}", run.stdout);
+}
+
+#[test]
+fn flag_sort() {
+    let order = |key: &str| -> Vec<String> {
+        rows(&json("ratio", &["-l", "image:shares", "--sort", key]))
+            .iter()
+            .map(|r| r["symbol"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(order("samples")[..2], ["f_a", "f_b"]);
+    let by_name = order("symbol");
+    let mut sorted = by_name.clone();
+    sorted.sort();
+    assert_eq!(by_name, sorted);
+    // By address: ascending vma, whatever the samples (the kernel's high
+    // addresses come after the workload's).
+    let v = json("ratio", &["-l", "-w", "--sort", "vma"]);
+    let vmas: Vec<u64> = rows(&v)
+        .iter()
+        .map(|r| {
+            u64::from_str_radix(r["vma"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+        })
+        .collect();
+    assert!(
+        vmas.len() > 2 && vmas.windows(2).all(|w| w[0] <= w[1]),
+        "{vmas:x?}"
+    );
+    // Without -w the addresses are not shown but still order the rows.
+    let with_w: Vec<String> = rows(&v)
+        .iter()
+        .map(|r| r["symbol"].as_str().unwrap().to_owned())
+        .collect();
+    let mut all = vec!["-l", "--sort", "vma"];
+    all.extend(["--format", "json"]);
+    let without_w: Vec<String> = rows(&on_fixture("ratio", &all).expect(0).json())
+        .iter()
+        .map(|r| r["symbol"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(with_w, without_w);
+    let images: Vec<String> = rows(&json("ratio", &["--sort", "image"]))
+        .iter()
+        .map(|r| r["image"].as_str().unwrap().to_owned())
+        .collect();
+    let mut sorted = images.clone();
+    sorted.sort();
+    assert_eq!(images, sorted);
+}
+
+#[test]
+fn flag_reverse() {
+    let fwd = rows(&json("ratio", &["-l"]));
+    let mut rev = rows(&json("ratio", &["-l", "--reverse"]));
+    rev.reverse();
+    assert_eq!(fwd, rev);
+}
+
+#[test]
+fn flag_demangle() {
+    // A JIT sample named by a perf map holding a C++ name.
+    let d = tempdir();
+    let header = SessionHeader {
+        event: EventConfigDesc {
+            name: "cpu-clock".into(),
+            frequency: Some(99),
+            ..Default::default()
+        },
+        cpus: vec![0],
+        ..Default::default()
+    };
+    let mut w = SessionWriter::create(d.path().join("session.pkl"), &header).unwrap();
+    let mut enc = ChunkEncoder::new();
+    enc.event(&Event::CookieDef(CookieEntry {
+        cookie: 5,
+        kind: CookieKind::Anon,
+        path: "//anon".into(),
+        build_id: None,
+        dev: 0,
+        inode: 0,
+        generation: 0,
+        base: 0,
+        pid: Some(4242),
+    }));
+    enc.sample(0, 4242, 4242, false, 5, 0x7f3c_0000_2010);
+    w.append_chunk(0, 1, enc.bytes()).unwrap();
+    drop(w);
+    std::fs::copy(
+        testdata().join("symbols/perf-4242.map"),
+        d.path().join("perf-4242.map"),
+    )
+    .unwrap();
+    let dir = d.path().to_str().unwrap();
+    let run = profreport(&["--session-dir", dir, "-l", "--demangle=none"]).expect(0);
+    assert!(run.stdout.contains("_ZN2ns4workEi"), "{}", run.stdout);
+    let run = profreport(&["--session-dir", dir, "-l", "--demangle=normal"]).expect(0);
+    assert!(run.stdout.contains("ns::work(int)"), "{}", run.stdout);
+    let run = profreport(&["--session-dir", dir, "-l"]).expect(0);
+    assert!(run.stdout.contains("ns::work(int)"), "{}", run.stdout);
+}
+
+#[test]
+fn flag_show_address() {
+    let run = on_fixture("ratio", &["-l", "--show-address", "image:shares"]).expect(0);
+    assert!(run.stdout.contains("vma"), "{}", run.stdout);
+    let v = json("ratio", &["-l", "-w", "image:shares"]);
+    let fa = rows(&v).into_iter().find(|r| r["symbol"] == "f_a").unwrap();
+    assert!(fa["vma"].as_str().unwrap().starts_with("0x"), "{fa}");
+}
+
+#[test]
+fn flag_global_percent() {
+    let local = json("ratio", &["-l", "image-exclude:shares"]);
+    let global = json("ratio", &["-l", "image-exclude:shares", "--global-percent"]);
+    let sum = |v: &serde_json::Value| -> f64 {
+        rows(v).iter().map(|r| r["percent"].as_f64().unwrap()).sum()
+    };
+    assert!((sum(&local) - 100.0).abs() < 0.01, "{}", sum(&local));
+    assert!(sum(&global) < 10.0, "{}", sum(&global));
+}
+
+#[test]
+fn flag_exclude_dependent() {
+    let v = json("ratio", &["-l", "--exclude-dependent"]);
+    assert!(rows(&v).iter().all(|r| r["image"] == "shares"), "{v:#}");
+    let v = json("ratio", &["-x"]);
+    assert_eq!(rows(&v).len(), 1);
+}
+
+#[test]
+fn flag_debug_info() {
+    let run = on_fixture("ratio", &["-l", "--debug-info", "image:shares"]).expect(0);
+    assert!(run.stdout.contains("linenr info"), "{}", run.stdout);
+    assert!(run.stdout.contains("shares.c:"), "{}", run.stdout);
+    let v = json("ratio", &["-l", "-g", "image:shares"]);
+    let fa = rows(&v).into_iter().find(|r| r["symbol"] == "f_a").unwrap();
+    assert!(
+        fa["location"].as_str().unwrap().starts_with("shares.c:"),
+        "{fa}"
+    );
+}
+
+#[test]
+fn flag_long_filenames() {
+    let run = on_fixture("ratio", &["-f"]).expect(0);
+    assert!(
+        run.stdout.contains("/tmp/profkit-golden."),
+        "{}",
+        run.stdout
+    );
+    let run = on_fixture("ratio", &[]).expect(0);
+    assert!(!run.stdout.contains("/tmp/profkit-golden."));
+}
+
+#[test]
+fn flag_timeline() {
+    let v = json("ratio", &["--timeline"]);
+    let lines = v["timeline"]["sessions"][0]["lines"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(lines.len() >= 3, "{v:#}");
+    let v2 = json("ratio", &["--timeline=2"]);
+    let lines2 = v2["timeline"]["sessions"][0]["lines"].as_array().unwrap();
+    assert_eq!(lines2.len(), lines.len().div_ceil(2));
+    let total = |ls: &[serde_json::Value]| -> u64 {
+        ls.iter()
+            .flat_map(|l| l["samples"].as_array().unwrap().clone())
+            .map(|n| n.as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(total(&lines), total(lines2));
+    assert_eq!(total(&lines), v["samples_read"].as_u64().unwrap());
+    let run = on_fixture("ratio", &["--timeline"]).expect(0);
+    assert!(run.stdout.contains("cpu0 samples") && run.stdout.contains("cpu1 lost"));
+}
+
+#[test]
+fn flag_format() {
+    json("ratio", &["-l"]);
+    let csv = on_fixture("ratio", &["-l", "--format", "csv"])
+        .expect(0)
+        .stdout;
+    assert!(csv.starts_with("samples,percent,cpu,tgid,tid,comm,app,image,symbol,vma,location\n"));
+    assert!(csv.contains(",shares,f_a,"), "{csv}");
+    let text = on_fixture("ratio", &["-l", "--format", "text"])
+        .expect(0)
+        .stdout;
+    assert!(text.contains("symbol name"));
+}
+
+#[test]
+fn flag_session_dir_takes_a_directory_or_the_file() {
+    let a = on_fixture("ratio", &["-l"]).expect(0).stdout;
+    let b = profreport(&[
+        "--session-dir",
+        "../testdata/sessions/ratio/session.pkl",
+        "--sysroot",
+        BIN_DIR,
+        "--search-dir",
+        BIN_DIR,
+        "-l",
+    ])
+    .expect(0)
+    .stdout;
+    assert_eq!(a, b);
+}
+
+#[test]
+fn env_session_dir() {
+    let o = std::process::Command::new(PROFREPORT)
+        .args(["--sysroot", BIN_DIR, "--search-dir", BIN_DIR])
+        .current_dir(cli_dir())
+        .env("PROFKIT_SESSION_DIR", session("ratio"))
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("shares"));
+}
+
+#[test]
+fn flag_merge() {
+    let one = json("ratio", &[]);
+    let v = json("ratio", &["--merge", "../testdata/sessions/ratio"]);
+    assert_eq!(
+        v["total_samples"].as_u64().unwrap(),
+        2 * one["total_samples"].as_u64().unwrap()
+    );
+    // Without --session-dir, only the merged ones.
+    let run = profreport(&[
+        "--merge",
+        "../testdata/sessions/ratio",
+        "../testdata/sessions/pinned",
+        "--sysroot",
+        BIN_DIR,
+        "--search-dir",
+        BIN_DIR,
+        "-l",
+        "--format",
+        "json",
+    ])
+    .expect(0);
+    let v = run.json();
+    assert_eq!(v["sessions"].as_array().unwrap().len(), 2);
+    assert!(samples_of(&v, "f_a") > 0 && samples_of(&v, "f_cpu1") > 0);
+}
+
+#[test]
+fn flag_kallsyms() {
+    // The ratio session's own copy and the same file given explicitly agree.
+    let a = on_fixture("ratio", &["-l"]).expect(0).stdout;
+    let b = on_fixture(
+        "ratio",
+        &["-l", "--kallsyms", "../testdata/sessions/ratio/kallsyms"],
+    )
+    .expect(0)
+    .stdout;
+    assert_eq!(a, b);
+    // A kallsyms of another kernel: its _text differs, which is said.
+    let run = on_fixture(
+        "ratio",
+        &["-l", "--kallsyms", "../testdata/symbols/kallsyms"],
+    )
+    .expect(0);
+    assert!(run.stderr.contains("kernel relocated"), "{}", run.stderr);
+}
+
+#[test]
+fn flag_sysroot_and_search_dir() {
+    // Without them, the recorded path is gone: offsets, and a warning naming it.
+    let run = profreport(&["--session-dir", &session("ratio"), "-l"]).expect(0);
+    assert!(run.stdout.contains("(no symbols)"), "{}", run.stdout);
+    assert!(
+        run.stderr.contains("/tmp/profkit-golden."),
+        "{}",
+        run.stderr
+    );
+    // --search-dir alone finds it by build-id.
+    let run = profreport(&[
+        "--session-dir",
+        &session("ratio"),
+        "-l",
+        "--search-dir",
+        BIN_DIR,
+    ])
+    .expect(0);
+    assert!(run.stdout.contains("f_a"), "{}", run.stdout);
+}
+
+/// Copies a fixture session into `dir` as an unpacked `profctl archive`:
+/// the binary under `debug/.build-id/ab/cdef…`.
+fn unpack_as_archive(name: &str, dir: &Path) {
+    let src = testdata().join("sessions").join(name);
+    std::fs::copy(src.join("session.pkl"), dir.join("session.pkl")).unwrap();
+    std::fs::copy(src.join("kallsyms"), dir.join("kallsyms")).unwrap();
+    let bin = std::fs::read(testdata().join("sessions/bin/shares")).unwrap();
+    let id = build_id(&bin);
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    let at = dir.join("debug/.build-id").join(&hex[..2]);
+    std::fs::create_dir_all(&at).unwrap();
+    std::fs::write(at.join(&hex[2..]), bin).unwrap();
+}
+
+/// The GNU build-id note of an ELF file (enough of a parser for the fixture).
+fn build_id(elf: &[u8]) -> Vec<u8> {
+    let pat = b"GNU\0";
+    let at = elf
+        .windows(4)
+        .enumerate()
+        .find(|(i, w)| *w == pat && *i >= 12 && elf[i - 4..*i] == [3, 0, 0, 0] && elf[i - 8] == 20)
+        .map(|(i, _)| i)
+        .expect("build-id note");
+    elf[at + 4..at + 24].to_vec()
+}
+
+#[test]
+fn archives_are_searched_by_build_id_and_flag_debug_dir() {
+    let d = tempdir();
+    unpack_as_archive("ratio", d.path());
+    let dir = d.path().to_str().unwrap();
+    let run = profreport(&["--session-dir", dir, "-l"]).expect(0);
+    assert!(run.stdout.contains("f_a"), "{}\n{}", run.stdout, run.stderr);
+    // --debug-dir pointing at the same tree works for a session without it.
+    let e = tempdir();
+    std::fs::copy(d.path().join("session.pkl"), e.path().join("session.pkl")).unwrap();
+    let debug = d.path().join("debug");
+    let run = profreport(&[
+        "--session-dir",
+        e.path().to_str().unwrap(),
+        "-l",
+        "--debug-dir",
+        debug.to_str().unwrap(),
+    ])
+    .expect(0);
+    assert!(run.stdout.contains("f_a"), "{}\n{}", run.stdout, run.stderr);
+}
+
+#[test]
+fn flag_no_progress() {
+    on_fixture("ratio", &["--no-progress"]).expect(0);
+}
+
+#[test]
+fn help_lists_specs_and_examples() {
+    let run = profreport(&["--help"]).expect(0);
+    assert!(run.stdout.contains("image-exclude:GLOB"));
+    assert!(run.stdout.contains("EXAMPLES"));
+}
+
+#[test]
+fn bad_values_exit_2_with_one_line_naming_value_and_choices() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["--separate=cpu,bogus"], &["'bogus'", "thread"]),
+        (
+            &["--sort", "size"],
+            &["'size'", "samples, symbol, image, vma"],
+        ),
+        (&["--format", "xml"], &["'xml'", "text, json, csv"]),
+        (&["--demangle", "fancy"], &["'fancy'", "none, normal"]),
+        (&["--threshold", "200"], &["'200'", "0 to 100"]),
+        (&["--timeline=0"], &["'0'", "1 or more"]),
+        (
+            &["event:cycles"],
+            &["'event:cycles'", "cpu, tgid, tid, image, image-exclude"],
+        ),
+        (&["cpu:x"], &["'x'", "numbers or ranges"]),
+        (&["tgid:"], &["'tgid:'", "needs a value"]),
+        (&["image:[oops"], &["'[oops'", "unclosed"]),
+        (&["--show-address"], &["--symbols"]),
+        (&["--debug-info"], &["--symbols"]),
+        (
+            &["--kallsyms", "/nonexistent/kallsyms"],
+            &["/nonexistent/kallsyms", "not a file"],
+        ),
+        (
+            &["--sysroot", "/nonexistent"],
+            &["/nonexistent", "not a directory"],
+        ),
+        (
+            &["--search-dir", "/nonexistent"],
+            &["/nonexistent", "not a directory"],
+        ),
+        (
+            &["--debug-dir", "/nonexistent"],
+            &["/nonexistent", "not a directory"],
+        ),
+        (&["--bogus-flag"], &["--bogus-flag"]),
+    ];
+    for (args, needles) in cases {
+        let mut all = vec!["--session-dir", "../testdata/sessions/ratio"];
+        all.extend_from_slice(args);
+        let run = profreport(&all).expect(2);
+        assert_eq!(run.stderr.lines().count(), 1, "{args:?}: {}", run.stderr);
+        for n in *needles {
+            assert!(
+                run.stderr.contains(n),
+                "{args:?}: {n} not in {}",
+                run.stderr
+            );
+        }
+        assert!(run.stdout.is_empty());
+    }
+}
+
+#[test]
+fn no_session_exits_1_and_says_how_to_make_one() {
+    let d = tempdir();
+    let run = profreport(&["--session-dir", d.path().to_str().unwrap()]).expect(1);
+    assert!(run.stderr.contains("profctl record"), "{}", run.stderr);
+    assert!(run.stderr.contains(d.path().to_str().unwrap()));
+}
+
+#[test]
+fn not_a_session_exits_1_naming_the_file() {
+    let d = tempdir();
+    std::fs::write(d.path().join("session.pkl"), b"hello world, not a session").unwrap();
+    let run = profreport(&["--session-dir", d.path().to_str().unwrap()]).expect(1);
+    assert!(
+        run.stderr.contains("not a profkit session"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_wrong_version_names_both_versions() {
+    let d = tempdir();
+    let mut bytes = std::fs::read(testdata().join("sessions/ratio/session.pkl")).unwrap();
+    bytes[8] = 77;
+    std::fs::write(d.path().join("session.pkl"), bytes).unwrap();
+    let run = profreport(&["--session-dir", d.path().to_str().unwrap()]).expect(1);
+    assert!(run.stderr.contains("version 77"), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains(&format!("versions {MIN_READ_VERSION} to {FORMAT_VERSION}")),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn torn_and_corrupt_sessions_name_the_chunk_on_stderr_and_in_the_header() {
+    for name in ["torn", "corrupt"] {
+        let run = on_fixture(name, &["-l"]).expect(0);
+        let line = run
+            .stdout
+            .lines()
+            .find(|l| l.contains(" chunk ") && l.contains(" at byte "))
+            .unwrap_or_else(|| panic!("{name}: no chunk line in\n{}", run.stdout));
+        assert!(run.stderr.contains("at byte"), "{name}: {}", run.stderr);
+        assert!(run.stdout.contains("f_a"), "{name}: the rest is reported");
+        if name == "torn" {
+            assert!(line.starts_with("torn chunk:"), "{line}");
+            assert!(run.stdout.contains("not stopped cleanly"));
+        } else {
+            assert!(line.starts_with("bad chunk:"), "{line}");
+            assert!(
+                run.stdout.contains("in unreadable chunks"),
+                "{}",
+                run.stdout
+            );
+        }
+    }
+}
+
+#[test]
+fn a_closed_stdout_is_success() {
+    // A report far larger than a pipe's buffer, whose reader goes away.
+    let d = tempdir();
+    let header = SessionHeader {
+        event: EventConfigDesc {
+            name: "cpu-clock".into(),
+            frequency: Some(99),
+            ..Default::default()
+        },
+        cpus: vec![0],
+        ..Default::default()
+    };
+    let mut w = SessionWriter::create(d.path().join("session.pkl"), &header).unwrap();
+    let mut enc = ChunkEncoder::new();
+    for i in 1..=5000u64 {
+        enc.event(&Event::CookieDef(CookieEntry {
+            cookie: i,
+            kind: CookieKind::Other,
+            path: format!("[binary number {i} with a long name to fill the pipe quickly]"),
+            build_id: None,
+            dev: 0,
+            inode: 0,
+            generation: 0,
+            base: 0,
+            pid: None,
+        }));
+        enc.sample(0, 1, 1, false, i, 0);
+    }
+    w.append_chunk(0, 1, enc.bytes()).unwrap();
+    drop(w);
+    let mut child = std::process::Command::new(PROFREPORT)
+        .args(["--session-dir", d.path().to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(&mut out, &mut first).unwrap();
+    drop(out);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn flag_verbose_prints_every_warning() {
+    // Twelve binaries that do not exist: twelve warnings.
+    let d = tempdir();
+    let header = SessionHeader {
+        event: EventConfigDesc {
+            name: "cpu-clock".into(),
+            frequency: Some(99),
+            ..Default::default()
+        },
+        cpus: vec![0],
+        ..Default::default()
+    };
+    let mut w = SessionWriter::create(d.path().join("session.pkl"), &header).unwrap();
+    let mut enc = ChunkEncoder::new();
+    for i in 1..=12u64 {
+        enc.event(&Event::CookieDef(CookieEntry {
+            cookie: i,
+            kind: CookieKind::User,
+            path: format!("/nonexistent/bin{i}"),
+            build_id: None,
+            dev: 0,
+            inode: 0,
+            generation: 0,
+            base: 0,
+            pid: None,
+        }));
+        enc.sample(0, 1, 1, false, i, 0x10);
+    }
+    w.append_chunk(0, 1, enc.bytes()).unwrap();
+    drop(w);
+    let dir = d.path().to_str().unwrap();
+    let run = profreport(&["--session-dir", dir, "-l"]).expect(0);
+    assert_eq!(run.stderr.matches("warning:").count(), 10, "{}", run.stderr);
+    assert!(run.stderr.contains("2 more warnings (-v shows them all)"));
+    let run = profreport(&["--session-dir", dir, "-l", "--verbose"]).expect(0);
+    assert_eq!(run.stderr.matches("warning:").count(), 12, "{}", run.stderr);
+}

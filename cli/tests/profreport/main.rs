@@ -1,0 +1,13 @@
+//! profreport end to end: the built binary on the sessions checked into
+//! `testdata/sessions/` (golden outputs in `testdata/golden/`), one test
+//! per flag and spec tag, and live recordings of workloads with known
+//! shares of time.
+//!
+//! Golden files are regenerated with `PROFKIT_BLESS=1 cargo test -p
+//! profkit-cli --test profreport golden`; the sessions themselves with
+//! `scripts/golden-sessions.sh`.
+
+mod flags;
+mod golden;
+mod live;
+mod util;

@@ -1,0 +1,132 @@
+//! Running profreport and profctl, and the checked-in fixtures.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub const PROFREPORT: &str = env!("CARGO_BIN_EXE_profreport");
+pub const PROFCTL: &str = env!("CARGO_BIN_EXE_profctl");
+
+/// The package directory: tests run there, so session paths in the output
+/// are the relative ones given (`../testdata/sessions/ratio/session.pkl`).
+pub fn cli_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A session directory of `testdata/sessions/`, relative to [`cli_dir`].
+pub fn session(name: &str) -> String {
+    format!("../testdata/sessions/{name}")
+}
+
+/// Where the checked-in workload binary is.
+pub const BIN_DIR: &str = "../testdata/sessions/bin";
+
+/// The flags every fixture report needs: the workload found by build-id in
+/// `testdata/sessions/bin`, and nothing else of this machine (the sysroot
+/// holds no system libraries, so libc is "(no symbols)" everywhere).
+pub fn fixture_args(name: &str) -> Vec<String> {
+    vec![
+        "--session-dir".into(),
+        session(name),
+        "--sysroot".into(),
+        BIN_DIR.into(),
+        "--search-dir".into(),
+        BIN_DIR.into(),
+    ]
+}
+
+/// What a run gave.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// Panics with the output unless the exit status is `code`.
+    #[track_caller]
+    pub fn expect(self, code: i32) -> Run {
+        assert_eq!(
+            self.code, code,
+            "exit status\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    /// The JSON output.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", self.stdout))
+    }
+}
+
+fn from(o: Output) -> Run {
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+/// profreport with `args`, from the package directory.
+pub fn profreport<S: AsRef<str>>(args: &[S]) -> Run {
+    let o = Command::new(PROFREPORT)
+        .args(args.iter().map(AsRef::as_ref))
+        .current_dir(cli_dir())
+        .env_remove("PROFKIT_SESSION_DIR")
+        .output()
+        .expect("running profreport");
+    from(o)
+}
+
+/// profreport on a fixture session with extra `args`.
+pub fn on_fixture(name: &str, args: &[&str]) -> Run {
+    let mut all = fixture_args(name);
+    all.extend(args.iter().map(|s| s.to_string()));
+    profreport(&all)
+}
+
+/// profctl with `args` in `cwd`.
+pub fn profctl(cwd: &Path, args: &[&str]) -> Run {
+    let o = Command::new(PROFCTL)
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("PROFKIT_SESSION_DIR")
+        .env_remove("PROFKIT_LOG")
+        .output()
+        .expect("running profctl");
+    from(o)
+}
+
+/// The rows of a JSON report.
+pub fn rows(v: &serde_json::Value) -> Vec<serde_json::Value> {
+    v["rows"].as_array().cloned().unwrap_or_default()
+}
+
+/// Samples of the rows whose symbol is `symbol`, summed.
+pub fn samples_of(v: &serde_json::Value, symbol: &str) -> u64 {
+    rows(v)
+        .iter()
+        .filter(|r| r["symbol"] == symbol)
+        .map(|r| r["samples"].as_u64().unwrap())
+        .sum()
+}
+
+/// Percent of the row whose symbol is `symbol` (first such row).
+pub fn percent_of(v: &serde_json::Value, symbol: &str) -> f64 {
+    rows(v)
+        .iter()
+        .find(|r| r["symbol"] == symbol)
+        .and_then(|r| r["percent"].as_f64())
+        .unwrap_or_else(|| panic!("no row for {symbol}: {v:#}"))
+}
+
+/// A scratch directory.
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("tempdir")
+}
+
+/// The repository's `testdata/`, absolute.
+pub fn testdata() -> PathBuf {
+    cli_dir().join("../testdata")
+}

@@ -25,8 +25,18 @@ pub mod tag {
     pub const SAMPLE: u8 = 0x10;
     /// `Sample`: zigzag delta against the last offset of the current cookie slot.
     pub const SAMPLE_DELTA: u8 = 0x11;
-    /// Reserved: `StackSample { offset, stack }` (call-graph extension).
+    /// `StackSample` (since version 2): absolute offset uvar, stack id as a
+    /// zigzag delta against the last stack id of the current cookie slot.
     pub const STACK_SAMPLE: u8 = 0x12;
+    /// `StackSample`: offset as for [`SAMPLE_DELTA`], stack id delta as for
+    /// [`STACK_SAMPLE`].
+    pub const STACK_SAMPLE_DELTA: u8 = 0x13;
+    /// `StackSample` on the same stack as the last one of the current
+    /// cookie slot: absolute offset uvar only.
+    pub const STACK_SAMPLE_SAME: u8 = 0x14;
+    /// `StackSample` on the same stack as the last one of the current
+    /// cookie slot: offset delta only.
+    pub const STACK_SAMPLE_SAME_DELTA: u8 = 0x15;
     /// Marker `Comm`: len uvar + body.
     pub const COMM: u8 = 0x20;
     /// Marker `CookieDef`: len uvar + body.
@@ -37,7 +47,7 @@ pub mod tag {
     pub const LOST: u8 = 0x23;
     /// Marker `Throttle`: len uvar + body.
     pub const THROTTLE: u8 = 0x24;
-    /// Reserved: `StackDef { id, frames }` (call-graph extension).
+    /// Marker `StackDef` (since version 2): len uvar + body.
     pub const STACK_DEF: u8 = 0x25;
     /// First `CookieSwitch` back-reference tag: slot = tag - COOKIE_REF_BASE.
     pub const COOKIE_REF_BASE: u8 = 0x40;

@@ -15,6 +15,7 @@ enum Step<'a> {
     Mode(bool),
     Cookie(Cookie),
     Sample(u64),
+    StackSample(u64, u32),
     Marker { tag: u8, body: &'a [u8], at: usize },
 }
 
@@ -24,6 +25,7 @@ struct Core<'a> {
     pos: usize,
     slots: [Cookie; COOKIE_SLOTS],
     last_off: [u64; COOKIE_SLOTS],
+    last_stack: [u32; COOKIE_SLOTS],
     filled: usize,
     next_slot: usize,
     cur_slot: Option<usize>,
@@ -36,6 +38,7 @@ impl<'a> Core<'a> {
             pos: 0,
             slots: [0; COOKIE_SLOTS],
             last_off: [0; COOKIE_SLOTS],
+            last_stack: [0; COOKIE_SLOTS],
             filled: 0,
             next_slot: 0,
             cur_slot: None,
@@ -73,6 +76,39 @@ impl<'a> Core<'a> {
             .map_err(|_| Error::malformed(what, at as u64, format!("{v} does not fit 32 bits")))
     }
 
+    /// The operands of the four StackSample tags (the tag at `at` is read).
+    #[inline(always)]
+    fn stack_sample(&mut self, t: u8, at: usize) -> Result<Step<'a>> {
+        let delta_off = t == tag::STACK_SAMPLE_DELTA || t == tag::STACK_SAMPLE_SAME_DELTA;
+        let same = t == tag::STACK_SAMPLE_SAME || t == tag::STACK_SAMPLE_SAME_DELTA;
+        let v = self.uvar("StackSample")?;
+        let Some(s) = self.cur_slot else {
+            if delta_off || same {
+                return Err(Error::SampleWithoutState {
+                    offset: at as u64,
+                    missing: "cookie",
+                });
+            }
+            let d = self.uvar("StackSample")?;
+            return Ok(Step::StackSample(v, add_stack_delta(0, d, at)?));
+        };
+        let s = s % COOKIE_SLOTS;
+        let off = if delta_off {
+            self.last_off[s].wrapping_add(unzigzag(v) as u64)
+        } else {
+            v
+        };
+        self.last_off[s] = off;
+        let stack = if same {
+            self.last_stack[s]
+        } else {
+            let d = self.uvar("StackSample")?;
+            add_stack_delta(self.last_stack[s], d, at)?
+        };
+        self.last_stack[s] = stack;
+        Ok(Step::StackSample(off, stack))
+    }
+
     /// Decodes the next step; `Ok(None)` at the end of the payload.
     #[inline(always)]
     fn step(&mut self) -> Result<Option<Step<'a>>> {
@@ -102,6 +138,7 @@ impl<'a> Core<'a> {
                 *slot = off;
                 Step::Sample(off)
             }
+            tag::STACK_SAMPLE..=tag::STACK_SAMPLE_SAME_DELTA => self.stack_sample(t, at)?,
             tag::COOKIE_REF_BASE..=tag::COOKIE_REF_LAST => {
                 let slot = usize::from(t - tag::COOKIE_REF_BASE);
                 if slot >= self.filled {
@@ -131,6 +168,7 @@ impl<'a> Core<'a> {
                 self.filled = (self.filled + 1).min(COOKIE_SLOTS);
                 self.slots[slot] = cookie;
                 self.last_off[slot] = 0;
+                self.last_stack[slot] = 0;
                 self.cur_slot = Some(slot);
                 Step::Cookie(cookie)
             }
@@ -156,7 +194,12 @@ impl<'a> Core<'a> {
                 self.cur_slot = None;
                 Step::Cpu(cpu)
             }
-            tag::COMM | tag::COOKIE_DEF | tag::MODULE_LOAD | tag::LOST | tag::THROTTLE => {
+            tag::COMM
+            | tag::COOKIE_DEF
+            | tag::MODULE_LOAD
+            | tag::LOST
+            | tag::THROTTLE
+            | tag::STACK_DEF => {
                 let len = self.uvar("marker length")?;
                 let start = self.pos;
                 let avail = (self.buf.len() - start) as u64;
@@ -185,12 +228,29 @@ impl<'a> Core<'a> {
     }
 }
 
+/// `prev + unzigzag(d)`, which must be a u32 stack id.
+#[inline(always)]
+fn add_stack_delta(prev: u32, d: u64, at: usize) -> Result<u32> {
+    let d = unzigzag(d);
+    i64::from(prev)
+        .checked_add(d)
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| {
+            Error::malformed(
+                "StackSample",
+                at as u64,
+                format!("stack id {prev} + delta {d} is not a u32"),
+            )
+        })
+}
+
 /// Iterates over the events of one chunk payload. Stops after the first
 /// error (which it yields).
 ///
-/// Cookie back-references and offset deltas are resolved: the events are
-/// the logical stream ([`Event::CookieSwitch`] with the full cookie,
-/// [`Event::Sample`] with the absolute offset).
+/// Cookie back-references and offset and stack-id deltas are resolved: the
+/// events are the logical stream ([`Event::CookieSwitch`] with the full
+/// cookie, [`Event::Sample`] and [`Event::StackSample`] with the absolute
+/// offset and stack id).
 pub struct ChunkDecoder<'a> {
     core: Core<'a>,
     failed: bool,
@@ -223,6 +283,7 @@ impl<'a> ChunkDecoder<'a> {
                 Step::Mode(kernel) => Event::Mode { kernel },
                 Step::Cookie(cookie) => Event::CookieSwitch { cookie },
                 Step::Sample(offset) => Event::Sample { offset },
+                Step::StackSample(offset, stack) => Event::StackSample { offset, stack },
                 Step::Marker { tag, body, at } => match read_marker(tag, body, at as u64) {
                     Ok(ev) => ev,
                     Err(e) => {
@@ -263,8 +324,8 @@ pub fn decode_events(payload: &[u8], mut f: impl FnMut(Event)) -> Result<()> {
 pub enum Expanded {
     /// A sample with its full state.
     Sample(ExpandedSample),
-    /// A marker (`Comm`, `CookieDef`, `ModuleLoad`, `Lost`, `Throttle`),
-    /// passed through in its place.
+    /// A marker (`Comm`, `CookieDef`, `ModuleLoad`, `Lost`, `Throttle`,
+    /// `StackDef`), passed through in its place.
     Marker(Event),
 }
 
@@ -297,6 +358,15 @@ impl State {
                     return Err(self.missing(at));
                 }
                 self.cur.offset = offset;
+                self.cur.stack = None;
+                return Ok(true);
+            }
+            Step::StackSample(offset, stack) => {
+                if self.have != HAVE_ALL {
+                    return Err(self.missing(at));
+                }
+                self.cur.offset = offset;
+                self.cur.stack = Some(stack);
                 return Ok(true);
             }
             Step::Cookie(c) => {
@@ -391,8 +461,10 @@ impl Iterator for Expander<'_> {
 }
 
 /// The fast path: calls `on_sample` for every sample of `payload` with its
-/// full state and `on_marker` for every marker, in stream order, without
-/// building an [`Event`] per sample. Returns the number of samples.
+/// full state (its stack id too, for stack samples) and `on_marker` for
+/// every marker (stack definitions included: feed them to a
+/// [`crate::StackTable`]), in stream order, without building an [`Event`]
+/// per sample. Returns the number of samples.
 ///
 /// On error, everything before the bad byte was already delivered; a
 /// caller that aggregates and wants all-or-nothing per chunk should
@@ -433,7 +505,7 @@ mod tests {
     use super::*;
     use crate::codec::{push_uvar, tag};
     use crate::encode::{ChunkEncoder, OffsetCoding};
-    use crate::event::{CookieEntry, CookieKind, LostKind};
+    use crate::event::{CookieEntry, CookieKind, Frame, LostKind, COOKIE_UNKNOWN};
     use proptest::prelude::*;
 
     fn events(payload: &[u8]) -> Vec<Event> {
@@ -692,16 +764,7 @@ mod tests {
 
     #[test]
     fn unknown_and_reserved_tags_are_rejected_with_offset() {
-        for t in [
-            tag::INVALID,
-            tag::STACK_SAMPLE,
-            tag::STACK_DEF,
-            0x06,
-            0x1f,
-            0x3f,
-            0x80,
-            0xff,
-        ] {
+        for t in [tag::INVALID, 0x16, 0x26, 0x06, 0x1f, 0x3f, 0x80, 0xff] {
             let mut enc = ChunkEncoder::new();
             enc.sample(0, 1, 1, false, 1, 1);
             let at = enc.bytes().len() as u64;
@@ -721,8 +784,8 @@ mod tests {
             assert!(matches!(expand(&p), Err(Error::UnknownTag { .. })));
             assert!(Expander::new(&p).any(|r| r.is_err()));
         }
-        let err = decode_events(&[tag::STACK_SAMPLE, 0, 0], |_| {}).unwrap_err();
-        assert!(err.to_string().contains("StackSample"), "{err}");
+        let err = decode_events(&[0x00, 0, 0], |_| {}).unwrap_err();
+        assert!(err.to_string().contains("zero byte"), "{err}");
     }
 
     #[test]
@@ -814,6 +877,109 @@ mod tests {
     }
 
     #[test]
+    fn malformed_stack_samples_are_errors() {
+        // "Same stack" or an offset delta needs a current cookie slot.
+        for t in [
+            tag::STACK_SAMPLE_DELTA,
+            tag::STACK_SAMPLE_SAME,
+            tag::STACK_SAMPLE_SAME_DELTA,
+        ] {
+            assert!(
+                matches!(
+                    decode_events(&[t, 2, 2], |_| {}),
+                    Err(Error::SampleWithoutState {
+                        missing: "cookie",
+                        offset: 0
+                    })
+                ),
+                "{t:#x}"
+            );
+        }
+        // Without a slot, 0x12 is absolute against stack 0.
+        assert_eq!(
+            events(&[tag::STACK_SAMPLE, 5, 8]),
+            [Event::StackSample {
+                offset: 5,
+                stack: 4
+            }]
+        );
+        // A stack id delta that leaves 0..2^32.
+        let err = decode_events(&[tag::STACK_SAMPLE, 5, 1], |_| {}).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Malformed {
+                    what: "StackSample",
+                    offset: 0,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let mut p = vec![tag::STACK_SAMPLE, 0];
+        push_uvar(&mut p, crate::codec::zigzag(1 << 32));
+        assert!(decode_events(&p, |_| {}).is_err());
+        // Truncated stack operand.
+        assert!(matches!(
+            decode_events(&[tag::STACK_SAMPLE, 5], |_| {}),
+            Err(Error::Truncated { .. })
+        ));
+        // A StackDef whose run count cannot fit its body.
+        let p = [tag::STACK_DEF, 3, 1, 0x7f, 0];
+        let err = decode_events(&p, |_| {}).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Malformed {
+                    what: "StackDef",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        // A frame count past the body.
+        let mut body = vec![1, 1];
+        body.extend_from_slice(&[0; 8]);
+        body.extend_from_slice(&[0, 9, 1]);
+        let mut p = vec![tag::STACK_DEF, body.len() as u8];
+        p.extend_from_slice(&body);
+        let err = decode_events(&p, |_| {}).unwrap_err();
+        assert!(err.to_string().contains("run.frames"), "{err}");
+    }
+
+    #[test]
+    fn stack_defs_group_frames_into_runs() {
+        let f = |cookie, offset, kernel| Frame {
+            cookie,
+            offset,
+            kernel,
+        };
+        let frames = vec![
+            f(1, 10, true),
+            f(1, 11, true),
+            f(1, 12, false), // same cookie, other mode: a new run
+            f(2, 0, false),
+            f(1, 13, false),
+            f(1, 14, false),
+        ];
+        let ev = Event::StackDef { id: 300, frames };
+        let mut enc = ChunkEncoder::new();
+        enc.event(&ev);
+        // tag, len, id (2), runs = 4, then 4 runs of 10 bytes + offsets.
+        assert_eq!(enc.bytes()[4], 4);
+        assert_eq!(enc.bytes().len(), 2 + 2 + 1 + 4 * 10 + 6);
+        assert_eq!(events(enc.bytes()), [ev]);
+        let empty = Event::StackDef {
+            id: 0,
+            frames: vec![],
+        };
+        let mut enc = ChunkEncoder::new();
+        enc.event(&empty);
+        assert_eq!(enc.bytes(), [tag::STACK_DEF, 2, 0, 0]);
+        assert_eq!(events(enc.bytes()), [empty]);
+    }
+
+    #[test]
     fn clear_starts_an_independent_chunk() {
         let mut enc = ChunkEncoder::new();
         enc.sample(0, 1, 1, false, 77, 1);
@@ -829,7 +995,8 @@ mod tests {
                 tid: 1,
                 kernel: false,
                 cookie: 77,
-                offset: 2
+                offset: 2,
+                stack: None,
             }]
         );
         assert_eq!(enc.per_cpu_samples(), [(0, 1)]);
@@ -842,8 +1009,9 @@ mod tests {
         Sample(ExpandedSample),
         /// An explicit state event through `event()`.
         State(Event),
-        /// `event(&Event::Sample)` (only issued when the state is complete).
-        RawSample(u64),
+        /// `event(&Event::Sample)` or `event(&Event::StackSample)` (only
+        /// issued when the state is complete).
+        RawSample(u64, Option<u32>),
         Marker(Event),
     }
 
@@ -859,6 +1027,16 @@ mod tests {
         prop_oneof![0u64..256, 0u64..(2 << 20), 0u64..(32 << 20), any::<u64>()]
     }
 
+    fn arb_stack() -> impl Strategy<Value = Option<u32>> {
+        prop_oneof![
+            3 => Just(None),
+            3 => (0u32..4).prop_map(Some),
+            1 => (0u32..5000).prop_map(Some),
+            1 => any::<u32>().prop_map(Some),
+            1 => prop_oneof![Just(0), Just(u32::MAX)].prop_map(Some),
+        ]
+    }
+
     fn arb_sample() -> impl Strategy<Value = ExpandedSample> {
         (
             prop_oneof![4 => 0u32..4, 1 => any::<u32>()],
@@ -867,14 +1045,31 @@ mod tests {
             any::<bool>(),
             arb_cookie(),
             arb_offset(),
+            arb_stack(),
         )
-            .prop_map(|(cpu, pid, tid, kernel, cookie, offset)| ExpandedSample {
-                cpu,
-                pid,
-                tid: tid.unwrap_or(pid),
-                kernel,
+            .prop_map(
+                |(cpu, pid, tid, kernel, cookie, offset, stack)| ExpandedSample {
+                    cpu,
+                    pid,
+                    tid: tid.unwrap_or(pid),
+                    kernel,
+                    cookie,
+                    offset,
+                    stack,
+                },
+            )
+    }
+
+    fn arb_frame() -> impl Strategy<Value = Frame> {
+        (
+            prop_oneof![3 => 0u64..3, 1 => Just(COOKIE_UNKNOWN), 1 => any::<u64>()],
+            arb_offset(),
+            any::<bool>(),
+        )
+            .prop_map(|(cookie, offset, kernel)| Frame {
                 cookie,
                 offset,
+                kernel,
             })
     }
 
@@ -904,6 +1099,8 @@ mod tests {
                 kind: LostKind::NoTask,
                 count
             }),
+            (any::<u32>(), prop::collection::vec(arb_frame(), 0..40))
+                .prop_map(|(id, frames)| Event::StackDef { id, frames }),
         ]
     }
 
@@ -911,7 +1108,7 @@ mod tests {
         prop_oneof![
             20 => arb_sample().prop_map(Op::Sample),
             3 => arb_state().prop_map(Op::State),
-            2 => arb_offset().prop_map(Op::RawSample),
+            2 => (arb_offset(), arb_stack()).prop_map(|(o, s)| Op::RawSample(o, s)),
             2 => arb_marker().prop_map(Op::Marker),
         ]
     }
@@ -933,7 +1130,7 @@ mod tests {
         for op in ops {
             match op {
                 Op::Sample(s) => {
-                    enc.sample(s.cpu, s.pid, s.tid, s.kernel, s.cookie, s.offset);
+                    enc.expanded(s);
                     m = (
                         Some(s.cpu),
                         Some((s.pid, s.tid)),
@@ -952,9 +1149,15 @@ mod tests {
                         _ => unreachable!(),
                     }
                 }
-                Op::RawSample(offset) => {
+                Op::RawSample(offset, stack) => {
                     if let (Some(cpu), Some((pid, tid)), Some(kernel), Some(cookie)) = m {
-                        enc.event(&Event::Sample { offset: *offset });
+                        enc.event(&match *stack {
+                            None => Event::Sample { offset: *offset },
+                            Some(stack) => Event::StackSample {
+                                offset: *offset,
+                                stack,
+                            },
+                        });
                         want.push(Expanded::Sample(ExpandedSample {
                             cpu,
                             pid,
@@ -962,6 +1165,7 @@ mod tests {
                             kernel,
                             cookie,
                             offset: *offset,
+                            stack: *stack,
                         }));
                     }
                 }

@@ -1,7 +1,7 @@
 //! [`ChunkEncoder`]: turns samples and markers into a chunk payload.
 
 use crate::codec::{put_uvar, tag, uvar_len, zigzag, COOKIE_SLOTS, MAX_VARINT};
-use crate::event::{Cookie, Event};
+use crate::event::{Cookie, Event, ExpandedSample};
 use crate::markers::push_marker;
 
 /// How [`ChunkEncoder`] spells a sample's offset.
@@ -52,6 +52,8 @@ pub struct ChunkEncoder {
     cur_slot: usize,
     slots: [Cookie; COOKIE_SLOTS],
     last_off: [u64; COOKIE_SLOTS],
+    /// Last stack id per cookie slot (the base of stack-id deltas).
+    last_stack: [u32; COOKIE_SLOTS],
     filled: usize,
     next_slot: usize,
     coding: OffsetCoding,
@@ -84,6 +86,7 @@ impl ChunkEncoder {
             cur_slot: 0,
             slots: [0; COOKIE_SLOTS],
             last_off: [0; COOKIE_SLOTS],
+            last_stack: [0; COOKIE_SLOTS],
             filled: 0,
             next_slot: 0,
             coding: OffsetCoding::default(),
@@ -178,10 +181,55 @@ impl ChunkEncoder {
         self.put_sample(offset);
     }
 
+    /// Encodes one sample whose callers are the session's stack `stack`
+    /// (see [`Event::StackDef`]), preceded by whichever state changes it
+    /// needs. Same cost as [`ChunkEncoder::sample`] plus, usually, nothing
+    /// (the same stack as the last sample in this binary) or one or two
+    /// bytes (a stack id delta).
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn sample_with_stack(
+        &mut self,
+        cpu: u32,
+        pid: u32,
+        tid: u32,
+        kernel: bool,
+        cookie: Cookie,
+        offset: u64,
+        stack: u32,
+    ) {
+        if self.cpu != Some(cpu) {
+            self.set_cpu(cpu);
+        }
+        if self.task != Some((pid, tid)) {
+            self.set_task(pid, tid);
+        }
+        if self.kernel != Some(kernel) {
+            self.set_mode(kernel);
+        }
+        if self.cookie != Some(cookie) {
+            self.set_cookie(cookie);
+        }
+        self.put_stack_sample(offset, stack);
+    }
+
+    /// Encodes a sample from its expanded form: [`ChunkEncoder::sample`]
+    /// or [`ChunkEncoder::sample_with_stack`] depending on `s.stack`.
+    #[inline]
+    pub fn expanded(&mut self, s: &ExpandedSample) {
+        match s.stack {
+            None => self.sample(s.cpu, s.pid, s.tid, s.kernel, s.cookie, s.offset),
+            Some(stack) => {
+                self.sample_with_stack(s.cpu, s.pid, s.tid, s.kernel, s.cookie, s.offset, stack)
+            }
+        }
+    }
+
     /// Encodes any event. State events (`CpuSwitch`, `TaskSwitch`, `Mode`,
     /// `CookieSwitch`) are always written and update the encoder's state;
-    /// `Sample` samples at the current state (which the expander rejects if
-    /// incomplete: prefer [`ChunkEncoder::sample`]); markers are written as is.
+    /// `Sample` and `StackSample` sample at the current state (which the
+    /// expander rejects if incomplete: prefer [`ChunkEncoder::sample`]);
+    /// markers are written as is.
     pub fn event(&mut self, ev: &Event) {
         match *ev {
             Event::CpuSwitch { cpu } => self.set_cpu(cpu),
@@ -189,6 +237,7 @@ impl ChunkEncoder {
             Event::Mode { kernel } => self.set_mode(kernel),
             Event::CookieSwitch { cookie } => self.set_cookie(cookie),
             Event::Sample { offset } => self.put_sample(offset),
+            Event::StackSample { offset, stack } => self.put_stack_sample(offset, stack),
             _ => push_marker(&mut self.buf, ev),
         }
     }
@@ -215,6 +264,43 @@ impl ChunkEncoder {
         } else {
             tmp[0] = tag::SAMPLE;
             put_uvar(&mut tmp, 1, offset)
+        };
+        self.buf.extend_from_slice(&tmp[..n]);
+        self.samples += 1;
+        self.run += 1;
+    }
+
+    #[inline(always)]
+    fn put_stack_sample(&mut self, offset: u64, stack: u32) {
+        let mut tmp = [0u8; 1 + 2 * MAX_VARINT];
+        let n = if self.cookie.is_some() {
+            let slot = self.cur_slot % COOKIE_SLOTS;
+            let prev = std::mem::replace(&mut self.last_off[slot], offset);
+            let prev_stack = std::mem::replace(&mut self.last_stack[slot], stack);
+            let delta = zigzag(offset.wrapping_sub(prev) as i64);
+            let use_delta = match self.coding {
+                OffsetCoding::Adaptive => uvar_len(delta) < uvar_len(offset),
+                OffsetCoding::Delta => true,
+                OffsetCoding::Absolute => false,
+            };
+            let same = stack == prev_stack;
+            tmp[0] = match (same, use_delta) {
+                (false, false) => tag::STACK_SAMPLE,
+                (false, true) => tag::STACK_SAMPLE_DELTA,
+                (true, false) => tag::STACK_SAMPLE_SAME,
+                (true, true) => tag::STACK_SAMPLE_SAME_DELTA,
+            };
+            let n = put_uvar(&mut tmp, 1, if use_delta { delta } else { offset });
+            if same {
+                n
+            } else {
+                put_uvar(&mut tmp, n, stack_delta(prev_stack, stack))
+            }
+        } else {
+            // No cookie slot: absolute offset, stack delta against 0.
+            tmp[0] = tag::STACK_SAMPLE;
+            let n = put_uvar(&mut tmp, 1, offset);
+            put_uvar(&mut tmp, n, stack_delta(0, stack))
         };
         self.buf.extend_from_slice(&tmp[..n]);
         self.samples += 1;
@@ -274,12 +360,20 @@ impl ChunkEncoder {
         self.filled = (self.filled + 1).min(COOKIE_SLOTS);
         self.slots[slot] = cookie;
         self.last_off[slot] = 0;
+        self.last_stack[slot] = 0;
         self.cur_slot = slot;
         let mut tmp = [0u8; 9];
         tmp[0] = tag::COOKIE_SWITCH;
         tmp[1..].copy_from_slice(&cookie.to_le_bytes());
         self.buf.extend_from_slice(&tmp);
     }
+}
+
+/// The zigzag delta from stack id `prev` to `stack` (both u32, so the
+/// difference always fits an i64).
+#[inline(always)]
+pub(crate) fn stack_delta(prev: u32, stack: u32) -> u64 {
+    zigzag(i64::from(stack) - i64::from(prev))
 }
 
 fn add_count(v: &mut Vec<(u32, u64)>, cpu: u32, n: u64) {
@@ -325,6 +419,60 @@ mod tests {
             0x23, 0x04, 0x02, 0x00, 0xac, 0x02,                   // Lost cpu=2 Ring count=300
         ];
         assert_eq!(enc.bytes(), want);
+    }
+
+    /// The call-graph example in docs/FORMAT.md, byte for byte.
+    #[test]
+    fn golden_bytes_of_the_format_md_stack_example() {
+        use crate::event::Frame;
+        let prog: Cookie = 0x1122_3344_5566_7788;
+        let libc: Cookie = 0xaabb_ccdd_eeff_0011;
+        let user = |cookie, offset| Frame {
+            cookie,
+            offset,
+            kernel: false,
+        };
+        let mut enc = ChunkEncoder::new();
+        enc.event(&Event::StackDef {
+            id: 5,
+            frames: vec![user(prog, 0x2004), user(prog, 0x2210), user(libc, 0x29d90)],
+        });
+        enc.sample_with_stack(2, 812, 812, false, prog, 0x1000, 5);
+        enc.sample_with_stack(2, 812, 812, false, prog, 0x1008, 5);
+        enc.sample_with_stack(2, 812, 812, false, prog, 0x1010, 7);
+        enc.sample_with_stack(2, 812, 812, false, prog, 0x40, 7);
+        enc.sample_with_stack(2, 812, 812, false, prog, 0x48, 5);
+        #[rustfmt::skip]
+        let want: &[u8] = &[
+            0x25, 0x1d,                                           // StackDef, body of 29 bytes
+            0x05, 0x02,                                           //   id 5, 2 runs
+            0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,       //   run: cookie prog
+            0x00, 0x02, 0x84, 0x40, 0x90, 0x44,                   //     user, 2 frames: 0x2004 0x2210
+            0x11, 0x00, 0xff, 0xee, 0xdd, 0xcc, 0xbb, 0xaa,       //   run: cookie libc
+            0x00, 0x01, 0x90, 0xbb, 0x0a,                         //     user, 1 frame: 0x29d90
+            0x01, 0x02,                                           // CpuSwitch cpu=2
+            0x02, 0xac, 0x06, 0x00,                               // TaskSwitch pid=812
+            0x03,                                                 // Mode user
+            0x05, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, // CookieSwitch prog -> slot 0
+            0x12, 0x80, 0x20, 0x0a,                               // 0x1000, stack 0 + 5 = 5
+            0x15, 0x10,                                           // +8 = 0x1008, same stack 5
+            0x13, 0x10, 0x04,                                     // +8 = 0x1010, stack 5 + 2 = 7
+            0x14, 0x40,                                           // 0x40, same stack 7
+            0x12, 0x48, 0x03,                                     // 0x48, stack 7 - 2 = 5
+        ];
+        assert_eq!(enc.bytes(), want);
+        let mut got = Vec::new();
+        crate::for_each_sample(enc.bytes(), |s| got.push((s.offset, s.stack)), |_| {}).unwrap();
+        assert_eq!(
+            got,
+            [
+                (0x1000, Some(5)),
+                (0x1008, Some(5)),
+                (0x1010, Some(7)),
+                (0x40, Some(7)),
+                (0x48, Some(5))
+            ]
+        );
     }
 
     #[test]

@@ -191,8 +191,6 @@ pub enum Error {
 
 fn reserved_name(tag: u8) -> &'static str {
     match tag {
-        crate::codec::tag::STACK_SAMPLE => " (StackSample, reserved for the call-graph extension)",
-        crate::codec::tag::STACK_DEF => " (StackDef, reserved for the call-graph extension)",
         0x00 => " (zero byte: zero-filled or overwritten data?)",
         _ => "",
     }

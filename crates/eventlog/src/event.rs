@@ -8,6 +8,27 @@ pub type Cookie = u64;
 /// Reserved cookie: "no binary". Never assigned to a real binary.
 pub const COOKIE_NONE: Cookie = 0;
 
+/// Reserved cookie: a call-stack frame whose address did not resolve to
+/// any known binary (its offset is 0). Never assigned to a real binary; the
+/// sync stage defines it with a `CookieDef` (path `[unknown]`, kind
+/// [`CookieKind::Other`]) before the first stack that uses it.
+pub const COOKIE_UNKNOWN: Cookie = u64::MAX;
+
+/// One frame of a call stack, resolved at sync time like a sample.
+///
+/// Frames are return addresses (the instruction after a call), as the
+/// kernel's frame-pointer walk gives them: a symbolizer looks up
+/// `offset - 1` to name the call site.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Frame {
+    /// Binary ([`COOKIE_UNKNOWN`] when the address did not resolve).
+    pub cookie: Cookie,
+    /// Offset within the binary, as for a sample's offset (0 for unknown frames).
+    pub offset: u64,
+    /// A kernel frame (kernel image or module) rather than a user one.
+    pub kernel: bool,
+}
+
 /// What kind of code a cookie names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CookieKind {
@@ -70,8 +91,11 @@ pub enum LostKind {
 /// One event of a chunk's stream.
 ///
 /// `CpuSwitch`, `TaskSwitch`, `Mode` and `CookieSwitch` change the decoding
-/// state; `Sample` is expanded against it; all others are markers that carry
-/// their own data. See [`crate::Expander`].
+/// state; `Sample` and `StackSample` are expanded against it; all others are
+/// markers that carry their own data. See [`crate::Expander`].
+///
+/// Variants are only ever added (`StackSample` and `StackDef` came with
+/// format version 2): a `match` outside this crate should keep a `_` arm.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Event {
     /// Samples that follow were taken on `cpu`. Unsets task, mode and cookie.
@@ -100,6 +124,14 @@ pub enum Event {
     Sample {
         /// Offset in the binary (file offset, or relative to `base`).
         offset: u64,
+    },
+    /// A sample at this offset whose callers are the stack `stack` (defined
+    /// by a [`Event::StackDef`] somewhere in the session). Since version 2.
+    StackSample {
+        /// Offset in the binary (file offset, or relative to `base`).
+        offset: u64,
+        /// Session-wide stack id.
+        stack: u32,
     },
     /// A task got a name (`exec` true when it came from an exec).
     Comm {
@@ -138,6 +170,16 @@ pub enum Event {
         /// How many.
         count: u64,
     },
+    /// Defines stack `id`: the callers of a sample, innermost first (the
+    /// sampled instruction itself is not a frame: it is the sample's own
+    /// cookie and offset). Written once per session, before the first
+    /// chunk that needs it is complete; ids are session-wide. Since version 2.
+    StackDef {
+        /// The stack id samples refer to.
+        id: u32,
+        /// Caller frames, innermost (the sampled function's caller) first.
+        frames: Vec<Frame>,
+    },
     /// The kernel throttled (or unthrottled) sampling on `cpu`.
     Throttle {
         /// The CPU.
@@ -162,9 +204,14 @@ impl Event {
         )
     }
 
+    /// True for samples (`Sample`, `StackSample`).
+    pub fn is_sample(&self) -> bool {
+        matches!(self, Event::Sample { .. } | Event::StackSample { .. })
+    }
+
     /// True for markers: events that are neither state changes nor samples.
     pub fn is_marker(&self) -> bool {
-        !self.is_state() && !matches!(self, Event::Sample { .. })
+        !self.is_state() && !self.is_sample()
     }
 }
 
@@ -183,4 +230,8 @@ pub struct ExpandedSample {
     pub cookie: Cookie,
     /// Offset within the binary.
     pub offset: u64,
+    /// The sample's callers: a stack id of the session's stack table
+    /// (see [`crate::StackTable`]); `None` for a sample recorded without
+    /// call graph, or whose call chain had no caller frame.
+    pub stack: Option<u32>,
 }

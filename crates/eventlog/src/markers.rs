@@ -6,7 +6,7 @@
 
 use crate::codec::{push_bool, push_str, push_uvar, tag, BodyReader};
 use crate::error::{Error, Result};
-use crate::event::{CookieEntry, CookieKind, Event, LostKind};
+use crate::event::{CookieEntry, CookieKind, Event, Frame, LostKind};
 
 pub(crate) fn cookie_kind_code(k: &CookieKind) -> u8 {
     match k {
@@ -109,6 +109,47 @@ pub(crate) fn read_cookie_entry(r: &mut BodyReader<'_>) -> Result<CookieEntry> {
     })
 }
 
+/// Appends a `StackDef` body: id, then the frames as runs of consecutive
+/// frames in the same binary and mode (`cookie u64 LE, kernel bool, n uvar,
+/// n × offset uvar`), so a cookie is spelled once per run, not per frame.
+pub(crate) fn push_stack_def(out: &mut Vec<u8>, id: u32, frames: &[Frame]) {
+    push_uvar(out, u64::from(id));
+    let same = |a: &Frame, b: &Frame| a.cookie == b.cookie && a.kernel == b.kernel;
+    let runs = frames.chunk_by(same);
+    push_uvar(out, runs.clone().count() as u64);
+    for run in runs {
+        out.extend_from_slice(&run[0].cookie.to_le_bytes());
+        push_bool(out, run[0].kernel);
+        push_uvar(out, run.len() as u64);
+        for f in run {
+            push_uvar(out, f.offset);
+        }
+    }
+}
+
+/// Smallest run: cookie (8), kernel (1), n (1), one offset (1).
+const MIN_RUN_BYTES: usize = 11;
+
+fn read_stack_def(r: &mut BodyReader<'_>) -> Result<Event> {
+    let id = r.u32var("id")?;
+    let runs = r.count("runs", MIN_RUN_BYTES)?;
+    let mut frames = Vec::new();
+    for _ in 0..runs {
+        let cookie = r.u64le("run.cookie")?;
+        let kernel = r.bool("run.kernel")?;
+        let n = r.count("run.frames", 1)?;
+        frames.reserve(n);
+        for _ in 0..n {
+            frames.push(Frame {
+                cookie,
+                offset: r.uvar("run.offset")?,
+                kernel,
+            });
+        }
+    }
+    Ok(Event::StackDef { id, frames })
+}
+
 /// Appends a marker event (`tag, len, body`). Panics on non-marker events;
 /// callers dispatch those before.
 pub(crate) fn push_marker(out: &mut Vec<u8>, ev: &Event) {
@@ -160,11 +201,16 @@ pub(crate) fn push_marker(out: &mut Vec<u8>, ev: &Event) {
             push_bool(&mut body, *throttled);
             tag::THROTTLE
         }
+        Event::StackDef { id, frames } => {
+            push_stack_def(&mut body, *id, frames);
+            tag::STACK_DEF
+        }
         Event::CpuSwitch { .. }
         | Event::TaskSwitch { .. }
         | Event::Mode { .. }
         | Event::CookieSwitch { .. }
-        | Event::Sample { .. } => unreachable!("push_marker called with a state event"),
+        | Event::Sample { .. }
+        | Event::StackSample { .. } => unreachable!("push_marker called with a state event"),
     };
     out.push(t);
     push_uvar(out, body.len() as u64);
@@ -179,6 +225,7 @@ pub(crate) fn read_marker(t: u8, body: &[u8], base: u64) -> Result<Event> {
         tag::MODULE_LOAD => "ModuleLoad",
         tag::LOST => "Lost",
         tag::THROTTLE => "Throttle",
+        tag::STACK_DEF => "StackDef",
         _ => {
             return Err(Error::UnknownTag {
                 tag: t,
@@ -219,6 +266,7 @@ pub(crate) fn read_marker(t: u8, body: &[u8], base: u64) -> Result<Event> {
                 count: r.uvar("count")?,
             }
         }
+        tag::STACK_DEF => read_stack_def(&mut r)?,
         _ => Event::Throttle {
             cpu: r.u32var("cpu")?,
             time: r.uvar("time")?,

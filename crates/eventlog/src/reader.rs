@@ -11,6 +11,7 @@ use crate::event::{Event, ExpandedSample};
 use crate::session::{
     parse_header, scan, BadChunk, ChunkRef, SessionFooter, SessionHeader, FRAME_HEADER_LEN,
 };
+use crate::stacks::StackTable;
 
 /// A session file, read and checked.
 ///
@@ -156,5 +157,26 @@ impl<B: AsRef<[u8]>> SessionReader<B> {
             file_offset: c.offset,
             source: Box::new(e),
         })
+    }
+
+    /// The session's stack table: every [`Event::StackDef`] of every good
+    /// chunk. A chunk that fails to decode contributes the definitions
+    /// before its bad byte (the failure itself is reported by
+    /// [`SessionReader::for_each_sample`] on that chunk). Empty for a
+    /// session recorded without call graphs.
+    pub fn stack_table(&self) -> StackTable {
+        let mut t = StackTable::new();
+        for c in &self.chunks {
+            let _ = for_each_sample(
+                self.payload(c),
+                |_| {},
+                |m| {
+                    if let Event::StackDef { id, frames } = m {
+                        t.insert(id, frames);
+                    }
+                },
+            );
+        }
+        t
     }
 }

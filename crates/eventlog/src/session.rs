@@ -11,8 +11,11 @@ use crate::error::{Error, Result};
 
 /// First 8 bytes of every session file.
 pub const FILE_MAGIC: [u8; 8] = *b"PROFKIT\0";
-/// Format version this build writes.
-pub const FORMAT_VERSION: u16 = 1;
+/// Newest format version this build writes (and reads). Version 2 added
+/// call stacks (`StackSample`, `StackDef`); a session is written in the
+/// lowest version that can hold it ([`SessionHeader::format_version`]), so
+/// sessions without call graphs are still version 1.
+pub const FORMAT_VERSION: u16 = 2;
 /// Oldest format version this build reads.
 pub const MIN_READ_VERSION: u16 = 1;
 /// Magic of a chunk frame.
@@ -70,6 +73,20 @@ pub struct SessionHeader {
     pub target: String,
 }
 
+impl SessionHeader {
+    /// The format version a session with this header is written in: 2 when
+    /// call chains were requested (`event.callchain`: its chunks hold stack
+    /// tags, which readers of version 1 cannot decode, so they must refuse
+    /// the file up front), else 1 (readable by every build).
+    pub fn format_version(&self) -> u16 {
+        if self.event.callchain {
+            2
+        } else {
+            1
+        }
+    }
+}
+
 /// Per-CPU accounting, written in the footer at stop. Fields are only ever
 /// appended (see `docs/FORMAT.md`).
 #[derive(Default, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,6 +115,13 @@ pub struct CpuAccounting {
     pub throttle_events: u64,
     /// `PERF_FORMAT_LOST` read-back.
     pub kernel_lost: u64,
+    /// Call graphs: samples whose stack met a frame that resolved to no
+    /// binary (kept as one `[unknown]` frame; the rest of that user or
+    /// kernel part of the chain was dropped). Footer field since version 2.
+    pub stacks_unknown: u64,
+    /// Call graphs: samples whose stack was longer than the sync stage's
+    /// bound and lost its outermost frames. Footer field since version 2.
+    pub stacks_truncated: u64,
 }
 
 impl CpuAccounting {
@@ -285,7 +309,7 @@ pub(crate) fn encode_header(h: &SessionHeader) -> Result<Vec<u8>> {
     }
     let mut out = Vec::with_capacity(HEADER_PREFIX_LEN + body.len() + 4);
     out.extend_from_slice(&FILE_MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&h.format_version().to_le_bytes());
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(&body);
     let crc = crc32fast::hash(&out);
@@ -405,7 +429,7 @@ pub(crate) fn parse_header(data: &[u8], path: &Path) -> Result<(SessionHeader, u
 
 // ---------------------------------------------------------------- footer
 
-const ACCOUNTING_FIELDS: usize = 12;
+const ACCOUNTING_FIELDS: usize = 14;
 
 /// The full footer bytes: magic, body length, body, CRC.
 pub(crate) fn encode_footer(f: &SessionFooter) -> Result<Vec<u8>> {
@@ -429,6 +453,8 @@ pub(crate) fn encode_footer(f: &SessionFooter) -> Result<Vec<u8>> {
                 a.records_skipped,
                 a.throttle_events,
                 a.kernel_lost,
+                a.stacks_unknown,
+                a.stacks_truncated,
             ];
             for v in fields {
                 push_uvar(b, v);
@@ -449,6 +475,15 @@ pub(crate) fn encode_footer(f: &SessionFooter) -> Result<Vec<u8>> {
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     Ok(out)
+}
+
+/// A field appended after version 1: 0 when the body ends before it.
+fn appended_uvar(r: &mut BodyReader<'_>, field: &str) -> Result<u64> {
+    if r.remaining() == 0 {
+        Ok(0)
+    } else {
+        r.uvar(field)
+    }
 }
 
 fn parse_footer_body(body: &[u8], base: u64) -> Result<SessionFooter> {
@@ -473,8 +508,9 @@ fn parse_footer_body(body: &[u8], base: u64) -> Result<SessionFooter> {
             records_skipped: a.uvar("records_skipped")?,
             throttle_events: a.uvar("throttle_events")?,
             kernel_lost: a.uvar("kernel_lost")?,
-            // Fields appended after version 1 go here, read as
-            // `if a.remaining() == 0 { default } else { a.uvar(..)? }`.
+            // Fields appended after version 1: absent in older footers.
+            stacks_unknown: appended_uvar(&mut a, "stacks_unknown")?,
+            stacks_truncated: appended_uvar(&mut a, "stacks_truncated")?,
         });
     }
     Ok(SessionFooter {
@@ -798,6 +834,8 @@ mod tests {
                     records_skipped: 8,
                     throttle_events: 9,
                     kernel_lost: 10,
+                    stacks_unknown: 11,
+                    stacks_truncated: 12,
                 },
             ],
         }
@@ -843,7 +881,7 @@ mod tests {
         let r = SessionReader::from_bytes(bytes, "mem").unwrap();
         assert_eq!(r.header(), &header());
         assert_eq!(r.footer(), Some(&footer()));
-        assert_eq!(r.version(), FORMAT_VERSION);
+        assert_eq!(r.version(), 1, "no call graphs: still version 1");
         assert_eq!(r.chunks().len(), 4);
         assert!(r.is_complete(), "{:?}", r.bad_chunks());
         for (i, c) in r.chunks().iter().enumerate() {
@@ -860,6 +898,52 @@ mod tests {
         h.cpus.clear();
         let bytes = encode_header(&h).unwrap();
         assert_eq!(parse_header(&bytes, Path::new("x")).unwrap().0, h);
+        // Call graphs requested: version 2.
+        h.event.callchain = true;
+        let bytes = encode_header(&h).unwrap();
+        assert_eq!(bytes[8..10], [2, 0]);
+        assert_eq!(
+            parse_header(&bytes, Path::new("x")).unwrap(),
+            (h, 2, bytes.len())
+        );
+    }
+
+    #[test]
+    fn version_1_footers_read_the_appended_fields_as_zero() {
+        // A version 1 writer wrote 12 accounting fields.
+        let f = footer();
+        let mut body = Vec::new();
+        push_uvar(&mut body, f.end_time_unix_ns);
+        push_uvar(&mut body, f.end_monotonic_ns);
+        push_uvar(&mut body, f.rounds);
+        push_uvar(&mut body, f.accounting.len() as u64);
+        for a in &f.accounting {
+            push_struct(&mut body, |b| {
+                for v in [
+                    u64::from(a.cpu),
+                    a.samples_received,
+                    a.samples_written,
+                    a.lost_ring,
+                    a.lost_overflow,
+                    a.lost_disk_full,
+                    a.lost_no_mapping,
+                    a.lost_no_task,
+                    a.lost_reconcile,
+                    a.records_skipped,
+                    a.throttle_events,
+                    a.kernel_lost,
+                ] {
+                    push_uvar(b, v);
+                }
+            });
+        }
+        let got = parse_footer_body(&body, 0).unwrap();
+        let mut want = f;
+        for a in &mut want.accounting {
+            a.stacks_unknown = 0;
+            a.stacks_truncated = 0;
+        }
+        assert_eq!(got, want);
     }
 
     /// The layouts in docs/FORMAT.md, byte for byte.
@@ -908,7 +992,7 @@ mod tests {
 
     #[test]
     fn appended_accounting_fields_are_ignored_by_this_reader() {
-        // A newer writer appended a 13th field to each accounting record and
+        // A newer writer appended a 15th field to each accounting record and
         // a field at the end of the footer body: this reader still reads it.
         let f = footer();
         let mut body = Vec::new();
@@ -931,6 +1015,8 @@ mod tests {
                     a.records_skipped,
                     a.throttle_events,
                     a.kernel_lost,
+                    a.stacks_unknown,
+                    a.stacks_truncated,
                     424_242, // the new field
                 ] {
                     push_uvar(b, v);
@@ -998,14 +1084,14 @@ mod tests {
                 Error::UnsupportedVersion {
                     found: 7,
                     min: 1,
-                    max: 1,
+                    max: 2,
                     ..
                 }
             ),
             "{err}"
         );
         assert!(
-            err.to_string().contains("version 7") && err.to_string().contains("1 to 1"),
+            err.to_string().contains("version 7") && err.to_string().contains("1 to 2"),
             "{err}"
         );
         let mut flipped = full.clone();

@@ -255,6 +255,7 @@ pub fn realistic(cfg: &SynthConfig) -> SynthSession {
                             kernel,
                             cookie: ce.cookie,
                             offset,
+                            stack: None,
                         });
                     }
                 }

@@ -3,7 +3,8 @@
 //! This is the whole pipeline (rings → sync → event buffer → session file →
 //! reader) without the daemon; `scripts/demo.sh` runs it.
 //!
-//! Usage: `capture [-F HZ] SESSION_FILE -- CMD [ARGS...]`
+//! Usage: `capture [-F HZ] [-g] SESSION_FILE -- CMD [ARGS...]` (`-g`:
+//! call graphs; it also prints what the stacks cost in the file).
 
 use profkit_eventlog::{Event, SessionHeader, SessionReader};
 use profkit_perf::{EventSpec, Rate, Sampler, SamplerConfig};
@@ -25,17 +26,27 @@ fn main() -> ExitCode {
 fn run() -> Result<ExitCode, String> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut freq = 4000;
-    if args.first().map(String::as_str) == Some("-F") {
-        freq = args
-            .get(1)
-            .and_then(|f| f.parse().ok())
-            .ok_or("-F needs a number (Hz)")?;
-        args.drain(..2);
+    let mut callchain = false;
+    loop {
+        match args.first().map(String::as_str) {
+            Some("-F") => {
+                freq = args
+                    .get(1)
+                    .and_then(|f| f.parse().ok())
+                    .ok_or("-F needs a number (Hz)")?;
+                args.drain(..2);
+            }
+            Some("-g") => {
+                callchain = true;
+                args.remove(0);
+            }
+            _ => break,
+        }
     }
     let sep = args
         .iter()
         .position(|a| a == "--")
-        .ok_or("usage: capture [-F HZ] SESSION_FILE -- CMD [ARGS...]")?;
+        .ok_or("usage: capture [-F HZ] [-g] SESSION_FILE -- CMD [ARGS...]")?;
     let (session, cmd) = (
         args[..sep].first().ok_or("missing SESSION_FILE")?.clone(),
         args[sep + 1..].to_vec(),
@@ -45,6 +56,7 @@ fn run() -> Result<ExitCode, String> {
     }
     let mut config = SamplerConfig::new(EventSpec::parse("cpu-clock").map_err(|e| e.to_string())?);
     config.rate = Rate::Frequency(freq);
+    config.callchain = callchain;
     let sampler = Sampler::open(&config).map_err(|e| e.to_string())?;
     let mut stage = SyncStage::new(SyncOptions {
         layout: sampler.layout(),
@@ -57,6 +69,7 @@ fn run() -> Result<ExitCode, String> {
         event: profkit_eventlog::EventConfigDesc {
             name: "cpu-clock".into(),
             frequency: Some(freq),
+            callchain,
             ..Default::default()
         },
         target: format!("system-wide while running {}", cmd.join(" ")),
@@ -83,24 +96,52 @@ fn run() -> Result<ExitCode, String> {
     let reader = SessionReader::open(&session).map_err(|e| e.to_string())?;
     let mut names = HashMap::new();
     let mut per_image: HashMap<u64, u64> = HashMap::new();
+    let (mut with_stack, mut defs, mut def_bytes, mut frames) = (0u64, 0u64, 0u64, 0u64);
     for c in reader.chunks() {
         reader
             .for_each_sample(
                 c,
-                |s| *per_image.entry(s.cookie).or_default() += 1,
-                |m| {
-                    if let Event::CookieDef(e) = m {
+                |s| {
+                    *per_image.entry(s.cookie).or_default() += 1;
+                    with_stack += u64::from(s.stack.is_some());
+                },
+                |m| match m {
+                    Event::CookieDef(e) => {
                         names.insert(e.cookie, e.path);
                     }
+                    Event::StackDef { .. } => {
+                        let mut enc = profkit_eventlog::ChunkEncoder::new();
+                        enc.event(&m);
+                        defs += 1;
+                        def_bytes += enc.bytes().len() as u64;
+                        if let Event::StackDef { frames: f, .. } = m {
+                            frames += f.len() as u64;
+                        }
+                    }
+                    _ => {}
                 },
             )
             .map_err(|e| e.to_string())?;
     }
     let total: u64 = per_image.values().sum();
+    let file_len = std::fs::metadata(&session).map(|m| m.len()).unwrap_or(0);
     println!(
-        "\nprofkit capture: {} rounds, {} bytes in {}",
-        st.rounds, st.buffer.bytes_written, session
+        "\nprofkit capture: {} rounds, {} bytes in {}: {} samples, {:.2} bytes/sample",
+        st.rounds,
+        file_len,
+        session,
+        total,
+        file_len as f64 / total.max(1) as f64
     );
+    if callchain {
+        println!(
+            "call graphs: {with_stack} samples with a stack ({:.1} %), {defs} stack definitions \
+             ({frames} frames, {def_bytes} bytes = {:.2} bytes/sample), table flushes {}",
+            100.0 * with_stack as f64 / total.max(1) as f64,
+            def_bytes as f64 / total.max(1) as f64,
+            st.stacks.flushes,
+        );
+    }
     println!(
         "{:>5} {:>10} {:>10} {:>8}",
         "cpu", "samples", "lost", "lost %"

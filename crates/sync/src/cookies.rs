@@ -6,11 +6,12 @@
 //! The table remembers which cookies were already defined in the session so
 //! each `CookieDef` is written once.
 
-use profkit_eventlog::{Cookie, CookieEntry, CookieKind, COOKIE_NONE};
+use profkit_eventlog::{Cookie, CookieEntry, CookieKind, COOKIE_NONE, COOKIE_UNKNOWN};
 use std::collections::HashMap;
 use std::path::Path;
 
-/// FNV-1a over a domain tag and the bytes; never returns [`COOKIE_NONE`].
+/// FNV-1a over a domain tag and the bytes; never returns the reserved
+/// [`COOKIE_NONE`] or [`COOKIE_UNKNOWN`].
 pub fn cookie_hash(tag: &str, parts: &[&[u8]]) -> Cookie {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut feed = |b: &[u8]| {
@@ -26,7 +27,7 @@ pub fn cookie_hash(tag: &str, parts: &[&[u8]]) -> Cookie {
     for p in parts {
         feed(p);
     }
-    if h == COOKIE_NONE {
+    if h == COOKIE_NONE || h == COOKIE_UNKNOWN {
         1
     } else {
         h
@@ -58,6 +59,22 @@ pub fn anon_cookie(pid: u32) -> Cookie {
 /// Cookie of the vDSO.
 pub fn vdso_cookie() -> Cookie {
     cookie_hash("vdso", &[])
+}
+
+/// The entry of the reserved [`COOKIE_UNKNOWN`]: call-stack frames that
+/// resolved to no binary.
+pub fn unknown_entry() -> CookieEntry {
+    CookieEntry {
+        cookie: COOKIE_UNKNOWN,
+        kind: CookieKind::Other,
+        path: "[unknown]".into(),
+        build_id: None,
+        dev: 0,
+        inode: 0,
+        generation: 0,
+        base: 0,
+        pid: None,
+    }
 }
 
 /// The set of cookies defined so far in a session.

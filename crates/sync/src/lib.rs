@@ -11,6 +11,12 @@
 //!   module loads, LOST records, throttling and samples that could not be
 //!   resolved all become markers at their place, and every sample the
 //!   kernel produced is counted in [`profkit_eventlog::CpuAccounting`].
+//!   With call graphs, every frame of a sample's callchain is resolved the
+//!   same way ([`resolve_chain`]: kernel frames through the kernel maps,
+//!   user frames through the process table at the sample's time, an
+//!   unresolvable frame kept as `[unknown]`), and identical stacks share
+//!   one session-wide id whose `StackDef` is written once, lazily, like a
+//!   cookie definition ([`StackStats`] documents the table's memory bound).
 //! - [`EventBuffer`]: the bounded in-memory global event buffer between the
 //!   sync stage (producer, never blocks) and the writer thread (consumer),
 //!   and [`Recorder`], which ties rings, stage, buffer and writer together
@@ -26,6 +32,8 @@
 //!   LOST marker where space returned; nothing is silently lost.
 //! - No `unsafe`; no I/O on the hot path except first sight of an unknown
 //!   process (one `/proc/PID/maps` read) or binary (one build-id read).
+//! - The no-call-graph path pays nothing for call graphs (one predictable
+//!   branch per sample): ≥ 20 M samples/s per core on the sync bench.
 //!
 //! # Example
 //!
@@ -64,12 +72,13 @@ mod kernel;
 mod process;
 mod procfs;
 mod recorder;
+mod stacks;
 mod stage;
 
 pub use buffer::{BufferState, ChunkSink, EventBuffer, FileSink};
 pub use cookies::{
     anon_cookie, build_id_cookie, build_id_from_notes, cookie_hash, file_entry, inode_cookie,
-    read_build_id, vdso_cookie, CookieTable,
+    read_build_id, unknown_entry, vdso_cookie, CookieTable,
 };
 pub use kernel::{kernel_entry, module_entry, KernelMaps, LoadedModule};
 pub use process::{IntMap, Map, MapKind, Process, ProcessTable, Unresolved};
@@ -78,4 +87,7 @@ pub use procfs::{
     KernelModule, ProcMap, ProcPaths, ProcProcess,
 };
 pub use recorder::{Recorder, RecorderOptions, RecorderStatus, RingSource, SimRings};
+pub use stacks::{
+    resolve_chain, ChainInfo, StackStats, DEFAULT_STACK_TABLE_BYTES, MAX_STACK_FRAMES,
+};
 pub use stage::{Chunk, SyncOptions, SyncStage};

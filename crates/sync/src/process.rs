@@ -252,7 +252,20 @@ impl ProcessTable {
 
     /// FORK: a new process (copying the parent's mappings and name) or a new thread.
     pub fn fork(&mut self, pid: u32, ppid: u32, tid: u32) {
-        if (pid != ppid || !self.procs.contains_key(&pid)) && pid == tid {
+        self.fork_at(pid, ppid, tid, u64::MAX);
+    }
+
+    /// [`ProcessTable::fork`] of a FORK record taken at `time`. Rings are
+    /// drained CPU by CPU, so the child's exec and first MMAP2 (on the CPU
+    /// it ran on) may be handled before its FORK (on the CPU that forked):
+    /// a child already in the table with a mapping that appeared at or
+    /// after `time` is kept as it is, not replaced by a copy of the parent.
+    pub fn fork_at(&mut self, pid: u32, ppid: u32, tid: u32, time: u64) {
+        let newer = self
+            .procs
+            .get(&pid)
+            .is_some_and(|p| p.live.iter().any(|m| m.since >= time && m.since != 0));
+        if (pid != ppid || !self.procs.contains_key(&pid)) && pid == tid && !newer {
             let child = match self.procs.get(&ppid) {
                 Some(parent) => Process {
                     comm: parent.comm.clone(),
@@ -264,13 +277,13 @@ impl ProcessTable {
             };
             self.procs.insert(pid, child);
         }
-        if let Some(c) = self
-            .procs
-            .get(&pid)
-            .map(|p| p.comm.clone())
-            .filter(|c| !c.is_empty())
-        {
-            self.threads.insert(tid, (pid, c));
+        // A new thread has no name of its own until a COMM record gives it
+        // one: `comm()` falls back to its process's current name, so a
+        // thread whose FORK is seen before its process's exec COMM (they
+        // sit in different CPUs' rings) still gets the name after exec.
+        // An entry left by an earlier task with the same tid goes.
+        if self.threads.get(&tid).is_some_and(|(p, _)| *p != pid) {
+            self.threads.remove(&tid);
         }
         self.exited_threads.remove(&tid);
     }
@@ -344,6 +357,20 @@ mod tests {
     }
 
     #[test]
+    fn a_late_fork_keeps_what_was_learned_after_it() {
+        let mut t = ProcessTable::default();
+        t.entry(5).map(m(0x1000, 0x2000, 1, 0), 0);
+        // The child's exec mapping (time 20) was handled before its FORK (time 10).
+        t.entry(6).map(m(0x8000, 0x9000, 2, 20), 0);
+        t.fork_at(6, 5, 6, 10);
+        assert_eq!(t.resolve(6, 0x8100, 21), Ok((2, 0x1100)));
+        // A FORK after everything known of the pid (pid reuse): replaced.
+        t.fork_at(6, 5, 6, 30);
+        assert_eq!(t.resolve(6, 0x8100, 31), Err(Unresolved::NoMapping));
+        assert_eq!(t.resolve(6, 0x1100, 31), Ok((1, 0x1100)));
+    }
+
+    #[test]
     fn exited_processes_survive_one_more_round() {
         let mut t = ProcessTable::default();
         t.entry(5).map(m(0x1000, 0x2000, 1, 0), 0);
@@ -351,6 +378,12 @@ mod tests {
         t.fork(6, 5, 6);
         assert_eq!(t.resolve(6, 0x1100, 1), Ok((1, 0x1100)));
         assert_eq!(t.comm(6, 6), Some("a"));
+        // A thread of 6 seen (FORK) before 6's exec COMM is named after the exec.
+        t.fork(6, 6, 60);
+        t.set_comm(6, 6, "after-exec");
+        assert_eq!(t.comm(6, 60), Some("after-exec"));
+        t.set_comm(6, 60, "renamed");
+        assert_eq!(t.comm(6, 60), Some("renamed"));
         t.exit(6, 6, 3);
         t.end_round(3);
         assert!(

@@ -2,6 +2,7 @@
 //! engine a daemon drives (a round per tick, dump, status, reset, stop).
 
 use crate::buffer::{BufferState, ChunkSink, EventBuffer};
+use crate::stacks::StackStats;
 use crate::stage::SyncStage;
 use profkit_eventlog::{CpuAccounting, LostKind, SessionFooter};
 use profkit_perf::{monotonic_ns, PerfRing, RecordRing, Sampler, SimRing};
@@ -81,6 +82,8 @@ pub struct RecorderStatus {
     pub elapsed: Duration,
     /// Processes in the table.
     pub processes: usize,
+    /// The call-stack table (all zero without call graphs).
+    pub stacks: StackStats,
 }
 
 /// Rings, stage, buffer and writer. See the module docs.
@@ -165,6 +168,7 @@ impl<S: RingSource> Recorder<S> {
             last_round: self.last_round,
             elapsed: self.started.elapsed(),
             processes: self.stage.processes().len(),
+            stacks: self.stage.stack_stats(),
         }
     }
 

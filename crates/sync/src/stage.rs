@@ -26,12 +26,15 @@
 //! samples it left in another CPU's ring (drained earlier in this round,
 //! but written after that drain) still find their task and binaries.
 
-use crate::cookies::{anon_cookie, file_entry, read_build_id, vdso_cookie, CookieTable};
+use crate::cookies::{
+    anon_cookie, file_entry, read_build_id, unknown_entry, vdso_cookie, CookieTable,
+};
 use crate::kernel::KernelMaps;
 use crate::process::{IntMap, Map, MapKind, Process, ProcessTable, Unresolved};
 use crate::procfs::{dev_number, read_all_processes, read_process, ProcPaths, ProcProcess};
+use crate::stacks::{resolve_chain, StackIds, StackStats};
 use profkit_eventlog::{
-    ChunkEncoder, Cookie, CookieEntry, CookieKind, CpuAccounting, Event, LostKind,
+    ChunkEncoder, Cookie, CookieEntry, CookieKind, CpuAccounting, Event, Frame, LostKind,
 };
 use profkit_perf::{FileId, Layout, Mmap, RawRecord, Record, RecordRing};
 use std::collections::BTreeMap;
@@ -61,7 +64,8 @@ pub struct Chunk {
     pub bytes: Vec<u8>,
     /// Samples written per CPU.
     pub per_cpu: Vec<(u32, u64)>,
-    /// Metadata events (cookie definitions, names, module loads) in this chunk.
+    /// Metadata events (cookie and stack definitions, names, module loads)
+    /// in this chunk.
     pub meta: Vec<Event>,
     /// Loss markers carried over from earlier dropped chunks (re-carried
     /// if this chunk is dropped too).
@@ -75,13 +79,15 @@ impl Chunk {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Deferred {
     cpu: u32,
     pid: u32,
     tid: u32,
     ip: u64,
     time: u64,
+    /// The raw callchain (empty without call graphs).
+    chain: Vec<u64>,
 }
 
 /// The sync stage. See the module docs.
@@ -108,6 +114,9 @@ pub struct SyncStage {
     cur_cpu: Option<u32>,
     cur_tid: Option<u32>,
     cur_cookie: Option<Cookie>,
+    stacks: StackIds,
+    /// Scratch for one sample's resolved frames.
+    frames: Vec<Frame>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -119,11 +128,14 @@ enum LostKindKey {
 impl SyncStage {
     /// A stage with empty tables.
     pub fn new(opts: SyncOptions) -> Self {
+        let mut known = IntMap::default();
+        let unknown = unknown_entry();
+        known.insert(unknown.cookie, unknown);
         Self {
             opts,
             procs: ProcessTable::default(),
             kernel: KernelMaps::default(),
-            known: IntMap::default(),
+            known,
             emitted: CookieTable::default(),
             file_cookies: IntMap::default(),
             announced: IntMap::default(),
@@ -141,6 +153,8 @@ impl SyncStage {
             cur_cpu: None,
             cur_tid: None,
             cur_cookie: None,
+            stacks: StackIds::default(),
+            frames: Vec::new(),
         }
     }
 
@@ -293,11 +307,26 @@ impl SyncStage {
         })
     }
 
+    /// The stack table's counters.
+    pub fn stack_stats(&self) -> StackStats {
+        self.stacks.stats()
+    }
+
+    /// Bounds the stack table's memory (default
+    /// [`crate::DEFAULT_STACK_TABLE_BYTES`]); see [`StackStats`] for what
+    /// happens at the bound.
+    pub fn set_stack_table_limit(&mut self, bytes: usize) {
+        self.stacks.set_limit(bytes);
+    }
+
     fn marker(&mut self, e: Event) {
         self.enc.event(&e);
         if matches!(
             e,
-            Event::CookieDef(_) | Event::Comm { .. } | Event::ModuleLoad { .. }
+            Event::CookieDef(_)
+                | Event::Comm { .. }
+                | Event::ModuleLoad { .. }
+                | Event::StackDef { .. }
         ) {
             self.meta.push(e);
         }
@@ -352,7 +381,14 @@ impl SyncStage {
     pub fn finish_round(&mut self) -> Chunk {
         for d in std::mem::take(&mut self.deferred) {
             match self.procs.resolve(d.pid, d.ip, d.time) {
-                Ok((cookie, off)) => self.emit_sample(d.cpu, d.pid, d.tid, false, cookie, off),
+                Ok((cookie, off)) => {
+                    let stack = if self.opts.layout.callchain {
+                        self.stack_of(d.cpu, d.pid, d.ip, d.time, false, d.chain.into_iter())
+                    } else {
+                        None
+                    };
+                    self.emit_sample(d.cpu, d.pid, d.tid, false, cookie, off, stack)
+                }
                 Err(why) => {
                     let key = match why {
                         Unresolved::NoTask => LostKindKey::NoTask,
@@ -459,10 +495,11 @@ impl SyncStage {
     }
 
     /// Forgets what was written (for `profctl reset`, which starts a new
-    /// file): accounting restarts, and cookie definitions and thread names
-    /// are written again when next needed.
+    /// file): accounting restarts, and cookie and stack definitions and
+    /// thread names are written again when next needed (stack ids stay).
     pub fn reset(&mut self) {
         self.emitted = CookieTable::default();
+        self.stacks.reset();
         self.announced.clear();
         self.acct.clear();
         self.pending_meta.clear();
@@ -501,7 +538,67 @@ impl SyncStage {
         }
     }
 
+    /// The stack id of a sample's callers, resolved from its raw `chain`
+    /// (its definition written first if this session file has not had it
+    /// yet); None when the sample has no caller.
+    fn stack_of(
+        &mut self,
+        cpu: u32,
+        pid: u32,
+        ip: u64,
+        time: u64,
+        kernel: bool,
+        chain: impl Iterator<Item = u64>,
+    ) -> Option<u32> {
+        let mut frames = std::mem::take(&mut self.frames);
+        let info = resolve_chain(
+            chain,
+            ip,
+            kernel,
+            self.procs.get(pid),
+            &self.kernel,
+            time,
+            &mut frames,
+        );
+        if info.unknown || info.truncated {
+            let a = self.acct(cpu);
+            a.stacks_unknown += u64::from(info.unknown);
+            a.stacks_truncated += u64::from(info.truncated);
+        }
+        let stack = if frames.is_empty() {
+            None
+        } else {
+            match self.stacks.id(&frames) {
+                Some((id, true)) => {
+                    self.define_stack(id, &frames);
+                    Some(id)
+                }
+                Some((id, false)) => Some(id),
+                None => None,
+            }
+        };
+        self.frames = frames;
+        stack
+    }
+
+    /// Writes a `StackDef`, after the definitions of the cookies it uses.
+    #[cold]
+    fn define_stack(&mut self, id: u32, frames: &[Frame]) {
+        let mut last = None;
+        for f in frames {
+            if last != Some(f.cookie) {
+                last = Some(f.cookie);
+                self.ensure_defined(f.cookie);
+            }
+        }
+        self.marker(Event::StackDef {
+            id,
+            frames: frames.to_vec(),
+        });
+    }
+
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn emit_sample(
         &mut self,
         cpu: u32,
@@ -510,6 +607,7 @@ impl SyncStage {
         kernel: bool,
         cookie: Cookie,
         off: u64,
+        stack: Option<u32>,
     ) {
         if self.cur_cpu != Some(cpu) {
             self.switch_cpu(cpu);
@@ -522,7 +620,12 @@ impl SyncStage {
             self.cur_cookie = Some(cookie);
             self.ensure_defined(cookie);
         }
-        self.enc.sample(cpu, pid, tid, kernel, cookie, off);
+        match stack {
+            None => self.enc.sample(cpu, pid, tid, kernel, cookie, off),
+            Some(id) => self
+                .enc
+                .sample_with_stack(cpu, pid, tid, kernel, cookie, off, id),
+        }
     }
 
     fn ensure_process(&mut self, pid: u32) -> bool {
@@ -544,6 +647,68 @@ impl SyncStage {
         }
     }
 
+    /// The call-graph sample path, kept out of line so that the plain path
+    /// stays as small as it was.
+    #[inline(never)]
+    fn stack_sample(&mut self, s: &profkit_perf::Sample<'_>) {
+        self.sample::<true>(s);
+    }
+
+    /// Resolves and encodes one sample; `G`: with its call stack.
+    #[inline(always)]
+    fn sample<const G: bool>(&mut self, s: &profkit_perf::Sample<'_>) {
+        let cpu = s.cpu;
+        let stack_of = |this: &mut Self, kernel: bool| {
+            if G {
+                this.stack_of(cpu, s.pid, s.ip, s.time, kernel, s.callchain.iter())
+            } else {
+                None
+            }
+        };
+        if s.is_kernel() {
+            match self.kernel.resolve(s.ip) {
+                Some((c, off)) => {
+                    let stack = stack_of(self, true);
+                    self.emit_sample(cpu, s.pid, s.tid, true, c, off, stack)
+                }
+                None => {
+                    *self
+                        .round_lost
+                        .entry((cpu, LostKindKey::NoMapping))
+                        .or_default() += 1
+                }
+            }
+            return;
+        }
+        match self.procs.resolve(s.pid, s.ip, s.time) {
+            Ok((c, off)) => {
+                let stack = stack_of(self, false);
+                self.emit_sample(cpu, s.pid, s.tid, false, c, off, stack)
+            }
+            Err(why) => {
+                if why == Unresolved::NoTask && self.ensure_process(s.pid) {
+                    if let Ok((c, off)) = self.procs.resolve(s.pid, s.ip, s.time) {
+                        let stack = stack_of(self, false);
+                        self.emit_sample(cpu, s.pid, s.tid, false, c, off, stack);
+                        return;
+                    }
+                }
+                self.deferred.push(Deferred {
+                    cpu,
+                    pid: s.pid,
+                    tid: s.tid,
+                    ip: s.ip,
+                    time: s.time,
+                    chain: if G {
+                        s.callchain.iter().collect()
+                    } else {
+                        Vec::new()
+                    },
+                });
+            }
+        }
+    }
+
     fn handle(&mut self, cpu: u32, layout: Layout, raw: RawRecord<'_>) {
         let rec = match layout.parse(raw) {
             Ok(r) => r,
@@ -555,36 +720,12 @@ impl SyncStage {
         match rec {
             Record::Sample(s) => {
                 self.acct(cpu).samples_received += 1;
-                let cpu = s.cpu;
-                if s.is_kernel() {
-                    match self.kernel.resolve(s.ip) {
-                        Some((c, off)) => self.emit_sample(cpu, s.pid, s.tid, true, c, off),
-                        None => {
-                            *self
-                                .round_lost
-                                .entry((cpu, LostKindKey::NoMapping))
-                                .or_default() += 1
-                        }
-                    }
-                    return;
-                }
-                match self.procs.resolve(s.pid, s.ip, s.time) {
-                    Ok((c, off)) => self.emit_sample(cpu, s.pid, s.tid, false, c, off),
-                    Err(why) => {
-                        if why == Unresolved::NoTask && self.ensure_process(s.pid) {
-                            if let Ok((c, off)) = self.procs.resolve(s.pid, s.ip, s.time) {
-                                self.emit_sample(cpu, s.pid, s.tid, false, c, off);
-                                return;
-                            }
-                        }
-                        self.deferred.push(Deferred {
-                            cpu,
-                            pid: s.pid,
-                            tid: s.tid,
-                            ip: s.ip,
-                            time: s.time,
-                        });
-                    }
+                // Two copies of the sample path: without call graphs it
+                // is exactly the resolve-and-encode path, with no stack work.
+                if layout.callchain {
+                    self.stack_sample(&s);
+                } else {
+                    self.sample::<false>(&s);
                 }
             }
             Record::Mmap(m) => self.on_mmap(&m),
@@ -610,7 +751,7 @@ impl SyncStage {
                 } else {
                     self.ensure_process(t.ppid);
                 }
-                self.procs.fork(t.pid, t.ppid, t.tid);
+                self.procs.fork_at(t.pid, t.ppid, t.tid, t.id.time);
                 self.no_proc.remove(&t.pid);
                 self.announced.remove(&t.tid);
             }

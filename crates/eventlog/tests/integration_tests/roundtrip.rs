@@ -172,3 +172,81 @@ fn realistic_stream_costs_at_most_7_bytes_per_sample() {
         "{per_sample:.3} bytes per sample: the encoding got bigger"
     );
 }
+
+/// A call-graph session: version 2 on disk, stack samples come back with
+/// their ids, and the reader's stack table holds every definition once
+/// whichever chunk it sat in.
+#[test]
+fn call_graph_session_reads_back_with_its_stack_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = session_path(dir.path());
+    let mut h = header();
+    h.event.callchain = true;
+    let mut w = SessionWriter::create(&path, &h).unwrap();
+    let frame = |cookie, offset, kernel| Frame {
+        cookie,
+        offset,
+        kernel,
+    };
+    let stacks = [
+        vec![frame(10, 0x2004, false), frame(11, 0x29d90, false)],
+        vec![
+            frame(0xffff, 0x4321, true),
+            frame(10, 0x2f00, false),
+            frame(COOKIE_UNKNOWN, 0, false),
+        ],
+        vec![],
+    ];
+    let mut want = Vec::new();
+    for round in 0..3u64 {
+        let mut enc = ChunkEncoder::new();
+        // Round r defines stack r (a stack is defined once per session, in
+        // the first chunk that uses it); later rounds use earlier stacks.
+        enc.event(&Event::StackDef {
+            id: round as u32,
+            frames: stacks[round as usize].clone(),
+        });
+        for i in 0..50u64 {
+            let s = ExpandedSample {
+                cpu: (i % 2) as u32,
+                pid: 7,
+                tid: 7,
+                kernel: i % 5 == 0,
+                cookie: 10 + i % 3,
+                offset: 0x1000 + i * 4,
+                stack: if i % 7 == 0 {
+                    None
+                } else {
+                    Some(((i + round) % (round + 1)) as u32)
+                },
+            };
+            enc.expanded(&s);
+            want.push(s);
+        }
+        w.append_chunk(round, round, enc.bytes()).unwrap();
+    }
+    w.write_footer(&SessionFooter::default()).unwrap();
+    drop(w);
+
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(bytes[8..10], [2, 0], "a call-graph session is version 2");
+    let r = SessionReader::open(&path).unwrap();
+    assert_eq!(r.version(), 2);
+    assert_eq!(r.header(), &h);
+    let mut got = Vec::new();
+    for c in r.chunks() {
+        r.for_each_sample(c, |s| got.push(*s), |_| {}).unwrap();
+    }
+    assert_eq!(got, want);
+    let t = r.stack_table();
+    assert_eq!(t.len(), 3);
+    assert_eq!(t.conflicts(), 0);
+    for (id, frames) in stacks.iter().enumerate() {
+        assert_eq!(t.get(id as u32), Some(&frames[..]));
+    }
+    // Every stack a sample refers to is in the table.
+    assert!(got
+        .iter()
+        .filter_map(|s| s.stack)
+        .all(|id| t.get(id).is_some()));
+}

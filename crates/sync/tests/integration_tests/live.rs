@@ -1,6 +1,6 @@
 //! Live kernel: a helper process dlopen()s a library mid-run; its samples
 //! after the load resolve to the library's cookie, and the module-load
-//! marker precedes them.
+//! marker precedes them. And call graphs of a frame-pointer program.
 
 use crate::decode;
 use profkit_eventlog::{CookieKind, Event, SessionHeader};
@@ -154,4 +154,181 @@ fn samples_after_dlopen_resolve_to_the_library() {
         .iter()
         .filter(|x| x.cookie == lib_cookie)
         .all(|x| x.offset < len));
+}
+
+/// File-offset ranges of the named functions of an ELF file.
+fn function_ranges(path: &Path, names: &[&str]) -> Vec<(u64, u64)> {
+    use object::{Object, ObjectSegment, ObjectSymbol};
+    let data = std::fs::read(path).unwrap();
+    let obj = object::File::parse(&*data).unwrap();
+    names
+        .iter()
+        .map(|name| {
+            let sym = obj
+                .symbols()
+                .find(|s| s.name() == Ok(name))
+                .unwrap_or_else(|| panic!("no symbol {name}"));
+            let seg = obj
+                .segments()
+                .find(|g| g.address() <= sym.address() && sym.address() < g.address() + g.size())
+                .unwrap();
+            let start = sym.address() - seg.address() + seg.file_range().0;
+            (start, start + sym.size())
+        })
+        .collect()
+}
+
+/// Live kernel, call graphs: a frame-pointer program spends its time in
+/// `c`, called from `a` and from `b`; the recorded stacks of `c`'s samples
+/// name `a` or `b` as caller, then `main`, all in the program's binary.
+#[test]
+fn call_stacks_of_a_frame_pointer_program_name_its_callers() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = d.join("cg.c");
+    // `c` is not a leaf (it calls `helper`), so gcc gives it a frame even
+    // where it would omit the frame of a leaf.
+    std::fs::write(
+        &src,
+        "#include <stdlib.h>\n\
+         volatile unsigned long sink;\n\
+         __attribute__((noinline)) unsigned long helper(unsigned long x) { return x * 6364136223846793005UL + 1442695040888963407UL; }\n\
+         __attribute__((noinline)) unsigned long c(unsigned long n) { unsigned long x = n; for (unsigned long i = 0; i < n; i++) x = helper(x) ^ i; return x; }\n\
+         __attribute__((noinline)) unsigned long a(unsigned long n) { unsigned long r = c(n); sink = r; return r + 1; }\n\
+         __attribute__((noinline)) unsigned long b(unsigned long n) { unsigned long r = c(n * 2); sink = r; return r + 2; }\n\
+         int main(int argc, char **argv) { unsigned long n = strtoul(argv[1], 0, 10), t = 0;\n\
+         for (int k = 0; k < 10; k++) { t += a(n); t += b(n); } sink = t; return 0; }\n",
+    )
+    .unwrap();
+    let exe = d.join("cg");
+    if !cc(&[
+        "-O1",
+        "-fno-omit-frame-pointer",
+        "-o",
+        exe.to_str().unwrap(),
+        src.to_str().unwrap(),
+    ]) {
+        panic!("cc could not build the call-graph fixture");
+    }
+    let ranges = function_ranges(&exe, &["c", "a", "b", "main"]);
+    let within = |off: u64, i: usize| ranges[i].0 <= off && off < ranges[i].1;
+    // A return address may be one past its function's last call.
+    let caller_in = |off: u64, i: usize| within(off.wrapping_sub(1), i);
+
+    let mut config = SamplerConfig::new(EventSpec::parse("cpu-clock").unwrap());
+    config.rate = Rate::Frequency(1000);
+    config.callchain = true;
+    let sampler = match Sampler::open(&config) {
+        Ok(s) => s,
+        Err(e) => {
+            if std::env::var("PROFKIT_REQUIRE_PERF").as_deref() == Ok("1") {
+                panic!("PROFKIT_REQUIRE_PERF=1 but perf events cannot be opened: {e}");
+            }
+            eprintln!("SKIP: perf events unavailable here: {e}");
+            return;
+        }
+    };
+    let layout = sampler.layout();
+    assert!(layout.callchain);
+    let mut stage = SyncStage::new(SyncOptions {
+        layout,
+        paths: Default::default(),
+        use_procfs: true,
+    });
+    stage.seed_from_proc();
+    let mut header = SessionHeader::default();
+    header.event.callchain = true;
+    let session = d.join("session.pkl");
+    let sink = FileSink::create(session.clone(), header).unwrap();
+    let mut rec =
+        Recorder::new(sampler, stage, Box::new(sink), RecorderOptions::default()).unwrap();
+    rec.source_mut().enable().unwrap();
+    let mut child = Command::new(&exe).arg("30000000").spawn().unwrap();
+    let pid = child.id();
+    loop {
+        std::thread::sleep(Duration::from_millis(250));
+        rec.round();
+        if let Some(st) = child.try_wait().unwrap() {
+            assert!(st.success(), "the fixture failed: {st}");
+            break;
+        }
+    }
+    let status = rec.stop().unwrap();
+
+    let r = profkit_eventlog::SessionReader::open(&session).unwrap();
+    assert_eq!(r.version(), 2);
+    let s = decode(&session);
+    let table = r.stack_table();
+    assert_eq!(table.conflicts(), 0);
+    let prog = s
+        .markers
+        .iter()
+        .find_map(|(_, m)| match m {
+            Event::CookieDef(e) if e.kind == CookieKind::User && Path::new(&e.path) == exe => {
+                Some(e.cookie)
+            }
+            _ => None,
+        })
+        .expect("the program's cookie is defined");
+    let in_c: Vec<_> = s
+        .samples
+        .iter()
+        .filter(|x| x.pid == pid && !x.kernel && x.cookie == prog && within(x.offset, 0))
+        .collect();
+    let (mut via_a, mut via_b) = (0, 0);
+    for x in &in_c {
+        let Some(frames) = x.stack.and_then(|id| table.get(id)) else {
+            continue;
+        };
+        if frames.len() < 2 || frames[..2].iter().any(|f| f.cookie != prog || f.kernel) {
+            continue;
+        }
+        if caller_in(frames[1].offset, 3) {
+            if caller_in(frames[0].offset, 1) {
+                via_a += 1;
+            } else if caller_in(frames[0].offset, 2) {
+                via_b += 1;
+            }
+        }
+    }
+    let total: u64 = status.accounting.iter().map(|a| a.samples_written).sum();
+    let len = std::fs::metadata(&session).unwrap().len();
+    let def_bytes: usize = table
+        .iter()
+        .map(|(id, frames)| {
+            let mut enc = profkit_eventlog::ChunkEncoder::new();
+            enc.event(&Event::StackDef {
+                id,
+                frames: frames.to_vec(),
+            });
+            enc.bytes().len()
+        })
+        .sum();
+    eprintln!(
+        "live -g: {} samples in c: {via_a} via a, {via_b} via b; session {len} bytes, \
+         {total} samples, {:.2} bytes/sample ({} stacks: {:.2} bytes/sample)",
+        in_c.len(),
+        len as f64 / total as f64,
+        table.len(),
+        def_bytes as f64 / total as f64,
+    );
+    let ours: Vec<_> = s.samples.iter().filter(|x| x.pid == pid).collect();
+    let mut by_cookie = std::collections::BTreeMap::new();
+    for x in &ours {
+        *by_cookie.entry((x.cookie == prog, x.kernel)).or_insert(0) += 1;
+    }
+    assert!(
+        in_c.len() > 100,
+        "only {} samples in c; the fixture's samples by (in the program, kernel): {by_cookie:?}; \
+         accounting {:?}",
+        in_c.len(),
+        status.accounting
+    );
+    assert!(
+        (via_a + via_b) as f64 >= in_c.len() as f64 * 0.9,
+        "{via_a} + {via_b} of {} samples in c have c <- a|b <- main",
+        in_c.len()
+    );
+    // b does twice a's work.
+    assert!(via_a > 10 && via_b > via_a, "a: {via_a}, b: {via_b}");
 }

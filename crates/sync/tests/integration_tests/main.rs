@@ -2,6 +2,7 @@
 //! path (rings → stage → event buffer → writer → session file → reader), and
 //! a live-kernel dlopen test.
 
+mod callgraph;
 mod live;
 mod scenarios;
 

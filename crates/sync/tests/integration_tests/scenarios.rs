@@ -389,3 +389,47 @@ fn a_stalled_writer_costs_only_the_rounds_that_did_not_fit() {
             .sum::<u64>()
     );
 }
+
+/// Regression: a child's FORK record sits in a ring drained after the ring
+/// holding its exec's MMAP2 (fork on one CPU, exec and run on another).
+/// The late FORK must not replace what the stage learned about the child
+/// after the fork with a copy of the parent's mappings, or every later
+/// sample of the child is lost as "no mapping". (Seen live: the call-graph
+/// test under load lost the whole fixture this way.)
+#[test]
+fn a_fork_record_drained_after_the_childs_exec_keeps_the_exec_mappings() {
+    let layout = Layout { callchain: false };
+    let mut stage = sim_stage(layout);
+    let mut rings: Vec<SimRing> = (0..2).map(|c| SimRing::new(c, 4096, layout)).collect();
+    // The parent and its binary.
+    rings[0].push(&mmap(10, 0x50_0000, 0x1000, 0, 1, 1));
+    stage.round(&mut rings, 2);
+    // Fork at time 10 on CPU 1; exec (COMM), MMAP2 and samples of the child
+    // at 20.. on CPU 0, which is drained first.
+    rings[0].push(&SimRecord::Comm {
+        pid: 11,
+        tid: 11,
+        comm: "child".into(),
+        exec: true,
+        time: 20,
+    });
+    rings[0].push(&mmap(11, 0x40_0000, 0x1000, 0, 2, 21));
+    rings[0].push(&sample(11, 11, 0x40_0010, 22));
+    rings[1].push(&SimRecord::Fork {
+        pid: 11,
+        ppid: 10,
+        tid: 11,
+        ptid: 10,
+        time: 10,
+    });
+    let c1 = stage.round(&mut rings, 23);
+    rings[0].push(&sample(11, 11, 0x40_0020, 30));
+    let c2 = stage.round(&mut rings, 31);
+    let mut got = Vec::new();
+    for c in [&c1, &c2] {
+        for_each_sample(&c.bytes, |s| got.push((s.cookie, s.offset)), |_| {}).unwrap();
+    }
+    assert_eq!(got, [(cookie(2), 0x10), (cookie(2), 0x20)]);
+    let a = stage.accounting();
+    assert_eq!(a.iter().map(|a| a.lost_no_mapping).sum::<u64>(), 0);
+}

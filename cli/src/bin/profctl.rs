@@ -303,7 +303,9 @@ fn acct_json(st: &profkit_sync::RecorderStatus) -> Value {
         })
         .collect();
     json!({"rounds": st.rounds, "bytes_written": st.buffer.bytes_written, "last_round_ms": st.last_round.as_secs_f64() * 1e3,
-           "elapsed_s": st.elapsed.as_secs_f64(), "processes": st.processes, "cpus": cpus})
+           "elapsed_s": st.elapsed.as_secs_f64(), "processes": st.processes,
+           "threads_named": st.tables.threads, "tasks_announced": st.tables.announced,
+           "stacks": st.stacks.stacks, "stack_table_bytes": st.stacks.bytes, "cpus": cpus})
 }
 
 impl Engine for LiveEngine {
@@ -622,7 +624,10 @@ fn run_daemon(a: &StartArgs) -> Result<()> {
         paths: Default::default(),
         use_procfs: true,
     });
-    stage.seed_from_proc();
+    match &c.target {
+        Target::SystemWide => stage.seed_from_proc(),
+        Target::Pids(p) => stage.seed_pids(&p.iter().map(|&p| p as u32).collect::<Vec<_>>()),
+    }
     let session = dir.join(SESSION_LOG);
     match std::fs::remove_file(&session) {
         Ok(()) => {}

@@ -736,3 +736,107 @@ fn a_nonexistent_pid_exits_2_naming_it() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("2147483600"), "{}", text(&o));
 }
+
+fn status_json(dir: &Path, ds: &str) -> serde_json::Value {
+    let o = profctl(dir, &["status", "--session-dir", ds]);
+    let t = String::from_utf8_lossy(&o.stdout).to_string();
+    let json = t.split_once('\n').map(|x| x.1).unwrap_or("");
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("status JSON: {e}: {t}"))
+}
+
+fn vm_rss_kib(pid: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("VmRSS:")
+                .map(|v| v.trim().trim_end_matches(" kB").parse().unwrap())
+        })
+        .unwrap()
+}
+
+#[test]
+fn fork_exec_and_thread_storms_do_not_grow_the_daemon() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("s");
+    let ds = d.to_str().unwrap();
+    assert!(profctl(
+        tmp.path(),
+        &["start", "-a", "-F", "2000", "--session-dir", ds]
+    )
+    .status
+    .success());
+    let pid = std::fs::read_to_string(d.join("daemon.pid"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let storm = |n: u32| {
+        let forks = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "i=0; while [ $i -lt {n} ]; do /bin/true; i=$((i+1)); done"
+            ))
+            .status();
+        let threads = Command::new("python3")
+            .arg("-c")
+            .arg(format!("import threading\nfor _ in range({n}):\n    t = threading.Thread(target=lambda: sum(range(2000)))\n    t.start(); t.join()\n"))
+            .status();
+        assert!(forks.unwrap().success());
+        if threads.is_err() {
+            eprintln!("note: python3 missing, thread storm skipped");
+        }
+    };
+    storm(300);
+    std::thread::sleep(Duration::from_millis(600));
+    let rss_warm = vm_rss_kib(&pid);
+    storm(2000);
+    std::thread::sleep(Duration::from_millis(800));
+    let st = status_json(tmp.path(), ds);
+    let rss_after = vm_rss_kib(&pid);
+    let live = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        })
+        .count() as u64;
+    let st = &st["engine"];
+    let procs = st["processes"].as_u64().unwrap();
+    assert!(
+        procs <= live + 64,
+        "the table holds {procs} processes, {live} are alive"
+    );
+    assert!(
+        st["tasks_announced"].as_u64().unwrap() <= live * 4 + 256,
+        "{st}"
+    );
+    // Thousands more tasks must not cost the daemon memory in proportion.
+    assert!(
+        rss_after < rss_warm + 16 * 1024,
+        "daemon RSS grew from {rss_warm} KiB to {rss_after} KiB"
+    );
+    let o = profctl(tmp.path(), &["stop", "--session-dir", ds]);
+    assert!(o.status.success(), "{}", text(&o));
+    let r = SessionReader::open(session(tmp.path())).unwrap();
+    for a in &r.footer().unwrap().accounting {
+        assert_eq!(
+            a.samples_received,
+            a.samples_written
+                + a.lost_no_mapping
+                + a.lost_no_task
+                + a.lost_overflow
+                + a.lost_disk_full,
+            "every sample attributed or counted: {a:?}"
+        );
+        let unresolved = a.lost_no_mapping + a.lost_no_task;
+        assert!(
+            unresolved * 100 <= a.samples_received.max(100),
+            "cpu {}: {unresolved} of {} samples unresolved",
+            a.cpu,
+            a.samples_received
+        );
+    }
+}

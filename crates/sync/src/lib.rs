@@ -90,4 +90,4 @@ pub use recorder::{Recorder, RecorderOptions, RecorderStatus, RingSource, SimRin
 pub use stacks::{
     resolve_chain, ChainInfo, StackStats, DEFAULT_STACK_TABLE_BYTES, MAX_STACK_FRAMES,
 };
-pub use stage::{Chunk, SyncOptions, SyncStage};
+pub use stage::{Chunk, SyncOptions, SyncStage, TableSizes};

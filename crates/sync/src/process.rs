@@ -301,14 +301,22 @@ impl ProcessTable {
 
     /// Forgets processes and threads whose exit was seen before `round`
     /// (every CPU has been drained past their exit since), and retired
-    /// mappings older than that.
-    pub fn end_round(&mut self, round: u64) {
-        self.procs
-            .retain(|_, p| p.exited_round.is_none_or(|r| r + 1 > round));
+    /// mappings older than that. Returns the tids it forgot (a process's
+    /// pid among them), so callers can drop what they keep per task.
+    pub fn end_round(&mut self, round: u64) -> Vec<u32> {
+        let mut forgotten = Vec::new();
+        self.procs.retain(|pid, p| {
+            let keep = p.exited_round.is_none_or(|r| r + 1 > round);
+            if !keep {
+                forgotten.push(*pid);
+            }
+            keep
+        });
         let threads = &mut self.threads;
         self.exited_threads.retain(|tid, r| {
             if *r < round {
                 threads.remove(tid);
+                forgotten.push(*tid);
                 false
             } else {
                 true
@@ -317,6 +325,46 @@ impl ProcessTable {
         for p in self.procs.values_mut() {
             p.prune(round.saturating_sub(1));
         }
+        forgotten
+    }
+
+    /// The name a process has now (its main thread's), if known.
+    pub fn process_comm(&self, pid: u32) -> Option<&str> {
+        self.procs
+            .get(&pid)
+            .map(|p| p.comm.as_str())
+            .filter(|c| !c.is_empty())
+    }
+
+    /// The name of thread `tid` when it has one of its own (from a COMM
+    /// record or `/proc`); threads without one carry their process's name.
+    pub fn thread_comm(&self, pid: u32, tid: u32) -> Option<&str> {
+        self.threads
+            .get(&tid)
+            .filter(|(p, _)| *p == pid)
+            .map(|(_, c)| c.as_str())
+    }
+
+    /// Adds mappings read from `/proc/PID/maps` that no live mapping of
+    /// the process overlaps (recovery after lost MMAP2 records). Returns
+    /// how many were added.
+    pub fn add_missing_maps(
+        &mut self,
+        pid: u32,
+        maps: impl IntoIterator<Item = Map>,
+        round: u64,
+    ) -> usize {
+        let p = self.entry(pid);
+        let mut n = 0;
+        for m in maps {
+            let i = p.live.partition_point(|x| x.end <= m.start);
+            if i < p.live.len() && p.live[i].start < m.end {
+                continue;
+            }
+            p.map(m, round);
+            n += 1;
+        }
+        n
     }
 }
 

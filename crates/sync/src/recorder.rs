@@ -82,6 +82,8 @@ pub struct RecorderStatus {
     pub elapsed: Duration,
     /// Processes in the table.
     pub processes: usize,
+    /// Sizes of the stage's per-task tables.
+    pub tables: crate::stage::TableSizes,
     /// The call-stack table (all zero without call graphs).
     pub stacks: StackStats,
 }
@@ -168,6 +170,7 @@ impl<S: RingSource> Recorder<S> {
             last_round: self.last_round,
             elapsed: self.started.elapsed(),
             processes: self.stage.processes().len(),
+            tables: self.stage.table_sizes(),
             stacks: self.stage.stack_stats(),
         }
     }

@@ -90,6 +90,19 @@ struct Deferred {
     chain: Vec<u64>,
 }
 
+/// How many entries the stage's per-task tables hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableSizes {
+    /// Processes in the process table.
+    pub processes: usize,
+    /// Threads with a name of their own.
+    pub threads: usize,
+    /// Tasks whose names were written to the current file.
+    pub announced: usize,
+    /// Pids known to be absent from `/proc` (a negative cache, capped).
+    pub negative: usize,
+}
+
 /// The sync stage. See the module docs.
 #[derive(Debug)]
 pub struct SyncStage {
@@ -101,6 +114,7 @@ pub struct SyncStage {
     file_cookies: IntMap<(u64, u64, u64), Cookie>,
     announced: IntMap<u32, ()>,
     no_proc: IntMap<u32, ()>,
+    refreshed: IntMap<u32, ()>,
     acct: BTreeMap<u32, CpuAccounting>,
     enc: ChunkEncoder,
     meta: Vec<Event>,
@@ -140,6 +154,7 @@ impl SyncStage {
             file_cookies: IntMap::default(),
             announced: IntMap::default(),
             no_proc: IntMap::default(),
+            refreshed: IntMap::default(),
             acct: BTreeMap::new(),
             enc: ChunkEncoder::with_capacity(1 << 20),
             meta: Vec::new(),
@@ -161,6 +176,27 @@ impl SyncStage {
     /// Seeds the tables from `/proc` and `/sys`: running processes with
     /// their executable mappings and thread names, the kernel and modules.
     pub fn seed_from_proc(&mut self) {
+        self.seed_kernel();
+        let root = self.opts.paths.proc_root.clone();
+        for p in read_all_processes(&root) {
+            self.add_proc_process(p);
+        }
+    }
+
+    /// Like [`SyncStage::seed_from_proc`] for a per-process session: the
+    /// kernel and modules, and only these processes (others, met later
+    /// through FORK records or samples, are read when first needed).
+    pub fn seed_pids(&mut self, pids: &[u32]) {
+        self.seed_kernel();
+        let root = self.opts.paths.proc_root.clone();
+        for &pid in pids {
+            if let Some(p) = read_process(&root, pid) {
+                self.add_proc_process(p);
+            }
+        }
+    }
+
+    fn seed_kernel(&mut self) {
         self.kernel = KernelMaps::read(&self.opts.paths);
         if let Some(k) = self.kernel.kernel.clone() {
             self.known.insert(k.cookie, k);
@@ -168,10 +204,6 @@ impl SyncStage {
         let paths = self.opts.paths.clone();
         for (_, e) in self.kernel.refresh_modules(&paths) {
             self.known.insert(e.cookie, e);
-        }
-        let root = self.opts.paths.proc_root.clone();
-        for p in read_all_processes(&root) {
-            self.add_proc_process(p);
         }
     }
 
@@ -233,7 +265,23 @@ impl SyncStage {
         if let Some(b) = build_id {
             let e = file_entry(path, Some(b.to_vec()), dev, ino, gen);
             let c = e.cookie;
-            self.known.entry(c).or_insert(e);
+            match self.known.get_mut(&c) {
+                // Identical copies share a build-id: until the definition is
+                // written, prefer a path that still exists.
+                Some(old)
+                    if old.path != path
+                        && !self.emitted.contains(c)
+                        && self.opts.use_procfs
+                        && !Path::new(&old.path).exists()
+                        && Path::new(path).exists() =>
+                {
+                    old.path = path.to_string();
+                }
+                Some(_) => {}
+                None => {
+                    self.known.insert(c, e);
+                }
+            }
             return c;
         }
         if let Some(&c) = self.file_cookies.get(&(dev, ino, gen)) {
@@ -288,6 +336,16 @@ impl SyncStage {
     /// The process table (for status and tests).
     pub fn processes(&self) -> &ProcessTable {
         &self.procs
+    }
+
+    /// Sizes of the stage's per-task tables, for status and leak tests.
+    pub fn table_sizes(&self) -> TableSizes {
+        TableSizes {
+            processes: self.procs.len(),
+            threads: self.procs.thread_count(),
+            announced: self.announced.len(),
+            negative: self.no_proc.len(),
+        }
     }
 
     /// Per-CPU accounting so far.
@@ -380,7 +438,12 @@ impl SyncStage {
     /// markers, retires exited processes; returns the chunk.
     pub fn finish_round(&mut self) -> Chunk {
         for d in std::mem::take(&mut self.deferred) {
-            match self.procs.resolve(d.pid, d.ip, d.time) {
+            let mut res = self.procs.resolve(d.pid, d.ip, d.time);
+            if res.is_err() {
+                self.refresh_from_proc(d.pid);
+                res = self.procs.resolve(d.pid, d.ip, d.time);
+            }
+            match res {
                 Ok((cookie, off)) => {
                     let stack = if self.opts.layout.callchain {
                         self.stack_of(d.cpu, d.pid, d.ip, d.time, false, d.chain.into_iter())
@@ -427,7 +490,14 @@ impl SyncStage {
             meta: std::mem::take(&mut self.meta),
             carried_lost: std::mem::take(&mut self.carried_lost),
         };
-        self.procs.end_round(self.round);
+        for tid in self.procs.end_round(self.round) {
+            self.announced.remove(&tid);
+        }
+        // A negative cache: clearing it only costs a /proc read later.
+        if self.no_proc.len() > 4096 {
+            self.no_proc.clear();
+        }
+        self.refreshed.clear();
         self.round += 1;
         chunk
     }
@@ -524,9 +594,24 @@ impl SyncStage {
         }
     }
 
+    /// Writes, once per task, the names a report needs: the process's
+    /// name, and a thread's own name when it has one (a thread without one
+    /// is shown with its process's name, whatever that is at the end: a
+    /// thread seen before its process's exec gets the post-exec name).
     fn announce(&mut self, pid: u32, tid: u32) {
-        if self.announced.insert(tid, ()).is_none() {
-            if let Some(c) = self.procs.comm(pid, tid) {
+        if self.announced.insert(pid, ()).is_none() {
+            if let Some(c) = self.procs.process_comm(pid) {
+                let comm = c.to_string();
+                self.marker(Event::Comm {
+                    pid,
+                    tid: pid,
+                    comm,
+                    exec: false,
+                });
+            }
+        }
+        if tid != pid && self.announced.insert(tid, ()).is_none() {
+            if let Some(c) = self.procs.thread_comm(pid, tid) {
                 let comm = c.to_string();
                 self.marker(Event::Comm {
                     pid,
@@ -626,6 +711,45 @@ impl SyncStage {
                 .enc
                 .sample_with_stack(cpu, pid, tid, kernel, cookie, off, id),
         }
+    }
+
+    /// Once per process and round, for a sample nothing resolves: reads
+    /// `/proc/PID/maps` and adds the mappings the table lacks (their MMAP2
+    /// records were lost in a full ring, or came before the session).
+    fn refresh_from_proc(&mut self, pid: u32) {
+        if !self.opts.use_procfs || self.refreshed.insert(pid, ()).is_some() {
+            return;
+        }
+        let Some(p) = read_process(&self.opts.paths.proc_root.clone(), pid) else {
+            return;
+        };
+        let mut maps = Vec::new();
+        for m in &p.maps {
+            let (cookie, kind) = if m.path.starts_with('/') && m.inode != 0 {
+                (
+                    self.file_cookie(&m.path, None, m.dev, m.inode, 0),
+                    MapKind::File,
+                )
+            } else if m.path == "[vdso]" {
+                (self.vdso(), MapKind::File)
+            } else {
+                (self.anon(p.pid), MapKind::Anon)
+            };
+            maps.push(Map {
+                start: m.start,
+                end: m.end,
+                pgoff: m.pgoff,
+                cookie,
+                kind,
+                since: 0,
+                until: u64::MAX,
+            });
+        }
+        if self.procs.get(pid).is_none() {
+            self.procs.set_comm(pid, pid, &p.comm);
+        }
+        self.procs.add_missing_maps(pid, maps, self.round);
+        self.no_proc.remove(&pid);
     }
 
     fn ensure_process(&mut self, pid: u32) -> bool {

@@ -433,3 +433,176 @@ fn a_fork_record_drained_after_the_childs_exec_keeps_the_exec_mappings() {
     let a = stage.accounting();
     assert_eq!(a.iter().map(|a| a.lost_no_mapping).sum::<u64>(), 0);
 }
+
+#[test]
+fn a_thread_seen_before_its_process_exec_gets_the_new_name() {
+    let layout = Layout { callchain: false };
+    let mut stage = sim_stage(layout);
+    let mut rings: Vec<SimRing> = (0..2).map(|c| SimRing::new(c, 4096, layout)).collect();
+    rings[0].push(&SimRecord::Comm {
+        pid: 50,
+        tid: 50,
+        comm: "sh".into(),
+        exec: true,
+        time: 1,
+    });
+    rings[0].push(&mmap(50, 0x400000, 0x1000, 0, 3, 2));
+    stage.round(&mut rings, 3);
+    // cpu 0 (drained first) holds the new thread's FORK and a sample; the
+    // exec COMM and the new binary's MMAP2 sit in cpu 1's ring.
+    rings[0].push(&SimRecord::Fork {
+        pid: 50,
+        ppid: 50,
+        tid: 51,
+        ptid: 50,
+        time: 6,
+    });
+    rings[0].push(&sample(50, 51, 0x500010, 7));
+    rings[1].push(&SimRecord::Comm {
+        pid: 50,
+        tid: 50,
+        comm: "shares".into(),
+        exec: true,
+        time: 4,
+    });
+    rings[1].push(&mmap(50, 0x500000, 0x1000, 0, 4, 5));
+    let c = stage.round(&mut rings, 8);
+    let mut names = Vec::new();
+    for_each_sample(
+        &c.bytes,
+        |_| {},
+        |m| {
+            if let Event::Comm {
+                pid: 50, tid, comm, ..
+            } = m
+            {
+                names.push((tid, comm));
+            }
+        },
+    )
+    .unwrap();
+    // No name is written for thread 51 itself (it has none of its own), so
+    // it shows its process's name; the last name of 50 is "shares".
+    assert!(names.iter().all(|(t, _)| *t == 50), "{names:?}");
+    assert_eq!(
+        names.last().map(|n| n.1.as_str()),
+        Some("shares"),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn lost_mmaps_are_recovered_from_proc() {
+    // A fake /proc with one process whose MMAP2 never reached the ring.
+    let root = tempfile::tempdir().unwrap();
+    let p = root.path().join("proc/4242");
+    std::fs::create_dir_all(&p).unwrap();
+    std::fs::write(p.join("comm"), "jit\n").unwrap();
+    std::fs::write(
+        p.join("maps"),
+        "00400000-00402000 r-xp 00001000 08:01 99 /no/such/bin\n7f0000000000-7f0000001000 rwxp 00000000 00:00 0 \n",
+    )
+    .unwrap();
+    let layout = Layout { callchain: false };
+    let mut stage = profkit_sync::SyncStage::new(profkit_sync::SyncOptions {
+        layout,
+        paths: profkit_sync::ProcPaths {
+            proc_root: root.path().join("proc"),
+            sys_root: root.path().join("sys"),
+        },
+        use_procfs: true,
+    });
+    let mut rings = vec![SimRing::new(0, 4096, layout)];
+    // The process is known (a FORK arrived) but its exec's mappings were lost.
+    rings[0].push(&SimRecord::Fork {
+        pid: 4242,
+        ppid: 1,
+        tid: 4242,
+        ptid: 1,
+        time: 1,
+    });
+    rings[0].push(&sample(4242, 4242, 0x400010, 2));
+    rings[0].push(&sample(4242, 4242, 0x7f0000000020, 3));
+    let c = stage.round(&mut rings, 4);
+    let mut got = Vec::new();
+    for_each_sample(&c.bytes, |s| got.push((s.cookie, s.offset)), |_| {}).unwrap();
+    assert_eq!(
+        got.len(),
+        2,
+        "both samples resolved after the /proc refresh"
+    );
+    assert_eq!(got[0], (inode_cookie(dev_number(8, 1), 99, 0), 0x1010));
+    assert_eq!(got[1], (profkit_sync::anon_cookie(4242), 0x7f0000000020));
+    assert_eq!(stage.accounting()[0].lost_no_mapping, 0);
+}
+
+#[test]
+fn fork_exec_storms_leave_no_trace_in_the_tables() {
+    let layout = Layout { callchain: false };
+    let mut stage = sim_stage(layout);
+    let mut rings: Vec<SimRing> = (0..2).map(|c| SimRing::new(c, 1 << 16, layout)).collect();
+    rings[0].push(&mmap(1, 0x400000, 0x1000, 0, 1, 1));
+    stage.round(&mut rings, 2);
+    let mut t = 10;
+    let mut produced = 0u64;
+    for batch in 0..50u32 {
+        for i in 0..200u32 {
+            let pid = 1000 + batch * 200 + i;
+            let cpu = (i % 2) as usize;
+            t += 1;
+            rings[cpu].push(&SimRecord::Fork {
+                pid,
+                ppid: 1,
+                tid: pid,
+                ptid: 1,
+                time: t,
+            });
+            rings[cpu].push(&SimRecord::Comm {
+                pid,
+                tid: pid,
+                comm: format!("job{i}"),
+                exec: true,
+                time: t + 1,
+            });
+            rings[cpu].push(&mmap(pid, 0x500000, 0x1000, 0, 7, t + 2));
+            rings[cpu].push(&SimRecord::Fork {
+                pid,
+                ppid: pid,
+                tid: pid + 500_000,
+                ptid: pid,
+                time: t + 3,
+            });
+            rings[cpu].push(&sample(pid, pid + 500_000, 0x500100, t + 4));
+            rings[cpu].push(&SimRecord::Exit {
+                pid,
+                ppid: pid,
+                tid: pid + 500_000,
+                ptid: pid,
+                time: t + 5,
+            });
+            rings[cpu].push(&sample(pid, pid, 0x500200, t + 6));
+            rings[cpu].push(&SimRecord::Exit {
+                pid,
+                ppid: 1,
+                tid: pid,
+                ptid: 1,
+                time: t + 7,
+            });
+            produced += 2;
+            t += 8;
+        }
+        stage.round(&mut rings, t);
+    }
+    for _ in 0..3 {
+        stage.round(&mut rings, t);
+    }
+    let sizes = stage.table_sizes();
+    assert!(
+        sizes.processes <= 2 && sizes.threads <= 2 && sizes.announced <= 2,
+        "{sizes:?}"
+    );
+    let a: Vec<_> = stage.accounting();
+    let written: u64 = a.iter().map(|a| a.samples_written).sum();
+    let lost: u64 = a.iter().map(|a| a.lost_total()).sum();
+    assert_eq!((written, lost), (produced, 0));
+}

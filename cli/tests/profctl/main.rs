@@ -840,3 +840,89 @@ fn fork_exec_and_thread_storms_do_not_grow_the_daemon() {
         );
     }
 }
+
+#[test]
+fn an_archived_session_symbolizes_elsewhere_after_the_binary_is_gone() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let bin_dir = tmp.path().join("bin");
+    std::fs::create_dir(&bin_dir).unwrap();
+    let src = bin_dir.join("travel.c");
+    std::fs::write(
+        &src,
+        "volatile unsigned long sink;\n\
+         __attribute__((noinline)) void tick(void) { sink++; }\n\
+         __attribute__((noinline)) unsigned long travelling_hot_function(unsigned long n) {\n\
+           unsigned long x = 1; for (unsigned long i = 0; i < n; i++) { x = x * 6364136223846793005UL + i; if ((i & 0xffff) == 0) tick(); } return x; }\n\
+         int main(void) { sink = travelling_hot_function(300000000UL); return 0; }\n",
+    )
+    .unwrap();
+    let prog = bin_dir.join("travel");
+    let ok = Command::new("cc")
+        .args([
+            "-O1",
+            "-g",
+            "-fno-omit-frame-pointer",
+            "-Wl,--build-id",
+            "-o",
+        ])
+        .arg(&prog)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let ds = tmp.path().join("s");
+    let o = profctl(
+        tmp.path(),
+        &[
+            "record",
+            "-F",
+            "2000",
+            "--session-dir",
+            ds.to_str().unwrap(),
+            "--",
+            prog.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let tar_path = tmp.path().join("session.tar");
+    let o = profctl(
+        tmp.path(),
+        &[
+            "archive",
+            "--session-dir",
+            ds.to_str().unwrap(),
+            "-o",
+            tar_path.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("archived"), "{}", text(&o));
+    // Elsewhere: unpack, and the original binary is gone.
+    let there = tmp.path().join("elsewhere");
+    std::fs::create_dir(&there).unwrap();
+    assert!(Command::new("tar")
+        .arg("-xf")
+        .arg(&tar_path)
+        .arg("-C")
+        .arg(&there)
+        .status()
+        .unwrap()
+        .success());
+    std::fs::remove_dir_all(&bin_dir).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_profreport"))
+        .args(["-l", "--no-progress", "--session-dir"])
+        .arg(&there)
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("travelling_hot_function"))
+        .unwrap_or_else(|| panic!("no symbol in: {out}"));
+    let pct: f64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(pct > 50.0, "{line}");
+}

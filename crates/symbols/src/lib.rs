@@ -83,7 +83,11 @@ pub mod fuzzing {
     /// Parses a perf map and looks up a few addresses; must never panic.
     pub fn perf_map(text: &str, probes: &[u64]) -> usize {
         let m = crate::perfmap::PerfMap::parse(text);
-        probes.iter().filter(|&&a| m.table.lookup(a).is_some()).count() + m.skipped
+        probes
+            .iter()
+            .filter(|&&a| m.table.lookup(a).is_some())
+            .count()
+            + m.skipped
     }
 
     /// Parses a kallsyms text; must never panic.

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Whole-tool benchmarks against perf. Usage:
 #
+#   scripts/bench.sh            everything below, one table after another, appended
+#                               with the date and commit to docs/PERFORMANCE.md
 #   scripts/bench.sh report     profreport against perf report on the same workload
-#   scripts/bench.sh NAME ...   runs scripts/bench/NAME.sh (record, overhead, ...)
+#   scripts/bench.sh NAME ...   runs scripts/bench/NAME.sh (overhead, record, ...)
 #
 # `report` records testdata/workloads/shares.c (`shares pinned`: both CPUs
 # busy in two functions) once under `perf record` and once under
@@ -22,7 +24,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 usage() {
-    sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 }
 
@@ -126,7 +128,35 @@ bench_report() {
     echo "data kept in $dir"
 }
 
+bench_all() {
+    local out
+    out=$(mktemp)
+    {
+        echo "### scripts/bench.sh on $(date -u '+%F %H:%M') UTC, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+        echo
+        echo '```text'
+        echo "== 1, 2. overhead (wall-time ratio of fixed work) and recording cost (CPU s per s), system-wide"
+        scripts/bench/overhead.sh 1000 4000 10000
+        echo "-- with -g"
+        PROFKIT_BENCH_G=1 scripts/bench/overhead.sh 1000 4000 10000
+        echo
+        echo "== 3, 4. loss and bytes per sample, default buffers and 8 pages, with and without -g"
+        scripts/bench/record.sh 10000 20000
+        echo
+        echo "== 5. reports on ~1 M samples"
+        bench_report
+        echo
+        echo "== 6. sync throughput on SimRing against a plain copy of the same bytes"
+        cargo bench --quiet -p profkit-sync --bench sync -- --noplot 2>&1 | grep -E 'sync:|^sync/|time:|thrpt:'
+        echo '```'
+    } 2>&1 | tee "$out"
+    { echo; cat "$out"; } >>docs/PERFORMANCE.md
+    rm -f "$out"
+    echo "(appended to docs/PERFORMANCE.md)"
+}
+
 case "${1:-}" in
+"") bench_all ;;
 report) bench_report ;;
 *)
     # Other benchmarks live in scripts/bench/NAME.sh.

@@ -9,6 +9,8 @@
 #   testdata/sessions/pinned/         `shares pinned 60`: f_cpu0 on CPU 0, f_cpu1 on CPU 1
 #   testdata/sessions/torn/           ratio cut in the middle of a chunk (a killed recorder)
 #   testdata/sessions/corrupt/        ratio with one byte of a chunk flipped
+#   testdata/sessions/bin/callgraph   the call-graph workload (testdata/workloads/callgraph.c)
+#   testdata/sessions/callgraph/      `callgraph 60` recorded with -g: main → a → c, main → b → c
 #
 # Each session directory holds session.pkl and a kallsyms trimmed to the
 # kernel symbols its samples hit (the full file is 5 MB). The workload is
@@ -24,15 +26,21 @@ profreport=$root/target/debug/profreport
 tmp=$(mktemp -d /tmp/profkit-golden.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 cc -O1 -g -fno-omit-frame-pointer -pthread -o "$tmp/shares" testdata/workloads/shares.c
-mkdir -p testdata/sessions/bin
-cp "$tmp/shares" testdata/sessions/bin/shares
+mkdir -p "$tmp/w" testdata/sessions/bin
+cc -O1 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -o "$tmp/w/callgraph" testdata/workloads/callgraph.c
+cp "$tmp/shares" "$tmp/w/callgraph" testdata/sessions/bin/
 
-record() { # NAME ARGS...
+record() { # NAME [-g] ARGS...   (./shares ARGS, or with -g ./w/callgraph ARGS)
     local name=$1; shift
     local dir=testdata/sessions/$name
+    local flags=() cmd=./shares rows=(-l)
+    if [ "${1:-}" = -g ]; then
+        # --children: callers' kernel symbols are kept too.
+        flags=(-g); cmd=./w/callgraph; rows=(-l --children); shift
+    fi
     for attempt in 1 2 3 4 5; do
         rm -rf "$dir" "$tmp/$name"
-        (cd "$tmp" && "$profctl" record -F 1000 --sync-interval 100 --session-dir "$tmp/$name" -- ./shares "$@" >/dev/null)
+        (cd "$tmp" && "$profctl" record "${flags[@]}" -F 1000 --sync-interval 100 --session-dir "$tmp/$name" -- "$cmd" "$@" >/dev/null)
         # A vDSO sample would be named after this machine's vDSO: record again.
         if ! "$profreport" --session-dir "$tmp/$name" --kallsyms /proc/kallsyms 2>/dev/null | grep -q '\[vdso\]'; then
             break
@@ -42,20 +50,21 @@ record() { # NAME ARGS...
     mkdir -p "$dir"
     cp "$tmp/$name/session.pkl" "$dir/session.pkl"
     # Trim kallsyms to the symbols hit (every alias at their addresses), plus _text and _etext.
-    "$profreport" --session-dir "$dir" --kallsyms /proc/kallsyms -l -w --format csv 2>/dev/null \
+    "$profreport" --session-dir "$dir" --kallsyms /proc/kallsyms "${rows[@]}" -w --format csv 2>/dev/null \
         | awk -F, 'NR > 1 && $10 != "" { sub(/^0x/, "", $10); printf "%016s\n", $10 }' \
         | tr ' ' 0 | sort -u >"$tmp/keep"
     awk 'NR == FNR { keep[$1] = 1; next } ($1 in keep) || $3 == "_text" || $3 == "_etext"' \
         "$tmp/keep" /proc/kallsyms >"$dir/kallsyms"
     # The trimmed file must name every sample as the full one does.
-    diff <("$profreport" --session-dir "$dir" --kallsyms /proc/kallsyms -l 2>/dev/null) \
-         <("$profreport" --session-dir "$dir" -l 2>/dev/null) >/dev/null \
+    diff <("$profreport" --session-dir "$dir" --kallsyms /proc/kallsyms "${rows[@]}" 2>/dev/null) \
+         <("$profreport" --session-dir "$dir" "${rows[@]}" 2>/dev/null) >/dev/null \
         || { echo "trimmed kallsyms of $name names samples differently" >&2; exit 1; }
     echo "== $name: $(stat -c %s "$dir/session.pkl") bytes, $(wc -l <"$dir/kallsyms") kallsyms lines"
 }
 
 record ratio ratio 150
 record pinned pinned 60
+record callgraph -g 60
 
 size=$(stat -c %s testdata/sessions/ratio/session.pkl)
 mkdir -p testdata/sessions/torn testdata/sessions/corrupt

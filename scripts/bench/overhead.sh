@@ -5,12 +5,14 @@
 #  2. the slowdown of a fixed-work CPU-bound program (testdata/workloads/spin.c,
 #     one thread per CPU) under `profctl start` and under `perf record -a`,
 #     against no profiler.
-# Usage: scripts/bench/overhead.sh [FREQ...]   (default: 1000 10000)
+# Usage: scripts/bench/overhead.sh [FREQ...]   (default: 1000 4000 10000)
+# PROFKIT_BENCH_G=1 adds -g to both tools.
 # Prints a table; needs root (system-wide sampling) and perf for the comparison.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-freqs=("${@:-1000 10000}")
-read -r -a freqs <<<"${freqs[*]}"
+read -r -a freqs <<<"${*:-1000 4000 10000}"
+G=()
+[ "${PROFKIT_BENCH_G:-0}" = 1 ] && G=(-g)
 work=$(mktemp -d /tmp/profkit-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cargo build --release --quiet -p profkit-cli
@@ -35,29 +37,29 @@ timed() {
 
 echo "machine: $(nproc) CPUs, $(uname -r), $(date -u +%F) commit $(git rev-parse --short HEAD 2>/dev/null || echo ?)"
 base=$(timed)
-echo "fixed work without profiler: ${base}s (median of $runs)"
+echo "fixed work without profiler: ${base}s (median of $runs)${G:+, with -g}"
 printf '%-8s %-22s %-22s %-14s %-14s\n' "freq" "profkit CPU s per s" "perf rec CPU s per s" "profkit slow" "perf slow"
 for f in "${freqs[@]}"; do
   # 1. recording cost with both CPUs busy for $SECS seconds.
   "$work/spin" 100000000000 >/dev/null & busy=$!
-  $P start -a -F "$f" --session-dir "$work/pk" >/dev/null
+  $P start -a -F "$f" "${G[@]}" --session-dir "$work/pk" >/dev/null
   dpid=$(cat "$work/pk/daemon.pid")
   t0=$(cpu_ns "$dpid"); sleep "$SECS"; t1=$(cpu_ns "$dpid")
   $P stop --session-dir "$work/pk" >/dev/null
   pk_cpu=$(awk -v a="$t0" -v b="$t1" -v s="$SECS" 'BEGIN {printf "%.4f", (b - a) / 1e9 / s}')
   perf_cpu=n/a
   if command -v perf >/dev/null; then
-    /usr/bin/time -o "$work/time" -f '%U %S' perf record -q --no-bpf-event -a -F "$f" -o "$work/perf.data" -- sleep "$SECS" >/dev/null 2>&1
+    /usr/bin/time -o "$work/time" -f '%U %S' perf record -q --no-bpf-event -a -F "$f" "${G[@]}" -o "$work/perf.data" -- sleep "$SECS" >/dev/null 2>&1
     perf_cpu=$(tail -1 "$work/time" | awk -v s="$SECS" '{printf "%.4f", ($1 + $2) / s}')
   fi
   kill "$busy"; wait "$busy" 2>/dev/null || true
   # 2. slowdown of the fixed work.
-  $P start -a -F "$f" --session-dir "$work/pk" >/dev/null
+  $P start -a -F "$f" "${G[@]}" --session-dir "$work/pk" >/dev/null
   pk_t=$(timed)
   $P stop --session-dir "$work/pk" >/dev/null
   perf_t=n/a
   if command -v perf >/dev/null; then
-    perf record -q --no-bpf-event -a -F "$f" -o "$work/perf.data" -- sleep 10000 >/dev/null 2>&1 & pr=$!
+    perf record -q --no-bpf-event -a -F "$f" "${G[@]}" -o "$work/perf.data" -- sleep 10000 >/dev/null 2>&1 & pr=$!
     sleep 1
     perf_t=$(timed)
     kill -INT "$pr"; wait "$pr" 2>/dev/null || true

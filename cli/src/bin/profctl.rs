@@ -613,8 +613,11 @@ fn archive(dir: &DirArg, output: &std::path::Path) -> Result<()> {
 fn run_daemon(a: &StartArgs) -> Result<()> {
     let c = config(a)?;
     let dir = SessionDir::open(&a.dir.session_dir)?;
+    // Small rings at high rates fill in milliseconds: answer a watermark
+    // wake-up within a millisecond rather than the daemon's 10 ms default.
     let opts = LoopOptions {
         sync_interval: Duration::from_millis(a.sync_interval),
+        min_wake_interval: Duration::from_millis(1),
         ..Default::default()
     };
     let daemon = Daemon::new(&dir, opts)?;

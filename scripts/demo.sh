@@ -11,6 +11,8 @@ echo "== building (release)"
 cargo build --release --quiet -p profkit-cli
 cc -O1 -g -fno-omit-frame-pointer -pthread -o "$out/spin" testdata/workloads/spin.c
 echo "== profctl record -F 4000 -- spin"
-target/release/profctl record -F 4000 --session-dir "$out/profkit_data" -- "$out/spin" "${1:-300000000}"
+target/release/profctl record -F 4000 --session-dir "$out/profkit_data" -- "$out/spin" "${1:-1000000000}"
 echo "== profreport -l"
 target/release/profreport -l --session-dir "$out/profkit_data"
+echo "== profreport --separate=cpu"
+target/release/profreport --separate=cpu --session-dir "$out/profkit_data"

@@ -13,8 +13,9 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use profkit_daemon::{daemon_state, DaemonState};
 use profkit_report::{
-    build_report, render, Format, Liveness, ProfileSpec, Progress, ReportOptions, Separate,
-    Session, SortKey, SymbolSources,
+    build_report, diff_reports, import_perf_data, render, write_diff, write_flamegraph, Column,
+    Format, Liveness, ProfileSpec, Progress, Report, ReportOptions, Separate, Session, SortKey,
+    SymbolSources,
 };
 
 const AFTER_HELP: &str = "PROFILE SPECS (positional, combinable; OProfile's syntax):
@@ -39,7 +40,21 @@ EXAMPLES:
   profreport -l --separate=thread tgid:1234
   profreport --timeline=4              samples and losses per CPU per second (4 rounds)
   profreport -l --format json > r.json
-  profreport --merge run1 run2 -l      two sessions added up";
+  profreport --merge run1 run2 -l      two sessions added up
+
+CALL GRAPHS (sessions recorded with `profctl record -g`):
+  profreport -c                        callers and callees of each function (opreport -c)
+  profreport -c -t 1 --children        ... functions with at least 1 % inclusive, by inclusive share
+  profreport -l --children             flat profile with an inclusive column (perf report --children)
+  profreport --format collapsed        folded stacks, for flamegraph.pl and friends
+  profreport --format flamegraph > out.svg
+  profreport --format flamegraph --separate=cpu -o out.svg   out-cpu0.svg, out-cpu1.svg, ...
+  profreport --format pprof > profile.pb.gz                   go tool pprof, Pyroscope, Parca
+  profreport --merge host1 host2 host3 --format pprof -o fleet.pb.gz
+
+OTHER INPUTS:
+  profreport --import perf.data -l     a `perf record` file, with every report above
+  profreport --diff OLD_DIR NEW_DIR    per symbol, the change in share, largest first";
 
 /// Warnings printed without `--verbose`.
 const MAX_WARNINGS: usize = 10;
@@ -149,9 +164,27 @@ struct Opt {
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1", value_parser = rounds,
           conflicts_with_all = ["symbols", "separate", "sort", "threshold"])]
     timeline: Option<u32>,
-    /// Output format: text, json or csv.
+    /// Output format: text, json, csv, collapsed (folded stacks), flamegraph (SVG) or
+    /// pprof (gzipped profile.proto).
     #[arg(long, value_name = "FMT", value_parser = format, default_value = "text")]
     format: Format,
+    /// Call graph: each function with its callers and callees (needs a session recorded with -g).
+    #[arg(short = 'c', long, conflicts_with = "timeline")]
+    callgraph: bool,
+    /// Inclusive samples (the function and everything it called) per symbol; sort and cut by them.
+    #[arg(long, conflicts_with = "timeline")]
+    children: bool,
+    /// Write the report to FILE instead of standard output (with --format flamegraph
+    /// --separate=cpu: one FILE-cpuN.svg per CPU).
+    #[arg(short = 'o', long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Read a perf.data file (written by `perf record`) as the session.
+    #[arg(long, value_name = "PERF_DATA", conflicts_with = "session_dir")]
+    import: Option<PathBuf>,
+    /// Per symbol, the change in share from the OLD session to the NEW one.
+    #[arg(long, num_args = 2, value_names = ["OLD_DIR", "NEW_DIR"],
+          conflicts_with_all = ["merge", "session_dir", "import", "timeline", "callgraph", "children"])]
+    diff: Vec<PathBuf>,
     /// Kernel symbols from this kallsyms file (default: the session's copy, else /proc/kallsyms).
     #[arg(long, value_name = "FILE")]
     kallsyms: Option<PathBuf>,
@@ -175,6 +208,9 @@ struct Opt {
 /// A validated command line.
 struct Config {
     dirs: Vec<PathBuf>,
+    import: Option<PathBuf>,
+    diff: Option<(PathBuf, PathBuf)>,
+    output: Option<PathBuf>,
     options: ReportOptions,
     sources: SymbolSources,
     format: Format,
@@ -203,8 +239,60 @@ fn validate(opt: Opt) -> Result<Config, String> {
             ));
         }
     }
+    if let Some(p) = &opt.import {
+        if !p.is_file() {
+            return Err(format!(
+                "bad value '{}' for --import: not a file (give a perf.data written by `perf record`)",
+                p.display()
+            ));
+        }
+    }
+    let format = opt.format;
+    if (opt.callgraph || opt.children) && (opt.separate.thread || opt.separate.by_app() || opt.app)
+    {
+        return Err(
+            "--callgraph and --children work per function: they cannot be combined with \
+             --separate=thread, lib or kernel, or --app (use --separate=cpu, or a tgid:/tid: spec)"
+                .to_owned(),
+        );
+    }
+    let diff = match opt.diff.as_slice() {
+        [a, b] => {
+            if !matches!(format, Format::Text | Format::Json | Format::Csv) {
+                return Err("--diff writes text, json or csv".to_owned());
+            }
+            if opt.separate.cpu || opt.separate.thread {
+                return Err(
+                    "--diff compares shares per symbol: --separate=cpu or thread do not apply"
+                        .to_owned(),
+                );
+            }
+            Some((a.clone(), b.clone()))
+        }
+        _ => None,
+    };
+    if format == Format::Flamegraph && opt.separate.cpu && opt.output.is_none() {
+        return Err(
+            "--format flamegraph --separate=cpu writes one SVG per CPU: name them with -o FILE \
+             (FILE-cpuN.svg)"
+                .to_owned(),
+        );
+    }
+    if format.needs_stacks() && opt.timeline.is_some() {
+        return Err(format!(
+            "--timeline cannot be written as {}",
+            opt.format_name()
+        ));
+    }
+    if format.is_binary() && opt.output.is_none() && io::stdout().is_terminal() {
+        return Err(
+            "--format pprof writes gzip bytes: redirect them (> profile.pb.gz) or use -o FILE"
+                .to_owned(),
+        );
+    }
+    let symbols = opt.symbols || diff.is_some();
     let mut dirs = Vec::new();
-    if opt.merge.is_empty() || opt.session_dir.is_some() {
+    if (opt.merge.is_empty() && opt.import.is_none()) || opt.session_dir.is_some() {
         dirs.push(
             opt.session_dir
                 .unwrap_or_else(|| PathBuf::from("profkit_data")),
@@ -213,8 +301,11 @@ fn validate(opt: Opt) -> Result<Config, String> {
     dirs.extend(opt.merge);
     Ok(Config {
         dirs,
+        import: opt.import,
+        diff,
+        output: opt.output,
         options: ReportOptions {
-            symbols: opt.symbols,
+            symbols,
             separate: opt.separate,
             app_column: opt.app,
             spec,
@@ -228,6 +319,9 @@ fn validate(opt: Opt) -> Result<Config, String> {
             debug_info: opt.debug_info,
             long_filenames: opt.long_filenames,
             timeline: opt.timeline,
+            callgraph: opt.callgraph,
+            children: opt.children,
+            stacks: format.needs_stacks(),
         },
         sources: SymbolSources {
             kallsyms: opt.kallsyms,
@@ -235,7 +329,7 @@ fn validate(opt: Opt) -> Result<Config, String> {
             search_dirs: opt.search_dirs,
             debug_dirs: opt.debug_dirs,
         },
-        format: opt.format,
+        format,
         progress: !opt.no_progress,
         verbose: opt.verbose,
     })
@@ -306,22 +400,15 @@ fn liveness(dir: &Path) -> Liveness {
     }
 }
 
-fn run(cfg: Config) -> Result<()> {
-    let mut sessions = Vec::new();
-    for dir in &cfg.dirs {
-        let mut s = Session::open(dir)
-            .with_context(|| format!("reading the session in {}", dir.display()))?;
-        s.set_liveness(liveness(dir));
-        sessions.push(s);
-    }
-    let bar = Bar::new(cfg.progress);
-    let report =
-        build_report(&sessions, &cfg.options, &cfg.sources, &bar).context("building the report")?;
-    let shown = if cfg.verbose {
-        usize::MAX
-    } else {
-        MAX_WARNINGS
-    };
+fn open(dir: &Path) -> Result<Session> {
+    let mut s =
+        Session::open(dir).with_context(|| format!("reading the session in {}", dir.display()))?;
+    s.set_liveness(liveness(dir));
+    Ok(s)
+}
+
+fn print_warnings(report: &Report, verbose: bool) {
+    let shown = if verbose { usize::MAX } else { MAX_WARNINGS };
     for w in report.warnings.iter().take(shown) {
         eprintln!("profreport: warning: {w}");
     }
@@ -331,8 +418,135 @@ fn run(cfg: Config) -> Result<()> {
             report.warnings.len() - shown
         );
     }
-    let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
+}
+
+/// A scratch directory for an imported perf.data, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Result<Scratch> {
+        let base = std::env::temp_dir();
+        for i in 0..1000u32 {
+            let p = base.join(format!("profreport-import-{}-{i}", std::process::id()));
+            match std::fs::create_dir(&p) {
+                Ok(()) => return Ok(Scratch(p)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(e).with_context(|| format!("creating {}", p.display()));
+                }
+            }
+        }
+        anyhow::bail!("no free scratch directory in {}", base.display())
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Where output goes: a file (created) or standard output.
+fn output(path: Option<&Path>) -> Result<Box<dyn Write>> {
+    Ok(match path {
+        Some(p) => Box::new(BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+        None => Box::new(BufWriter::new(io::stdout().lock())),
+    })
+}
+
+/// `out.svg` → `out-cpu3.svg`.
+fn per_cpu_path(path: &Path, cpu: u32) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map_or_else(|| "flamegraph".into(), |s| s.to_string_lossy().into_owned());
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-cpu{cpu}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-cpu{cpu}"),
+    };
+    path.with_file_name(name)
+}
+
+fn run(cfg: Config) -> Result<()> {
+    let bar = Bar::new(cfg.progress);
+    if let Some((old, new)) = &cfg.diff {
+        let old_s = open(old)?;
+        let new_s = open(new)?;
+        let old_r = build_report(
+            std::slice::from_ref(&old_s),
+            &ReportOptions {
+                threshold: 0.0,
+                ..cfg.options.clone()
+            },
+            &cfg.sources,
+            &bar,
+        )
+        .with_context(|| format!("building the report of {}", old.display()))?;
+        let new_r = build_report(
+            std::slice::from_ref(&new_s),
+            &ReportOptions {
+                threshold: 0.0,
+                ..cfg.options.clone()
+            },
+            &cfg.sources,
+            &bar,
+        )
+        .with_context(|| format!("building the report of {}", new.display()))?;
+        print_warnings(&old_r, cfg.verbose);
+        print_warnings(&new_r, cfg.verbose);
+        let d = diff_reports(&old_r, &new_r, cfg.options.threshold);
+        let mut out = output(cfg.output.as_deref())?;
+        write_diff(&d, cfg.format, &mut out)?;
+        out.flush()?;
+        return Ok(());
+    }
+    let mut sessions = Vec::new();
+    for dir in &cfg.dirs {
+        sessions.push(open(dir)?);
+    }
+    let _scratch = match &cfg.import {
+        Some(perf_data) => {
+            let scratch = Scratch::new()?;
+            let summary = import_perf_data(perf_data, &scratch.0)
+                .with_context(|| format!("importing {}", perf_data.display()))?;
+            if summary.bad_records > 0 {
+                eprintln!(
+                    "profreport: warning: {}: {} records could not be read (a truncated file?)",
+                    perf_data.display(),
+                    summary.bad_records
+                );
+            }
+            if summary.skipped > 0 {
+                eprintln!(
+                    "profreport: warning: {}: {} guest or hypervisor samples skipped",
+                    perf_data.display(),
+                    summary.skipped
+                );
+            }
+            let mut s = Session::open(&scratch.0).context("reading the imported session")?;
+            s.set_liveness(Liveness::NotRunning);
+            sessions.push(s);
+            Some(scratch)
+        }
+        None => None,
+    };
+    let report =
+        build_report(&sessions, &cfg.options, &cfg.sources, &bar).context("building the report")?;
+    print_warnings(&report, cfg.verbose);
+    if cfg.format == Format::Flamegraph && cfg.options.separate.cpu {
+        let base = cfg.output.as_deref().unwrap_or(Path::new("flamegraph.svg"));
+        for (i, col) in report.columns.iter().enumerate() {
+            let Column::Cpu(cpu) = col else { continue };
+            let path = per_cpu_path(base, *cpu);
+            let mut out = output(Some(&path))?;
+            write_flamegraph(&report, Some(i), &mut out)?;
+            out.flush()?;
+            eprintln!("profreport: wrote {}", path.display());
+        }
+        return Ok(());
+    }
+    let mut out = output(cfg.output.as_deref())?;
     render(&report, cfg.format, &mut out)?;
     out.flush()?;
     Ok(())
@@ -388,6 +602,17 @@ fn main() -> ExitCode {
     }
 }
 
+impl Opt {
+    fn format_name(&self) -> &'static str {
+        match self.format {
+            Format::Collapsed => "collapsed stacks",
+            Format::Flamegraph => "a flame graph",
+            Format::Pprof => "pprof",
+            _ => "text",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,5 +621,14 @@ mod tests {
     #[test]
     fn cli_is_consistent() {
         Opt::command().debug_assert();
+    }
+
+    #[test]
+    fn per_cpu_flame_graphs_are_named_after_the_output() {
+        assert_eq!(
+            per_cpu_path(Path::new("d/out.svg"), 3),
+            PathBuf::from("d/out-cpu3.svg")
+        );
+        assert_eq!(per_cpu_path(Path::new("out"), 0), PathBuf::from("out-cpu0"));
     }
 }

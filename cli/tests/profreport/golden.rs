@@ -104,3 +104,27 @@ golden!(
     "ratio",
     ["-l", "--merge", "../testdata/sessions/pinned"]
 );
+golden!(
+    golden_callgraph_blocks,
+    "callgraph-c.txt",
+    "callgraph",
+    ["-c"]
+);
+golden!(
+    golden_callgraph_children,
+    "callgraph-children.txt",
+    "callgraph",
+    ["-l", "--children"]
+);
+golden!(
+    golden_callgraph_collapsed,
+    "callgraph-collapsed.txt",
+    "callgraph",
+    ["--format", "collapsed"]
+);
+golden!(
+    golden_callgraph_csv,
+    "callgraph-c.csv",
+    "callgraph",
+    ["-c", "--format", "csv"]
+);

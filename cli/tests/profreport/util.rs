@@ -121,6 +121,18 @@ pub fn percent_of(v: &serde_json::Value, symbol: &str) -> f64 {
         .unwrap_or_else(|| panic!("no row for {symbol}: {v:#}"))
 }
 
+/// Held by every test that records: a profkit session opens its events
+/// with `build_id`, and a 6.18 kernel was seen marking a concurrent `perf
+/// record`'s MMAP2 records as carrying build-ids when they carry inodes,
+/// which perf 6.1 cannot read back. One recording at a time in this binary.
+pub static RECORDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Takes [`RECORDING`] (a test that panicked while holding it does not
+/// poison the others).
+pub fn recording() -> std::sync::MutexGuard<'static, ()> {
+    RECORDING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A scratch directory.
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")

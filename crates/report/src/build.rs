@@ -6,16 +6,17 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
-use profkit_eventlog::{Cookie, CookieEntry, CookieKind};
+use profkit_eventlog::{Cookie, CookieEntry, CookieKind, COOKIE_UNKNOWN};
 use profkit_symbols::{
     BinaryKind, BinaryRequest, BinaryResult, KallsymsSource, SymbolId, Symbolizer,
     SymbolizerOptions,
 };
 
+use crate::callgraph;
 use crate::error::{Error, Result};
 use crate::hash::FxHashMap;
 use crate::kallsyms;
-use crate::load::{aggregate, Aggregate, Key, KeyShape, Liveness, Session};
+use crate::load::{aggregate, Aggregate, Key, KeyShape, Liveness, Session, NO_STACK};
 use crate::model::*;
 use crate::spec::{base_name, ProfileSpec, Separate, SortKey};
 use crate::Progress;
@@ -53,6 +54,23 @@ pub struct ReportOptions {
     pub long_filenames: bool,
     /// Instead of rows: samples and losses per CPU per this many rounds.
     pub timeline: Option<u32>,
+    /// Caller/callee blocks per function (`--callgraph`); implies
+    /// `symbols`.
+    pub callgraph: bool,
+    /// Inclusive samples per row (`--children`): the samples whose call
+    /// stack holds the row's function; rows are sorted and cut by them.
+    /// Implies `symbols`.
+    pub children: bool,
+    /// Keep the symbolized stacks in [`Report::stacks`] (for the collapsed,
+    /// flame graph and pprof outputs). Implies `symbols`.
+    pub stacks: bool,
+}
+
+impl ReportOptions {
+    /// True when the report needs each sample's call stack.
+    pub fn wants_stacks(&self) -> bool {
+        self.callgraph || self.children || self.stacks
+    }
 }
 
 impl Default for ReportOptions {
@@ -72,6 +90,9 @@ impl Default for ReportOptions {
             debug_info: false,
             long_filenames: false,
             timeline: None,
+            callgraph: false,
+            children: false,
+            stacks: false,
         }
     }
 }
@@ -92,7 +113,7 @@ pub struct SymbolSources {
     pub debug_dirs: Vec<PathBuf>,
 }
 
-const NO_SYMBOL: u32 = u32::MAX;
+pub(crate) const NO_SYMBOL: u32 = u32::MAX;
 /// Text of a row whose samples have no symbol.
 pub const NO_SYMBOLS: &str = "(no symbols)";
 
@@ -109,6 +130,28 @@ pub fn build_report(
 ) -> Result<Report> {
     let mut warnings = Vec::new();
     check_merge(sessions, &mut warnings)?;
+    let with_stacks = opts.wants_stacks() && opts.timeline.is_none();
+    if with_stacks && (opts.children || opts.callgraph) {
+        let sep = opts.separate;
+        if sep.thread || sep.by_app() || opts.app_column {
+            return Err(Error::Conflict(
+                "--callgraph and --children work per function: they cannot be combined with \
+                 --separate=thread, lib or kernel, or --app (use --separate=cpu, or a tgid:/tid: \
+                 spec to look at one process)"
+                    .to_owned(),
+            ));
+        }
+    }
+    let owned;
+    let opts = if with_stacks && !opts.symbols {
+        owned = ReportOptions {
+            symbols: true,
+            ..opts.clone()
+        };
+        &owned
+    } else {
+        opts
+    };
     let sep = opts.separate;
     let needs_pid = sep.by_app() || opts.app_column || opts.exclude_dependent || sep.thread;
     let shape = if opts.timeline.is_some() {
@@ -116,12 +159,16 @@ pub fn build_report(
     } else {
         KeyShape {
             offset: opts.symbols,
-            pid: needs_pid,
+            pid: needs_pid || with_stacks,
             tid: sep.thread,
             cpu: sep.cpu,
+            stacks: with_stacks,
         }
     };
-    let agg = aggregate(sessions, shape, &opts.spec, progress);
+    let mut agg = aggregate(sessions, shape, &opts.spec, progress);
+    if with_stacks {
+        agg.fold_stacks();
+    }
     let (header, read_per_cpu) = header(sessions, &agg, &mut warnings);
     if let Some(per) = opts.timeline {
         let timeline = timeline(sessions, &agg, per.max(1), &opts.spec);
@@ -140,6 +187,8 @@ pub fn build_report(
             rows_below_threshold: 0,
             timeline: Some(timeline),
             warnings,
+            callgraph: None,
+            stacks: None,
         });
     }
 
@@ -191,14 +240,13 @@ pub fn build_report(
             None
         }
     };
-    let mut grouped: FxHashMap<RowKey, Vec<u64>> = FxHashMap::default();
-    let ncols = columns.len();
-    for (k, &n) in &agg.counts {
+    // Where a sample goes: its row and column, or nowhere (filtered out).
+    let place = |k: &Key| -> Option<(RowKey, usize)> {
         let entry = images.entry(k.cookie);
         if opts.exclude_dependent {
             let app = apps.get(&(k.sess, k.pid)).copied().unwrap_or(k.cookie);
             if app != k.cookie {
-                continue;
+                return None;
             }
         }
         let app = attribute(k, entry.map(|e| &e.kind));
@@ -208,7 +256,7 @@ pub fn build_report(
                 .spec
                 .wants_image(&images.match_path(k.cookie), app_path.as_deref())
             {
-                continue;
+                return None;
             }
         }
         let sym = if opts.symbols {
@@ -228,16 +276,70 @@ pub fn build_report(
             image: k.cookie,
             sym,
         };
-        let col = if sep.cpu {
-            match col_of.get(&k.cpu) {
-                Some(&c) => c,
-                None => continue,
-            }
-        } else {
-            0
-        };
-        grouped.entry(key).or_insert_with(|| vec![0; ncols])[col] += n;
+        let col = if sep.cpu { *col_of.get(&k.cpu)? } else { 0 };
+        Some((key, col))
+    };
+    let mut grouped: FxHashMap<RowKey, Vec<u64>> = FxHashMap::default();
+    let ncols = columns.len();
+    for (k, &n) in &agg.counts {
+        if let Some((key, col)) = place(k) {
+            grouped.entry(key).or_insert_with(|| vec![0; ncols])[col] += n;
+        }
     }
+
+    // Call stacks: symbolized once per distinct location, then merged.
+    if with_stacks
+        && agg.stack_tables.values().all(|t| t.is_empty())
+        && (opts.callgraph || opts.children)
+    {
+        warnings.push(
+            "no call stacks in this session: record with `profctl record -g` (or `start -g`) \
+             to see callers, callees and inclusive samples; only the sampled functions are \
+             shown"
+                .to_owned(),
+        );
+    }
+    let stack_data = if with_stacks {
+        let built = callgraph::build_stacks(
+            &agg,
+            &symbols,
+            &images,
+            &comms,
+            |k| place(k).map(|(_, col)| col),
+            sep.thread,
+            &mut warnings,
+        );
+        Some(built)
+    } else {
+        None
+    };
+    // With --children, functions seen only as callers get rows too.
+    let inclusive: Option<FxHashMap<RowKey, Vec<u64>>> = match (&stack_data, opts.children) {
+        (Some(st), true) => {
+            let incl = callgraph::inclusive(st, ncols);
+            let mut out = FxHashMap::default();
+            for (f, v) in incl {
+                let (cookie, sym) = st.keys[f as usize];
+                let key = RowKey {
+                    sess: 0,
+                    tgid: 0,
+                    tid: 0,
+                    app: 0,
+                    has_app: false,
+                    image: cookie,
+                    sym,
+                };
+                let filtered = !opts.spec.images.is_empty() || !opts.spec.exclude_images.is_empty();
+                if filtered && !opts.spec.wants_image(&images.match_path(cookie), None) {
+                    continue;
+                }
+                grouped.entry(key).or_insert_with(|| vec![0; ncols]);
+                out.insert(key, v);
+            }
+            Some(out)
+        }
+        _ => None,
+    };
 
     // Denominators.
     let local: Vec<u64> = (0..ncols)
@@ -260,6 +362,7 @@ pub fn build_report(
         address: opts.symbols && opts.show_address,
         location: opts.symbols && opts.debug_info,
         nested: !opts.symbols && sep.by_app() && !opts.app_column,
+        inclusive: inclusive.is_some(),
     };
 
     let make_row = |key: &RowKey, samples: Vec<u64>, denom: &[u64]| -> Row {
@@ -276,7 +379,13 @@ pub fn build_report(
             image: images.name(key.image),
             symbol: layout.symbols.then(|| {
                 sym.map_or_else(
-                    || NO_SYMBOLS.to_owned(),
+                    || {
+                        if key.image == COOKIE_UNKNOWN {
+                            "[unknown]".to_owned()
+                        } else {
+                            NO_SYMBOLS.to_owned()
+                        }
+                    },
                     |(r, id)| r.result.symbol(id).name.clone(),
                 )
             }),
@@ -293,7 +402,22 @@ pub fn build_report(
                 .thread
                 .then(|| comms.name(key.sess, key.tgid, key.tid).to_owned()),
             children: Vec::new(),
+            inclusive: Vec::new(),
+            inclusive_percent: Vec::new(),
+            inclusive_total: 0,
+            inclusive_total_percent: 0.0,
         }
+    };
+    let make_row = |key: &RowKey, samples: Vec<u64>, denom: &[u64]| -> Row {
+        let mut row = make_row(key, samples, denom);
+        if let Some(incl) = &inclusive {
+            let v = incl.get(key).cloned().unwrap_or_else(|| vec![0; ncols]);
+            row.inclusive_percent = percents(&v, denom);
+            row.inclusive_total = v.iter().sum();
+            row.inclusive_total_percent = percent(row.inclusive_total, denom.iter().sum());
+            row.inclusive = v;
+        }
+        row
     };
 
     let mut rows: Vec<Row> = if layout.nested {
@@ -337,7 +461,16 @@ pub fn build_report(
     };
 
     let mut below = 0usize;
-    sort_and_cut(&mut rows, opts, &mut below);
+    sort_and_cut(&mut rows, opts, layout.inclusive, &mut below);
+    let callgraph = match (&stack_data, opts.callgraph) {
+        (Some(st), true) => Some(callgraph::call_graph(
+            st,
+            total_samples,
+            opts.threshold,
+            opts.children,
+        )),
+        _ => None,
+    };
     progress.finish();
     let mut header = header;
     header.total_samples = total_samples;
@@ -349,6 +482,12 @@ pub fn build_report(
         rows_below_threshold: below,
         timeline: None,
         warnings,
+        callgraph,
+        stacks: if opts.stacks {
+            stack_data.map(|s| s.stacks)
+        } else {
+            None
+        },
     })
 }
 
@@ -368,8 +507,14 @@ fn percents(samples: &[u64], denom: &[u64]) -> Vec<f64> {
         .collect()
 }
 
-fn compare(a: &Row, b: &Row, key: SortKey) -> Ordering {
-    let by_samples = b.total.cmp(&a.total);
+fn compare(a: &Row, b: &Row, key: SortKey, inclusive: bool) -> Ordering {
+    let by_samples = if inclusive {
+        b.inclusive_total
+            .cmp(&a.inclusive_total)
+            .then(b.total.cmp(&a.total))
+    } else {
+        b.total.cmp(&a.total)
+    };
     let tie = || {
         a.image
             .cmp(&b.image)
@@ -400,19 +545,26 @@ fn compare(a: &Row, b: &Row, key: SortKey) -> Ordering {
     }
 }
 
-fn sort_and_cut(rows: &mut Vec<Row>, opts: &ReportOptions, below: &mut usize) {
-    rows.sort_by(|a, b| compare(a, b, opts.sort));
+fn sort_and_cut(rows: &mut Vec<Row>, opts: &ReportOptions, inclusive: bool, below: &mut usize) {
+    rows.sort_by(|a, b| compare(a, b, opts.sort, inclusive));
     if opts.reverse {
         rows.reverse();
     }
     if opts.threshold > 0.0 {
         let before = rows.len();
-        rows.retain(|r| r.total_percent >= opts.threshold);
+        rows.retain(|r| {
+            let p = if inclusive {
+                r.inclusive_total_percent
+            } else {
+                r.total_percent
+            };
+            p >= opts.threshold
+        });
         *below += before - rows.len();
     }
     for r in rows.iter_mut() {
         if !r.children.is_empty() {
-            sort_and_cut(&mut r.children, opts, below);
+            sort_and_cut(&mut r.children, opts, inclusive, below);
         }
     }
 }
@@ -738,7 +890,7 @@ fn timeline(sessions: &[Session], agg: &Aggregate, per: u32, spec: &ProfileSpec)
 // ---------------------------------------------------------------- names
 
 /// Thread names, last one in file order winning.
-struct Comms {
+pub(crate) struct Comms {
     by_tid: HashMap<(u32, u32, u32), String>,
     exec: HashMap<(u32, u32), String>,
 }
@@ -759,7 +911,7 @@ impl Comms {
     }
 
     /// The name of a thread (else of its process, else `?`).
-    fn name(&self, sess: u32, pid: u32, tid: u32) -> &str {
+    pub(crate) fn name(&self, sess: u32, pid: u32, tid: u32) -> &str {
         self.by_tid
             .get(&(sess, pid, tid))
             .or_else(|| self.by_tid.get(&(sess, pid, pid)))
@@ -777,7 +929,7 @@ impl Comms {
 }
 
 /// Display names of binaries.
-struct Images<'a> {
+pub(crate) struct Images<'a> {
     agg: &'a Aggregate,
     long: bool,
 }
@@ -800,13 +952,14 @@ impl<'a> Images<'a> {
         Images { agg, long }
     }
 
-    fn entry(&self, c: Cookie) -> Option<&'a CookieEntry> {
+    pub(crate) fn entry(&self, c: Cookie) -> Option<&'a CookieEntry> {
         self.agg.cookies.get(&c).map(|(e, _, _)| e)
     }
 
     /// The name shown for a binary.
-    fn name(&self, c: Cookie) -> String {
+    pub(crate) fn name(&self, c: Cookie) -> String {
         match self.entry(c) {
+            None if c == COOKIE_UNKNOWN => "[unknown]".to_owned(),
             None => unknown_name(c),
             Some(e) => match e.kind {
                 CookieKind::Anon => match e.pid {
@@ -899,9 +1052,9 @@ fn find_apps(agg: &Aggregate, comms: &Comms) -> FxHashMap<(u32, u32), Cookie> {
 /// each aggregated sample is a binary search in a table that stays in
 /// cache (a search over per-offset entries was 95 % of a synthetic
 /// report's time, every probe a cache miss).
-struct Resolved {
+pub(crate) struct Resolved {
     /// The symbolizer's answer, its per-offset entries dropped.
-    result: BinaryResult,
+    pub(crate) result: BinaryResult,
     /// (first offset, last offset, symbol), sorted, not overlapping.
     runs: Vec<(u64, u64, Option<SymbolId>)>,
     /// With `--debug-info`: each symbol's source location.
@@ -929,7 +1082,7 @@ impl Resolved {
         }
     }
 
-    fn symbol_of(&self, offset: u64) -> Option<SymbolId> {
+    pub(crate) fn symbol_of(&self, offset: u64) -> Option<SymbolId> {
         let i = self
             .runs
             .partition_point(|r| r.0 <= offset)
@@ -994,6 +1147,29 @@ fn symbolize(
             .is_some_and(|(e, _, _)| e.kind != CookieKind::Other);
         if known {
             offsets.entry(k.cookie).or_default().push(k.offset);
+        }
+    }
+    // Callers: each distinct stack's frames, at the call instruction (the
+    // return address minus one).
+    let mut seen: crate::hash::FxHashSet<(u32, u32)> = Default::default();
+    for &(k, stack) in agg.stack_counts.keys() {
+        if stack == NO_STACK || !seen.insert((k.sess, stack)) {
+            continue;
+        }
+        let Some(frames) = agg.stack_tables.get(&k.sess).and_then(|t| t.get(stack)) else {
+            continue;
+        };
+        for f in frames {
+            let known = agg
+                .cookies
+                .get(&f.cookie)
+                .is_some_and(|(e, _, _)| e.kind != CookieKind::Other);
+            if known {
+                offsets
+                    .entry(f.cookie)
+                    .or_default()
+                    .push(f.offset.saturating_sub(1));
+            }
         }
     }
     // One symbolizer per distinct set of session-specific sources.

@@ -24,7 +24,20 @@
 //!   per-session symbol sources: a session directory's `kallsyms`,
 //!   `perf-PID.map` files and an unpacked `profctl archive`'s `debug/` tree;
 //! - the loss summary (from the footer's accounting, else from the Lost
-//!   markers), the timeline, and the renderers ([`render`]: text, JSON, CSV).
+//!   markers), the timeline, and the renderers ([`render`]: text, JSON, CSV);
+//! - call graphs of sessions recorded with `-g`: samples aggregated per
+//!   (key, stack id), each distinct stack's frames symbolized once, then the
+//!   symbolized [`Stacks`] ([`ReportOptions::stacks`]), opreport's caller/callee
+//!   blocks ([`CallGraph`], `--callgraph`) and inclusive samples per row
+//!   (`--children`); see `callgraph.rs`;
+//! - exports from those stacks: folded stacks ([`write_collapsed`]), flame
+//!   graphs drawn by inferno ([`write_flamegraph`], one per CPU if asked),
+//!   and gzip-compressed pprof `profile.proto` ([`pprof`]) for fleet tools;
+//! - `--import perf.data` ([`import_perf_data`]): a `perf record` file
+//!   resolved to (binary, offset) like the sync stage does and written as a
+//!   session, so every report works on it;
+//! - `--diff` ([`diff_reports`]): the change in each symbol's share between
+//!   two reports.
 //!
 //! # Design constraints
 //!
@@ -41,6 +54,11 @@
 //! - **Only what the report needs is kept.** The aggregation key drops the
 //!   fields a report does not show (the offset for an image summary, the
 //!   thread unless `--separate=thread`), so maps stay small.
+//! - **Stacks cost only the reports that use them.** Without call-graph
+//!   output the stack id is never looked at (a separate, monomorphized
+//!   sink keeps the flat pass what it was); with it, samples are counted
+//!   per (key, stack id) and a stack's frames are symbolized once per
+//!   distinct (binary, offset), not per sample.
 //! - **Never panic on a session.** Corrupt and torn chunks are skipped and
 //!   reported (index, byte offset, reason) in [`Report::warnings`] and the
 //!   header; samples the footer counted but that could not be read are
@@ -97,13 +115,41 @@
 //! Rows are the text report's rows, flattened ([`flat_rows`]): one per
 //! (row, CPU) with samples under `--separate=cpu`, percent within that CPU;
 //! a nested application row comes before its dependents, which carry it as
-//! `app`. CSV has the same rows under a fixed header.
+//! `app`. CSV has the same rows under a fixed header. With `--children`
+//! rows also carry `inclusive` and `inclusive_percent` (a CSV gets two more
+//! columns); with `--callgraph` the JSON object has a `callgraph` key
+//! (`entries`: `image`, `symbol`, `self_samples`, `self_percent`, `total`,
+//! `total_percent`, `callers` and `callees` as `{image, symbol, samples,
+//! percent}`, the percent of the entry's `total`), and CSV is one line per
+//! arc (`function_image,function_symbol,relation,samples,percent,image,symbol`,
+//! relation `caller`, `self`, `total` or `callee`).
+//!
+//! The call-graph text is opreport's `-c` layout: per function, its
+//! callers indented, the function (self samples and share, inclusive
+//! samples and share), its callees indented with `[self]` among them:
+//!
+//! ```text
+//! samples         %  inclusive         %  image name  symbol name
+//! -------------------------------------------------------------------------------
+//!   236     66.6667                       callgraph   b
+//!   118     33.3333                       callgraph   a
+//! 354      100.0000        354  100.0000  callgraph   c
+//!   354    100.0000                       callgraph   c [self]
+//! -------------------------------------------------------------------------------
+//! ```
+//!
+//! Stack formats (`collapsed`, `flamegraph`, `pprof`) are described in
+//! `export.rs` and [`pprof`].
 //!
 //! # What it is not for
 //!
 //! It does not record, talk to the daemon, or follow a growing session (a
-//! report is a snapshot: run it again to see more). It draws no call graphs
-//! (the format reserves them) and annotates no source. Command-line parsing
+//! report is a snapshot: run it again to see more). It does not unwind
+//! (stacks are what the recorder's frame-pointer walk gave; see
+//! `docs/FORMAT.md` for its limits) and annotates no source. `--callgraph`
+//! and `--children` are per function: they do not split by thread or
+//! application. `--import` reads file-mode perf.data without compressed
+//! (`-z`) records; it does not read pipe output. Command-line parsing
 //! lives in `cli/` (`profreport`); a progress bar is the caller's, through
 //! [`Progress`].
 //!
@@ -121,28 +167,44 @@
 //!                                        rows keyed by (tgid, tid, app, image, symbol id) × column (CPU)
 //!                                                                        ▼
 //!                                           percent, sort, threshold ──► render (text | json | csv)
+//!
+//!  with stacks:  Key × stack id ─► frames at return − 1 added to the offsets symbolized above
+//!                                ─► Stacks (locations, functions, merged samples)
+//!                                     ├─► inclusive per function ─► rows' inclusive columns (--children)
+//!                                     ├─► callers/callees at each function's innermost occurrence (-c)
+//!                                     └─► folded lines ─► collapsed | inferno SVG;  profile.proto ─► gzip
+//!  perf.data ─► import (process table from MMAP/COMM/FORK) ─► session.pkl ─► everything above
 //! ```
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 mod build;
+mod callgraph;
+mod diff;
 mod error;
+mod export;
 mod hash;
+mod import;
 mod kallsyms;
 mod load;
 mod model;
+pub mod pprof;
 mod render;
 mod spec;
 #[cfg(test)]
 mod tests;
 
 pub use build::{build_report, ReportOptions, SymbolSources, NO_SYMBOLS};
+pub use diff::{diff_reports, write_diff, Diff, DiffRow};
 pub use error::{Error, Result};
+pub use export::{collapsed_lines, write_collapsed, write_flamegraph};
+pub use import::{import_perf_data, ImportSummary};
 pub use load::{Liveness, Session, ARCHIVE_DEBUG_DIR, KALLSYMS_FILE, SESSION_FILE};
 pub use model::{
-    BadChunkInfo, Column, CpuLoss, Header, Layout, Report, Row, SessionInfo, SessionTimeline,
-    Timeline, TimelineLine,
+    BadChunkInfo, CallArc, CallEntry, CallGraph, Column, CpuLoss, Function, Header, Layout,
+    Location, Mapping, Report, Row, SessionInfo, SessionTimeline, StackSample, Stacks, Timeline,
+    TimelineLine,
 };
 pub use render::{flat_rows, format_utc, render, write_csv, write_json, write_text, Format};
 pub use spec::{base_name, Glob, ProfileSpec, Separate, SortKey, SPEC_TAGS};

@@ -110,6 +110,8 @@ pub struct Layout {
     pub location: bool,
     /// Image summary with dependent images under their application.
     pub nested: bool,
+    /// Inclusive (self plus callees) samples per row (`--children`).
+    pub inclusive: bool,
 }
 
 /// One line of the report.
@@ -142,6 +144,16 @@ pub struct Row {
     pub comm: Option<String>,
     /// Dependent images, for a nested parent row.
     pub children: Vec<Row>,
+    /// With `--children`: samples whose stack holds this row's function
+    /// (itself or a caller of the sampled function), per column; empty
+    /// otherwise.
+    pub inclusive: Vec<u64>,
+    /// With `--children`: `inclusive` in percent, per column.
+    pub inclusive_percent: Vec<f64>,
+    /// With `--children`: inclusive samples over all columns.
+    pub inclusive_total: u64,
+    /// With `--children`: `inclusive_total` in percent.
+    pub inclusive_total_percent: f64,
 }
 
 /// One line of the timeline: a sync round, or a group of rounds.
@@ -198,4 +210,145 @@ pub struct Report {
     pub timeline: Option<Timeline>,
     /// Problems worth telling: unreadable chunks, missing binaries, high loss.
     pub warnings: Vec<String>,
+    /// The caller/callee blocks (`--callgraph`).
+    pub callgraph: Option<CallGraph>,
+    /// The symbolized stacks, for the collapsed, flame graph and pprof
+    /// outputs (kept when [`crate::ReportOptions::stacks`] asks for them).
+    pub stacks: Option<Stacks>,
+}
+
+/// A binary of [`Stacks`] (a pprof mapping).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Mapping {
+    /// The recorded path (`[kernel.kallsyms]`, `/usr/lib/…/libc.so.6`).
+    pub path: String,
+    /// The name shown in reports (file name, or the path with `-f`).
+    pub name: String,
+    /// GNU build-id in lower-case hex, when recorded.
+    pub build_id: Option<String>,
+    /// The kernel or a module.
+    pub kernel: bool,
+    /// Kernel or module: the load address offsets are relative to.
+    pub base: u64,
+}
+
+/// A function of [`Stacks`]: a symbol of a binary, or a stand-in.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Function {
+    /// The symbol (`(no symbols)` when the binary could not be read or the
+    /// offset is in no symbol; `[unknown]` for a caller the frame-pointer
+    /// walk could not place in any binary).
+    pub name: String,
+    /// The binary's index in [`Stacks::mappings`].
+    pub mapping: u32,
+    /// The symbol's start address, when known.
+    pub start: Option<u64>,
+}
+
+/// A code location of [`Stacks`]: an offset in a binary.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Location {
+    /// The binary's index in [`Stacks::mappings`].
+    pub mapping: u32,
+    /// The offset looked up: the sample's offset for a sampled location;
+    /// the return address minus one (the call instruction) for a caller.
+    pub offset: u64,
+    /// Its function's index in [`Stacks::functions`].
+    pub function: u32,
+}
+
+/// Samples that share a call stack, a column and a thread.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StackSample {
+    /// The column (an index into [`Report::columns`]).
+    pub column: usize,
+    /// Process id (0 when merged sessions are not told apart).
+    pub pid: u32,
+    /// Thread id (0 unless `--separate=thread`).
+    pub tid: u32,
+    /// The process's name.
+    pub process: String,
+    /// Indexes into [`Stacks::locations`], the sampled one first, then its
+    /// callers, outermost last.
+    pub locations: Vec<u32>,
+    /// Samples.
+    pub count: u64,
+}
+
+/// Every sample of a report with its symbolized call stack (one entry per
+/// distinct stack, column and thread).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Stacks {
+    /// Binaries.
+    pub mappings: Vec<Mapping>,
+    /// Functions.
+    pub functions: Vec<Function>,
+    /// Locations.
+    pub locations: Vec<Location>,
+    /// The samples.
+    pub samples: Vec<StackSample>,
+}
+
+impl Stacks {
+    /// The function of location `loc`.
+    pub fn function_of(&self, loc: u32) -> &Function {
+        &self.functions[self.locations[loc as usize].function as usize]
+    }
+
+    /// Total samples.
+    pub fn total(&self) -> u64 {
+        self.samples.iter().map(|s| s.count).sum()
+    }
+}
+
+/// One caller or callee of a [`CallEntry`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CallArc {
+    /// The binary.
+    pub image: String,
+    /// The function.
+    pub symbol: String,
+    /// Samples of the entry's function that came through this arc.
+    pub samples: u64,
+    /// `samples` in percent of the entry's inclusive samples.
+    pub percent: f64,
+}
+
+/// One block of the call graph: a function, who called it and whom it
+/// called, in samples.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CallEntry {
+    /// The binary.
+    pub image: String,
+    /// The function.
+    pub symbol: String,
+    /// Samples taken in the function itself.
+    pub self_samples: u64,
+    /// `self_samples` in percent of the report's samples.
+    pub self_percent: f64,
+    /// Samples whose stack holds the function (itself included); a
+    /// recursive function counts once per sample.
+    pub total: u64,
+    /// `total` in percent of the report's samples.
+    pub total_percent: f64,
+    /// Its callers (the next frame out, at the function's innermost
+    /// occurrence), most samples first. They add up to `total` less the
+    /// samples where the function is the outermost frame.
+    pub callers: Vec<CallArc>,
+    /// Its callees (the next frame in), most samples first; with
+    /// `self_samples` they add up to `total`.
+    pub callees: Vec<CallArc>,
+}
+
+/// The call graph (`--callgraph`): one entry per function above the
+/// threshold, most samples first (self samples, or inclusive with
+/// `--children`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CallGraph {
+    /// The entries, in print order.
+    pub entries: Vec<CallEntry>,
+    /// Entries left out by `--threshold`.
+    pub below_threshold: usize,
+    /// Entries are sorted and cut by inclusive samples.
+    pub by_inclusive: bool,
 }

@@ -20,11 +20,29 @@ pub enum Format {
     Json,
     /// Comma-separated values with a header line.
     Csv,
+    /// Brendan Gregg's folded stacks: one line per distinct stack, frames
+    /// outermost first separated by `;`, then a space and the count.
+    Collapsed,
+    /// A flame graph (SVG, drawn by inferno).
+    Flamegraph,
+    /// pprof's profile.proto, gzip-compressed.
+    Pprof,
 }
 
 impl Format {
     /// The values `--format` accepts.
-    pub const ALLOWED: &'static str = "one of text, json, csv";
+    pub const ALLOWED: &'static str = "one of text, json, csv, collapsed, flamegraph, pprof";
+
+    /// True for the formats drawn from call stacks (they need
+    /// [`crate::ReportOptions::stacks`]).
+    pub fn needs_stacks(self) -> bool {
+        matches!(self, Format::Collapsed | Format::Flamegraph | Format::Pprof)
+    }
+
+    /// True for output that is not text (pprof's gzip).
+    pub fn is_binary(self) -> bool {
+        self == Format::Pprof
+    }
 }
 
 impl std::str::FromStr for Format {
@@ -34,6 +52,9 @@ impl std::str::FromStr for Format {
             "text" => Format::Text,
             "json" => Format::Json,
             "csv" => Format::Csv,
+            "collapsed" | "folded" => Format::Collapsed,
+            "flamegraph" | "svg" => Format::Flamegraph,
+            "pprof" => Format::Pprof,
             _ => {
                 return Err(crate::Error::BadValue {
                     option: "--format",
@@ -45,12 +66,18 @@ impl std::str::FromStr for Format {
     }
 }
 
-/// Writes `report` in `format`.
+/// Writes `report` in `format`. The stack formats need a report built
+/// with [`crate::ReportOptions::stacks`] (else an `InvalidInput` error);
+/// a flame graph is of all columns together (see [`write_flamegraph`] for
+/// one per CPU).
 pub fn render(report: &Report, format: Format, w: &mut dyn Write) -> io::Result<()> {
     match format {
         Format::Text => write_text(report, w),
         Format::Json => write_json(report, w),
         Format::Csv => write_csv(report, w),
+        Format::Collapsed => crate::export::write_collapsed(report, None, w),
+        Format::Flamegraph => crate::export::write_flamegraph(report, None, w),
+        Format::Pprof => crate::pprof::write_pprof(report, w),
     }
 }
 
@@ -297,6 +324,19 @@ fn table(report: &Report, rows: &[Row], image_head: &str) -> (Vec<Col>, Vec<(usi
         }
         cols.push(s);
         cols.push(p);
+        if l.inclusive {
+            let mut s = Col::new("inclusive", true);
+            let mut p = Col::new("%", true);
+            p.min = "100.0000".len();
+            for r in rows {
+                s.cells
+                    .push(r.inclusive.get(i).copied().unwrap_or(0).to_string());
+                p.cells
+                    .push(pct(r.inclusive_percent.get(i).copied().unwrap_or(0.0)));
+            }
+            cols.push(s);
+            cols.push(p);
+        }
     }
     if l.thread {
         let mut g = Col::new("tgid", true);
@@ -348,6 +388,9 @@ pub fn write_text(report: &Report, w: &mut dyn Write) -> io::Result<()> {
     if let Some(t) = &report.timeline {
         return write_timeline_text(t, w);
     }
+    if let Some(cg) = &report.callgraph {
+        return write_callgraph_text(cg, w);
+    }
     if report.rows.is_empty() {
         writeln!(w, "(no samples match)")?;
         return Ok(());
@@ -380,6 +423,117 @@ pub fn write_text(report: &Report, w: &mut dyn Write) -> io::Result<()> {
             w,
             "({} rows below the threshold not shown)",
             report.rows_below_threshold
+        )?;
+    }
+    Ok(())
+}
+
+/// opreport's call-graph layout: per function a block of its callers
+/// (indented), the function itself, then its callees (indented, `[self]`
+/// among them). Caller and callee percentages are of the function's
+/// inclusive samples; the function's own line has its share of all
+/// samples (self, then inclusive).
+fn write_callgraph_text(cg: &CallGraph, w: &mut dyn Write) -> io::Result<()> {
+    if cg.entries.is_empty() {
+        writeln!(w, "(no samples match)")?;
+        return Ok(());
+    }
+    // One table so columns line up across blocks; indentation is part of
+    // the first cell.
+    let mut cols = vec![
+        Col::new("samples", false),
+        Col::new("%", true),
+        Col::new("inclusive", true),
+        Col::new("%", true),
+        Col::new("image name", false),
+        Col::new("symbol name", false),
+    ];
+    cols[1].min = "100.0000".len();
+    let mut kinds = Vec::new();
+    let mut push = |cols: &mut Vec<Col>, cells: [String; 6], rule: bool| {
+        for (c, v) in cols.iter_mut().zip(cells) {
+            c.cells.push(v);
+        }
+        kinds.push(rule);
+    };
+    for e in &cg.entries {
+        push(&mut cols, Default::default(), true);
+        for a in &e.callers {
+            push(
+                &mut cols,
+                [
+                    format!("  {}", a.samples),
+                    pct(a.percent),
+                    String::new(),
+                    String::new(),
+                    a.image.clone(),
+                    a.symbol.clone(),
+                ],
+                false,
+            );
+        }
+        push(
+            &mut cols,
+            [
+                e.self_samples.to_string(),
+                pct(e.self_percent),
+                e.total.to_string(),
+                pct(e.total_percent),
+                e.image.clone(),
+                e.symbol.clone(),
+            ],
+            false,
+        );
+        let mut callees: Vec<(u64, f64, String, String)> = e
+            .callees
+            .iter()
+            .map(|a| (a.samples, a.percent, a.image.clone(), a.symbol.clone()))
+            .collect();
+        if e.self_samples > 0 {
+            let p = if e.total == 0 {
+                0.0
+            } else {
+                e.self_samples as f64 * 100.0 / e.total as f64
+            };
+            callees.push((
+                e.self_samples,
+                p,
+                e.image.clone(),
+                format!("{} [self]", e.symbol),
+            ));
+            callees.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.3.cmp(&b.3)));
+        }
+        for (n, p, image, symbol) in callees {
+            push(
+                &mut cols,
+                [
+                    format!("  {n}"),
+                    pct(p),
+                    String::new(),
+                    String::new(),
+                    image,
+                    symbol,
+                ],
+                false,
+            );
+        }
+    }
+    let (head, body) = format_table("", &[], &cols);
+    write_lines(w, &head)?;
+    let rule = "-".repeat(79);
+    for (line, is_rule) in body.iter().zip(kinds) {
+        if is_rule {
+            writeln!(w, "{rule}")?;
+        } else {
+            writeln!(w, "{line}")?;
+        }
+    }
+    writeln!(w, "{rule}")?;
+    if cg.below_threshold > 0 {
+        writeln!(
+            w,
+            "({} functions below the threshold not shown)",
+            cg.below_threshold
         )?;
     }
     Ok(())
@@ -458,6 +612,10 @@ struct JsonRow {
     vma: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     location: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inclusive: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inclusive_percent: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -479,6 +637,8 @@ struct JsonReport<'a> {
     rows: Option<Vec<JsonRow>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     timeline: Option<&'a Timeline>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    callgraph: Option<&'a CallGraph>,
 }
 
 fn round4(p: f64) -> f64 {
@@ -496,7 +656,8 @@ pub fn flat_rows(report: &Report) -> Vec<(Row, Option<u32>)> {
                 Column::All => None,
                 Column::Cpu(c) => Some(*c),
             };
-            if cpu.is_some() && r.samples[i] == 0 {
+            let incl = r.inclusive.get(i).copied().unwrap_or(0);
+            if cpu.is_some() && r.samples[i] == 0 && incl == 0 {
                 continue;
             }
             let mut flat = r.clone();
@@ -504,6 +665,12 @@ pub fn flat_rows(report: &Report) -> Vec<(Row, Option<u32>)> {
             flat.samples = vec![r.samples[i]];
             flat.percent = vec![r.percent[i]];
             flat.total = r.samples[i];
+            if report.layout.inclusive {
+                flat.inclusive = vec![r.inclusive[i]];
+                flat.inclusive_percent = vec![r.inclusive_percent[i]];
+                flat.inclusive_total = r.inclusive[i];
+                flat.inclusive_total_percent = r.inclusive_percent[i];
+            }
             if let Some(a) = app {
                 flat.app = Some(a.to_owned());
             }
@@ -545,6 +712,11 @@ pub fn write_json(report: &Report, w: &mut dyn Write) -> io::Result<()> {
                 } else {
                     None
                 },
+                inclusive: report.layout.inclusive.then_some(r.inclusive_total),
+                inclusive_percent: report
+                    .layout
+                    .inclusive
+                    .then(|| round4(r.inclusive_total_percent)),
             })
             .collect()
     });
@@ -569,6 +741,7 @@ pub fn write_json(report: &Report, w: &mut dyn Write) -> io::Result<()> {
         warnings: &report.warnings,
         rows,
         timeline: report.timeline.as_ref(),
+        callgraph: report.callgraph.as_ref(),
     };
     serde_json::to_writer_pretty(&mut *w, &j).map_err(io::Error::from)?;
     writeln!(w)
@@ -607,15 +780,51 @@ pub fn write_csv(report: &Report, w: &mut dyn Write) -> io::Result<()> {
         }
         return Ok(());
     }
+    if let Some(cg) = &report.callgraph {
+        writeln!(
+            w,
+            "function_image,function_symbol,relation,samples,percent,image,symbol"
+        )?;
+        for e in &cg.entries {
+            let (fi, fs) = (csv_field(&e.image), csv_field(&e.symbol));
+            let mut line = |rel: &str, n: u64, p: f64, image: &str, symbol: &str| {
+                writeln!(
+                    w,
+                    "{fi},{fs},{rel},{n},{p:.4},{},{}",
+                    csv_field(image),
+                    csv_field(symbol)
+                )
+            };
+            for a in &e.callers {
+                line("caller", a.samples, a.percent, &a.image, &a.symbol)?;
+            }
+            line("self", e.self_samples, e.self_percent, &e.image, &e.symbol)?;
+            line("total", e.total, e.total_percent, &e.image, &e.symbol)?;
+            for a in &e.callees {
+                line("callee", a.samples, a.percent, &a.image, &a.symbol)?;
+            }
+        }
+        return Ok(());
+    }
+    let incl_head = if report.layout.inclusive {
+        ",inclusive,inclusive_percent"
+    } else {
+        ""
+    };
     writeln!(
         w,
-        "samples,percent,cpu,tgid,tid,comm,app,image,symbol,vma,location"
+        "samples,percent,cpu,tgid,tid,comm,app,image,symbol,vma,location{incl_head}"
     )?;
     let opt = |v: Option<u32>| v.map_or_else(String::new, |v| v.to_string());
     for (r, cpu) in flat_rows(report) {
+        let incl = if report.layout.inclusive {
+            format!(",{},{:.4}", r.inclusive_total, r.inclusive_total_percent)
+        } else {
+            String::new()
+        };
         writeln!(
             w,
-            "{},{:.4},{},{},{},{},{},{},{},{},{}",
+            "{},{:.4},{},{},{},{},{},{},{},{},{}{incl}",
             r.samples[0],
             r.percent[0],
             opt(cpu),

@@ -1,0 +1,379 @@
+//! Call stacks after aggregation: the symbolized [`Stacks`] of a report,
+//! the inclusive samples of each function (`--children`), and the
+//! caller/callee blocks of `--callgraph`.
+//!
+//! # Implementation notes
+//!
+//! The parallel pass counts samples per (key, stack id), where the key is
+//! the flat report's (cookie, offset[, cpu, pid, tid]) and the stack id
+//! names the sample's callers in its session's stack table. Nothing is
+//! named per sample: each distinct stack is turned into location indexes
+//! once (a cache per (session, stack id)), each distinct (binary, offset)
+//! becomes one [`Location`] looked up once, and samples whose locations,
+//! column and thread agree are merged:
+//!
+//! ```text
+//!  (key{cookie,offset,cpu,pid}, stack 7) ×120 ─┐   stack 7 = [ret c→d, ret b→c, ret main→b]
+//!  (key{cookie,offset',cpu,pid}, stack 7) ×30 ─┤       frames at return address − 1
+//!                                              ▼
+//!  locations: leaf(offset) leaf(offset') c+0x12 b+0x40 main+0x2a   (one symbol lookup each)
+//!  StackSample { column, pid, [leaf, c, b, main], 120 }   (and one for offset' if it is
+//!                                                          in another function; else merged)
+//! ```
+//!
+//! A function's inclusive samples are those whose stack holds it at least
+//! once (a recursive function counts once per sample). Its caller in a
+//! sample is the frame just outside its innermost occurrence, its callee
+//! the frame just inside; a sample where it is the sampled function counts
+//! as `[self]`. So callees plus self add up to the inclusive samples, and
+//! callers add up to them less the samples where the function is the
+//! outermost frame.
+
+use profkit_eventlog::{Cookie, CookieKind, COOKIE_UNKNOWN};
+
+use crate::build::{Comms, Images, Resolved, NO_SYMBOL, NO_SYMBOLS};
+use crate::hash::{FxHashMap, FxHashSet};
+use crate::load::{Aggregate, Key, NO_STACK};
+use crate::model::*;
+
+/// [`Stacks`] plus, per function, the (cookie, symbol id) it stands for
+/// (so `--children` can find the function's row).
+pub(crate) struct Built {
+    pub stacks: Stacks,
+    pub keys: Vec<(Cookie, u32)>,
+}
+
+struct Builder<'a> {
+    symbols: &'a FxHashMap<Cookie, Resolved>,
+    images: &'a Images<'a>,
+    out: Stacks,
+    keys: Vec<(Cookie, u32)>,
+    mapping_of: FxHashMap<Cookie, u32>,
+    function_of: FxHashMap<(Cookie, u32), u32>,
+    location_of: FxHashMap<(Cookie, u64), u32>,
+}
+
+impl Builder<'_> {
+    fn mapping(&mut self, cookie: Cookie) -> u32 {
+        if let Some(&m) = self.mapping_of.get(&cookie) {
+            return m;
+        }
+        let entry = self.images.entry(cookie);
+        let m = Mapping {
+            path: entry.map_or_else(
+                || self.images.name(cookie),
+                |e| {
+                    if e.kind == CookieKind::Anon {
+                        self.images.name(cookie)
+                    } else {
+                        e.path.clone()
+                    }
+                },
+            ),
+            name: self.images.name(cookie),
+            build_id: entry
+                .and_then(|e| e.build_id.as_ref())
+                .map(|b| b.iter().map(|x| format!("{x:02x}")).collect()),
+            kernel: entry
+                .is_some_and(|e| matches!(e.kind, CookieKind::Kernel | CookieKind::Module)),
+            base: entry.map_or(0, |e| e.base),
+        };
+        let i = self.out.mappings.len() as u32;
+        self.out.mappings.push(m);
+        self.mapping_of.insert(cookie, i);
+        i
+    }
+
+    fn location(&mut self, cookie: Cookie, offset: u64) -> u32 {
+        if let Some(&l) = self.location_of.get(&(cookie, offset)) {
+            return l;
+        }
+        let resolved = self.symbols.get(&cookie);
+        let sym = resolved
+            .and_then(|r| r.symbol_of(offset))
+            .map_or(NO_SYMBOL, |id| id.0);
+        let function = match self.function_of.get(&(cookie, sym)) {
+            Some(&f) => f,
+            None => {
+                let mapping = self.mapping(cookie);
+                let info = (sym != NO_SYMBOL)
+                    .then(|| resolved.map(|r| r.result.symbol(profkit_symbols::SymbolId(sym))))
+                    .flatten();
+                let name = match info {
+                    Some(i) => i.name.clone(),
+                    None if cookie == COOKIE_UNKNOWN => "[unknown]".to_owned(),
+                    None => NO_SYMBOLS.to_owned(),
+                };
+                let f = self.out.functions.len() as u32;
+                self.out.functions.push(Function {
+                    name,
+                    mapping,
+                    start: info.map(|i| i.start),
+                });
+                self.keys.push((cookie, sym));
+                self.function_of.insert((cookie, sym), f);
+                f
+            }
+        };
+        let l = self.out.locations.len() as u32;
+        self.out.locations.push(Location {
+            mapping: self.function_mapping(function),
+            offset,
+            function,
+        });
+        self.location_of.insert((cookie, offset), l);
+        l
+    }
+
+    fn function_mapping(&self, f: u32) -> u32 {
+        self.out.functions[f as usize].mapping
+    }
+}
+
+/// Symbolizes and merges the stack samples of `agg` (whose
+/// `stack_counts` and `stack_tables` are filled). `column` places a key
+/// (None: filtered out); `by_thread` keeps thread ids apart.
+pub(crate) fn build_stacks(
+    agg: &Aggregate,
+    symbols: &FxHashMap<Cookie, Resolved>,
+    images: &Images<'_>,
+    comms: &Comms,
+    column: impl Fn(&Key) -> Option<usize>,
+    by_thread: bool,
+    warnings: &mut Vec<String>,
+) -> Built {
+    let mut b = Builder {
+        symbols,
+        images,
+        out: Stacks::default(),
+        keys: Vec::new(),
+        mapping_of: FxHashMap::default(),
+        function_of: FxHashMap::default(),
+        location_of: FxHashMap::default(),
+    };
+    let mut frames_of: FxHashMap<(u32, u32), Vec<u32>> = FxHashMap::default();
+    let mut merged: FxHashMap<(usize, u32, u32, u32, Vec<u32>), u64> = FxHashMap::default();
+    let mut undefined = 0u64;
+    let mut undefined_ids: FxHashSet<(u32, u32)> = FxHashSet::default();
+    // Deterministic order: the map's order would make location ids (and
+    // so pprof bytes) differ from run to run.
+    let mut keys: Vec<(&(Key, u32), &u64)> = agg.stack_counts.iter().collect();
+    keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    for (&(k, stack), &n) in keys {
+        let Some(col) = column(&k) else {
+            continue;
+        };
+        let mut locs = vec![b.location(k.cookie, k.offset)];
+        if stack != NO_STACK {
+            let frames = match frames_of.get(&(k.sess, stack)) {
+                Some(f) => f,
+                None => {
+                    let f: Vec<u32> = match agg.stack_tables.get(&k.sess).and_then(|t| t.get(stack))
+                    {
+                        Some(frames) => frames
+                            .iter()
+                            .map(|f| b.location(f.cookie, f.offset.saturating_sub(1)))
+                            .collect(),
+                        None => {
+                            undefined_ids.insert((k.sess, stack));
+                            Vec::new()
+                        }
+                    };
+                    frames_of.entry((k.sess, stack)).or_insert(f)
+                }
+            };
+            if frames.is_empty() && undefined_ids.contains(&(k.sess, stack)) {
+                undefined += n;
+            }
+            locs.extend_from_slice(frames);
+        }
+        let tid = if by_thread { k.tid } else { 0 };
+        *merged.entry((col, k.sess, k.pid, tid, locs)).or_insert(0) += n;
+    }
+    if undefined > 0 {
+        warnings.push(format!(
+            "{undefined} samples refer to {} call stacks whose definition was not read (in an \
+             unreadable chunk): they are shown without callers",
+            undefined_ids.len()
+        ));
+    }
+    let mut samples: Vec<StackSample> = merged
+        .into_iter()
+        .map(|((column, sess, pid, tid, locations), count)| StackSample {
+            column,
+            pid,
+            tid,
+            process: comms.name(sess, pid, pid).to_owned(),
+            locations,
+            count,
+        })
+        .collect();
+    samples.sort_by(|a, b| {
+        (a.column, a.pid, a.tid, &a.locations).cmp(&(b.column, b.pid, b.tid, &b.locations))
+    });
+    b.out.samples = samples;
+    Built {
+        stacks: b.out,
+        keys: b.keys,
+    }
+}
+
+/// Calls `f(function, position)` for each distinct function of a sample's
+/// stack, at its innermost occurrence (`funcs` is leaf first).
+fn distinct(funcs: &[u32], stamp: &mut [u32], round: u32, mut f: impl FnMut(usize)) {
+    for (i, &func) in funcs.iter().enumerate() {
+        let s = &mut stamp[func as usize];
+        if *s != round {
+            *s = round;
+            f(i);
+        }
+    }
+}
+
+fn functions_of(st: &Stacks, s: &StackSample, out: &mut Vec<u32>) {
+    out.clear();
+    out.extend(
+        s.locations
+            .iter()
+            .map(|&l| st.locations[l as usize].function),
+    );
+}
+
+/// Inclusive samples per function and column: the samples whose stack
+/// holds the function.
+pub(crate) fn inclusive(b: &Built, ncols: usize) -> Vec<(u32, Vec<u64>)> {
+    let st = &b.stacks;
+    let mut incl: Vec<Vec<u64>> = vec![Vec::new(); st.functions.len()];
+    let mut stamp = vec![0u32; st.functions.len()];
+    let mut funcs = Vec::new();
+    for (round, s) in st.samples.iter().enumerate() {
+        functions_of(st, s, &mut funcs);
+        distinct(&funcs, &mut stamp, round as u32 + 1, |i| {
+            let v = &mut incl[funcs[i] as usize];
+            if v.is_empty() {
+                v.resize(ncols, 0);
+            }
+            if let Some(c) = v.get_mut(s.column) {
+                *c += s.count;
+            }
+        });
+    }
+    incl.into_iter()
+        .enumerate()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(f, v)| (f as u32, v))
+        .collect()
+}
+
+fn pct(n: u64, of: u64) -> f64 {
+    if of == 0 {
+        0.0
+    } else {
+        n as f64 * 100.0 / of as f64
+    }
+}
+
+/// The caller/callee blocks: one per function whose share (self, or
+/// inclusive with `by_inclusive`) reaches `threshold` percent of `total`.
+pub(crate) fn call_graph(b: &Built, total: u64, threshold: f64, by_inclusive: bool) -> CallGraph {
+    let st = &b.stacks;
+    let nf = st.functions.len();
+    let mut own = vec![0u64; nf];
+    let mut incl = vec![0u64; nf];
+    let mut callers: FxHashMap<(u32, u32), u64> = FxHashMap::default();
+    let mut callees: FxHashMap<(u32, u32), u64> = FxHashMap::default();
+    let mut stamp = vec![0u32; nf];
+    let mut funcs = Vec::new();
+    for (round, s) in st.samples.iter().enumerate() {
+        functions_of(st, s, &mut funcs);
+        let n = s.count;
+        own[funcs[0] as usize] += n;
+        distinct(&funcs, &mut stamp, round as u32 + 1, |i| {
+            let f = funcs[i];
+            incl[f as usize] += n;
+            if let Some(&caller) = funcs.get(i + 1) {
+                *callers.entry((f, caller)).or_insert(0) += n;
+            }
+            if i > 0 {
+                *callees.entry((f, funcs[i - 1])).or_insert(0) += n;
+            }
+        });
+    }
+    let name = |f: u32| {
+        let func = &st.functions[f as usize];
+        (
+            st.mappings[func.mapping as usize].name.clone(),
+            func.name.clone(),
+        )
+    };
+    let mut arcs_in: FxHashMap<u32, Vec<(u32, u64)>> = FxHashMap::default();
+    for ((f, c), n) in callers {
+        arcs_in.entry(f).or_default().push((c, n));
+    }
+    let mut arcs_out: FxHashMap<u32, Vec<(u32, u64)>> = FxHashMap::default();
+    for ((f, c), n) in callees {
+        arcs_out.entry(f).or_default().push((c, n));
+    }
+    let arcs = |list: Option<Vec<(u32, u64)>>, of: u64| -> Vec<CallArc> {
+        let mut v: Vec<CallArc> = list
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(f, n)| {
+                let (image, symbol) = name(f);
+                CallArc {
+                    image,
+                    symbol,
+                    samples: n,
+                    percent: pct(n, of),
+                }
+            })
+            .collect();
+        v.sort_by(|a, b| {
+            b.samples
+                .cmp(&a.samples)
+                .then_with(|| (&a.symbol, &a.image).cmp(&(&b.symbol, &b.image)))
+        });
+        v
+    };
+    let mut entries = Vec::new();
+    let mut below = 0usize;
+    for f in 0..nf as u32 {
+        let (s, t) = (own[f as usize], incl[f as usize]);
+        if t == 0 {
+            continue;
+        }
+        let share = pct(if by_inclusive { t } else { s }, total);
+        if share < threshold || (!by_inclusive && s == 0 && threshold > 0.0) {
+            below += 1;
+            continue;
+        }
+        let (image, symbol) = name(f);
+        entries.push(CallEntry {
+            image,
+            symbol,
+            self_samples: s,
+            self_percent: pct(s, total),
+            total: t,
+            total_percent: pct(t, total),
+            callers: arcs(arcs_in.remove(&f), t),
+            callees: arcs(arcs_out.remove(&f), t),
+        });
+    }
+    entries.sort_by(|a, b| {
+        let key = |e: &CallEntry| {
+            if by_inclusive {
+                (e.total, e.self_samples)
+            } else {
+                (e.self_samples, e.total)
+            }
+        };
+        key(b)
+            .cmp(&key(a))
+            .then_with(|| (&a.symbol, &a.image).cmp(&(&b.symbol, &b.image)))
+    });
+    CallGraph {
+        entries,
+        below_threshold: below,
+        by_inclusive,
+    }
+}

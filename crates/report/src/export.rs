@@ -1,0 +1,122 @@
+//! Folded stacks (`--format collapsed`) and flame graphs (`--format
+//! flamegraph`, drawn by inferno) from a report's [`Stacks`].
+//!
+//! A folded line is Brendan Gregg's format, as `stackcollapse-perf.pl`
+//! writes it: the process name, then the frames from the outermost caller
+//! to the sampled function, separated by `;`, a space, and the samples:
+//!
+//! ```text
+//! callgraph;_start;__libc_start_main;main;b;c;d 6012
+//! ```
+//!
+//! A frame is its function's name; a frame in a binary whose symbols could
+//! not be read is `[binary]` (e.g. `[libc.so.6]`), and a caller the
+//! frame-pointer walk could not place is `[unknown]`.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use crate::build::NO_SYMBOLS;
+use crate::model::*;
+
+fn no_stacks() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "this output needs the report's call stacks (ReportOptions::stacks)",
+    )
+}
+
+/// A frame's text: the function, or `[binary]` when it has no name; never
+/// a `;` or a line break (they would split the line).
+fn frame(st: &Stacks, loc: u32) -> String {
+    let f = st.function_of(loc);
+    let text = if f.name == NO_SYMBOLS {
+        format!("[{}]", st.mappings[f.mapping as usize].name)
+    } else {
+        f.name.clone()
+    };
+    text.replace(';', ":").replace(['\n', '\r'], " ")
+}
+
+/// The folded lines of `column` (all columns with `None`), merged and in
+/// byte order (as `stackcollapse` sorts them), with their counts.
+pub fn collapsed_lines(report: &Report, column: Option<usize>) -> io::Result<Vec<(String, u64)>> {
+    let st = report.stacks.as_ref().ok_or_else(no_stacks)?;
+    let mut names: Vec<Option<String>> = vec![None; st.locations.len()];
+    let mut lines: BTreeMap<String, u64> = BTreeMap::new();
+    let mut line = String::new();
+    for s in &st.samples {
+        if column.is_some_and(|c| c != s.column) {
+            continue;
+        }
+        line.clear();
+        line.push_str(&s.process.replace(';', ":").replace(['\n', '\r', ' '], "_"));
+        for &loc in s.locations.iter().rev() {
+            line.push(';');
+            let name = names[loc as usize].get_or_insert_with(|| frame(st, loc));
+            line.push_str(name);
+        }
+        match lines.get_mut(line.as_str()) {
+            Some(n) => *n += s.count,
+            None => {
+                lines.insert(line.clone(), s.count);
+            }
+        }
+    }
+    Ok(lines.into_iter().collect())
+}
+
+/// Writes the folded stacks of `column` (all columns with `None`).
+pub fn write_collapsed(
+    report: &Report,
+    column: Option<usize>,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    for (line, n) in collapsed_lines(report, column)? {
+        writeln!(w, "{line} {n}")?;
+    }
+    Ok(())
+}
+
+/// Writes a flame graph (SVG) of `column` (all columns with `None`):
+/// inferno's drawing of the folded stacks, titled with the event and the
+/// column, with deterministic colours (a function keeps its colour across
+/// runs and graphs).
+pub fn write_flamegraph(
+    report: &Report,
+    column: Option<usize>,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let lines = collapsed_lines(report, column)?;
+    let text: Vec<String> = lines.iter().map(|(l, n)| format!("{l} {n}")).collect();
+    let h = &report.header;
+    let what = match column.and_then(|c| report.columns.get(c)) {
+        Some(Column::Cpu(cpu)) => format!(" on CPU {cpu}"),
+        _ => String::new(),
+    };
+    let samples: u64 = lines.iter().map(|(_, n)| n).sum();
+    let mut opts = inferno::flamegraph::Options::default();
+    opts.title = format!("profkit: {}{what}", h.event);
+    opts.subtitle = Some(format!(
+        "{samples} samples{}",
+        h.sessions
+            .first()
+            .map(|s| format!(", {}", s.target))
+            .unwrap_or_default()
+    ));
+    opts.count_name = "samples".to_owned();
+    opts.hash = true;
+    opts.deterministic = true;
+    if text.is_empty() {
+        // inferno refuses an empty input.
+        return write_empty_svg(w);
+    }
+    inferno::flamegraph::from_lines(&mut opts, text.iter().map(String::as_str), w)
+}
+
+fn write_empty_svg(w: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        w,
+        r#"<?xml version="1.0" standalone="no"?><svg version="1.1" width="1200" height="60" xmlns="http://www.w3.org/2000/svg"><text x="600" y="30" text-anchor="middle">no samples</text></svg>"#
+    )
+}

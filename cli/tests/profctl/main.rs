@@ -20,6 +20,20 @@ fn profctl(dir: &Path, args: &[&str]) -> Output {
         .expect("running profctl")
 }
 
+/// Stops the daemon of a session directory when a test ends, however it
+/// ends (a failed assertion must not leave a daemon sampling the machine).
+struct StopOnDrop(PathBuf);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        let _ = Command::new(PROFCTL)
+            .arg("stop")
+            .arg("--session-dir")
+            .arg(&self.0)
+            .output();
+    }
+}
+
 fn text(o: &Output) -> String {
     format!(
         "{}{}",
@@ -97,6 +111,7 @@ fn start_dump_status_stop_with_busy_workers_on_every_cpu() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("s");
     let d = dir.to_str().unwrap();
+    let _stop = StopOnDrop(std::path::PathBuf::from(d));
     let o = profctl(tmp.path(), &["start", "-F", "1000", "--session-dir", d]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("sampling started"), "{}", text(&o));
@@ -222,6 +237,7 @@ fn sigkill_then_status_says_died_and_stop_finalizes_every_complete_round() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("s");
     let ds = d.to_str().unwrap();
+    let _stop = StopOnDrop(std::path::PathBuf::from(ds));
     assert!(
         profctl(tmp.path(), &["start", "-F", "1000", "--session-dir", ds])
             .status
@@ -289,6 +305,7 @@ fn a_second_start_names_the_running_daemon() {
     let tmp = tempfile::tempdir().unwrap();
     let ds = tmp.path().join("s");
     let ds = ds.to_str().unwrap();
+    let _stop = StopOnDrop(std::path::PathBuf::from(ds));
     assert!(profctl(tmp.path(), &["start", "--session-dir", ds])
         .status
         .success());
@@ -309,6 +326,7 @@ fn reset_discards_samples_and_recording_goes_on() {
     let tmp = tempfile::tempdir().unwrap();
     let ds = tmp.path().join("s");
     let ds = ds.to_str().unwrap();
+    let _stop = StopOnDrop(std::path::PathBuf::from(ds));
     assert!(
         profctl(tmp.path(), &["start", "-F", "1000", "--session-dir", ds])
             .status
@@ -583,6 +601,7 @@ fn a_full_disk_is_counted_per_cpu_and_stop_still_succeeds() {
     let _guard = Mount(mnt.clone());
     let ds = mnt.join("s");
     let ds = ds.to_str().unwrap();
+    let _stop = StopOnDrop(std::path::PathBuf::from(ds));
     let o = profctl(tmp.path(), &["start", "-F", "4000", "--session-dir", ds]);
     assert!(o.status.success(), "{}", text(&o));
     // Fill the file system.
@@ -656,6 +675,7 @@ fn two_starts_at_once_make_exactly_one_daemon() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let ds = tmp.path().join("s");
+    let _stop = StopOnDrop(ds.clone());
     let spawn = || {
         Command::new(PROFCTL)
             .args(["start", "--session-dir", ds.to_str().unwrap()])
@@ -689,6 +709,7 @@ fn session_files_are_private() {
     use std::os::unix::fs::PermissionsExt;
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("s");
+    let _stop = StopOnDrop(std::path::PathBuf::from(d.to_str().unwrap()));
     assert!(
         profctl(tmp.path(), &["start", "--session-dir", d.to_str().unwrap()])
             .status
@@ -763,6 +784,7 @@ fn fork_exec_and_thread_storms_do_not_grow_the_daemon() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("s");
     let ds = d.to_str().unwrap();
+    let _stop = StopOnDrop(std::path::PathBuf::from(ds));
     assert!(profctl(
         tmp.path(),
         &["start", "-a", "-F", "2000", "--session-dir", ds]

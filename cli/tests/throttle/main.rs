@@ -18,6 +18,19 @@ impl Drop for Restore {
     }
 }
 
+/// Stops the daemon when the test ends, however it ends.
+struct StopOnDrop(std::path::PathBuf);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        let _ = Command::new(PROFCTL)
+            .arg("stop")
+            .arg("--session-dir")
+            .arg(&self.0)
+            .output();
+    }
+}
+
 #[test]
 fn sampling_faster_than_the_kernel_allows_is_reported_as_throttling() {
     let old = match std::fs::read_to_string(SYSCTL) {
@@ -37,6 +50,7 @@ fn sampling_faster_than_the_kernel_allows_is_reported_as_throttling() {
     let _restore = Restore(old);
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("s");
+    let _stop = StopOnDrop(d.clone());
     let d = d.to_str().unwrap();
     // Period 200 µs of cpu-clock = 5 kHz, five times the lowered maximum.
     let o = Command::new(PROFCTL)

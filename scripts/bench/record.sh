@@ -23,7 +23,13 @@ profkit_run() { # freq pages g -> "samples lost bytes_per_sample"
   sleep "$SECS"
   local out; out=$($P stop --session-dir "$work/pk")
   kill "$busy"; wait "$busy" 2>/dev/null || true
-  echo "$out" | head -1 | sed -E 's/.* ([0-9]+) samples and ([0-9]+) lost.*\(([0-9]+) bytes, ([0-9.]+) bytes\/sample\).*/\1 \2 \4/'
+  # "lost" here is what the kernel or profkit dropped (ring, buffer, disk);
+  # samples kept but unattributed (no mapping / no task) are shown after a +.
+  local line un
+  line=$(echo "$out" | head -1)
+  un=$(echo "$line" | sed -nE 's/.*\(([0-9]+) of them unattributed.*/\1/p')
+  echo "$line" | sed -E 's/.* ([0-9]+) samples and ([0-9]+) lost.*\(([0-9]+) bytes, ([0-9.]+) bytes\/sample\).*/\1 \2 \4/' \
+    | awk -v un="${un:-0}" '{ printf "%s %s %s\n", $1, ($2 - un) "+" un, $3 }'
 }
 
 perf_run() { # freq pages g -> "samples lost bytes_per_sample"
@@ -41,6 +47,7 @@ perf_run() { # freq pages g -> "samples lost bytes_per_sample"
 }
 
 echo "machine: $(nproc) CPUs, $(uname -r), $(date -u +%F) commit $(git rev-parse --short HEAD 2>/dev/null || echo ?), ${SECS}s per run, both CPUs busy"
+echo "(pk lost: dropped + unattributed, i.e. no mapping / no task, which perf would keep as [unknown])"
 printf '%-7s %-8s %-3s | %-10s %-8s %-9s | %-10s %-8s %-9s\n' freq buffers -g "pk samples" "pk lost" "pk B/smp" "perf smp" "perf lost" "perf B/smp"
 for f in "${freqs[@]}"; do
   for pages in default 8; do

@@ -713,8 +713,17 @@ fn print_summary(v: &Value) {
             )
         })
         .collect();
+    let unattributed: u64 = cpus
+        .iter()
+        .map(|c| c["lost_no_mapping"].as_u64().unwrap_or(0) + c["lost_no_task"].as_u64().unwrap_or(0))
+        .sum();
+    let of_which = if unattributed > 0 {
+        format!(" ({unattributed} of them unattributed: no mapping or no task)")
+    } else {
+        String::new()
+    };
     println!(
-        "profkit: recorded {dur:.1} s, {samples} samples and {lost} lost in {} rounds: {}. Session {} ({bytes} bytes, {:.2} bytes/sample).",
+        "profkit: recorded {dur:.1} s, {samples} samples and {lost} lost{of_which} in {} rounds: {}. Session {} ({bytes} bytes, {:.2} bytes/sample).",
         v["rounds"],
         per.join(", "),
         v["session"].as_str().unwrap_or("?"),

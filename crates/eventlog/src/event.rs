@@ -29,6 +29,36 @@ pub struct Frame {
     pub kernel: bool,
 }
 
+/// How cookies are derived: FNV-1a over a domain tag and the parts (each
+/// followed by a separator byte, so ("ab", "c") and ("a", "bc") differ),
+/// never one of the reserved values [`COOKIE_NONE`] and `COOKIE_UNKNOWN`.
+///
+/// Part of the format's contract rather than of the recorder: every writer
+/// of sessions (the sync stage, `profreport --import`) derives the same
+/// cookie for the same binary, so sessions merge. The tags in use:
+/// `build-id`, `inode`, `anon`, `vdso`, `kernel(-build-id)`,
+/// `module(-build-id)`.
+pub fn cookie_hash(tag: &str, parts: &[&[u8]]) -> Cookie {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut feed = |b: &[u8]| {
+        for &x in b {
+            h ^= x as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    };
+    feed(tag.as_bytes());
+    for p in parts {
+        feed(p);
+    }
+    if h == COOKIE_NONE || h == crate::COOKIE_UNKNOWN {
+        1
+    } else {
+        h
+    }
+}
+
 /// What kind of code a cookie names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CookieKind {

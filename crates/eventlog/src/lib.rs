@@ -154,8 +154,8 @@ pub use decode::{decode_events, for_each_sample, ChunkDecoder, Expanded, Expande
 pub use encode::{ChunkEncoder, OffsetCoding};
 pub use error::{Error, Result};
 pub use event::{
-    Cookie, CookieEntry, CookieKind, Event, ExpandedSample, Frame, LostKind, COOKIE_NONE,
-    COOKIE_UNKNOWN,
+    cookie_hash, Cookie, CookieEntry, CookieKind, Event, ExpandedSample, Frame, LostKind,
+    COOKIE_NONE, COOKIE_UNKNOWN,
 };
 pub use reader::SessionReader;
 pub use session::{

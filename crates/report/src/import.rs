@@ -40,8 +40,8 @@ use linux_perf_data::linux_perf_event_reader::{
 };
 use linux_perf_data::{DsoKey, PerfFileReader, PerfFileRecord};
 use profkit_eventlog::{
-    ChunkEncoder, Cookie, CookieEntry, CookieKind, CpuAccounting, Event, EventConfigDesc, Frame,
-    LostKind, SessionFooter, SessionHeader, SessionWriter, COOKIE_UNKNOWN,
+    cookie_hash, ChunkEncoder, Cookie, CookieEntry, CookieKind, CpuAccounting, Event,
+    EventConfigDesc, Frame, LostKind, SessionFooter, SessionHeader, SessionWriter, COOKIE_UNKNOWN,
 };
 
 use crate::error::{Error, Result};
@@ -75,31 +75,6 @@ pub struct ImportSummary {
     pub lost: u64,
     /// Records that could not be parsed.
     pub bad_records: u64,
-}
-
-/// The sync stage's cookie hash (`profkit_sync::cookie_hash`): FNV-1a over
-/// a domain tag and the parts, never a reserved cookie. Copied, not
-/// depended on (the report reads bytes; the sync crate reads `/proc`); a
-/// test checks that both agree.
-pub(crate) fn cookie_hash(tag: &str, parts: &[&[u8]]) -> Cookie {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut feed = |b: &[u8]| {
-        for &x in b {
-            h ^= x as u64;
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        h ^= 0xff;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    };
-    feed(tag.as_bytes());
-    for p in parts {
-        feed(p);
-    }
-    if h == profkit_eventlog::COOKIE_NONE || h == COOKIE_UNKNOWN {
-        1
-    } else {
-        h
-    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -903,20 +878,6 @@ pub fn import_perf_data(perf_data: &Path, dir: &Path) -> Result<ImportSummary> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cookies_hash_like_the_sync_stage() {
-        for (tag, parts) in [
-            ("build-id", vec![&b"\x01\x02\x03"[..]]),
-            ("kernel", vec![&b"12345678"[..]]),
-            ("vdso", vec![]),
-        ] {
-            assert_eq!(
-                cookie_hash(tag, &parts),
-                profkit_sync::cookie_hash(tag, &parts)
-            );
-        }
-    }
 
     #[test]
     fn module_names_are_kallsyms_names() {

@@ -6,33 +6,11 @@
 //! The table remembers which cookies were already defined in the session so
 //! each `CookieDef` is written once.
 
-use profkit_eventlog::{Cookie, CookieEntry, CookieKind, COOKIE_NONE, COOKIE_UNKNOWN};
+use profkit_eventlog::{Cookie, CookieEntry, CookieKind, COOKIE_UNKNOWN};
 use std::collections::HashMap;
 use std::path::Path;
 
-/// FNV-1a over a domain tag and the bytes; never returns the reserved
-/// [`COOKIE_NONE`] or [`COOKIE_UNKNOWN`].
-pub fn cookie_hash(tag: &str, parts: &[&[u8]]) -> Cookie {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut feed = |b: &[u8]| {
-        for &x in b {
-            h ^= x as u64;
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        // Separator so ("ab","c") and ("a","bc") differ.
-        h ^= 0xff;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    };
-    feed(tag.as_bytes());
-    for p in parts {
-        feed(p);
-    }
-    if h == COOKIE_NONE || h == COOKIE_UNKNOWN {
-        1
-    } else {
-        h
-    }
-}
+pub use profkit_eventlog::cookie_hash;
 
 /// Cookie of a file with a build-id.
 pub fn build_id_cookie(build_id: &[u8]) -> Cookie {
@@ -187,7 +165,7 @@ mod tests {
         assert_ne!(inode_cookie(1, 2, 0), inode_cookie(2, 1, 0));
         assert_ne!(anon_cookie(5), anon_cookie(6));
         assert_ne!(cookie_hash("a", &[b"bc"]), cookie_hash("ab", &[b"c"]));
-        assert_ne!(vdso_cookie(), COOKIE_NONE);
+        assert_ne!(vdso_cookie(), profkit_eventlog::COOKIE_NONE);
     }
 
     #[test]

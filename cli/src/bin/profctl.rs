@@ -715,7 +715,9 @@ fn print_summary(v: &Value) {
         .collect();
     let unattributed: u64 = cpus
         .iter()
-        .map(|c| c["lost_no_mapping"].as_u64().unwrap_or(0) + c["lost_no_task"].as_u64().unwrap_or(0))
+        .map(|c| {
+            c["lost_no_mapping"].as_u64().unwrap_or(0) + c["lost_no_task"].as_u64().unwrap_or(0)
+        })
         .sum();
     let of_which = if unattributed > 0 {
         format!(" ({unattributed} of them unattributed: no mapping or no task)")

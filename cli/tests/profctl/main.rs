@@ -948,3 +948,27 @@ fn an_archived_session_symbolizes_elsewhere_after_the_binary_is_gone() {
     let pct: f64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
     assert!(pct > 50.0, "{line}");
 }
+
+#[test]
+fn an_unwritable_session_dir_is_named_with_the_fix() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ro = tmp.path().join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    std::os::unix::fs::chown(&ro, Some(65534), Some(65534)).unwrap_or(());
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+    // As nobody (root writes anywhere): a per-process record gets past the
+    // permission check, then meets the read-only session directory.
+    let Some(o) = as_nobody(tmp.path(), &["record", "--session-dir", "ro", "--", "true"]) else {
+        return;
+    };
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("ro") && text(&o).contains("not writable"),
+        "{}",
+        text(&o)
+    );
+}

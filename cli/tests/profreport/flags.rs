@@ -722,3 +722,42 @@ fn flag_verbose_prints_every_warning() {
     let run = profreport(&["--session-dir", dir, "-l", "--verbose"]).expect(0);
     assert_eq!(run.stderr.matches("warning:").count(), 12, "{}", run.stderr);
 }
+
+#[test]
+fn an_empty_session_file_exits_1_saying_so() {
+    let d = tempdir();
+    std::fs::write(d.path().join("session.pkl"), b"").unwrap();
+    let run = profreport(&["--session-dir", d.path().to_str().unwrap()]).expect(1);
+    assert!(
+        run.stderr.to_lowercase().contains("empty"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn samples_whose_cookie_definition_is_missing_are_shown_and_named() {
+    // A session whose cookie table never made it to the file (its chunk
+    // was lost): the samples still count, under a name that says why.
+    let d = tempdir();
+    let header = SessionHeader {
+        event: EventConfigDesc {
+            name: "cpu-clock".into(),
+            frequency: Some(99),
+            ..Default::default()
+        },
+        cpus: vec![0],
+        ..Default::default()
+    };
+    let mut w = SessionWriter::create(d.path().join("session.pkl"), &header).unwrap();
+    let mut enc = ChunkEncoder::new();
+    for i in 0..10u64 {
+        enc.sample(0, 7, 7, false, 0x4242, 0x100 + i);
+    }
+    w.append_chunk(0, 1, enc.bytes()).unwrap();
+    drop(w);
+    let run = profreport(&["--session-dir", d.path().to_str().unwrap()]).expect(0);
+    assert!(run.stdout.contains("10"), "{}", run.stdout);
+    let all = format!("{}{}", run.stdout, run.stderr);
+    assert!(all.contains("definition was not read"), "{all}");
+}

@@ -95,16 +95,7 @@ fn samples_after_dlopen_resolve_to_the_library() {
     rec.stop().unwrap();
 
     let s = decode(&d.join("session.pkl"));
-    let lib_cookie = s
-        .markers
-        .iter()
-        .find_map(|(_, m)| match m {
-            Event::CookieDef(e) if e.kind == CookieKind::User && Path::new(&e.path) == lib => {
-                Some(e.cookie)
-            }
-            _ => None,
-        })
-        .expect("the library's cookie is defined");
+    let lib_cookie = user_cookie(&s, &lib).expect("the library's cookie is defined");
     let ours: Vec<_> = s
         .samples
         .iter()
@@ -260,16 +251,7 @@ fn call_stacks_of_a_frame_pointer_program_name_its_callers() {
     let s = decode(&session);
     let table = r.stack_table();
     assert_eq!(table.conflicts(), 0);
-    let prog = s
-        .markers
-        .iter()
-        .find_map(|(_, m)| match m {
-            Event::CookieDef(e) if e.kind == CookieKind::User && Path::new(&e.path) == exe => {
-                Some(e.cookie)
-            }
-            _ => None,
-        })
-        .expect("the program's cookie is defined");
+    let prog = user_cookie(&s, &exe).expect("the program's cookie is defined");
     let in_c: Vec<_> = s
         .samples
         .iter()
@@ -331,4 +313,14 @@ fn call_stacks_of_a_frame_pointer_program_name_its_callers() {
     );
     // b does twice a's work.
     assert!(via_a > 10 && via_b > via_a, "a: {via_a}, b: {via_b}");
+}
+
+/// The cookie a session defines for the user binary at `path`.
+fn user_cookie(s: &crate::Decoded, path: &Path) -> Option<u64> {
+    s.markers.iter().find_map(|(_, m)| match m {
+        Event::CookieDef(e) if e.kind == CookieKind::User && Path::new(&e.path) == path => {
+            Some(e.cookie)
+        }
+        _ => None,
+    })
 }

@@ -287,6 +287,22 @@ struct LiveEngine {
     rec: Option<Recorder<Sampler>>,
     started: Instant,
     session: PathBuf,
+    last_dir_check: Instant,
+}
+
+impl LiveEngine {
+    /// Whether the session directory is still there. Checked every two
+    /// seconds: a daemon whose directory was deleted can no longer be
+    /// reached (its control socket went with it), so it stops by itself.
+    fn dir_gone(&mut self) -> bool {
+        if self.last_dir_check.elapsed() < Duration::from_secs(2) {
+            return false;
+        }
+        self.last_dir_check = Instant::now();
+        self.session
+            .parent()
+            .is_some_and(|d| std::fs::symlink_metadata(d).is_err())
+    }
 }
 
 fn acct_json(st: &profkit_sync::RecorderStatus) -> Value {
@@ -316,6 +332,13 @@ impl Engine for LiveEngine {
             .unwrap_or_default()
     }
     fn round(&mut self) -> Result<(), String> {
+        if self.dir_gone() {
+            if let Some(rec) = self.rec.take() {
+                let _ = rec.stop();
+            }
+            eprintln!("profkit daemon: the session directory was removed; stopping");
+            std::process::exit(0);
+        }
         self.rec.as_mut().ok_or("stopped")?.round();
         Ok(())
     }
@@ -690,6 +713,7 @@ fn run_daemon(a: &StartArgs) -> Result<()> {
         rec: Some(rec),
         started: Instant::now(),
         session,
+        last_dir_check: Instant::now(),
     };
     daemon.run(&mut engine)?;
     Ok(())

@@ -972,3 +972,32 @@ fn an_unwritable_session_dir_is_named_with_the_fix() {
         text(&o)
     );
 }
+
+#[test]
+fn a_daemon_whose_session_dir_is_deleted_stops_by_itself() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("s");
+    assert!(
+        profctl(tmp.path(), &["start", "--session-dir", d.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let pid = std::fs::read_to_string(d.join("daemon.pid"))
+        .unwrap()
+        .trim()
+        .to_string();
+    std::fs::remove_dir_all(&d).unwrap();
+    let alive =
+        || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
+    for _ in 0..100 {
+        if !alive() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = Command::new("kill").arg(&pid).status();
+    panic!("daemon {pid} still runs 10 s after its session directory was removed");
+}

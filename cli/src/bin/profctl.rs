@@ -305,19 +305,18 @@ impl LiveEngine {
     }
 }
 
+/// One CPU's accounting as `status` and `stop` report it.
+fn cpu_json(a: &profkit_eventlog::CpuAccounting) -> Value {
+    let n = a.samples_written + a.lost_total();
+    json!({"cpu": a.cpu, "samples": a.samples_written, "lost": a.lost_total(),
+           "lost_pct": if n > 0 { 100.0 * a.lost_total() as f64 / n as f64 } else { 0.0 },
+           "lost_ring": a.lost_ring, "lost_overflow": a.lost_overflow, "lost_disk_full": a.lost_disk_full,
+           "lost_no_mapping": a.lost_no_mapping, "lost_no_task": a.lost_no_task, "lost_reconcile": a.lost_reconcile,
+           "kernel_lost": a.kernel_lost, "throttle_events": a.throttle_events})
+}
+
 fn acct_json(st: &profkit_sync::RecorderStatus) -> Value {
-    let cpus: Vec<Value> = st
-        .accounting
-        .iter()
-        .map(|a| {
-            let n = a.samples_written + a.lost_total();
-            json!({"cpu": a.cpu, "samples": a.samples_written, "lost": a.lost_total(),
-                   "lost_pct": if n > 0 { 100.0 * a.lost_total() as f64 / n as f64 } else { 0.0 },
-                   "lost_ring": a.lost_ring, "lost_overflow": a.lost_overflow, "lost_disk_full": a.lost_disk_full,
-                   "lost_no_mapping": a.lost_no_mapping, "lost_no_task": a.lost_no_task, "lost_reconcile": a.lost_reconcile,
-                   "kernel_lost": a.kernel_lost, "throttle_events": a.throttle_events})
-        })
-        .collect();
+    let cpus: Vec<Value> = st.accounting.iter().map(cpu_json).collect();
     json!({"rounds": st.rounds, "bytes_written": st.buffer.bytes_written, "last_round_ms": st.last_round.as_secs_f64() * 1e3,
            "elapsed_s": st.elapsed.as_secs_f64(), "processes": st.processes,
            "threads_named": st.tables.threads, "tasks_announced": st.tables.announced,
@@ -503,17 +502,7 @@ fn finalize_dead(dir: &DirArg) -> Result<Value> {
     w.sync_data()?;
     save_session_extras(&path);
     let samples: u64 = footer.accounting.iter().map(|a| a.samples_written).sum();
-    let cpus: Vec<Value> = footer
-        .accounting
-        .iter()
-        .map(|a| {
-            let n = a.samples_written + a.lost_total();
-            json!({"cpu": a.cpu, "samples": a.samples_written, "lost": a.lost_total(),
-                   "lost_pct": if n > 0 { 100.0 * a.lost_total() as f64 / n as f64 } else { 0.0 },
-                   "lost_ring": a.lost_ring, "lost_overflow": a.lost_overflow, "lost_disk_full": a.lost_disk_full,
-                   "lost_no_mapping": a.lost_no_mapping, "lost_no_task": a.lost_no_task, "lost_reconcile": a.lost_reconcile})
-        })
-        .collect();
+    let cpus: Vec<Value> = footer.accounting.iter().map(cpu_json).collect();
     eprintln!(
         "profkit: the daemon had died; finalized {} complete rounds ({samples} samples){}; samples still in the rings and in the round being written when it died (at most one round) are lost and not counted",
         resume.chunks,

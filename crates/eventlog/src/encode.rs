@@ -155,17 +155,9 @@ impl ChunkEncoder {
         v
     }
 
-    /// Encodes one sample, preceded by whichever state changes it needs.
-    #[inline]
-    pub fn sample(
-        &mut self,
-        cpu: u32,
-        pid: u32,
-        tid: u32,
-        kernel: bool,
-        cookie: Cookie,
-        offset: u64,
-    ) {
+    /// Writes whichever state switches a sample in this state needs.
+    #[inline(always)]
+    fn switch_to(&mut self, cpu: u32, pid: u32, tid: u32, kernel: bool, cookie: Cookie) {
         if self.cpu != Some(cpu) {
             self.set_cpu(cpu);
         }
@@ -178,6 +170,20 @@ impl ChunkEncoder {
         if self.cookie != Some(cookie) {
             self.set_cookie(cookie);
         }
+    }
+
+    /// Encodes one sample, preceded by whichever state changes it needs.
+    #[inline]
+    pub fn sample(
+        &mut self,
+        cpu: u32,
+        pid: u32,
+        tid: u32,
+        kernel: bool,
+        cookie: Cookie,
+        offset: u64,
+    ) {
+        self.switch_to(cpu, pid, tid, kernel, cookie);
         self.put_sample(offset);
     }
 
@@ -198,18 +204,7 @@ impl ChunkEncoder {
         offset: u64,
         stack: u32,
     ) {
-        if self.cpu != Some(cpu) {
-            self.set_cpu(cpu);
-        }
-        if self.task != Some((pid, tid)) {
-            self.set_task(pid, tid);
-        }
-        if self.kernel != Some(kernel) {
-            self.set_mode(kernel);
-        }
-        if self.cookie != Some(cookie) {
-            self.set_cookie(cookie);
-        }
+        self.switch_to(cpu, pid, tid, kernel, cookie);
         self.put_stack_sample(offset, stack);
     }
 

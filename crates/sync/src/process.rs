@@ -236,20 +236,6 @@ impl ProcessTable {
         self.threads.insert(tid, (pid, comm.to_string()));
     }
 
-    /// The name of thread `tid` (falls back to its process's name).
-    pub fn comm(&self, pid: u32, tid: u32) -> Option<&str> {
-        self.threads
-            .get(&tid)
-            .filter(|(p, _)| *p == pid)
-            .map(|(_, c)| c.as_str())
-            .or_else(|| {
-                self.procs
-                    .get(&pid)
-                    .map(|p| p.comm.as_str())
-                    .filter(|c| !c.is_empty())
-            })
-    }
-
     /// FORK: a new process (copying the parent's mappings and name) or a new thread.
     pub fn fork(&mut self, pid: u32, ppid: u32, tid: u32) {
         self.fork_at(pid, ppid, tid, u64::MAX);
@@ -425,13 +411,16 @@ mod tests {
         t.set_comm(5, 5, "a");
         t.fork(6, 5, 6);
         assert_eq!(t.resolve(6, 0x1100, 1), Ok((1, 0x1100)));
-        assert_eq!(t.comm(6, 6), Some("a"));
+        assert_eq!(t.process_comm(6), Some("a"));
         // A thread of 6 seen (FORK) before 6's exec COMM is named after the exec.
         t.fork(6, 6, 60);
         t.set_comm(6, 6, "after-exec");
-        assert_eq!(t.comm(6, 60), Some("after-exec"));
+        assert_eq!(
+            (t.thread_comm(6, 60), t.process_comm(6)),
+            (None, Some("after-exec"))
+        );
         t.set_comm(6, 60, "renamed");
-        assert_eq!(t.comm(6, 60), Some("renamed"));
+        assert_eq!(t.thread_comm(6, 60), Some("renamed"));
         t.exit(6, 6, 3);
         t.end_round(3);
         assert!(

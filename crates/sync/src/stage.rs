@@ -220,21 +220,22 @@ impl SyncStage {
         self.known.insert(e.cookie, e);
     }
 
-    fn add_proc_process(&mut self, p: ProcProcess) {
-        let mut proc_ = Process::default();
-        proc_.comm = p.comm.clone();
-        for m in &p.maps {
-            let (cookie, kind) = if m.path.starts_with('/') && m.inode != 0 {
-                (
-                    self.file_cookie(&m.path, None, m.dev, m.inode, 0),
-                    MapKind::File,
-                )
-            } else if m.path == "[vdso]" {
-                (self.vdso(), MapKind::File)
-            } else {
-                (self.anon(p.pid), MapKind::Anon)
-            };
-            proc_.map(
+    /// The table's form of `/proc/PID/maps` lines: cookies assigned,
+    /// present since before anything this session saw.
+    fn proc_maps(&mut self, p: &ProcProcess) -> Vec<Map> {
+        p.maps
+            .iter()
+            .map(|m| {
+                let (cookie, kind) = if m.path.starts_with('/') && m.inode != 0 {
+                    (
+                        self.file_cookie(&m.path, None, m.dev, m.inode, 0),
+                        MapKind::File,
+                    )
+                } else if m.path == "[vdso]" {
+                    (self.vdso(), MapKind::File)
+                } else {
+                    (self.anon(p.pid), MapKind::Anon)
+                };
                 Map {
                     start: m.start,
                     end: m.end,
@@ -243,9 +244,16 @@ impl SyncStage {
                     kind,
                     since: 0,
                     until: u64::MAX,
-                },
-                self.round,
-            );
+                }
+            })
+            .collect()
+    }
+
+    fn add_proc_process(&mut self, p: ProcProcess) {
+        let mut proc_ = Process::default();
+        proc_.comm = p.comm.clone();
+        for m in self.proc_maps(&p) {
+            proc_.map(m, self.round);
         }
         self.procs.insert(p.pid, proc_);
         self.procs.set_comm(p.pid, p.pid, &p.comm);
@@ -723,28 +731,7 @@ impl SyncStage {
         let Some(p) = read_process(&self.opts.paths.proc_root.clone(), pid) else {
             return;
         };
-        let mut maps = Vec::new();
-        for m in &p.maps {
-            let (cookie, kind) = if m.path.starts_with('/') && m.inode != 0 {
-                (
-                    self.file_cookie(&m.path, None, m.dev, m.inode, 0),
-                    MapKind::File,
-                )
-            } else if m.path == "[vdso]" {
-                (self.vdso(), MapKind::File)
-            } else {
-                (self.anon(p.pid), MapKind::Anon)
-            };
-            maps.push(Map {
-                start: m.start,
-                end: m.end,
-                pgoff: m.pgoff,
-                cookie,
-                kind,
-                since: 0,
-                until: u64::MAX,
-            });
-        }
+        let maps = self.proc_maps(&p);
         if self.procs.get(pid).is_none() {
             self.procs.set_comm(pid, pid, &p.comm);
         }

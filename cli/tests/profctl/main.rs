@@ -42,22 +42,7 @@ fn text(o: &Output) -> String {
     )
 }
 
-/// True if system-wide cpu-clock sampling works here; otherwise prints why
-/// (or panics when PROFKIT_REQUIRE_PERF=1).
-fn perf_ok() -> bool {
-    let cfg =
-        profkit_perf::SamplerConfig::new(profkit_perf::EventSpec::parse("cpu-clock").unwrap());
-    match profkit_perf::Sampler::open(&cfg) {
-        Ok(_) => true,
-        Err(e) => {
-            if std::env::var("PROFKIT_REQUIRE_PERF").as_deref() == Ok("1") {
-                panic!("PROFKIT_REQUIRE_PERF=1 but perf events cannot be opened: {e}");
-            }
-            eprintln!("SKIP: perf events unavailable here: {e}");
-            false
-        }
-    }
-}
+use profkit_testsupport::perf_ok;
 
 fn busy_on(cpu: u32) -> Child {
     Command::new("taskset")

@@ -9,27 +9,7 @@ use std::time::Duration;
 
 use crate::util::*;
 
-fn required() -> bool {
-    std::env::var("PROFKIT_REQUIRE_PERF").as_deref() == Ok("1")
-}
-
-fn skip(why: &str) -> bool {
-    if required() {
-        panic!("PROFKIT_REQUIRE_PERF=1 but {why}");
-    }
-    eprintln!("SKIP: {why}");
-    false
-}
-
-/// True if cpu-clock sampling works here.
-fn perf_ok() -> bool {
-    let cfg =
-        profkit_perf::SamplerConfig::new(profkit_perf::EventSpec::parse("cpu-clock").unwrap());
-    match profkit_perf::Sampler::open(&cfg) {
-        Ok(_) => true,
-        Err(e) => skip(&format!("perf events cannot be opened here: {e}")),
-    }
-}
+use profkit_testsupport::{perf_ok, skip};
 
 /// Builds testdata/workloads/shares.c into `dir`, with a build-id of its
 /// own: two identical builds share a build-id, hence a cookie, and the
@@ -64,11 +44,11 @@ fn build_workload(dir: &Path, name: &str, extra: &[&str]) -> Option<PathBuf> {
     match status {
         Ok(s) if s.success() => Some(out),
         Ok(s) => {
-            skip(&format!("cc failed on {} ({s})", src.display()));
+            skip(format!("cc failed on {} ({s})", src.display()));
             None
         }
         Err(e) => {
-            skip(&format!("no C compiler (cc: {e})"));
+            skip(format!("no C compiler (cc: {e})"));
             None
         }
     }
@@ -356,7 +336,7 @@ fn perf_report(perf: &str, data: &Path) -> Option<Vec<(f64, String)>> {
         out = run(&fix_mmap2_build_id_bits(data))?;
     }
     if !out.status.success() {
-        skip(&format!(
+        skip(format!(
             "perf report failed on {}: {}",
             data.display(),
             String::from_utf8_lossy(&out.stderr)

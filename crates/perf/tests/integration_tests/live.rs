@@ -10,20 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Returns a sampler for `config`, or None (after printing why) when the
-/// kernel refuses and the environment does not require perf.
-fn open_or_skip(config: &SamplerConfig) -> Option<Sampler> {
-    match Sampler::open(config) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            if std::env::var("PROFKIT_REQUIRE_PERF").as_deref() == Ok("1") {
-                panic!("PROFKIT_REQUIRE_PERF=1 but perf events cannot be opened: {e}");
-            }
-            eprintln!("SKIP: perf events unavailable here: {e}");
-            None
-        }
-    }
-}
+use profkit_testsupport::open_or_skip;
 
 fn gettid() -> u32 {
     // SAFETY:
@@ -275,10 +262,7 @@ fn cycles_without_a_pmu_says_so_and_suggests_cpu_clock() {
         Err(e) => {
             let m = e.to_string();
             if m.contains("no permission") {
-                if std::env::var("PROFKIT_REQUIRE_PERF").as_deref() == Ok("1") {
-                    panic!("PROFKIT_REQUIRE_PERF=1 but: {m}");
-                }
-                eprintln!("SKIP: {m}");
+                profkit_testsupport::skip(m);
                 return;
             }
             assert!(m.contains("'cycles'") && m.contains("-e cpu-clock"), "{m}");

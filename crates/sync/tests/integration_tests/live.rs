@@ -4,7 +4,7 @@
 
 use crate::decode;
 use profkit_eventlog::{CookieKind, Event, SessionHeader};
-use profkit_perf::{EventSpec, Rate, Sampler, SamplerConfig};
+use profkit_perf::{EventSpec, Rate, SamplerConfig};
 use profkit_sync::{FileSink, Recorder, RecorderOptions, SyncOptions, SyncStage};
 use std::path::Path;
 use std::process::Command;
@@ -61,15 +61,8 @@ fn samples_after_dlopen_resolve_to_the_library() {
 
     let mut config = SamplerConfig::new(EventSpec::parse("cpu-clock").unwrap());
     config.rate = Rate::Frequency(1000);
-    let sampler = match Sampler::open(&config) {
-        Ok(s) => s,
-        Err(e) => {
-            if std::env::var("PROFKIT_REQUIRE_PERF").as_deref() == Ok("1") {
-                panic!("PROFKIT_REQUIRE_PERF=1 but perf events cannot be opened: {e}");
-            }
-            eprintln!("SKIP: perf events unavailable here: {e}");
-            return;
-        }
+    let Some(sampler) = profkit_testsupport::open_or_skip(&config) else {
+        return;
     };
     let layout = sampler.layout();
     let mut stage = SyncStage::new(SyncOptions {
@@ -209,15 +202,8 @@ fn call_stacks_of_a_frame_pointer_program_name_its_callers() {
     let mut config = SamplerConfig::new(EventSpec::parse("cpu-clock").unwrap());
     config.rate = Rate::Frequency(1000);
     config.callchain = true;
-    let sampler = match Sampler::open(&config) {
-        Ok(s) => s,
-        Err(e) => {
-            if std::env::var("PROFKIT_REQUIRE_PERF").as_deref() == Ok("1") {
-                panic!("PROFKIT_REQUIRE_PERF=1 but perf events cannot be opened: {e}");
-            }
-            eprintln!("SKIP: perf events unavailable here: {e}");
-            return;
-        }
+    let Some(sampler) = profkit_testsupport::open_or_skip(&config) else {
+        return;
     };
     let layout = sampler.layout();
     assert!(layout.callchain);

@@ -9,31 +9,11 @@
 
 use profkit_eventlog::Cookie;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
-/// A fast hasher for small integer keys (pids, tids, cookies).
-#[derive(Default, Clone, Copy)]
-pub struct IntHasher(u64);
-
-impl Hasher for IntHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.0 = (n as u64 ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (n ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-/// HashMap keyed by small integers.
-pub type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
+/// HashMap keyed by small integers (pids, tids, cookies): rustc's Fx
+/// hash, since the keys are our own integers and SipHash's flood
+/// resistance would only cost time.
+pub type IntMap<K, V> = HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 /// How addresses in a mapping become offsets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -32,7 +32,6 @@ use crate::process::Process;
 use profkit_eventlog::{Frame, COOKIE_UNKNOWN};
 use profkit_perf::{PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER};
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 /// Most caller frames kept per stack; the outermost frames of a longer
 /// stack are dropped and the sample counted in
@@ -163,42 +162,6 @@ pub struct StackStats {
     pub flushes: u64,
 }
 
-/// FxHash-style mixing of 64-bit words: frames are two u64 and a bool.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct FrameHasher(u64);
-
-impl FrameHasher {
-    #[inline(always)]
-    fn add(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for FrameHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.add(u64::from(b));
-        }
-    }
-    #[inline]
-    fn write_u8(&mut self, n: u8) {
-        self.add(u64::from(n));
-    }
-    #[inline]
-    fn write_u64(&mut self, n: u64) {
-        self.add(n);
-    }
-    #[inline]
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-}
-
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     id: u32,
@@ -210,7 +173,7 @@ struct Entry {
 /// id's `StackDef` was written to the current session file.
 #[derive(Debug)]
 pub(crate) struct StackIds {
-    map: HashMap<Box<[Frame]>, Entry, BuildHasherDefault<FrameHasher>>,
+    map: HashMap<Box<[Frame]>, Entry, rustc_hash::FxBuildHasher>,
     next_id: u64,
     frames: usize,
     bytes: usize,

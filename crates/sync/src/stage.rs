@@ -26,18 +26,19 @@
 //! samples it left in another CPU's ring (drained earlier in this round,
 //! but written after that drain) still find their task and binaries.
 
-use crate::cookies::{
-    anon_cookie, file_entry, read_build_id, unknown_entry, vdso_cookie, CookieTable,
-};
+use crate::cookies::{read_build_id, CookieTable};
 use crate::kernel::KernelMaps;
 use crate::process::{IntMap, Map, MapKind, Process, ProcessTable, Unresolved};
-use crate::procfs::{dev_number, read_all_processes, read_process, ProcPaths, ProcProcess};
+use crate::procfs::{
+    dev_number, read_all_processes, read_process, KernelModule, ProcPaths, ProcProcess,
+};
 use crate::stacks::{resolve_chain, StackIds, StackStats};
 use profkit_eventlog::{
-    ChunkEncoder, Cookie, CookieEntry, CookieKind, CpuAccounting, Event, Frame, LostKind,
+    anon_entry, file_entry, is_anonymous_code, module_name, unknown_entry, vdso_entry,
+    ChunkEncoder, Cookie, CookieEntry, CpuAccounting, Event, Frame, LostKind,
 };
 use profkit_perf::{FileId, Layout, Mmap, RawRecord, Record, RecordRing};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 /// Options of a sync stage.
@@ -48,7 +49,9 @@ pub struct SyncOptions {
     /// Where `/proc` and `/sys` are.
     pub paths: ProcPaths,
     /// Look up unknown processes in `/proc` and poll `/proc/modules` each
-    /// round (live sessions); off for SimRing tests.
+    /// round, and read build-ids of mapped files (live sessions); off for
+    /// SimRing tests and for imported files (never the live `/proc` for a
+    /// recording made elsewhere or earlier).
     pub use_procfs: bool,
 }
 
@@ -112,6 +115,8 @@ pub struct SyncStage {
     known: IntMap<Cookie, CookieEntry>,
     emitted: CookieTable,
     file_cookies: IntMap<(u64, u64, u64), Cookie>,
+    /// Build-ids known by mapping path from outside the records.
+    build_ids: HashMap<String, Vec<u8>>,
     announced: IntMap<u32, ()>,
     no_proc: IntMap<u32, ()>,
     refreshed: IntMap<u32, ()>,
@@ -152,6 +157,7 @@ impl SyncStage {
             known,
             emitted: CookieTable::default(),
             file_cookies: IntMap::default(),
+            build_ids: HashMap::new(),
             announced: IntMap::default(),
             no_proc: IntMap::default(),
             refreshed: IntMap::default(),
@@ -215,6 +221,16 @@ impl SyncStage {
         self.kernel = kernel;
     }
 
+    /// Makes `build_id` the build-id of the file mapped as `path` (as a
+    /// mapping record names it: `/usr/lib/libc.so.6`, `[kernel.kallsyms]_text`,
+    /// a module's `.ko` path), for mappings whose record does not carry
+    /// one: perf.data's build-id table. Used before reading the file.
+    pub fn add_build_id(&mut self, path: &str, build_id: Vec<u8>) {
+        if !build_id.is_empty() {
+            self.build_ids.insert(path.to_string(), build_id);
+        }
+    }
+
     /// Defines a cookie the stage may meet (tests: module cookies).
     pub fn add_cookie(&mut self, e: CookieEntry) {
         self.known.insert(e.cookie, e);
@@ -226,15 +242,15 @@ impl SyncStage {
         p.maps
             .iter()
             .map(|m| {
-                let (cookie, kind) = if m.path.starts_with('/') && m.inode != 0 {
+                let (cookie, kind) = if m.path == "[vdso]" {
+                    (self.vdso(), MapKind::File)
+                } else if is_anonymous_code(&m.path) || m.inode == 0 {
+                    (self.anon(p.pid), MapKind::Anon)
+                } else {
                     (
                         self.file_cookie(&m.path, None, m.dev, m.inode, 0),
                         MapKind::File,
                     )
-                } else if m.path == "[vdso]" {
-                    (self.vdso(), MapKind::File)
-                } else {
-                    (self.anon(p.pid), MapKind::Anon)
                 };
                 Map {
                     start: m.start,
@@ -292,52 +308,42 @@ impl SyncStage {
             }
             return c;
         }
-        if let Some(&c) = self.file_cookies.get(&(dev, ino, gen)) {
-            return c;
+        // Without any identity (an MMAP rather than MMAP2 record), files
+        // cannot share the (dev, inode) cache: each path is looked up.
+        let identified = (dev, ino, gen) != (0, 0, 0);
+        if identified {
+            if let Some(&c) = self.file_cookies.get(&(dev, ino, gen)) {
+                return c;
+            }
         }
-        // Same cookie whichever way the binary was first seen: read the
-        // file's own build-id when the kernel did not give one.
-        let bid = if self.opts.use_procfs {
-            read_build_id(Path::new(path))
-        } else {
-            None
+        // Same cookie whichever way the binary was first seen: a build-id
+        // known from elsewhere, else the file's own when the kernel did not
+        // give one.
+        let bid = match self.build_ids.get(path) {
+            Some(b) => Some(b.clone()),
+            None if self.opts.use_procfs => read_build_id(Path::new(path)),
+            None => None,
         };
         let e = file_entry(path, bid, dev, ino, gen);
         let c = e.cookie;
         self.known.entry(c).or_insert(e);
-        self.file_cookies.insert((dev, ino, gen), c);
+        if identified {
+            self.file_cookies.insert((dev, ino, gen), c);
+        }
         c
     }
 
     fn vdso(&mut self) -> Cookie {
-        let c = vdso_cookie();
-        self.known.entry(c).or_insert_with(|| CookieEntry {
-            cookie: c,
-            kind: CookieKind::Vdso,
-            path: "[vdso]".into(),
-            build_id: None,
-            dev: 0,
-            inode: 0,
-            generation: 0,
-            base: 0,
-            pid: None,
-        });
+        let e = vdso_entry();
+        let c = e.cookie;
+        self.known.entry(c).or_insert(e);
         c
     }
 
     fn anon(&mut self, pid: u32) -> Cookie {
-        let c = anon_cookie(pid);
-        self.known.entry(c).or_insert_with(|| CookieEntry {
-            cookie: c,
-            kind: CookieKind::Anon,
-            path: "//anon".into(),
-            build_id: None,
-            dev: 0,
-            inode: 0,
-            generation: 0,
-            base: 0,
-            pid: Some(pid),
-        });
+        let e = anon_entry(pid);
+        let c = e.cookie;
+        self.known.entry(c).or_insert(e);
         c
     }
 
@@ -431,7 +437,7 @@ impl SyncStage {
     /// Drains one ring completely.
     pub fn drain<R: RecordRing>(&mut self, ring: &mut R) {
         let cpu = ring.cpu();
-        self.switch_cpu(cpu);
+        self.begin_cpu(cpu);
         let layout = self.opts.layout;
         let stats = ring.read_records(|raw: RawRecord<'_>| {
             self.handle(cpu, layout, raw);
@@ -471,15 +477,10 @@ impl SyncStage {
         }
         for ((cpu, key), n) in std::mem::take(&mut self.round_lost) {
             let kind = match key {
-                LostKindKey::NoMapping => {
-                    self.acct(cpu).lost_no_mapping += n;
-                    LostKind::NoMapping
-                }
-                LostKindKey::NoTask => {
-                    self.acct(cpu).lost_no_task += n;
-                    LostKind::NoTask
-                }
+                LostKindKey::NoMapping => LostKind::NoMapping,
+                LostKindKey::NoTask => LostKind::NoTask,
             };
+            self.acct(cpu).add_lost(kind, n);
             self.enc.event(&Event::Lost {
                 cpu,
                 kind,
@@ -529,10 +530,12 @@ impl SyncStage {
         for &(cpu, n) in &chunk.per_cpu {
             let a = self.acct(cpu);
             a.samples_written -= n.min(a.samples_written);
-            match kind {
-                LostKind::DiskFull => a.lost_disk_full += n,
-                _ => a.lost_overflow += n,
-            }
+            // Anything but a full disk was a full event buffer.
+            let kind = match kind {
+                LostKind::DiskFull => LostKind::DiskFull,
+                _ => LostKind::Overflow,
+            };
+            a.add_lost(kind, n);
             self.add_pending_lost(cpu, kind, n);
         }
         // Cookie definitions must reach the log before samples using them
@@ -562,7 +565,7 @@ impl SyncStage {
             a.kernel_lost = k;
             let diff = k.saturating_sub(a.lost_ring + a.lost_reconcile);
             if diff > 0 {
-                a.lost_reconcile += diff;
+                a.add_lost(LostKind::Reconcile, diff);
                 self.enc.event(&Event::Lost {
                     cpu,
                     kind: LostKind::Reconcile,
@@ -582,6 +585,16 @@ impl SyncStage {
         self.acct.clear();
         self.pending_meta.clear();
         self.pending_lost.clear();
+    }
+
+    /// Starts the records of CPU `cpu`'s ring (what [`SyncStage::drain`]
+    /// does first): a CPU-switch marker, and the CPU's accounting exists
+    /// from here on even if it has no sample. A source of records other
+    /// than the rings (an imported perf.data file) calls it before handing
+    /// each CPU's records to [`SyncStage::record`].
+    #[inline]
+    pub fn begin_cpu(&mut self, cpu: u32) {
+        self.switch_cpu(cpu);
     }
 
     #[inline]
@@ -820,26 +833,36 @@ impl SyncStage {
         }
     }
 
+    #[inline]
     fn handle(&mut self, cpu: u32, layout: Layout, raw: RawRecord<'_>) {
-        let rec = match layout.parse(raw) {
-            Ok(r) => r,
-            Err(_) => {
-                self.acct(cpu).records_skipped += 1;
-                return;
-            }
-        };
-        match rec {
-            Record::Sample(s) => {
+        match layout.parse(raw) {
+            Ok(rec) => self.record(cpu, &rec),
+            Err(_) => self.acct(cpu).records_skipped += 1,
+        }
+    }
+
+    /// Handles one parsed record read from CPU `cpu`'s ring: the one entry
+    /// for every source of records (the rings through [`SyncStage::drain`],
+    /// an imported perf.data file directly). Samples are resolved and
+    /// encoded (with their stack when the stage's layout has call chains),
+    /// or deferred to the end of the round; MMAP2, COMM, FORK and EXIT keep
+    /// the process table current; pid −1 mappings (perf.data's
+    /// `[kernel.kallsyms]_text` and modules) set the kernel maps; LOST and
+    /// throttling become markers and accounting.
+    #[inline]
+    pub fn record(&mut self, cpu: u32, rec: &Record<'_>) {
+        match *rec {
+            Record::Sample(ref s) => {
                 self.acct(cpu).samples_received += 1;
                 // Two copies of the sample path: without call graphs it
                 // is exactly the resolve-and-encode path, with no stack work.
-                if layout.callchain {
-                    self.stack_sample(&s);
+                if self.opts.layout.callchain {
+                    self.stack_sample(s);
                 } else {
-                    self.sample::<false>(&s);
+                    self.sample::<false>(s);
                 }
             }
-            Record::Mmap(m) => self.on_mmap(&m),
+            Record::Mmap(ref m) => self.on_mmap(m),
             Record::Comm(c) => {
                 let comm = String::from_utf8_lossy(c.comm).into_owned();
                 if c.exec {
@@ -867,22 +890,8 @@ impl SyncStage {
                 self.announced.remove(&t.tid);
             }
             Record::Exit(t) => self.procs.exit(t.pid, t.tid, self.round),
-            Record::Lost { lost, .. } => {
-                self.acct(cpu).lost_ring += lost;
-                self.enc.event(&Event::Lost {
-                    cpu,
-                    kind: LostKind::Ring,
-                    count: lost,
-                });
-            }
-            Record::LostSamples { lost, .. } => {
-                self.acct(cpu).lost_ring += lost;
-                self.enc.event(&Event::Lost {
-                    cpu,
-                    kind: LostKind::Other,
-                    count: lost,
-                });
-            }
+            Record::Lost { lost, .. } => self.lost(cpu, LostKind::Ring, lost),
+            Record::LostSamples { lost, .. } => self.lost(cpu, LostKind::Other, lost),
             Record::Throttle {
                 throttled, time, ..
             } => {
@@ -900,6 +909,33 @@ impl SyncStage {
         }
     }
 
+    fn lost(&mut self, cpu: u32, kind: LostKind, count: u64) {
+        self.acct(cpu).add_lost(kind, count);
+        self.enc.event(&Event::Lost { cpu, kind, count });
+    }
+
+    /// A kernel-side mapping: perf's `[kernel.kallsyms]_text` (its `pgoff`
+    /// is the address of `_text`, which kernel offsets are taken from) or,
+    /// with pid −1, a module. The kernel writes neither into a live ring
+    /// (a live stage reads them from `/proc`); perf.data files carry them.
+    fn on_kernel_mmap(&mut self, m: &Mmap<'_>, path: &str) {
+        let end = m.addr.saturating_add(m.len);
+        let bid = self.build_ids.get(path).cloned();
+        let e = if path.starts_with("[kernel.kallsyms]") {
+            self.kernel.set_text(m.pgoff, end, bid)
+        } else if m.pid == u32::MAX && !path.starts_with("[kernel") {
+            let module = KernelModule {
+                name: module_name(path),
+                base: m.addr,
+                size: m.len,
+            };
+            self.kernel.add_module(module, bid).1
+        } else {
+            return;
+        };
+        self.known.insert(e.cookie, e);
+    }
+
     fn on_mmap(&mut self, m: &Mmap<'_>) {
         if m.prot & libc::PROT_EXEC as u32 == 0 || m.len == 0 {
             return;
@@ -908,20 +944,14 @@ impl SyncStage {
         if m.pid == u32::MAX
             || m.misc & profkit_perf::misc::CPUMODE_MASK == profkit_perf::misc::KERNEL
         {
-            // Kernel-side mmaps (modules via MMAP are not emitted on modern
-            // kernels; modules come from /proc/modules).
+            self.on_kernel_mmap(m, &path);
             return;
         }
         self.ensure_process(m.pid);
-        let (cookie, kind) = if path == "//anon"
-            || path.starts_with("[anon")
-            || path.is_empty()
-            || path.starts_with("[heap")
-            || path.starts_with("[stack")
-        {
-            (self.anon(m.pid), MapKind::Anon)
-        } else if path == "[vdso]" {
+        let (cookie, kind) = if path == "[vdso]" {
             (self.vdso(), MapKind::File)
+        } else if is_anonymous_code(&path) {
+            (self.anon(m.pid), MapKind::Anon)
         } else {
             match m.file_id {
                 Some(FileId::BuildId(b)) => {

@@ -25,6 +25,11 @@
 //! An exited process stays in the table until the end of the next round:
 //! samples it left in another CPU's ring (drained earlier in this round,
 //! but written after that drain) still find their task and binaries.
+//!
+//! A source of records other than rings (an imported perf.data file) runs
+//! the same round by hand: [`SyncStage::begin_round`], then per CPU
+//! [`SyncStage::begin_cpu`] and [`SyncStage::record`] for each of that
+//! CPU's records, then [`SyncStage::finish_round`].
 
 use crate::cookies::{read_build_id, CookieTable};
 use crate::kernel::KernelMaps;

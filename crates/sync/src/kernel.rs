@@ -99,7 +99,8 @@ impl KernelMaps {
 
     /// Sets the kernel image from another source than `/proc`: offsets are
     /// from `text_start` (`_text`), and `[text_start, text_end)` is its
-    /// text. Returns the image's cookie entry.
+    /// text, cut short at the first module above it (as perf ends its
+    /// kernel map where the modules begin). Returns the image's cookie entry.
     pub fn set_text(
         &mut self,
         text_start: u64,
@@ -107,14 +108,21 @@ impl KernelMaps {
         build_id: Option<Vec<u8>>,
     ) -> CookieEntry {
         let e = kernel_entry(text_start, build_id);
-        self.text = Some((text_start, text_end.max(text_start)));
+        let end = self
+            .modules
+            .iter()
+            .map(|m| m.module.base)
+            .filter(|&b| b > text_start)
+            .fold(text_end, u64::min);
+        self.text = Some((text_start, end.max(text_start)));
         self.kernel = Some(e.clone());
         e
     }
 
     /// Adds a module met other than through `/proc/modules` (a perf.data
     /// mapping); a module it overlaps (an unloaded one whose range was
-    /// reused) is dropped. Returns the module with its cookie entry.
+    /// reused) is dropped, and a kernel text range reaching over it ends
+    /// where it starts. Returns the module with its cookie entry.
     pub fn add_module(
         &mut self,
         module: KernelModule,
@@ -130,6 +138,11 @@ impl KernelMaps {
             module,
             cookie: e.cookie,
         };
+        if let Some((a, z)) = &mut self.text {
+            if *a < start && start < *z {
+                *z = start;
+            }
+        }
         let at = self.modules.partition_point(|m| m.module.base < start);
         self.modules.insert(at, lm.clone());
         (lm, e)
@@ -241,6 +254,31 @@ mod tests {
             ] {
                 assert_eq!(file.resolve(ip), live.resolve(ip), "{ip:x}");
             }
+        }
+    }
+
+    /// A kernel mapping that reaches over the modules (its length up to
+    /// the end of the address space) still leaves module addresses to
+    /// their modules, whichever came first.
+    #[test]
+    fn kernel_text_ends_where_the_modules_begin() {
+        const TEXT: u64 = 0xffff_ffff_8100_0000;
+        const MODULE: u64 = 0xffff_ffff_c000_0000;
+        let module = || KernelModule {
+            name: "m".into(),
+            base: MODULE,
+            size: 0x1000,
+        };
+        let mut first_kernel = KernelMaps::default();
+        let k = first_kernel.set_text(TEXT, u64::MAX, None).cookie;
+        let (m, _) = first_kernel.add_module(module(), None);
+        let mut first_module = KernelMaps::default();
+        first_module.add_module(module(), None);
+        first_module.set_text(TEXT, u64::MAX, None);
+        for maps in [first_kernel, first_module] {
+            assert_eq!(maps.text, Some((TEXT, MODULE)));
+            assert_eq!(maps.resolve(MODULE + 0x10), Some((m.cookie, 0x10)));
+            assert_eq!(maps.resolve(TEXT + 0x10), Some((k, 0x10)));
         }
     }
 

@@ -341,3 +341,76 @@ fn a_simring_scenario_and_its_perf_data_give_the_same_session() {
         .unwrap();
     assert_eq!(frames(deep).len(), profkit_sync::MAX_STACK_FRAMES);
 }
+
+/// perf's build-id table names binaries whose MMAP2 records carry only
+/// device and inode: the import gives them the cookies the live path
+/// derives from the same build-ids (read from the file, or from
+/// `/sys/kernel/notes`), with device and inode kept in the definition.
+#[test]
+fn build_ids_from_perf_data_give_the_live_cookies() {
+    let layout = Layout { callchain: false };
+    let app_id = [0xaa; 20];
+    let kernel_id = [0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88];
+    let recs: Vec<RawRec> = [
+        map(
+            u32::MAX,
+            KTEXT,
+            0x100_0000,
+            KTEXT,
+            0,
+            5,
+            "[kernel.kallsyms]_text",
+            1,
+        ),
+        map(100, APP, 0x10000, 0, 5, 5, "/bin/app", 2),
+        map(100, LATE, 0x1000, 0, 11, 5, "/lib/late.so", 3),
+        sample(100, 100, APP + 0x10, false, vec![], 4),
+        sample(100, 100, KTEXT + 0x20, true, vec![], 5),
+        sample(100, 100, LATE + 0x30, false, vec![], 6),
+    ]
+    .iter()
+    .map(|r| r.encode(0, layout))
+    .collect();
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("perf.data");
+    perf_data::write_with_build_ids(
+        &data,
+        layout.sample_type(),
+        &recs,
+        &[
+            (profkit_perf::misc::USER, &app_id, "/bin/app"),
+            (profkit_perf::misc::KERNEL, &kernel_id, "[kernel.kallsyms]"),
+        ],
+    );
+    let session = d.path().join("session.pkl");
+    let summary = profkit_import::import_perf_data(&data, &session).unwrap();
+    assert_eq!((summary.written, summary.bad_records), (3, 0));
+    let r = SessionReader::open(&session).unwrap();
+    let mut got = Vec::new();
+    let mut defs = Vec::new();
+    for c in r.chunks() {
+        r.for_each_sample(
+            c,
+            |s| got.push((s.cookie, s.offset)),
+            |m| {
+                if let profkit_eventlog::Event::CookieDef(e) = m {
+                    defs.push(e)
+                }
+            },
+        )
+        .unwrap();
+    }
+    let app =
+        profkit_eventlog::file_entry("/bin/app", Some(app_id.to_vec()), dev_number(8, 1), 5, 0);
+    let kernel = kernel_entry(KTEXT, Some(kernel_id.to_vec()));
+    assert_eq!(
+        got,
+        [
+            (app.cookie, 0x10),
+            (kernel.cookie, 0x20),
+            (cookie(11), 0x30)
+        ]
+    );
+    assert!(defs.contains(&app), "{defs:?}");
+    assert!(defs.contains(&kernel), "{defs:?}");
+}

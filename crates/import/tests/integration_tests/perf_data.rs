@@ -1,8 +1,9 @@
 //! A test-only perf.data writer: the file header (`PERFILE2`), one
 //! `perf_event_attr` (cpu-clock at a frequency, the given `sample_type`,
-//! `sample_id_all`), and a data section of records exactly as the kernel
-//! wrote them into a ring. Enough for linux-perf-data to read; no feature
-//! sections, so the import finds no host, CPU count or build-id table.
+//! `sample_id_all`), a data section of records exactly as the kernel
+//! wrote them into a ring, and optionally perf's build-id table (the
+//! `HEADER_BUILD_ID` feature section). Enough for linux-perf-data to read;
+//! no other feature sections, so the import finds no host or CPU count.
 
 use std::path::Path;
 
@@ -16,9 +17,23 @@ const FLAG_SAMPLE_ID_ALL: u64 = 1 << 18;
 /// One record: (type, misc, body), body a multiple of 8 bytes.
 pub type RawRec = (u32, u16, Vec<u8>);
 
+/// One build-id table entry: (`misc`: the cpumode of the file, its
+/// build-id, its path as perf names it).
+pub type BuildIdEntry<'a> = (u16, &'a [u8], &'a str);
+
 /// Writes `records` (in this order) as a perf.data file whose one event
 /// samples with `sample_type`.
 pub fn write(path: &Path, sample_type: u64, records: &[RawRec]) {
+    write_with_build_ids(path, sample_type, records, &[]);
+}
+
+/// [`write`], with perf's build-id table when `build_ids` is not empty.
+pub fn write_with_build_ids(
+    path: &Path,
+    sample_type: u64,
+    records: &[RawRec],
+    build_ids: &[BuildIdEntry<'_>],
+) {
     let mut data = Vec::new();
     for (kind, misc, body) in records {
         assert_eq!(body.len() % 8, 0);
@@ -42,8 +57,10 @@ pub fn write(path: &Path, sample_type: u64, records: &[RawRec]) {
     u64s(&mut f, data.len() as u64);
     u64s(&mut f, 0); // event types: none
     u64s(&mut f, 0);
-    for _ in 0..4 {
-        u64s(&mut f, 0); // no feature sections
+    // Feature bits: HEADER_BUILD_ID (2) only.
+    u64s(&mut f, if build_ids.is_empty() { 0 } else { 1 << 2 });
+    for _ in 0..3 {
+        u64s(&mut f, 0);
     }
     assert_eq!(f.len() as u64, HEADER_SIZE);
     // perf_event_attr, version 0.
@@ -61,6 +78,29 @@ pub fn write(path: &Path, sample_type: u64, records: &[RawRec]) {
     u64s(&mut f, 0);
     assert_eq!(f.len() as u64, data_at);
     f.extend_from_slice(&data);
+    if !build_ids.is_empty() {
+        // The feature sections' index follows the data, then their bodies.
+        let mut table = Vec::new();
+        for (misc, id, file) in build_ids {
+            let mut name = file.as_bytes().to_vec();
+            name.push(0);
+            name.resize(name.len().next_multiple_of(64), 0);
+            let size = 8 + 4 + 24 + name.len();
+            u32s(&mut table, 67); // PERF_RECORD_HEADER_BUILD_ID
+            table.extend_from_slice(&(misc | 1 << 15).to_le_bytes()); // MISC_BUILD_ID_SIZE
+            table.extend_from_slice(&u16::try_from(size).unwrap().to_le_bytes());
+            u32s(&mut table, u32::MAX); // pid -1
+            let mut bid = [0u8; 24];
+            bid[..id.len()].copy_from_slice(id);
+            bid[20] = id.len() as u8;
+            table.extend_from_slice(&bid);
+            table.extend_from_slice(&name);
+        }
+        let body_at = f.len() as u64 + 16;
+        u64s(&mut f, body_at);
+        u64s(&mut f, table.len() as u64);
+        f.extend_from_slice(&table);
+    }
     std::fs::write(path, f).unwrap();
 }
 

@@ -31,20 +31,18 @@
 //! [`SyncStage::begin_cpu`] and [`SyncStage::record`] for each of that
 //! CPU's records, then [`SyncStage::finish_round`].
 
-use crate::cookies::{read_build_id, CookieTable};
+use crate::cookies::CookieTable;
 use crate::kernel::KernelMaps;
-use crate::process::{IntMap, Map, MapKind, Process, ProcessTable, Unresolved};
-use crate::procfs::{
-    dev_number, read_all_processes, read_process, KernelModule, ProcPaths, ProcProcess,
-};
+use crate::process::{IntMap, ProcessTable, Unresolved};
+use crate::procfs::{read_all_processes, read_process, ProcPaths};
 use crate::stacks::{resolve_chain, StackIds, StackStats};
 use profkit_eventlog::{
-    anon_entry, file_entry, is_anonymous_code, module_name, unknown_entry, vdso_entry,
-    ChunkEncoder, Cookie, CookieEntry, CpuAccounting, Event, Frame, LostKind,
+    unknown_entry, ChunkEncoder, Cookie, CookieEntry, CpuAccounting, Event, Frame, LostKind,
 };
-use profkit_perf::{FileId, Layout, Mmap, RawRecord, Record, RecordRing};
+use profkit_perf::{Layout, RawRecord, Record, RecordRing};
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+
+mod maps;
 
 /// Options of a sync stage.
 #[derive(Debug, Clone)]
@@ -239,117 +237,6 @@ impl SyncStage {
     /// Defines a cookie the stage may meet (tests: module cookies).
     pub fn add_cookie(&mut self, e: CookieEntry) {
         self.known.insert(e.cookie, e);
-    }
-
-    /// The table's form of `/proc/PID/maps` lines: cookies assigned,
-    /// present since before anything this session saw.
-    fn proc_maps(&mut self, p: &ProcProcess) -> Vec<Map> {
-        p.maps
-            .iter()
-            .map(|m| {
-                let (cookie, kind) = if m.path == "[vdso]" {
-                    (self.vdso(), MapKind::File)
-                } else if is_anonymous_code(&m.path) || m.inode == 0 {
-                    (self.anon(p.pid), MapKind::Anon)
-                } else {
-                    (
-                        self.file_cookie(&m.path, None, m.dev, m.inode, 0),
-                        MapKind::File,
-                    )
-                };
-                Map {
-                    start: m.start,
-                    end: m.end,
-                    pgoff: m.pgoff,
-                    cookie,
-                    kind,
-                    since: 0,
-                    until: u64::MAX,
-                }
-            })
-            .collect()
-    }
-
-    fn add_proc_process(&mut self, p: ProcProcess) {
-        let mut proc_ = Process::default();
-        proc_.comm = p.comm.clone();
-        for m in self.proc_maps(&p) {
-            proc_.map(m, self.round);
-        }
-        self.procs.insert(p.pid, proc_);
-        self.procs.set_comm(p.pid, p.pid, &p.comm);
-        for (tid, c) in &p.threads {
-            self.procs.set_comm(p.pid, *tid, c);
-        }
-    }
-
-    fn file_cookie(
-        &mut self,
-        path: &str,
-        build_id: Option<&[u8]>,
-        dev: u64,
-        ino: u64,
-        gen: u64,
-    ) -> Cookie {
-        if let Some(b) = build_id {
-            let e = file_entry(path, Some(b.to_vec()), dev, ino, gen);
-            let c = e.cookie;
-            match self.known.get_mut(&c) {
-                // Identical copies share a build-id: until the definition is
-                // written, prefer a path that still exists.
-                Some(old)
-                    if old.path != path
-                        && !self.emitted.contains(c)
-                        && self.opts.use_procfs
-                        && !Path::new(&old.path).exists()
-                        && Path::new(path).exists() =>
-                {
-                    old.path = path.to_string();
-                }
-                Some(_) => {}
-                None => {
-                    self.known.insert(c, e);
-                }
-            }
-            return c;
-        }
-        // Without any identity (an MMAP rather than MMAP2 record), files
-        // cannot share the (dev, inode) cache: each path is looked up.
-        let identified = (dev, ino, gen) != (0, 0, 0);
-        if identified {
-            if let Some(&c) = self.file_cookies.get(&(dev, ino, gen)) {
-                return c;
-            }
-        }
-        // Same cookie whichever way the binary was first seen: a build-id
-        // known from elsewhere, else the file's own when the kernel did not
-        // give one.
-        let bid = match self.build_ids.get(path) {
-            Some(b) => Some(b.clone()),
-            None if self.opts.use_procfs => read_build_id(Path::new(path)),
-            None => None,
-        };
-        let e = file_entry(path, bid, dev, ino, gen);
-        let c = e.cookie;
-        self.known.entry(c).or_insert(e);
-        if identified {
-            self.file_cookies.insert((dev, ino, gen), c);
-        }
-        c
-    }
-
-    fn vdso(&mut self) -> Cookie {
-        let e = vdso_entry();
-        let c = e.cookie;
-        self.known.entry(c).or_insert(e);
-        c
-    }
-
-    fn anon(&mut self, pid: u32) -> Cookie {
-        let e = anon_entry(pid);
-        let c = e.cookie;
-        self.known.entry(c).or_insert(e);
-        c
     }
 
     /// The process table (for status and tests).
@@ -918,173 +805,7 @@ impl SyncStage {
         self.acct(cpu).add_lost(kind, count);
         self.enc.event(&Event::Lost { cpu, kind, count });
     }
-
-    /// A kernel-side mapping: perf's `[kernel.kallsyms]_text` (its `pgoff`
-    /// is the address of `_text`, which kernel offsets are taken from) or,
-    /// with pid −1, a module. The kernel writes neither into a live ring
-    /// (a live stage reads them from `/proc`); perf.data files carry them.
-    fn on_kernel_mmap(&mut self, m: &Mmap<'_>, path: &str) {
-        let end = m.addr.saturating_add(m.len);
-        let bid = self.build_ids.get(path).cloned();
-        let e = if path.starts_with("[kernel.kallsyms]") {
-            self.kernel.set_text(m.pgoff, end, bid)
-        } else if m.pid == u32::MAX && !path.starts_with("[kernel") {
-            let module = KernelModule {
-                name: module_name(path),
-                base: m.addr,
-                size: m.len,
-            };
-            self.kernel.add_module(module, bid).1
-        } else {
-            return;
-        };
-        self.known.insert(e.cookie, e);
-    }
-
-    fn on_mmap(&mut self, m: &Mmap<'_>) {
-        if m.prot & libc::PROT_EXEC as u32 == 0 || m.len == 0 {
-            return;
-        }
-        let path = String::from_utf8_lossy(m.filename).into_owned();
-        if m.pid == u32::MAX
-            || m.misc & profkit_perf::misc::CPUMODE_MASK == profkit_perf::misc::KERNEL
-        {
-            self.on_kernel_mmap(m, &path);
-            return;
-        }
-        self.ensure_process(m.pid);
-        let (cookie, kind) = if path == "[vdso]" {
-            (self.vdso(), MapKind::File)
-        } else if is_anonymous_code(&path) {
-            (self.anon(m.pid), MapKind::Anon)
-        } else {
-            match m.file_id {
-                Some(FileId::BuildId(b)) => {
-                    (self.file_cookie(&path, Some(b), 0, 0, 0), MapKind::File)
-                }
-                Some(FileId::Inode {
-                    maj,
-                    min,
-                    ino,
-                    generation,
-                }) => (
-                    self.file_cookie(&path, None, dev_number(maj, min), ino, generation),
-                    MapKind::File,
-                ),
-                None => (self.file_cookie(&path, None, 0, 0, 0), MapKind::File),
-            }
-        };
-        let map = Map {
-            start: m.addr,
-            end: m.addr.saturating_add(m.len),
-            pgoff: m.pgoff,
-            cookie,
-            kind,
-            since: m.id.time,
-            until: u64::MAX,
-        };
-        self.procs.entry(m.pid).map(map, self.round);
-        self.ensure_defined(cookie);
-        self.marker(Event::ModuleLoad {
-            cookie,
-            start: map.start,
-            end: map.end,
-            pgoff: m.pgoff,
-            pid: Some(m.pid),
-        });
-    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use profkit_eventlog::cookie::{anon_cookie, inode_cookie};
-    use profkit_perf::{SimRecord, SimRing};
-
-    /// One rule for anonymous code on both paths: a memfd, `/dev/zero`
-    /// and an unnamed mapping are the process's anonymous code (absolute
-    /// offsets) whether the stage met them in `/proc/PID/maps` or in an
-    /// MMAP2 record; a file is a file either way.
-    #[test]
-    fn proc_maps_and_mmap2_records_agree_on_anonymous_code() {
-        let d = tempfile::tempdir().unwrap();
-        let p42 = d.path().join("proc/42");
-        std::fs::create_dir_all(&p42).unwrap();
-        std::fs::write(p42.join("comm"), "jit\n").unwrap();
-        std::fs::write(
-            p42.join("maps"),
-            "00400000-00410000 r-xp 00000000 08:01 5 /bin/app\n\
-             7f0000000000-7f0000010000 r-xp 00000000 00:01 77 /memfd:jit (deleted)\n\
-             7f1000000000-7f1000010000 rwxp 00000000 00:00 0 \n\
-             7f2000000000-7f2000010000 r-xp 00000000 00:05 3 /dev/zero (deleted)\n",
-        )
-        .unwrap();
-        let layout = Layout { callchain: false };
-        let mut stage = SyncStage::new(SyncOptions {
-            layout,
-            paths: ProcPaths {
-                proc_root: d.path().join("proc"),
-                sys_root: d.path().join("sys"),
-            },
-            use_procfs: true,
-        });
-        stage.seed_pids(&[42]);
-        let mut ring = SimRing::new(0, 1 << 16, layout);
-        let mmap = |pid, addr, ino, path: &str| SimRecord::Mmap2 {
-            pid,
-            tid: pid,
-            addr,
-            len: 0x10000,
-            pgoff: 0,
-            ino,
-            build_id: None,
-            prot: 5,
-            filename: path.into(),
-            time: 1,
-        };
-        for r in [
-            mmap(43, 0x40_0000, 5, "/bin/app"),
-            mmap(43, 0x7f00_0000_0000, 77, "/memfd:jit (deleted)"),
-            mmap(43, 0x7f10_0000_0000, 0, "//anon"),
-            mmap(43, 0x7f20_0000_0000, 3, "/dev/zero (deleted)"),
-        ] {
-            assert!(ring.push(&r));
-        }
-        let addrs = [
-            0x40_0010,
-            0x7f00_0000_0020,
-            0x7f10_0000_0030,
-            0x7f20_0000_0040,
-        ];
-        for pid in [42, 43] {
-            for ip in addrs {
-                assert!(ring.push(&SimRecord::Sample {
-                    ip,
-                    pid,
-                    tid: pid,
-                    time: 2,
-                    kernel: false,
-                    period: 1,
-                    callchain: vec![],
-                }));
-            }
-        }
-        let chunk = stage.round(&mut [ring], 3);
-        let mut got = Vec::new();
-        profkit_eventlog::for_each_sample(
-            &chunk.bytes,
-            |s| got.push((s.pid, s.cookie, s.offset)),
-            |_| {},
-        )
-        .unwrap();
-        let want = |pid: u32| {
-            vec![
-                (pid, inode_cookie(dev_number(8, 1), 5, 0), 0x10),
-                (pid, anon_cookie(pid), 0x7f00_0000_0020),
-                (pid, anon_cookie(pid), 0x7f10_0000_0030),
-                (pid, anon_cookie(pid), 0x7f20_0000_0040),
-            ]
-        };
-        assert_eq!(got, [want(42), want(43)].concat());
-    }
-}
+mod tests;

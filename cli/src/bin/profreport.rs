@@ -13,9 +13,9 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use profkit_daemon::{daemon_state, DaemonState};
 use profkit_report::{
-    build_report, diff_reports, import_perf_data, render, write_diff, write_flamegraph, Column,
-    Format, Liveness, ProfileSpec, Progress, Report, ReportOptions, Separate, Session, SortKey,
-    SymbolSources,
+    build_report, diff_reports, render, write_diff, write_flamegraph, Column, Format, Liveness,
+    ProfileSpec, Progress, Report, ReportOptions, Separate, Session, SortKey, SymbolSources,
+    SESSION_FILE,
 };
 
 const AFTER_HELP: &str = "PROFILE SPECS (positional, combinable; OProfile's syntax):
@@ -508,8 +508,9 @@ fn run(cfg: Config) -> Result<()> {
     let _scratch = match &cfg.import {
         Some(perf_data) => {
             let scratch = Scratch::new()?;
-            let summary = import_perf_data(perf_data, &scratch.0)
-                .with_context(|| format!("importing {}", perf_data.display()))?;
+            let summary =
+                profkit_import::import_perf_data(perf_data, &scratch.0.join(SESSION_FILE))
+                    .with_context(|| format!("importing {}", perf_data.display()))?;
             if summary.bad_records > 0 {
                 eprintln!(
                     "profreport: warning: {}: {} records could not be read (a truncated file?)",
@@ -519,7 +520,7 @@ fn run(cfg: Config) -> Result<()> {
             }
             if summary.skipped > 0 {
                 eprintln!(
-                    "profreport: warning: {}: {} guest or hypervisor samples skipped",
+                    "profreport: warning: {}: {} samples without an ip or thread skipped",
                     perf_data.display(),
                     summary.skipped
                 );

@@ -480,3 +480,122 @@ fn live_perf_data_import_reports_the_same_top_symbols_as_perf_report() {
         }
     }
 }
+
+/// Percent per binary (image) of a JSON report.
+fn per_image(v: &serde_json::Value) -> std::collections::BTreeMap<String, f64> {
+    rows(v)
+        .iter()
+        .map(|r| {
+            (
+                r["image"].as_str().unwrap().to_owned(),
+                r["percent"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// One workload recorded at once by `perf record -a` and `profctl start
+/// -a`: `profreport --import perf.data` and `profreport` on the native
+/// session give each binary of the workload's process the same share
+/// within a point (the process's samples only: idle CPUs are sampled
+/// erratically by both). The two recordings go through one resolution
+/// path, the sync stage, so they can only differ by sampling; the
+/// workload works in turns of 10 ms, long against the 250 µs sampling
+/// period, so two samplers count each turn alike (measured: within 0.3
+/// points of each other on ~10 000 samples).
+#[test]
+fn live_perf_data_import_and_native_session_agree_per_binary() {
+    let _rec = recording();
+    let perf = std::env::var("PERF").unwrap_or_else(|_| "/usr/bin/perf".into());
+    if !Path::new(&perf).exists() {
+        skip(&format!("no perf at {perf} (set PERF=...)"));
+        return;
+    }
+    if !perf_ok() {
+        return;
+    }
+    let d = tempdir();
+    let Some(split) = build_workload(d.path(), "split", &[]) else {
+        return;
+    };
+    let s = d.path().join("s");
+    let sd = s.to_str().unwrap();
+    let run = profctl(
+        d.path(),
+        &["start", "-a", "-F", "4000", "--session-dir", sd],
+    );
+    assert_eq!(run.code, 0, "profctl start: {}{}", run.stdout, run.stderr);
+    let data = d.path().join("perf.data");
+    let out = Command::new(&perf)
+        .args([
+            "record",
+            "-q",
+            "-a",
+            "--no-buildid",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "4000",
+            "-o",
+        ])
+        .arg(&data)
+        .arg("--")
+        .arg(&split)
+        .arg("3")
+        .current_dir(d.path())
+        .output()
+        .unwrap();
+    let run = profctl(d.path(), &["stop", "--session-dir", sd]);
+    assert_eq!(run.code, 0, "profctl stop: {}{}", run.stdout, run.stderr);
+    if !out.status.success() || !data.exists() {
+        skip(&format!(
+            "perf record failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+        return;
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let pid = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("pid "))
+        .unwrap_or_else(|| panic!("no pid in the workload's output: {stdout}"));
+    let tgid = format!("tgid:{pid}");
+
+    let native = profreport(&["--session-dir", sd, &tgid, "--format", "json"])
+        .expect(0)
+        .json();
+    let imported = profreport(&[
+        "--import",
+        data.to_str().unwrap(),
+        &tgid,
+        "--format",
+        "json",
+    ])
+    .expect(0)
+    .json();
+    let (n, i) = (per_image(&native), per_image(&imported));
+    eprintln!(
+        "native   {} samples: {n:?}\nimported {} samples: {i:?}",
+        native["total_samples"], imported["total_samples"]
+    );
+    // The workload did split its time: its own code, libc, the kernel.
+    for image in ["split", "libc.so.6", "[kernel.kallsyms]"] {
+        let share = n.get(image).copied().unwrap_or(0.0);
+        assert!(share > 10.0, "{image}: {share} % natively, expected > 10");
+    }
+    let total = |v: &serde_json::Value| v["total_samples"].as_u64().unwrap() as f64;
+    assert!(
+        (total(&native) / total(&imported) - 1.0).abs() < 0.1,
+        "sample counts differ by more than 10 %"
+    );
+    for image in n.keys().chain(i.keys()) {
+        let (a, b) = (
+            n.get(image).copied().unwrap_or(0.0),
+            i.get(image).copied().unwrap_or(0.0),
+        );
+        assert!(
+            (a - b).abs() <= 1.0,
+            "{image}: {a} % natively, {b} % imported"
+        );
+    }
+}

@@ -12,6 +12,15 @@
 //! collected by readers into a [`StackTable`]. The byte-exact specification
 //! is `docs/FORMAT.md`.
 //!
+//! Cookie derivation is part of the format too ([`cookie`]): the cookie and
+//! [`CookieEntry`] of each kind of code (user file, kernel, module,
+//! anonymous memory, vDSO, `[unknown]`), the rule for which mapping paths
+//! are anonymous code ([`is_anonymous_code`]), kallsyms' spelling of module
+//! names ([`module_name`]) and build-ids from ELF notes
+//! ([`build_id_from_notes`]), so every writer of sessions (the sync stage,
+//! `profkit-import`) names a binary alike. Which [`CpuAccounting`] counter a
+//! [`LostKind`] adds to is [`CpuAccounting::add_lost`].
+//!
 //! # Design constraints
 //!
 //! - **Byte-consuming only.** No `perf_event`, no `/proc`, no threads: the
@@ -81,7 +90,8 @@
 //!
 //! # What it is not for
 //!
-//! It does not choose cookies (the sync stage does), resolve symbols, or
+//! It does not decide which mapping a sample falls in (the sync stage
+//! does; this crate only says what cookie a binary gets), resolve symbols, or
 //! manage the session directory. It is not a general trace format: there
 //! are no timestamps per sample (a chunk has the time of its round), and
 //! events can only be read in stream order within a chunk. It does not
@@ -138,6 +148,7 @@
 #![deny(missing_docs)]
 
 mod codec;
+pub mod cookie;
 mod decode;
 mod encode;
 mod error;
@@ -150,6 +161,10 @@ pub mod synth;
 mod writer;
 
 pub use codec::{tag, COOKIE_SLOTS};
+pub use cookie::{
+    anon_entry, build_id_from_notes, file_entry, is_anonymous_code, kernel_entry, module_entry,
+    module_name, unknown_entry, vdso_entry,
+};
 pub use decode::{decode_events, for_each_sample, ChunkDecoder, Expanded, Expander};
 pub use encode::{ChunkEncoder, OffsetCoding};
 pub use error::{Error, Result};

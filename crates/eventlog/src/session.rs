@@ -125,6 +125,26 @@ pub struct CpuAccounting {
 }
 
 impl CpuAccounting {
+    /// Adds `n` samples lost for `kind` to the counter that accounts for
+    /// that kind: the one place this rule is written. `Ring` and `Other`
+    /// (`PERF_RECORD_LOST` and `PERF_RECORD_LOST_SAMPLES`: both dropped by
+    /// the kernel) go to `lost_ring`; every other kind has its own counter.
+    /// Only the loss is added: whether the samples also count as received
+    /// (they do for `NoMapping` and `NoTask`, which the sync stage read) is
+    /// the caller's to say.
+    pub fn add_lost(&mut self, kind: crate::LostKind, n: u64) {
+        use crate::LostKind as K;
+        let counter = match kind {
+            K::Ring | K::Other => &mut self.lost_ring,
+            K::Overflow => &mut self.lost_overflow,
+            K::DiskFull => &mut self.lost_disk_full,
+            K::NoMapping => &mut self.lost_no_mapping,
+            K::NoTask => &mut self.lost_no_task,
+            K::Reconcile => &mut self.lost_reconcile,
+        };
+        *counter = counter.saturating_add(n);
+    }
+
     /// All samples lost on this CPU, for every reason. `kernel_lost` is not
     /// added: it is the kernel's view of `lost_ring + lost_reconcile`.
     pub fn lost_total(&self) -> u64 {
@@ -785,6 +805,33 @@ mod tests {
     use super::*;
     use crate::{ChunkEncoder, Event, LostKind, SessionReader};
     use proptest::prelude::*;
+
+    #[test]
+    fn each_lost_kind_adds_to_its_own_counter() {
+        let kinds = [
+            LostKind::Ring,
+            LostKind::Overflow,
+            LostKind::DiskFull,
+            LostKind::NoMapping,
+            LostKind::NoTask,
+            LostKind::Reconcile,
+            LostKind::Other,
+        ];
+        let mut a = CpuAccounting::default();
+        for (i, k) in kinds.into_iter().enumerate() {
+            a.add_lost(k, 1 << i);
+        }
+        assert_eq!(a.lost_ring, 1 | 1 << 6);
+        assert_eq!(a.lost_overflow, 1 << 1);
+        assert_eq!(a.lost_disk_full, 1 << 2);
+        assert_eq!(a.lost_no_mapping, 1 << 3);
+        assert_eq!(a.lost_no_task, 1 << 4);
+        assert_eq!(a.lost_reconcile, 1 << 5);
+        assert_eq!(a.lost_total(), (1 << 7) - 1);
+        assert_eq!((a.samples_received, a.kernel_lost), (0, 0));
+        a.add_lost(LostKind::Ring, u64::MAX);
+        assert_eq!(a.lost_ring, u64::MAX);
+    }
 
     pub(crate) fn header() -> SessionHeader {
         SessionHeader {

@@ -33,7 +33,7 @@
 //! - exports from those stacks: folded stacks ([`write_collapsed`]), flame
 //!   graphs drawn by inferno ([`write_flamegraph`], one per CPU if asked),
 //!   and gzip-compressed pprof `profile.proto` ([`pprof`]) for fleet tools;
-//! - `--import perf.data` ([`import_perf_data`]): a `perf record` file
+//! - `--import perf.data` (`profkit-import`): a `perf record` file
 //!   resolved to (binary, offset) like the sync stage does and written as a
 //!   session, so every report works on it;
 //! - `--diff` ([`diff_reports`]): the change in each symbol's share between
@@ -185,7 +185,6 @@ mod diff;
 mod error;
 mod export;
 mod hash;
-mod import;
 mod kallsyms;
 mod load;
 mod model;
@@ -199,7 +198,6 @@ pub use build::{build_report, ReportOptions, SymbolSources, NO_SYMBOLS};
 pub use diff::{diff_reports, write_diff, Diff, DiffRow};
 pub use error::{Error, Result};
 pub use export::{collapsed_lines, write_collapsed, write_flamegraph};
-pub use import::{import_perf_data, ImportSummary};
 pub use load::{Liveness, Session, ARCHIVE_DEBUG_DIR, KALLSYMS_FILE, SESSION_FILE};
 pub use model::{
     BadChunkInfo, CallArc, CallEntry, CallGraph, Column, CpuLoss, Function, Header, Layout,

@@ -11,6 +11,20 @@
 //!   module loads, LOST records, throttling and samples that could not be
 //!   resolved all become markers at their place, and every sample the
 //!   kernel produced is counted in [`profkit_eventlog::CpuAccounting`].
+//!   Every record, whatever its source, enters through one entry,
+//!   [`SyncStage::record`]: [`SyncStage::drain`] parses a ring's records
+//!   into it, and `profkit-import` hands it a perf.data file's records, so
+//!   a recording imported and one made live are resolved by the same code.
+//!   The kernel maps come from `/proc` live, or from perf's
+//!   `[kernel.kallsyms]_text` and pid −1 module mappings in a file
+//!   ([`KernelMaps::set_text`], [`KernelMaps::add_module`]); build-ids a
+//!   file knows besides its records come in through
+//!   [`SyncStage::add_build_id`].
+//! - Cookies: how each kind of binary's cookie is derived, and which
+//!   mapping paths are anonymous code, is the format's
+//!   ([`profkit_eventlog::cookie`]; the functions are re-exported here);
+//!   this crate decides which binary an address falls in, reads build-ids
+//!   of mapped files, and writes each cookie's definition once.
 //!   With call graphs, every frame of a sample's callchain is resolved the
 //!   same way ([`resolve_chain`]: kernel frames through the kernel maps,
 //!   user frames through the process table at the sample's time, an
@@ -31,7 +45,8 @@
 //!   round's samples into a named counter (lost to overflow) and writes a
 //!   LOST marker where space returned; nothing is silently lost.
 //! - No `unsafe`; no I/O on the hot path except first sight of an unknown
-//!   process (one `/proc/PID/maps` read) or binary (one build-id read).
+//!   process (one `/proc/PID/maps` read) or binary (one build-id read), and
+//!   none at all with [`SyncOptions::use_procfs`] off (tests, imports).
 //! - The no-call-graph path pays nothing for call graphs (one predictable
 //!   branch per sample): ≥ 20 M samples/s per core on the sync bench.
 //!
@@ -60,9 +75,9 @@
 //!
 //! # Not for
 //!
-//! Opening events (profkit-perf), the file format (profkit-eventlog),
-//! symbol names (profkit-symbols), or the daemon's process life
-//! (profkit-daemon).
+//! Opening events (profkit-perf), the file format and cookie derivation
+//! (profkit-eventlog), reading perf.data (profkit-import), symbol names
+//! (profkit-symbols), or the daemon's process life (profkit-daemon).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

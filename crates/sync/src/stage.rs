@@ -25,20 +25,24 @@
 //! An exited process stays in the table until the end of the next round:
 //! samples it left in another CPU's ring (drained earlier in this round,
 //! but written after that drain) still find their task and binaries.
+//!
+//! A source of records other than rings (an imported perf.data file) runs
+//! the same round by hand: [`SyncStage::begin_round`], then per CPU
+//! [`SyncStage::begin_cpu`] and [`SyncStage::record`] for each of that
+//! CPU's records, then [`SyncStage::finish_round`].
 
-use crate::cookies::{
-    anon_cookie, file_entry, read_build_id, unknown_entry, vdso_cookie, CookieTable,
-};
+use crate::cookies::CookieTable;
 use crate::kernel::KernelMaps;
-use crate::process::{IntMap, Map, MapKind, Process, ProcessTable, Unresolved};
-use crate::procfs::{dev_number, read_all_processes, read_process, ProcPaths, ProcProcess};
+use crate::process::{IntMap, ProcessTable, Unresolved};
+use crate::procfs::{read_all_processes, read_process, ProcPaths};
 use crate::stacks::{resolve_chain, StackIds, StackStats};
 use profkit_eventlog::{
-    ChunkEncoder, Cookie, CookieEntry, CookieKind, CpuAccounting, Event, Frame, LostKind,
+    unknown_entry, ChunkEncoder, Cookie, CookieEntry, CpuAccounting, Event, Frame, LostKind,
 };
-use profkit_perf::{FileId, Layout, Mmap, RawRecord, Record, RecordRing};
-use std::collections::BTreeMap;
-use std::path::Path;
+use profkit_perf::{Layout, RawRecord, Record, RecordRing};
+use std::collections::{BTreeMap, HashMap};
+
+mod maps;
 
 /// Options of a sync stage.
 #[derive(Debug, Clone)]
@@ -48,7 +52,9 @@ pub struct SyncOptions {
     /// Where `/proc` and `/sys` are.
     pub paths: ProcPaths,
     /// Look up unknown processes in `/proc` and poll `/proc/modules` each
-    /// round (live sessions); off for SimRing tests.
+    /// round, and read build-ids of mapped files (live sessions); off for
+    /// SimRing tests and for imported files (never the live `/proc` for a
+    /// recording made elsewhere or earlier).
     pub use_procfs: bool,
 }
 
@@ -112,6 +118,8 @@ pub struct SyncStage {
     known: IntMap<Cookie, CookieEntry>,
     emitted: CookieTable,
     file_cookies: IntMap<(u64, u64, u64), Cookie>,
+    /// Build-ids known by mapping path from outside the records.
+    build_ids: HashMap<String, Vec<u8>>,
     announced: IntMap<u32, ()>,
     no_proc: IntMap<u32, ()>,
     refreshed: IntMap<u32, ()>,
@@ -152,6 +160,7 @@ impl SyncStage {
             known,
             emitted: CookieTable::default(),
             file_cookies: IntMap::default(),
+            build_ids: HashMap::new(),
             announced: IntMap::default(),
             no_proc: IntMap::default(),
             refreshed: IntMap::default(),
@@ -215,130 +224,19 @@ impl SyncStage {
         self.kernel = kernel;
     }
 
+    /// Makes `build_id` the build-id of the file mapped as `path` (as a
+    /// mapping record names it: `/usr/lib/libc.so.6`, `[kernel.kallsyms]_text`,
+    /// a module's `.ko` path), for mappings whose record does not carry
+    /// one: perf.data's build-id table. Used before reading the file.
+    pub fn add_build_id(&mut self, path: &str, build_id: Vec<u8>) {
+        if !build_id.is_empty() {
+            self.build_ids.insert(path.to_string(), build_id);
+        }
+    }
+
     /// Defines a cookie the stage may meet (tests: module cookies).
     pub fn add_cookie(&mut self, e: CookieEntry) {
         self.known.insert(e.cookie, e);
-    }
-
-    /// The table's form of `/proc/PID/maps` lines: cookies assigned,
-    /// present since before anything this session saw.
-    fn proc_maps(&mut self, p: &ProcProcess) -> Vec<Map> {
-        p.maps
-            .iter()
-            .map(|m| {
-                let (cookie, kind) = if m.path.starts_with('/') && m.inode != 0 {
-                    (
-                        self.file_cookie(&m.path, None, m.dev, m.inode, 0),
-                        MapKind::File,
-                    )
-                } else if m.path == "[vdso]" {
-                    (self.vdso(), MapKind::File)
-                } else {
-                    (self.anon(p.pid), MapKind::Anon)
-                };
-                Map {
-                    start: m.start,
-                    end: m.end,
-                    pgoff: m.pgoff,
-                    cookie,
-                    kind,
-                    since: 0,
-                    until: u64::MAX,
-                }
-            })
-            .collect()
-    }
-
-    fn add_proc_process(&mut self, p: ProcProcess) {
-        let mut proc_ = Process::default();
-        proc_.comm = p.comm.clone();
-        for m in self.proc_maps(&p) {
-            proc_.map(m, self.round);
-        }
-        self.procs.insert(p.pid, proc_);
-        self.procs.set_comm(p.pid, p.pid, &p.comm);
-        for (tid, c) in &p.threads {
-            self.procs.set_comm(p.pid, *tid, c);
-        }
-    }
-
-    fn file_cookie(
-        &mut self,
-        path: &str,
-        build_id: Option<&[u8]>,
-        dev: u64,
-        ino: u64,
-        gen: u64,
-    ) -> Cookie {
-        if let Some(b) = build_id {
-            let e = file_entry(path, Some(b.to_vec()), dev, ino, gen);
-            let c = e.cookie;
-            match self.known.get_mut(&c) {
-                // Identical copies share a build-id: until the definition is
-                // written, prefer a path that still exists.
-                Some(old)
-                    if old.path != path
-                        && !self.emitted.contains(c)
-                        && self.opts.use_procfs
-                        && !Path::new(&old.path).exists()
-                        && Path::new(path).exists() =>
-                {
-                    old.path = path.to_string();
-                }
-                Some(_) => {}
-                None => {
-                    self.known.insert(c, e);
-                }
-            }
-            return c;
-        }
-        if let Some(&c) = self.file_cookies.get(&(dev, ino, gen)) {
-            return c;
-        }
-        // Same cookie whichever way the binary was first seen: read the
-        // file's own build-id when the kernel did not give one.
-        let bid = if self.opts.use_procfs {
-            read_build_id(Path::new(path))
-        } else {
-            None
-        };
-        let e = file_entry(path, bid, dev, ino, gen);
-        let c = e.cookie;
-        self.known.entry(c).or_insert(e);
-        self.file_cookies.insert((dev, ino, gen), c);
-        c
-    }
-
-    fn vdso(&mut self) -> Cookie {
-        let c = vdso_cookie();
-        self.known.entry(c).or_insert_with(|| CookieEntry {
-            cookie: c,
-            kind: CookieKind::Vdso,
-            path: "[vdso]".into(),
-            build_id: None,
-            dev: 0,
-            inode: 0,
-            generation: 0,
-            base: 0,
-            pid: None,
-        });
-        c
-    }
-
-    fn anon(&mut self, pid: u32) -> Cookie {
-        let c = anon_cookie(pid);
-        self.known.entry(c).or_insert_with(|| CookieEntry {
-            cookie: c,
-            kind: CookieKind::Anon,
-            path: "//anon".into(),
-            build_id: None,
-            dev: 0,
-            inode: 0,
-            generation: 0,
-            base: 0,
-            pid: Some(pid),
-        });
-        c
     }
 
     /// The process table (for status and tests).
@@ -431,7 +329,7 @@ impl SyncStage {
     /// Drains one ring completely.
     pub fn drain<R: RecordRing>(&mut self, ring: &mut R) {
         let cpu = ring.cpu();
-        self.switch_cpu(cpu);
+        self.begin_cpu(cpu);
         let layout = self.opts.layout;
         let stats = ring.read_records(|raw: RawRecord<'_>| {
             self.handle(cpu, layout, raw);
@@ -471,15 +369,10 @@ impl SyncStage {
         }
         for ((cpu, key), n) in std::mem::take(&mut self.round_lost) {
             let kind = match key {
-                LostKindKey::NoMapping => {
-                    self.acct(cpu).lost_no_mapping += n;
-                    LostKind::NoMapping
-                }
-                LostKindKey::NoTask => {
-                    self.acct(cpu).lost_no_task += n;
-                    LostKind::NoTask
-                }
+                LostKindKey::NoMapping => LostKind::NoMapping,
+                LostKindKey::NoTask => LostKind::NoTask,
             };
+            self.acct(cpu).add_lost(kind, n);
             self.enc.event(&Event::Lost {
                 cpu,
                 kind,
@@ -529,10 +422,12 @@ impl SyncStage {
         for &(cpu, n) in &chunk.per_cpu {
             let a = self.acct(cpu);
             a.samples_written -= n.min(a.samples_written);
-            match kind {
-                LostKind::DiskFull => a.lost_disk_full += n,
-                _ => a.lost_overflow += n,
-            }
+            // Anything but a full disk was a full event buffer.
+            let kind = match kind {
+                LostKind::DiskFull => LostKind::DiskFull,
+                _ => LostKind::Overflow,
+            };
+            a.add_lost(kind, n);
             self.add_pending_lost(cpu, kind, n);
         }
         // Cookie definitions must reach the log before samples using them
@@ -562,7 +457,7 @@ impl SyncStage {
             a.kernel_lost = k;
             let diff = k.saturating_sub(a.lost_ring + a.lost_reconcile);
             if diff > 0 {
-                a.lost_reconcile += diff;
+                a.add_lost(LostKind::Reconcile, diff);
                 self.enc.event(&Event::Lost {
                     cpu,
                     kind: LostKind::Reconcile,
@@ -582,6 +477,16 @@ impl SyncStage {
         self.acct.clear();
         self.pending_meta.clear();
         self.pending_lost.clear();
+    }
+
+    /// Starts the records of CPU `cpu`'s ring (what [`SyncStage::drain`]
+    /// does first): a CPU-switch marker, and the CPU's accounting exists
+    /// from here on even if it has no sample. A source of records other
+    /// than the rings (an imported perf.data file) calls it before handing
+    /// each CPU's records to [`SyncStage::record`].
+    #[inline]
+    pub fn begin_cpu(&mut self, cpu: u32) {
+        self.switch_cpu(cpu);
     }
 
     #[inline]
@@ -820,26 +725,36 @@ impl SyncStage {
         }
     }
 
+    #[inline]
     fn handle(&mut self, cpu: u32, layout: Layout, raw: RawRecord<'_>) {
-        let rec = match layout.parse(raw) {
-            Ok(r) => r,
-            Err(_) => {
-                self.acct(cpu).records_skipped += 1;
-                return;
-            }
-        };
-        match rec {
-            Record::Sample(s) => {
+        match layout.parse(raw) {
+            Ok(rec) => self.record(cpu, &rec),
+            Err(_) => self.acct(cpu).records_skipped += 1,
+        }
+    }
+
+    /// Handles one parsed record read from CPU `cpu`'s ring: the one entry
+    /// for every source of records (the rings through [`SyncStage::drain`],
+    /// an imported perf.data file directly). Samples are resolved and
+    /// encoded (with their stack when the stage's layout has call chains),
+    /// or deferred to the end of the round; MMAP2, COMM, FORK and EXIT keep
+    /// the process table current; pid −1 mappings (perf.data's
+    /// `[kernel.kallsyms]_text` and modules) set the kernel maps; LOST and
+    /// throttling become markers and accounting.
+    #[inline]
+    pub fn record(&mut self, cpu: u32, rec: &Record<'_>) {
+        match *rec {
+            Record::Sample(ref s) => {
                 self.acct(cpu).samples_received += 1;
                 // Two copies of the sample path: without call graphs it
                 // is exactly the resolve-and-encode path, with no stack work.
-                if layout.callchain {
-                    self.stack_sample(&s);
+                if self.opts.layout.callchain {
+                    self.stack_sample(s);
                 } else {
-                    self.sample::<false>(&s);
+                    self.sample::<false>(s);
                 }
             }
-            Record::Mmap(m) => self.on_mmap(&m),
+            Record::Mmap(ref m) => self.on_mmap(m),
             Record::Comm(c) => {
                 let comm = String::from_utf8_lossy(c.comm).into_owned();
                 if c.exec {
@@ -867,22 +782,8 @@ impl SyncStage {
                 self.announced.remove(&t.tid);
             }
             Record::Exit(t) => self.procs.exit(t.pid, t.tid, self.round),
-            Record::Lost { lost, .. } => {
-                self.acct(cpu).lost_ring += lost;
-                self.enc.event(&Event::Lost {
-                    cpu,
-                    kind: LostKind::Ring,
-                    count: lost,
-                });
-            }
-            Record::LostSamples { lost, .. } => {
-                self.acct(cpu).lost_ring += lost;
-                self.enc.event(&Event::Lost {
-                    cpu,
-                    kind: LostKind::Other,
-                    count: lost,
-                });
-            }
+            Record::Lost { lost, .. } => self.lost(cpu, LostKind::Ring, lost),
+            Record::LostSamples { lost, .. } => self.lost(cpu, LostKind::Other, lost),
             Record::Throttle {
                 throttled, time, ..
             } => {
@@ -900,62 +801,11 @@ impl SyncStage {
         }
     }
 
-    fn on_mmap(&mut self, m: &Mmap<'_>) {
-        if m.prot & libc::PROT_EXEC as u32 == 0 || m.len == 0 {
-            return;
-        }
-        let path = String::from_utf8_lossy(m.filename).into_owned();
-        if m.pid == u32::MAX
-            || m.misc & profkit_perf::misc::CPUMODE_MASK == profkit_perf::misc::KERNEL
-        {
-            // Kernel-side mmaps (modules via MMAP are not emitted on modern
-            // kernels; modules come from /proc/modules).
-            return;
-        }
-        self.ensure_process(m.pid);
-        let (cookie, kind) = if path == "//anon"
-            || path.starts_with("[anon")
-            || path.is_empty()
-            || path.starts_with("[heap")
-            || path.starts_with("[stack")
-        {
-            (self.anon(m.pid), MapKind::Anon)
-        } else if path == "[vdso]" {
-            (self.vdso(), MapKind::File)
-        } else {
-            match m.file_id {
-                Some(FileId::BuildId(b)) => {
-                    (self.file_cookie(&path, Some(b), 0, 0, 0), MapKind::File)
-                }
-                Some(FileId::Inode {
-                    maj,
-                    min,
-                    ino,
-                    generation,
-                }) => (
-                    self.file_cookie(&path, None, dev_number(maj, min), ino, generation),
-                    MapKind::File,
-                ),
-                None => (self.file_cookie(&path, None, 0, 0, 0), MapKind::File),
-            }
-        };
-        let map = Map {
-            start: m.addr,
-            end: m.addr.saturating_add(m.len),
-            pgoff: m.pgoff,
-            cookie,
-            kind,
-            since: m.id.time,
-            until: u64::MAX,
-        };
-        self.procs.entry(m.pid).map(map, self.round);
-        self.ensure_defined(cookie);
-        self.marker(Event::ModuleLoad {
-            cookie,
-            start: map.start,
-            end: map.end,
-            pgoff: m.pgoff,
-            pid: Some(m.pid),
-        });
+    fn lost(&mut self, cpu: u32, kind: LostKind, count: u64) {
+        self.acct(cpu).add_lost(kind, count);
+        self.enc.event(&Event::Lost { cpu, kind, count });
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,366 @@
+//! perf.data's records restated in the one layout the sync stage parses.
+//!
+//! perf.data records have whatever `sample_type` perf chose (and a
+//! `sample_id_all` trailer to match); profkit's rings have one fixed layout
+//! (`IP|TID|TIME|CPU|PERIOD[|CALLCHAIN]`, trailer `{pid, tid, time, cpu}`,
+//! see `profkit_perf::Layout`). Each record the import keeps is written
+//! here in that layout, into the queue of the CPU it was recorded on, and
+//! a round later parsed by `Layout::parse` and handed to
+//! `SyncStage::record`: from there on an imported record and a live one
+//! take the same path.
+
+use profkit_perf::{kind, misc, Layout, RawRecord, SampleId};
+use profkit_sync::SyncStage;
+use std::collections::BTreeMap;
+
+/// How a mapping names its file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FileId {
+    /// Device and inode.
+    Inode {
+        maj: u32,
+        min: u32,
+        ino: u64,
+        generation: u64,
+    },
+    /// A GNU build-id (at most 20 bytes).
+    BuildId(Vec<u8>),
+}
+
+/// A mapping record's fields.
+#[derive(Debug, Clone)]
+pub(crate) struct MapRecord<'a> {
+    pub pid: u32,
+    pub tid: u32,
+    pub addr: u64,
+    pub len: u64,
+    pub pgoff: u64,
+    /// `None` for an MMAP record (no file identity).
+    pub file_id: Option<FileId>,
+    pub prot: u32,
+    pub flags: u32,
+    pub filename: &'a [u8],
+    /// The record's cpumode bits.
+    pub cpumode: u16,
+}
+
+/// One round's records per CPU, in profkit's layout.
+#[derive(Debug, Default)]
+pub(crate) struct CpuQueues {
+    queues: BTreeMap<u32, Vec<u8>>,
+    samples: usize,
+    body: Vec<u8>,
+}
+
+const ENTRY_HEADER: usize = 12;
+
+fn u32s(v: &mut Vec<u8>, x: u32) {
+    v.extend_from_slice(&x.to_ne_bytes());
+}
+fn u64s(v: &mut Vec<u8>, x: u64) {
+    v.extend_from_slice(&x.to_ne_bytes());
+}
+fn cstr(v: &mut Vec<u8>, s: &[u8]) {
+    v.extend_from_slice(s);
+    v.push(0);
+    while v.len() % 8 != 0 {
+        v.push(0);
+    }
+}
+fn trailer(v: &mut Vec<u8>, id: &SampleId) {
+    u32s(v, id.pid);
+    u32s(v, id.tid);
+    u64s(v, id.time);
+    u32s(v, id.cpu);
+    u32s(v, 0);
+}
+
+impl CpuQueues {
+    /// Makes `cpu` drained every round, records or not (as a live session
+    /// drains every CPU's ring).
+    pub fn add_cpu(&mut self, cpu: u32) {
+        self.queues.entry(cpu).or_default();
+    }
+
+    /// Samples queued in this round.
+    pub fn samples(&self) -> usize {
+        self.samples
+    }
+
+    fn push(&mut self, cpu: u32, kind: u32, misc: u16) {
+        let q = self.queues.entry(cpu).or_default();
+        u32s(q, kind);
+        q.extend_from_slice(&misc.to_ne_bytes());
+        q.extend_from_slice(&[0, 0]);
+        u32s(q, self.body.len() as u32);
+        q.extend_from_slice(&self.body);
+        self.body.clear();
+    }
+
+    /// Queues a sample; `callchain` is written when `layout` has call
+    /// chains (empty if the sample had none).
+    #[allow(clippy::too_many_arguments)]
+    pub fn sample(
+        &mut self,
+        layout: Layout,
+        cpumode: u16,
+        ip: u64,
+        id: &SampleId,
+        period: u64,
+        callchain: impl ExactSizeIterator<Item = u64>,
+    ) {
+        let v = &mut self.body;
+        u64s(v, ip);
+        u32s(v, id.pid);
+        u32s(v, id.tid);
+        u64s(v, id.time);
+        u32s(v, id.cpu);
+        u32s(v, 0);
+        u64s(v, period);
+        if layout.callchain {
+            u64s(v, callchain.len() as u64);
+            for a in callchain {
+                u64s(v, a);
+            }
+        }
+        self.samples += 1;
+        self.push(id.cpu, kind::SAMPLE, cpumode);
+    }
+
+    /// Queues a mapping (MMAP2 with a file identity, MMAP without).
+    pub fn map(&mut self, m: &MapRecord<'_>, id: &SampleId) {
+        let v = &mut self.body;
+        u32s(v, m.pid);
+        u32s(v, m.tid);
+        u64s(v, m.addr);
+        u64s(v, m.len);
+        u64s(v, m.pgoff);
+        let mut bits = m.cpumode;
+        let kind = match &m.file_id {
+            Some(FileId::BuildId(b)) => {
+                let n = b.len().min(20);
+                v.push(n as u8);
+                v.extend_from_slice(&[0, 0, 0]);
+                let mut id = [0u8; 20];
+                id[..n].copy_from_slice(&b[..n]);
+                v.extend_from_slice(&id);
+                bits |= misc::MMAP_BUILD_ID;
+                kind::MMAP2
+            }
+            Some(FileId::Inode {
+                maj,
+                min,
+                ino,
+                generation,
+            }) => {
+                u32s(v, *maj);
+                u32s(v, *min);
+                u64s(v, *ino);
+                u64s(v, *generation);
+                kind::MMAP2
+            }
+            None => {
+                // MMAP: no identity, and no prot (a data mapping says so
+                // in misc).
+                if m.prot & PROT_EXEC == 0 {
+                    bits |= misc::MMAP_DATA;
+                }
+                kind::MMAP
+            }
+        };
+        if kind == kind::MMAP2 {
+            u32s(v, m.prot);
+            u32s(v, m.flags);
+        }
+        cstr(v, m.filename);
+        trailer(v, id);
+        self.push(id.cpu, kind, bits);
+    }
+
+    /// Queues a COMM.
+    pub fn comm(&mut self, pid: u32, tid: u32, name: &[u8], exec: bool, id: &SampleId) {
+        let v = &mut self.body;
+        u32s(v, pid);
+        u32s(v, tid);
+        cstr(v, name);
+        trailer(v, id);
+        self.push(id.cpu, kind::COMM, if exec { misc::COMM_EXEC } else { 0 });
+    }
+
+    /// Queues a FORK (`fork`) or EXIT.
+    pub fn task(&mut self, fork: bool, pid: u32, ppid: u32, tid: u32, ptid: u32, id: &SampleId) {
+        let v = &mut self.body;
+        u32s(v, pid);
+        u32s(v, ppid);
+        u32s(v, tid);
+        u32s(v, ptid);
+        u64s(v, id.time);
+        trailer(v, id);
+        self.push(id.cpu, if fork { kind::FORK } else { kind::EXIT }, 0);
+    }
+
+    /// Queues a LOST.
+    pub fn lost(&mut self, event_id: u64, count: u64, id: &SampleId) {
+        let v = &mut self.body;
+        u64s(v, event_id);
+        u64s(v, count);
+        trailer(v, id);
+        self.push(id.cpu, kind::LOST, 0);
+    }
+
+    /// Queues a THROTTLE (`throttled`) or UNTHROTTLE.
+    pub fn throttle(&mut self, throttled: bool, event_id: u64, id: &SampleId) {
+        let v = &mut self.body;
+        u64s(v, id.time);
+        u64s(v, event_id);
+        u64s(v, 0);
+        trailer(v, id);
+        let k = if throttled {
+            kind::THROTTLE
+        } else {
+            kind::UNTHROTTLE
+        };
+        self.push(id.cpu, k, 0);
+    }
+
+    /// Hands every queued record to `stage`, CPU by CPU (each CPU's
+    /// records in file order), as `SyncStage::drain` hands a ring's;
+    /// returns the number of records that did not parse (none, unless
+    /// this module wrote one wrong). The queues are emptied.
+    pub fn feed(&mut self, stage: &mut SyncStage, layout: Layout) -> u64 {
+        let mut bad = 0;
+        for (&cpu, q) in self.queues.iter_mut() {
+            stage.begin_cpu(cpu);
+            let mut at = 0;
+            while at + ENTRY_HEADER <= q.len() {
+                let word = |o: usize| u32::from_ne_bytes([q[o], q[o + 1], q[o + 2], q[o + 3]]);
+                let kind = word(at);
+                let misc = u16::from_ne_bytes([q[at + 4], q[at + 5]]);
+                let len = word(at + 8) as usize;
+                let body = &q[at + ENTRY_HEADER..at + ENTRY_HEADER + len];
+                at += ENTRY_HEADER + len;
+                match layout.parse(RawRecord { kind, misc, body }) {
+                    Ok(r) => stage.record(cpu, &r),
+                    Err(_) => bad += 1,
+                }
+            }
+            q.clear();
+        }
+        self.samples = 0;
+        bad
+    }
+}
+
+/// `PROT_EXEC`.
+pub(crate) const PROT_EXEC: u32 = 4;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use profkit_perf::{FileId as PFileId, Record};
+
+    /// Every kind of record written here parses back, field for field.
+    #[test]
+    fn records_parse_back_in_profkits_layout() {
+        let layout = Layout { callchain: true };
+        let id = SampleId {
+            pid: 7,
+            tid: 8,
+            time: 99,
+            cpu: 3,
+        };
+        let mut q = CpuQueues::default();
+        q.sample(
+            layout,
+            misc::KERNEL,
+            0xffff_1234,
+            &id,
+            5,
+            [1u64, 2, 3].into_iter(),
+        );
+        q.map(
+            &MapRecord {
+                pid: 7,
+                tid: 7,
+                addr: 0x1000,
+                len: 0x2000,
+                pgoff: 0x3000,
+                file_id: Some(FileId::BuildId(vec![0xab; 24])),
+                prot: 5,
+                flags: 2,
+                filename: b"/bin/x",
+                cpumode: misc::USER,
+            },
+            &id,
+        );
+        q.comm(7, 8, b"worker", true, &id);
+        q.task(true, 7, 1, 9, 8, &id);
+        q.lost(4, 17, &id);
+        q.throttle(false, 4, &id);
+        let bytes = q.queues[&3].clone();
+        let mut recs = Vec::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            let kind = u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap());
+            let misc = u16::from_ne_bytes(bytes[at + 4..at + 6].try_into().unwrap());
+            let len = u32::from_ne_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+            let body = bytes[at + 12..at + 12 + len].to_vec();
+            at += 12 + len;
+            recs.push((kind, misc, body));
+        }
+        let parsed: Vec<Record<'_>> = recs
+            .iter()
+            .map(|(kind, misc, body)| {
+                layout
+                    .parse(RawRecord {
+                        kind: *kind,
+                        misc: *misc,
+                        body,
+                    })
+                    .unwrap()
+            })
+            .collect();
+        let Record::Sample(s) = parsed[0] else {
+            panic!("{:?}", parsed[0])
+        };
+        assert_eq!(
+            (s.ip, s.pid, s.tid, s.time, s.cpu, s.period),
+            (0xffff_1234, 7, 8, 99, 3, 5)
+        );
+        assert!(s.is_kernel());
+        assert_eq!(s.callchain.iter().collect::<Vec<_>>(), [1, 2, 3]);
+        let Record::Mmap(m) = parsed[1] else {
+            panic!("{:?}", parsed[1])
+        };
+        assert_eq!(
+            (m.addr, m.len, m.pgoff, m.prot),
+            (0x1000, 0x2000, 0x3000, 5)
+        );
+        assert_eq!(m.file_id, Some(PFileId::BuildId(&[0xab; 20])));
+        assert_eq!((m.filename, m.id), (&b"/bin/x"[..], id));
+        let Record::Comm(c) = parsed[2] else {
+            panic!("{:?}", parsed[2])
+        };
+        assert_eq!((c.pid, c.tid, c.comm, c.exec), (7, 8, &b"worker"[..], true));
+        let Record::Fork(t) = parsed[3] else {
+            panic!("{:?}", parsed[3])
+        };
+        assert_eq!((t.pid, t.ppid, t.tid, t.ptid, t.time), (7, 1, 9, 8, 99));
+        assert!(matches!(
+            parsed[4],
+            Record::Lost {
+                id: 4,
+                lost: 17,
+                ..
+            }
+        ));
+        assert!(matches!(
+            parsed[5],
+            Record::Throttle {
+                throttled: false,
+                time: 99,
+                ..
+            }
+        ));
+    }
+}

@@ -1,0 +1,291 @@
+//! `profreport --import perf.data`: a `perf record` file fed through the
+//! sync stage and written as an ordinary profkit session.
+//!
+//! This crate owns reading perf.data (with linux-perf-data: its record
+//! sorter, its feature sections) and turning it into what the sync stage
+//! reads from live rings. A perf.data file is just another source of
+//! records: its `MMAP`/`MMAP2`, `COMM`, `FORK`, `EXIT`, `SAMPLE`, `LOST`,
+//! `THROTTLE` and `UNTHROTTLE` records are restated in profkit's ring
+//! layout, queued per CPU, and every round handed to
+//! [`profkit_sync::SyncStage::record`], the entry the live rings' drain
+//! uses. So the process table, the kernel maps, the cookie rules, the call
+//! chain resolution (`resolve_chain`), the encoder and the accounting are
+//! the sync stage's own, and the same recording imported or recorded live
+//! gives the same session:
+//!
+//! - user code: (cookie, file offset) through the process table; the
+//!   cookie from the `MMAP2` record's build-id, else perf's build-id table
+//!   ([`profkit_sync::SyncStage::add_build_id`]), else device and inode;
+//! - the kernel and modules: perf's `[kernel.kallsyms]_text` mapping
+//!   (`pgoff` = the address of `_text`) and its pid −1 module mappings give
+//!   the kernel maps that a live session reads from `/proc`, with the same
+//!   cookies for the same kernel and modules;
+//! - anonymous (JIT) code, `/memfd:` and perf-map code: the absolute
+//!   address, owned by its process (`profkit_eventlog::is_anonymous_code`);
+//! - a sample that resolves to nothing is counted as the live path counts
+//!   it (`lost_no_mapping`, `lost_no_task`, with `Lost` markers); stacks
+//!   met with an unknown frame or cut at 256 frames are counted in
+//!   `stacks_unknown` and `stacks_truncated`.
+//!
+//! The result is a session file like a recorded one: a header from perf's
+//! feature sections, one chunk per round, a footer with the stage's
+//! per-CPU accounting. perf.data has no wall-clock start: it is taken as
+//! the file's modification time less the sampled time span.
+//!
+//! # Design constraints
+//!
+//! - **One resolution path.** Nothing here resolves an address or derives
+//!   a cookie; what the sync stage cannot take as a record (the build-id
+//!   table) it takes through a documented entry of the stage.
+//! - **Never the live system.** The stage runs with `use_procfs` off: a
+//!   recording made elsewhere or earlier is not completed from this
+//!   machine's `/proc`.
+//! - **Rounds of 250 ms of sample time**, the live sync interval, so the
+//!   stage's per-round rules (a sample whose mapping comes later in the
+//!   round is retried at its end; an exited process lives one more round)
+//!   act as they do live; a round also ends at 65 536 samples so that a
+//!   burst (or a file without times) keeps chunks and memory bounded.
+//! - **Bad input is counted, not fatal.** A record that does not parse is
+//!   counted in [`ImportSummary::bad_records`]; linux-perf-data's parsers
+//!   assert on some malformed input, so each record's parse runs under
+//!   `catch_unwind`; `MMAP2` records are parsed by hand (its parser panics
+//!   on a build-id over 20 bytes, which a 6.18 kernel was seen to claim on
+//!   inode-form records). A truncated file gives what was read.
+//!
+//! # Example
+//!
+//! ```no_run
+//! let dir = std::env::temp_dir().join("imported");
+//! std::fs::create_dir_all(&dir)?;
+//! let summary = profkit_import::import_perf_data(
+//!     std::path::Path::new("perf.data"),
+//!     &dir.join("session.pkl"),
+//! )?;
+//! println!("{} of {} samples written", summary.written, summary.samples);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Not for
+//!
+//! Reports (profkit-report reads the session written here like any
+//! other), pipe-mode perf output and compressed (`-z`) records (not read),
+//! or events beyond the first: samples of every event are imported as the
+//! first one's.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod error;
+mod layout;
+mod perf_data;
+
+pub use error::{Error, Result};
+
+use layout::CpuQueues;
+use perf_data::{FileFacts, Sink};
+use profkit_eventlog::{SessionFooter, SessionHeader, SessionWriter};
+use profkit_perf::Layout;
+use profkit_sync::{SyncOptions, SyncStage};
+use std::path::{Path, PathBuf};
+
+/// Sample time a round covers: the live sync interval.
+pub const ROUND_NS: u64 = 250_000_000;
+/// Most samples in one round.
+pub const ROUND_SAMPLES: usize = 65_536;
+
+/// What an import found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImportSummary {
+    /// The session file written.
+    pub session: PathBuf,
+    /// Sample records in the file.
+    pub samples: u64,
+    /// Samples written to the session.
+    pub written: u64,
+    /// Samples whose address was in no known mapping (`lost_no_mapping`).
+    pub no_mapping: u64,
+    /// Samples of a process the file never described (`lost_no_task`).
+    pub no_task: u64,
+    /// Samples without an ip, pid or tid (perf's `sample_type` lacked them).
+    pub skipped: u64,
+    /// Distinct call stacks.
+    pub stacks: u64,
+    /// Samples perf reported lost (`LOST` records).
+    pub lost: u64,
+    /// Records that could not be read.
+    pub bad_records: u64,
+    /// Rounds (chunks) written.
+    pub rounds: u64,
+}
+
+struct Importer {
+    stage: Option<SyncStage>,
+    layout: Layout,
+    facts: FileFacts,
+    round_end: Option<u64>,
+    round_time: u64,
+    first_time: Option<u64>,
+    last_time: u64,
+    chunks: Vec<(u64, u64, Vec<u8>)>,
+    bad_records: u64,
+}
+
+impl Importer {
+    fn end_round(&mut self, queues: &mut CpuQueues) {
+        let Some(stage) = self.stage.as_mut() else {
+            return;
+        };
+        stage.begin_round(self.round_time);
+        self.bad_records += queues.feed(stage, self.layout);
+        let chunk = stage.finish_round();
+        self.chunks.push((chunk.round, chunk.time, chunk.bytes));
+    }
+}
+
+impl Sink for Importer {
+    fn start(&mut self, facts: &FileFacts, layout: Layout, queues: &mut CpuQueues) {
+        self.layout = layout;
+        self.stage = Some(SyncStage::new(SyncOptions {
+            layout,
+            paths: Default::default(),
+            use_procfs: false,
+        }));
+        for cpu in 0..facts.online_cpus {
+            queues.add_cpu(cpu);
+        }
+        self.facts = facts.clone();
+    }
+
+    fn before(&mut self, time: u64, queues: &mut CpuQueues) {
+        if queues.samples() >= ROUND_SAMPLES {
+            self.end_round(queues);
+        }
+        if time == 0 {
+            return;
+        }
+        match self.round_end {
+            Some(end) if time >= end => {
+                self.end_round(queues);
+                self.round_end = Some(time.saturating_add(ROUND_NS));
+            }
+            Some(_) => {}
+            None => self.round_end = Some(time.saturating_add(ROUND_NS)),
+        }
+        self.first_time.get_or_insert(time);
+        self.last_time = self.last_time.max(time);
+        self.round_time = self.round_time.max(time);
+    }
+
+    fn build_id(&mut self, path: &str, build_id: Vec<u8>) {
+        if let Some(s) = self.stage.as_mut() {
+            s.add_build_id(path, build_id);
+        }
+    }
+}
+
+/// Reads `perf_data` (a file written by `perf record`) and writes it as a
+/// profkit session file at `session` (which must not exist; its directory
+/// is created).
+///
+/// # Errors
+/// [`Error::Read`] when the file cannot be read, [`Error::NotPerfData`]
+/// when it is not a perf.data file this import reads (pipe-mode output,
+/// another format), [`Error::SessionDir`] or [`Error::Session`] when the
+/// session cannot be written.
+pub fn import_perf_data(perf_data: &Path, session: &Path) -> Result<ImportSummary> {
+    let reader = perf_data::open(perf_data)?;
+    let mtime_unix_ns = std::fs::metadata(perf_data)
+        .ok()
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut imp = Importer {
+        stage: None,
+        layout: Layout { callchain: false },
+        facts: FileFacts::default(),
+        round_end: None,
+        round_time: 0,
+        first_time: None,
+        last_time: 0,
+        chunks: Vec::new(),
+        bad_records: 0,
+    };
+    let mut queues = CpuQueues::default();
+    let mut summary = ImportSummary::default();
+    perf_data::read(reader, &mut queues, &mut imp, &mut summary);
+    imp.end_round(&mut queues);
+    summary.bad_records += imp.bad_records;
+    let Some(stage) = imp.stage.take() else {
+        return Err(Error::NotPerfData {
+            path: perf_data.to_path_buf(),
+            message: "no event attributes".into(),
+        });
+    };
+
+    let accounting = stage.accounting();
+    for a in &accounting {
+        summary.written += a.samples_written;
+        summary.no_mapping += a.lost_no_mapping;
+        summary.no_task += a.lost_no_task;
+    }
+    summary.stacks = stage.stack_stats().stacks as u64;
+    summary.rounds = stage.rounds();
+
+    let first = imp.first_time.unwrap_or(0);
+    let span = imp.last_time.saturating_sub(first);
+    let mut cpus: Vec<u32> = accounting.iter().map(|a| a.cpu).collect();
+    cpus.extend(0..imp.facts.online_cpus);
+    cpus.sort_unstable();
+    cpus.dedup();
+    let cmdline = &imp.facts.cmdline;
+    let header = SessionHeader {
+        host: std::mem::take(&mut imp.facts.host),
+        kernel_release: std::mem::take(&mut imp.facts.kernel_release),
+        event: std::mem::take(&mut imp.facts.event),
+        cpus,
+        start_time_unix_ns: mtime_unix_ns.saturating_sub(span),
+        start_monotonic_ns: first,
+        sync_interval_ms: (ROUND_NS / 1_000_000) as u32,
+        target: if cmdline.is_empty() {
+            format!("perf.data {}", perf_data.display())
+        } else {
+            format!("perf.data {} ({cmdline})", perf_data.display())
+        },
+    };
+    if let Some(parent) = session.parent() {
+        std::fs::create_dir_all(parent).map_err(|source| Error::SessionDir {
+            path: parent.to_path_buf(),
+            source,
+        })?;
+    }
+    let mut w = SessionWriter::create(session, &header)?;
+    for (round, time, bytes) in &imp.chunks {
+        w.append_chunk(*round, (*time).max(first), bytes)?;
+    }
+    w.write_footer(&SessionFooter {
+        end_time_unix_ns: mtime_unix_ns,
+        end_monotonic_ns: imp.last_time,
+        rounds: summary.rounds,
+        accounting,
+    })?;
+    summary.session = session.to_path_buf();
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_that_is_not_perf_data_is_an_import_error() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("x");
+        std::fs::write(&f, b"not perf data at all, not at all").unwrap();
+        let e = import_perf_data(&f, &d.path().join("s/session.pkl")).unwrap_err();
+        assert!(matches!(e, Error::NotPerfData { .. }), "{e:?}");
+        assert!(e.to_string().contains("not a perf.data file"), "{e}");
+        let e = import_perf_data(&d.path().join("absent"), &d.path().join("t")).unwrap_err();
+        assert!(matches!(e, Error::Read { .. }), "{e:?}");
+        assert!(e.to_string().contains("absent"), "{e}");
+    }
+}

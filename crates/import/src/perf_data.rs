@@ -1,0 +1,385 @@
+//! Reading perf.data with linux-perf-data: its records in time order, the
+//! header facts (event, host, kernel release, command line, CPUs) and
+//! the build-id table.
+
+use linux_perf_data::linux_perf_event_reader::{
+    AttrFlags, CpuMode, Endianness, EventRecord, HardwareEventId, PerfEventType, RecordType,
+    SampleFormat, SamplingPolicy, SoftwareCounterType,
+};
+use linux_perf_data::{AttributeDescription, DsoKey, PerfFileReader, PerfFileRecord};
+use profkit_eventlog::EventConfigDesc;
+use profkit_perf::{Layout, SampleId};
+use std::collections::HashMap;
+use std::io::{BufReader, Read, Seek};
+use std::path::Path;
+
+use crate::layout::{CpuQueues, FileId, MapRecord, PROT_EXEC};
+use crate::{Error, ImportSummary, Result};
+
+/// What the file says about itself, for the session header.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct FileFacts {
+    pub event: EventConfigDesc,
+    pub host: String,
+    pub kernel_release: String,
+    pub cmdline: String,
+    pub online_cpus: u32,
+    /// `PERF_SAMPLE_CALLCHAIN` is in the first event's `sample_type`.
+    pub callchain: bool,
+}
+
+/// One record of the file, handed on in profkit's layout.
+pub(crate) trait Sink {
+    /// The file's facts, before any record.
+    fn start(&mut self, facts: &FileFacts, layout: Layout, queues: &mut CpuQueues);
+    /// A record about to be queued at time `time` (0: none): the sink may
+    /// end a round first.
+    fn before(&mut self, time: u64, queues: &mut CpuQueues);
+    /// The build-id perf knows for the file mapped as `path`.
+    fn build_id(&mut self, path: &str, build_id: Vec<u8>);
+}
+
+pub(crate) fn open(path: &Path) -> Result<PerfFileReader<BufReader<std::fs::File>>> {
+    let file = std::fs::File::open(path).map_err(|source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    PerfFileReader::parse_file(BufReader::new(file)).map_err(|e| Error::NotPerfData {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+/// Reads every record of `reader` into `queues` (through `sink` for round
+/// ends and build-ids), counting what could not be read in `summary`.
+pub(crate) fn read<R: Read + Seek>(
+    reader: PerfFileReader<R>,
+    queues: &mut CpuQueues,
+    sink: &mut impl Sink,
+    summary: &mut ImportSummary,
+) {
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = reader;
+    let attrs = perf_file.event_attributes();
+    let facts = FileFacts {
+        event: attrs.first().map(event_desc).unwrap_or_default(),
+        callchain: attrs.first().is_some_and(|a| {
+            a.attributes()
+                .sample_format
+                .contains(SampleFormat::CALLCHAIN)
+        }),
+        host: perf_file.hostname().ok().flatten().unwrap_or("").to_owned(),
+        kernel_release: perf_file
+            .os_release()
+            .ok()
+            .flatten()
+            .unwrap_or("")
+            .to_owned(),
+        cmdline: perf_file
+            .cmdline()
+            .ok()
+            .flatten()
+            .map(|v| v.join(" "))
+            .unwrap_or_default(),
+        online_cpus: perf_file
+            .nr_cpus()
+            .ok()
+            .flatten()
+            .map_or(0, |n| n.nr_cpus_online),
+    };
+    let layout = Layout {
+        callchain: facts.callchain,
+    };
+    sink.start(&facts, layout, queues);
+    let build_ids: HashMap<DsoKey, Vec<u8>> = perf_file
+        .build_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.build_id))
+        .collect();
+    let mut told: HashMap<Vec<u8>, ()> = HashMap::new();
+    let mut tell_build_id = |sink: &mut dyn FnMut(&str, Vec<u8>), path: &[u8], mode: CpuMode| {
+        if told.insert(path.to_vec(), ()).is_some() {
+            return;
+        }
+        if let Some(b) = DsoKey::detect(path, mode).and_then(|k| build_ids.get(&k)) {
+            sink(&String::from_utf8_lossy(path), b.clone());
+        }
+    };
+    let mut chain = Vec::new();
+    loop {
+        let record = match record_iter.next_record(&mut perf_file) {
+            Ok(Some(r)) => r,
+            Ok(None) => break,
+            Err(_) => {
+                // A truncated file (perf killed): keep what was read.
+                summary.bad_records += 1;
+                break;
+            }
+        };
+        let PerfFileRecord::EventRecord { record, .. } = record else {
+            continue;
+        };
+        // The reader's parsers assert on some malformed input: a panic
+        // there is a bad record, not a failed report.
+        let common =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| record.common_data().ok()))
+                .ok()
+                .flatten();
+        let mut id = SampleId {
+            pid: common.as_ref().and_then(|c| c.pid).unwrap_or(-1) as u32,
+            tid: common.as_ref().and_then(|c| c.tid).unwrap_or(-1) as u32,
+            time: common.as_ref().and_then(|c| c.timestamp).unwrap_or(0),
+            cpu: common.as_ref().and_then(|c| c.cpu).unwrap_or(0),
+        };
+        if record.record_type == RecordType::MMAP2 {
+            let little = record.parse_info.endian == Endianness::LittleEndian;
+            match parse_mmap2(&record.data.as_slice(), record.misc, little) {
+                Some((m, path)) => {
+                    tell_build_id(
+                        &mut |p, b| sink.build_id(p, b),
+                        &path,
+                        CpuMode::from_misc(record.misc),
+                    );
+                    sink.before(id.time, queues);
+                    queues.map(
+                        &MapRecord {
+                            filename: &path,
+                            ..m
+                        },
+                        &id,
+                    );
+                }
+                None => summary.bad_records += 1,
+            }
+            continue;
+        }
+        let parsed = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| record.parse()))
+        {
+            Ok(Ok(p)) => p,
+            _ => {
+                summary.bad_records += 1;
+                continue;
+            }
+        };
+        let cpumode = record.misc & profkit_perf::misc::CPUMODE_MASK;
+        match parsed {
+            EventRecord::Sample(s) => {
+                summary.samples += 1;
+                let (Some(ip), Some(pid), Some(tid)) = (s.ip, s.pid, s.tid) else {
+                    summary.skipped += 1;
+                    continue;
+                };
+                id = SampleId {
+                    pid: pid as u32,
+                    tid: tid as u32,
+                    time: s.timestamp.unwrap_or(0),
+                    cpu: s.cpu.unwrap_or(0),
+                };
+                chain.clear();
+                if let Some(c) = &s.callchain {
+                    chain.extend((0..c.len()).filter_map(|i| c.get(i)));
+                }
+                sink.before(id.time, queues);
+                queues.sample(
+                    layout,
+                    cpumode,
+                    ip,
+                    &id,
+                    s.period.unwrap_or(1),
+                    chain.iter().copied(),
+                );
+            }
+            EventRecord::Mmap(m) => {
+                let path = m.path.as_slice();
+                tell_build_id(&mut |p, b| sink.build_id(p, b), &path, m.cpu_mode);
+                sink.before(id.time, queues);
+                queues.map(
+                    &MapRecord {
+                        pid: m.pid as u32,
+                        tid: m.tid as u32,
+                        addr: m.address,
+                        len: m.length,
+                        pgoff: m.page_offset,
+                        file_id: None,
+                        prot: if m.is_executable { PROT_EXEC } else { 0 },
+                        flags: 0,
+                        filename: &path,
+                        cpumode,
+                    },
+                    &id,
+                );
+            }
+            EventRecord::Comm(c) => {
+                sink.before(id.time, queues);
+                let name = c.name.as_slice();
+                queues.comm(c.pid as u32, c.tid as u32, &name, c.is_execve, &id);
+            }
+            EventRecord::Fork(f) | EventRecord::Exit(f) => {
+                let fork = record.record_type == RecordType::FORK;
+                if id.time == 0 {
+                    id.time = f.timestamp;
+                }
+                sink.before(id.time, queues);
+                let (pid, ppid) = (f.pid as u32, f.ppid as u32);
+                queues.task(fork, pid, ppid, f.tid as u32, f.ptid as u32, &id);
+            }
+            EventRecord::Lost(l) => {
+                summary.lost += l.count;
+                sink.before(id.time, queues);
+                queues.lost(l.id, l.count, &id);
+            }
+            EventRecord::Throttle(t) | EventRecord::Unthrottle(t) => {
+                let throttled = record.record_type == RecordType::THROTTLE;
+                if id.time == 0 {
+                    id.time = t.timestamp;
+                }
+                sink.before(id.time, queues);
+                queues.throttle(throttled, t.id, &id);
+            }
+            // Context switches, and records profkit does not use (KSYMBOL,
+            // BPF_EVENT, CGROUP, ...): well-formed, nothing to do.
+            _ => {}
+        }
+    }
+}
+
+/// An `MMAP2` record, read here rather than by linux-perf-event-reader:
+/// its parser asserts (panics) on a build-id length over 20, and a 6.18
+/// kernel was seen setting the build-id bit of `misc` on records that
+/// carry device and inode (while another event with `build_id` was open).
+/// A "build-id" longer than 20 bytes is taken as the inode form.
+fn parse_mmap2(b: &[u8], misc: u16, little: bool) -> Option<(MapRecord<'static>, Vec<u8>)> {
+    let u32_at = |o: usize| -> Option<u32> {
+        let a: [u8; 4] = b.get(o..o + 4)?.try_into().ok()?;
+        Some(if little {
+            u32::from_le_bytes(a)
+        } else {
+            u32::from_be_bytes(a)
+        })
+    };
+    let u64_at = |o: usize| -> Option<u64> {
+        let a: [u8; 8] = b.get(o..o + 8)?.try_into().ok()?;
+        Some(if little {
+            u64::from_le_bytes(a)
+        } else {
+            u64::from_be_bytes(a)
+        })
+    };
+    const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+    let size = *b.get(32)? as usize;
+    let file_id = if misc & MISC_MMAP_BUILD_ID != 0 && size <= 20 {
+        FileId::BuildId(b.get(36..36 + size)?.to_vec())
+    } else {
+        FileId::Inode {
+            maj: u32_at(32)?,
+            min: u32_at(36)?,
+            ino: u64_at(40)?,
+            generation: u64_at(48)?,
+        }
+    };
+    let name = b.get(64..)?;
+    let path = name[..memchr::memchr(0, name).unwrap_or(name.len())].to_vec();
+    Some((
+        MapRecord {
+            pid: u32_at(0)?,
+            tid: u32_at(4)?,
+            addr: u64_at(8)?,
+            len: u64_at(16)?,
+            pgoff: u64_at(24)?,
+            file_id: Some(file_id),
+            prot: u32_at(56)?,
+            flags: u32_at(60)?,
+            filename: &[],
+            cpumode: misc & profkit_perf::misc::CPUMODE_MASK,
+        },
+        path,
+    ))
+}
+
+fn event_desc(attr: &AttributeDescription) -> EventConfigDesc {
+    let a = attr.attributes();
+    let (type_, config, default_name) = match a.type_ {
+        PerfEventType::Software(c) => {
+            let (n, name) = match c {
+                SoftwareCounterType::CpuClock => (0, "cpu-clock"),
+                SoftwareCounterType::TaskClock => (1, "task-clock"),
+                SoftwareCounterType::PageFaults => (2, "page-faults"),
+                SoftwareCounterType::ContextSwitches => (3, "context-switches"),
+                SoftwareCounterType::CpuMigrations => (4, "cpu-migrations"),
+                _ => (u64::MAX, "software"),
+            };
+            (1, n, name.to_owned())
+        }
+        PerfEventType::Hardware(h, _) => {
+            let (n, name) = match h {
+                HardwareEventId::CpuCycles => (0, "cycles"),
+                HardwareEventId::Instructions => (1, "instructions"),
+                HardwareEventId::CacheReferences => (2, "cache-references"),
+                HardwareEventId::CacheMisses => (3, "cache-misses"),
+                HardwareEventId::BranchInstructions => (4, "branch-instructions"),
+                HardwareEventId::BranchMisses => (5, "branch-misses"),
+                _ => (u64::MAX, "hardware"),
+            };
+            (0, n, name.to_owned())
+        }
+        PerfEventType::Tracepoint(id) => (2, id, format!("tracepoint:{id}")),
+        ref other => (u32::MAX, 0, format!("{other:?}")),
+    };
+    let (frequency, period) = match a.sampling_policy {
+        SamplingPolicy::Frequency(f) => (Some(f), None),
+        SamplingPolicy::Period(p) => (None, Some(p.get())),
+        SamplingPolicy::NoSampling => (None, None),
+    };
+    EventConfigDesc {
+        name: attr.name().map_or(default_name, |n| {
+            // perf writes "cpu-clock:u" / "cycles:ppp" for modifiers.
+            n.split(':').next().unwrap_or(n).to_owned()
+        }),
+        type_,
+        config,
+        frequency,
+        period,
+        exclude_user: a.flags.contains(AttrFlags::EXCLUDE_USER),
+        exclude_kernel: a.flags.contains(AttrFlags::EXCLUDE_KERNEL),
+        callchain: a.sample_format.contains(SampleFormat::CALLCHAIN),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mmap2_with_an_overlong_build_id_is_the_inode_form() {
+        let mut b = vec![0u8; 64];
+        b[0..4].copy_from_slice(&42u32.to_le_bytes());
+        b[8..16].copy_from_slice(&0x1000u64.to_le_bytes());
+        b[32] = 200; // "build-id size" 200: really the major device number
+        b[36..40].copy_from_slice(&3u32.to_le_bytes());
+        b[40..48].copy_from_slice(&77u64.to_le_bytes());
+        b[56..60].copy_from_slice(&5u32.to_le_bytes());
+        b.extend_from_slice(b"/bin/x\0\0");
+        let (m, path) = parse_mmap2(&b, 1 << 14, true).unwrap();
+        assert_eq!(
+            m.file_id,
+            Some(FileId::Inode {
+                maj: 200,
+                min: 3,
+                ino: 77,
+                generation: 0
+            })
+        );
+        assert_eq!(
+            (m.pid, m.addr, m.prot, path.as_slice()),
+            (42, 0x1000, 5, &b"/bin/x"[..])
+        );
+        let mut short = b.clone();
+        short[32] = 4;
+        let (m, _) = parse_mmap2(&short, 1 << 14, true).unwrap();
+        assert_eq!(m.file_id, Some(FileId::BuildId(short[36..40].to_vec())));
+        assert!(parse_mmap2(&b[..50], 0, true).is_none());
+    }
+}

@@ -1,0 +1,5 @@
+//! Integration tests of the perf.data import: the same records as a
+//! SimRing scenario and as a perf.data file give the same session.
+
+mod equivalence;
+mod perf_data;

@@ -1,0 +1,202 @@
+//! The sync stage's mapping records: which cookie and kind of mapping a
+//! `/proc/PID/maps` line or an MMAP/MMAP2 record gets (the derivation
+//! itself is the format's, `profkit_eventlog::cookie`), and the kernel
+//! maps from perf's pid −1 mappings.
+
+use super::SyncStage;
+use crate::cookies::read_build_id;
+use crate::process::{Map, MapKind, Process};
+use crate::procfs::{dev_number, KernelModule, ProcProcess};
+use profkit_eventlog::{
+    anon_entry, file_entry, is_anonymous_code, module_name, vdso_entry, Cookie, Event,
+};
+use profkit_perf::{FileId, Mmap};
+use std::path::Path;
+
+impl SyncStage {
+    /// The table's form of `/proc/PID/maps` lines: cookies assigned,
+    /// present since before anything this session saw.
+    pub(super) fn proc_maps(&mut self, p: &ProcProcess) -> Vec<Map> {
+        p.maps
+            .iter()
+            .map(|m| {
+                let (cookie, kind) = if m.path == "[vdso]" {
+                    (self.vdso(), MapKind::File)
+                } else if is_anonymous_code(&m.path) || m.inode == 0 {
+                    (self.anon(p.pid), MapKind::Anon)
+                } else {
+                    (
+                        self.file_cookie(&m.path, None, m.dev, m.inode, 0),
+                        MapKind::File,
+                    )
+                };
+                Map {
+                    start: m.start,
+                    end: m.end,
+                    pgoff: m.pgoff,
+                    cookie,
+                    kind,
+                    since: 0,
+                    until: u64::MAX,
+                }
+            })
+            .collect()
+    }
+
+    pub(super) fn add_proc_process(&mut self, p: ProcProcess) {
+        let mut proc_ = Process::default();
+        proc_.comm = p.comm.clone();
+        for m in self.proc_maps(&p) {
+            proc_.map(m, self.round);
+        }
+        self.procs.insert(p.pid, proc_);
+        self.procs.set_comm(p.pid, p.pid, &p.comm);
+        for (tid, c) in &p.threads {
+            self.procs.set_comm(p.pid, *tid, c);
+        }
+    }
+
+    pub(super) fn file_cookie(
+        &mut self,
+        path: &str,
+        build_id: Option<&[u8]>,
+        dev: u64,
+        ino: u64,
+        gen: u64,
+    ) -> Cookie {
+        if let Some(b) = build_id {
+            let e = file_entry(path, Some(b.to_vec()), dev, ino, gen);
+            let c = e.cookie;
+            match self.known.get_mut(&c) {
+                // Identical copies share a build-id: until the definition is
+                // written, prefer a path that still exists.
+                Some(old)
+                    if old.path != path
+                        && !self.emitted.contains(c)
+                        && self.opts.use_procfs
+                        && !Path::new(&old.path).exists()
+                        && Path::new(path).exists() =>
+                {
+                    old.path = path.to_string();
+                }
+                Some(_) => {}
+                None => {
+                    self.known.insert(c, e);
+                }
+            }
+            return c;
+        }
+        // Without any identity (an MMAP rather than MMAP2 record), files
+        // cannot share the (dev, inode) cache: each path is looked up.
+        let identified = (dev, ino, gen) != (0, 0, 0);
+        if identified {
+            if let Some(&c) = self.file_cookies.get(&(dev, ino, gen)) {
+                return c;
+            }
+        }
+        // Same cookie whichever way the binary was first seen: a build-id
+        // known from elsewhere, else the file's own when the kernel did not
+        // give one.
+        let bid = match self.build_ids.get(path) {
+            Some(b) => Some(b.clone()),
+            None if self.opts.use_procfs => read_build_id(Path::new(path)),
+            None => None,
+        };
+        let e = file_entry(path, bid, dev, ino, gen);
+        let c = e.cookie;
+        self.known.entry(c).or_insert(e);
+        if identified {
+            self.file_cookies.insert((dev, ino, gen), c);
+        }
+        c
+    }
+
+    pub(super) fn vdso(&mut self) -> Cookie {
+        let e = vdso_entry();
+        let c = e.cookie;
+        self.known.entry(c).or_insert(e);
+        c
+    }
+
+    pub(super) fn anon(&mut self, pid: u32) -> Cookie {
+        let e = anon_entry(pid);
+        let c = e.cookie;
+        self.known.entry(c).or_insert(e);
+        c
+    }
+
+    /// A kernel-side mapping: perf's `[kernel.kallsyms]_text` (its `pgoff`
+    /// is the address of `_text`, which kernel offsets are taken from) or,
+    /// with pid −1, a module. The kernel writes neither into a live ring
+    /// (a live stage reads them from `/proc`); perf.data files carry them.
+    pub(super) fn on_kernel_mmap(&mut self, m: &Mmap<'_>, path: &str) {
+        let end = m.addr.saturating_add(m.len);
+        let bid = self.build_ids.get(path).cloned();
+        let e = if path.starts_with("[kernel.kallsyms]") {
+            self.kernel.set_text(m.pgoff, end, bid)
+        } else if m.pid == u32::MAX && !path.starts_with("[kernel") {
+            let module = KernelModule {
+                name: module_name(path),
+                base: m.addr,
+                size: m.len,
+            };
+            self.kernel.add_module(module, bid).1
+        } else {
+            return;
+        };
+        self.known.insert(e.cookie, e);
+    }
+
+    pub(super) fn on_mmap(&mut self, m: &Mmap<'_>) {
+        if m.prot & libc::PROT_EXEC as u32 == 0 || m.len == 0 {
+            return;
+        }
+        let path = String::from_utf8_lossy(m.filename).into_owned();
+        if m.pid == u32::MAX
+            || m.misc & profkit_perf::misc::CPUMODE_MASK == profkit_perf::misc::KERNEL
+        {
+            self.on_kernel_mmap(m, &path);
+            return;
+        }
+        self.ensure_process(m.pid);
+        let (cookie, kind) = if path == "[vdso]" {
+            (self.vdso(), MapKind::File)
+        } else if is_anonymous_code(&path) {
+            (self.anon(m.pid), MapKind::Anon)
+        } else {
+            match m.file_id {
+                Some(FileId::BuildId(b)) => {
+                    (self.file_cookie(&path, Some(b), 0, 0, 0), MapKind::File)
+                }
+                Some(FileId::Inode {
+                    maj,
+                    min,
+                    ino,
+                    generation,
+                }) => (
+                    self.file_cookie(&path, None, dev_number(maj, min), ino, generation),
+                    MapKind::File,
+                ),
+                None => (self.file_cookie(&path, None, 0, 0, 0), MapKind::File),
+            }
+        };
+        let map = Map {
+            start: m.addr,
+            end: m.addr.saturating_add(m.len),
+            pgoff: m.pgoff,
+            cookie,
+            kind,
+            since: m.id.time,
+            until: u64::MAX,
+        };
+        self.procs.entry(m.pid).map(map, self.round);
+        self.ensure_defined(cookie);
+        self.marker(Event::ModuleLoad {
+            cookie,
+            start: map.start,
+            end: map.end,
+            pgoff: m.pgoff,
+            pid: Some(m.pid),
+        });
+    }
+}

@@ -1,0 +1,93 @@
+//! Unit tests of the sync stage that need its `/proc` seeding.
+
+use super::*;
+use crate::procfs::dev_number;
+use profkit_eventlog::cookie::{anon_cookie, inode_cookie};
+use profkit_perf::{SimRecord, SimRing};
+
+/// One rule for anonymous code on both paths: a memfd, `/dev/zero`
+/// and an unnamed mapping are the process's anonymous code (absolute
+/// offsets) whether the stage met them in `/proc/PID/maps` or in an
+/// MMAP2 record; a file is a file either way.
+#[test]
+fn proc_maps_and_mmap2_records_agree_on_anonymous_code() {
+    let d = tempfile::tempdir().unwrap();
+    let p42 = d.path().join("proc/42");
+    std::fs::create_dir_all(&p42).unwrap();
+    std::fs::write(p42.join("comm"), "jit\n").unwrap();
+    std::fs::write(
+        p42.join("maps"),
+        "00400000-00410000 r-xp 00000000 08:01 5 /bin/app\n\
+         7f0000000000-7f0000010000 r-xp 00000000 00:01 77 /memfd:jit (deleted)\n\
+         7f1000000000-7f1000010000 rwxp 00000000 00:00 0 \n\
+         7f2000000000-7f2000010000 r-xp 00000000 00:05 3 /dev/zero (deleted)\n",
+    )
+    .unwrap();
+    let layout = Layout { callchain: false };
+    let mut stage = SyncStage::new(SyncOptions {
+        layout,
+        paths: ProcPaths {
+            proc_root: d.path().join("proc"),
+            sys_root: d.path().join("sys"),
+        },
+        use_procfs: true,
+    });
+    stage.seed_pids(&[42]);
+    let mut ring = SimRing::new(0, 1 << 16, layout);
+    let mmap = |pid, addr, ino, path: &str| SimRecord::Mmap2 {
+        pid,
+        tid: pid,
+        addr,
+        len: 0x10000,
+        pgoff: 0,
+        ino,
+        build_id: None,
+        prot: 5,
+        filename: path.into(),
+        time: 1,
+    };
+    for r in [
+        mmap(43, 0x40_0000, 5, "/bin/app"),
+        mmap(43, 0x7f00_0000_0000, 77, "/memfd:jit (deleted)"),
+        mmap(43, 0x7f10_0000_0000, 0, "//anon"),
+        mmap(43, 0x7f20_0000_0000, 3, "/dev/zero (deleted)"),
+    ] {
+        assert!(ring.push(&r));
+    }
+    let addrs = [
+        0x40_0010,
+        0x7f00_0000_0020,
+        0x7f10_0000_0030,
+        0x7f20_0000_0040,
+    ];
+    for pid in [42, 43] {
+        for ip in addrs {
+            assert!(ring.push(&SimRecord::Sample {
+                ip,
+                pid,
+                tid: pid,
+                time: 2,
+                kernel: false,
+                period: 1,
+                callchain: vec![],
+            }));
+        }
+    }
+    let chunk = stage.round(&mut [ring], 3);
+    let mut got = Vec::new();
+    profkit_eventlog::for_each_sample(
+        &chunk.bytes,
+        |s| got.push((s.pid, s.cookie, s.offset)),
+        |_| {},
+    )
+    .unwrap();
+    let want = |pid: u32| {
+        vec![
+            (pid, inode_cookie(dev_number(8, 1), 5, 0), 0x10),
+            (pid, anon_cookie(pid), 0x7f00_0000_0020),
+            (pid, anon_cookie(pid), 0x7f10_0000_0030),
+            (pid, anon_cookie(pid), 0x7f20_0000_0040),
+        ]
+    };
+    assert_eq!(got, [want(42), want(43)].concat());
+}

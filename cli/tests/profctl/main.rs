@@ -839,6 +839,10 @@ fn fork_exec_and_thread_storms_do_not_grow_the_daemon() {
             "every sample attributed or counted: {a:?}"
         );
         let unresolved = a.lost_no_mapping + a.lost_no_task;
+        eprintln!(
+            "storm cpu {}: {} no-mapping, {} no-task of {}",
+            a.cpu, a.lost_no_mapping, a.lost_no_task, a.samples_received
+        );
         assert!(
             unresolved * 100 <= a.samples_received.max(100),
             "cpu {}: {unresolved} of {} samples unresolved",

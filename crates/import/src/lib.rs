@@ -131,13 +131,18 @@ struct Importer {
 }
 
 impl Importer {
-    fn end_round(&mut self, queues: &mut CpuQueues) {
+    /// Ends a round; `last`: the file's last, where nothing may wait.
+    fn end_round(&mut self, queues: &mut CpuQueues, last: bool) {
         let Some(stage) = self.stage.as_mut() else {
             return;
         };
         stage.begin_round(self.round_time);
         self.bad_records += queues.feed(stage, self.layout);
-        let chunk = stage.finish_round();
+        let chunk = if last {
+            stage.finish_final_round()
+        } else {
+            stage.finish_round()
+        };
         self.chunks.push((chunk.round, chunk.time, chunk.bytes));
     }
 }
@@ -158,14 +163,14 @@ impl Sink for Importer {
 
     fn before(&mut self, time: u64, queues: &mut CpuQueues) {
         if queues.samples() >= ROUND_SAMPLES {
-            self.end_round(queues);
+            self.end_round(queues, false);
         }
         if time == 0 {
             return;
         }
         match self.round_end {
             Some(end) if time >= end => {
-                self.end_round(queues);
+                self.end_round(queues, false);
                 self.round_end = Some(time.saturating_add(ROUND_NS));
             }
             Some(_) => {}
@@ -213,7 +218,7 @@ pub fn import_perf_data(perf_data: &Path, session: &Path) -> Result<ImportSummar
     let mut queues = CpuQueues::default();
     let mut summary = ImportSummary::default();
     perf_data::read(reader, &mut queues, &mut imp, &mut summary);
-    imp.end_round(&mut queues);
+    imp.end_round(&mut queues, true);
     summary.bad_records += imp.bad_records;
     let Some(stage) = imp.stage.take() else {
         return Err(Error::NotPerfData {

@@ -64,6 +64,8 @@ pub struct Process {
     retired: Vec<(Map, u64)>,
     /// Round in which its EXIT was seen.
     pub exited_round: Option<u64>,
+    /// Time of its latest exec (a COMM record with the exec flag).
+    exec_time: Option<u64>,
 }
 
 /// Why a user sample did not resolve.
@@ -106,6 +108,7 @@ impl Process {
 
     /// Ends every live mapping at `time` (exec replaces the address space).
     pub fn clear_maps(&mut self, time: u64, round: u64) {
+        self.exec_time = Some(time);
         for mut m in self.live.drain(..) {
             m.until = time;
             self.retired.push((m, round));
@@ -218,30 +221,63 @@ impl ProcessTable {
 
     /// FORK: a new process (copying the parent's mappings and name) or a new thread.
     pub fn fork(&mut self, pid: u32, ppid: u32, tid: u32) {
-        self.fork_at(pid, ppid, tid, u64::MAX);
+        self.fork_at(pid, ppid, tid, u64::MAX, 0);
     }
 
-    /// [`ProcessTable::fork`] of a FORK record taken at `time`. Rings are
-    /// drained CPU by CPU, so the child's exec and first MMAP2 (on the CPU
-    /// it ran on) may be handled before its FORK (on the CPU that forked):
-    /// a child already in the table with a mapping that appeared at or
-    /// after `time` is kept as it is, not replaced by a copy of the parent.
-    pub fn fork_at(&mut self, pid: u32, ppid: u32, tid: u32, time: u64) {
-        let newer = self
-            .procs
-            .get(&pid)
-            .is_some_and(|p| p.live.iter().any(|m| m.since >= time && m.since != 0));
-        if (pid != ppid || !self.procs.contains_key(&pid)) && pid == tid && !newer {
-            let child = match self.procs.get(&ppid) {
-                Some(parent) => Process {
-                    comm: parent.comm.clone(),
-                    live: parent.live.clone(),
-                    retired: Vec::new(),
-                    exited_round: None,
-                },
-                None => Process::default(),
-            };
-            self.procs.insert(pid, child);
+    /// [`ProcessTable::fork`] of a FORK record taken at `time` in round
+    /// `round`. Rings are drained CPU by CPU, and a FORK emitted after its
+    /// CPU was drained waits for the next round, so the child's exec and
+    /// first MMAP2 (on the CPU it ran on) may be handled before its FORK:
+    /// - the child exec'd after `time`: its post-exec mappings stay live,
+    ///   the parent's become the child's retired mappings, ended at the
+    ///   exec, so samples from between fork and exec still resolve;
+    /// - the child mapped something after `time` without an exec: the
+    ///   parent's mappings, with the child's newer ones laid over them;
+    /// - otherwise (nothing known after `time`, or pid reuse): a copy of
+    ///   the parent.
+    pub fn fork_at(&mut self, pid: u32, ppid: u32, tid: u32, time: u64, round: u64) {
+        if pid == tid && (pid != ppid || !self.procs.contains_key(&pid)) {
+            let parent = self.procs.get(&ppid);
+            let parent_comm = parent.map(|p| p.comm.clone()).unwrap_or_default();
+            let parent_live = parent.map(|p| p.live.clone()).unwrap_or_default();
+            let known = self.procs.get(&pid);
+            let exec_after = known
+                .and_then(|p| p.exec_time)
+                .filter(|&t| t >= time && time != u64::MAX);
+            let newer: Vec<Map> = known
+                .map(|p| {
+                    p.live
+                        .iter()
+                        .filter(|m| m.since >= time && m.since != 0)
+                        .copied()
+                        .collect()
+                })
+                .unwrap_or_default();
+            if let Some(exec) = exec_after {
+                let child = self.procs.entry(pid).or_default();
+                for mut m in parent_live {
+                    m.until = m.until.min(exec);
+                    child.retired.push((m, round));
+                }
+            } else if !newer.is_empty() {
+                let child = self.procs.entry(pid).or_default();
+                child.live = parent_live;
+                for m in newer {
+                    child.map(m, round);
+                }
+                if child.comm.is_empty() {
+                    child.comm = parent_comm;
+                }
+            } else {
+                self.procs.insert(
+                    pid,
+                    Process {
+                        comm: parent_comm,
+                        live: parent_live,
+                        ..Process::default()
+                    },
+                );
+            }
         }
         // A new thread has no name of its own until a COMM record gives it
         // one: `comm()` falls back to its process's current name, so a
@@ -376,12 +412,44 @@ mod tests {
         t.entry(5).map(m(0x1000, 0x2000, 1, 0), 0);
         // The child's exec mapping (time 20) was handled before its FORK (time 10).
         t.entry(6).map(m(0x8000, 0x9000, 2, 20), 0);
-        t.fork_at(6, 5, 6, 10);
+        t.fork_at(6, 5, 6, 10, 0);
         assert_eq!(t.resolve(6, 0x8100, 21), Ok((2, 0x1100)));
         // A FORK after everything known of the pid (pid reuse): replaced.
-        t.fork_at(6, 5, 6, 30);
+        t.fork_at(6, 5, 6, 30, 0);
         assert_eq!(t.resolve(6, 0x8100, 31), Err(Unresolved::NoMapping));
         assert_eq!(t.resolve(6, 0x1100, 31), Ok((1, 0x1100)));
+    }
+
+    #[test]
+    fn a_late_fork_after_the_childs_exec_keeps_the_parents_code_until_the_exec() {
+        let mut t = ProcessTable::default();
+        t.entry(5).map(m(0x1000, 0x2000, 1, 0), 0);
+        t.set_comm(5, 5, "sh");
+        // The child's exec (time 20) and its new mapping (time 21) were
+        // handled before its FORK (time 10), which came a round later.
+        t.entry(6).clear_maps(20, 0);
+        t.set_comm(6, 6, "true");
+        t.entry(6).map(m(0x8000, 0x9000, 2, 21), 0);
+        t.fork_at(6, 5, 6, 10, 1);
+        // Between fork and exec the child ran the parent's code.
+        assert_eq!(t.resolve(6, 0x1100, 15), Ok((1, 0x1100)));
+        // After the exec, only its own.
+        assert_eq!(t.resolve(6, 0x1100, 25), Err(Unresolved::NoMapping));
+        assert_eq!(t.resolve(6, 0x8100, 25), Ok((2, 0x1100)));
+        assert_eq!(t.process_comm(6), Some("true"));
+    }
+
+    #[test]
+    fn a_late_fork_lays_the_childs_newer_mappings_over_the_parents() {
+        let mut t = ProcessTable::default();
+        t.entry(5).map(m(0x1000, 0x3000, 1, 0), 0);
+        // The child mapped over the parent's second half (time 20) without
+        // an exec; its FORK (time 10) is handled after.
+        t.entry(6).map(m(0x2000, 0x3000, 2, 20), 0);
+        t.fork_at(6, 5, 6, 10, 1);
+        assert_eq!(t.resolve(6, 0x1100, 25), Ok((1, 0x1100)));
+        assert_eq!(t.resolve(6, 0x2100, 25), Ok((2, 0x1100)));
+        assert_eq!(t.resolve(6, 0x2100, 15), Ok((1, 0x2100)));
     }
 
     #[test]

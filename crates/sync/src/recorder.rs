@@ -212,7 +212,7 @@ impl<S: RingSource> Recorder<S> {
         if let Ok(l) = &lost {
             self.stage.reconcile(l);
         }
-        let chunk = self.stage.finish_round();
+        let chunk = self.stage.finish_final_round();
         let round = chunk.round;
         self.buffer.push_blocking(chunk);
         self.buffer.wait_done(round);
@@ -223,7 +223,7 @@ impl<S: RingSource> Recorder<S> {
             }
             // One more small chunk carrying the LOST markers, if the disk lets us.
             self.stage.begin_round(monotonic_ns());
-            let c = self.stage.finish_round();
+            let c = self.stage.finish_final_round();
             let r = c.round;
             self.buffer.push_blocking(c);
             self.buffer.wait_done(r);

@@ -11,7 +11,8 @@
 //!                                          Cookie S S ModuleLoad S     │
 //!                                          Lost(Ring) S ...            ├─► encoded
 //!  cpu 1 ring: [S COMM S EXIT ...]       → CpuSwitch(1) ... Comm ...   │   bytes
-//!  deferred samples (mapping seen later this round on another CPU)     │
+//!  deferred samples (mapping seen later on another CPU; one retry in   │
+//!  round R+1 for those whose FORK/MMAP2 came after its ring's drain)   │
 //!  Lost(NoMapping / NoTask) per CPU, then end_round(R)                ─┘
 //! ```
 //!
@@ -21,7 +22,9 @@
 //! lazily, the first time a chunk needs them after a switch, so a session
 //! holds each once (and again after `reset`, which starts a new file).
 //! A user sample whose mapping is not known yet is deferred to the end of
-//! the round, since its MMAP2 may sit in a CPU ring drained after its own.
+//! the round, since its MMAP2 may sit in a CPU ring drained after its own;
+//! if still unknown it waits one more round (the record may have been
+//! written to a ring already drained this round), then counts as lost.
 //! An exited process stays in the table until the end of the next round:
 //! samples it left in another CPU's ring (drained earlier in this round,
 //! but written after that drain) still find their task and binaries.
@@ -29,7 +32,8 @@
 //! A source of records other than rings (an imported perf.data file) runs
 //! the same round by hand: [`SyncStage::begin_round`], then per CPU
 //! [`SyncStage::begin_cpu`] and [`SyncStage::record`] for each of that
-//! CPU's records, then [`SyncStage::finish_round`].
+//! CPU's records, then [`SyncStage::finish_round`] (for its last round,
+//! [`SyncStage::finish_final_round`]).
 
 use crate::cookies::CookieTable;
 use crate::kernel::KernelMaps;
@@ -94,6 +98,8 @@ struct Deferred {
     time: u64,
     /// The raw callchain (empty without call graphs).
     chain: Vec<u64>,
+    /// Already retried at the end of an earlier round.
+    carried: bool,
 }
 
 /// How many entries the stage's per-task tables hold.
@@ -341,8 +347,23 @@ impl SyncStage {
     }
 
     /// Ends the round: retries deferred samples, writes per-CPU loss
-    /// markers, retires exited processes; returns the chunk.
+    /// markers, retires exited processes; returns the chunk. A sample still
+    /// unresolved waits one more round, once: the FORK or MMAP2 it needs
+    /// may have been written to a CPU's ring after that ring was drained.
+    /// The last round of a session is [`SyncStage::finish_final_round`].
     pub fn finish_round(&mut self) -> Chunk {
+        self.finish(true)
+    }
+
+    /// [`SyncStage::finish_round`] for the last round of a session (stop,
+    /// the end of an import): every deferred sample is resolved now or
+    /// counted as lost, none waits.
+    pub fn finish_final_round(&mut self) -> Chunk {
+        self.finish(false)
+    }
+
+    fn finish(&mut self, carry: bool) -> Chunk {
+        let mut waiting = Vec::new();
         for d in std::mem::take(&mut self.deferred) {
             let mut res = self.procs.resolve(d.pid, d.ip, d.time);
             if res.is_err() {
@@ -358,6 +379,7 @@ impl SyncStage {
                     };
                     self.emit_sample(d.cpu, d.pid, d.tid, false, cookie, off, stack)
                 }
+                Err(_) if carry && !d.carried => waiting.push(Deferred { carried: true, ..d }),
                 Err(why) => {
                     let key = match why {
                         Unresolved::NoTask => LostKindKey::NoTask,
@@ -394,6 +416,7 @@ impl SyncStage {
         for tid in self.procs.end_round(self.round) {
             self.announced.remove(&tid);
         }
+        self.deferred = waiting;
         // A negative cache: clearing it only costs a /proc read later.
         if self.no_proc.len() > 4096 {
             self.no_proc.clear();
@@ -477,6 +500,8 @@ impl SyncStage {
         self.acct.clear();
         self.pending_meta.clear();
         self.pending_lost.clear();
+        // Samples waiting for their mapping belong to the discarded file.
+        self.deferred.clear();
     }
 
     /// Starts the records of CPU `cpu`'s ring (what [`SyncStage::drain`]
@@ -720,6 +745,7 @@ impl SyncStage {
                     } else {
                         Vec::new()
                     },
+                    carried: false,
                 });
             }
         }
@@ -777,7 +803,8 @@ impl SyncStage {
                 } else {
                     self.ensure_process(t.ppid);
                 }
-                self.procs.fork_at(t.pid, t.ppid, t.tid, t.id.time);
+                self.procs
+                    .fork_at(t.pid, t.ppid, t.tid, t.id.time, self.round);
                 self.no_proc.remove(&t.pid);
                 self.announced.remove(&t.tid);
             }

@@ -247,7 +247,12 @@ fn a_simring_scenario_and_its_perf_data_give_the_same_session() {
         paths: Default::default(),
         use_procfs: false,
     });
-    let live = stage.round(&mut rings, 1_000);
+    // One round that is also the session's last (as the import's is).
+    stage.begin_round(1_000);
+    for r in rings.iter_mut() {
+        stage.drain(r);
+    }
+    let live = stage.finish_final_round();
     let live_acct = stage.accounting();
 
     // The import of the same records.

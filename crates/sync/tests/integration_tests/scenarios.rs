@@ -213,6 +213,19 @@ fn unmapped_samples_are_counted_not_dropped_silently() {
         time: 4,
     });
     let c = stage.round(&mut rings, 5);
+    // Neither is lost yet: the FORK or MMAP2 they need may have gone into
+    // a ring after it was drained, so they wait one round.
+    let a = &stage.accounting()[0];
+    assert_eq!(
+        (
+            a.samples_received,
+            a.samples_written,
+            a.lost_no_mapping,
+            a.lost_no_task
+        ),
+        (2, 0, 0, 0)
+    );
+    let c2 = stage.round(&mut rings, 6);
     let a = &stage.accounting()[0];
     assert_eq!(
         (
@@ -225,26 +238,76 @@ fn unmapped_samples_are_counted_not_dropped_silently() {
     );
     assert_eq!((a.records_skipped, a.throttle_events), (1, 1));
     let mut kinds = Vec::new();
-    for_each_sample(
-        &c.bytes,
-        |_| {},
-        |m| {
-            if let Event::Lost {
-                kind,
-                count,
-                cpu: 0,
-            } = m
-            {
-                kinds.push((kind, count));
-            }
-            if let Event::Throttle { throttled, .. } = m {
-                assert!(throttled);
-            }
-        },
-    )
-    .unwrap();
+    for bytes in [&c.bytes, &c2.bytes] {
+        for_each_sample(
+            bytes,
+            |_| {},
+            |m| {
+                if let Event::Lost {
+                    kind,
+                    count,
+                    cpu: 0,
+                } = m
+                {
+                    kinds.push((kind, count));
+                }
+                if let Event::Throttle { throttled, .. } = m {
+                    assert!(throttled);
+                }
+            },
+        )
+        .unwrap();
+    }
     kinds.sort_by_key(|k| format!("{k:?}"));
     assert_eq!(kinds, vec![(LostKind::NoMapping, 1), (LostKind::NoTask, 1)]);
+}
+
+#[test]
+fn a_child_whose_fork_comes_a_round_late_resolves_before_and_after_its_exec() {
+    // The parent (pid 3) runs /bin/sh; it forks pid 4 on CPU 0, but that
+    // FORK reaches CPU 0's ring after the ring was drained. Pid 4 runs on
+    // CPU 1: a sample in the parent's code, its exec, its new binary, a
+    // sample there — all in round 1. The FORK arrives in round 2.
+    let layout = Layout { callchain: false };
+    let mut stage = sim_stage(layout);
+    let mut rings = vec![SimRing::new(0, 4096, layout), SimRing::new(1, 4096, layout)];
+    rings[0].push(&mmap(3, 0x1000, 0x1000, 0, 1, 1));
+    rings[1].push(&sample(4, 4, 0x1100, 3));
+    rings[1].push(&SimRecord::Comm {
+        pid: 4,
+        tid: 4,
+        comm: "true".into(),
+        exec: true,
+        time: 4,
+    });
+    rings[1].push(&mmap(4, 0x5000, 0x1000, 0, 2, 5));
+    rings[1].push(&sample(4, 4, 0x5100, 6));
+    let c1 = stage.round(&mut rings, 7);
+    rings[0].push(&SimRecord::Fork {
+        pid: 4,
+        ppid: 3,
+        tid: 4,
+        ptid: 3,
+        time: 2,
+    });
+    let c2 = stage.round(&mut rings, 8);
+    let a = &stage.accounting()[1];
+    assert_eq!(
+        (
+            a.samples_received,
+            a.samples_written,
+            a.lost_no_mapping,
+            a.lost_no_task
+        ),
+        (2, 2, 0, 0),
+        "{a:?}"
+    );
+    let mut got = Vec::new();
+    for bytes in [&c1.bytes, &c2.bytes] {
+        for_each_sample(bytes, |s| got.push((s.pid, s.cookie, s.offset)), |_| {}).unwrap();
+    }
+    got.sort();
+    assert_eq!(got, vec![(4, cookie(1), 0x100), (4, cookie(2), 0x100)]);
 }
 
 /// A sink that blocks until released, then writes to a real session file.

@@ -179,6 +179,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod aggregate;
 mod build;
 mod callgraph;
 mod diff;
@@ -186,27 +187,37 @@ mod error;
 mod export;
 mod hash;
 mod import;
-mod kallsyms;
-mod load;
+/// The session constants' former home, still named by `import.rs` (which
+/// leaves this crate).
+mod load {
+    pub(crate) use crate::session::SESSION_FILE;
+}
 mod model;
+mod naming;
+mod options;
 pub mod pprof;
 mod render;
+mod session;
 mod spec;
 #[cfg(test)]
 mod tests;
 
-pub use build::{build_report, ReportOptions, SymbolSources, NO_SYMBOLS};
+pub use build::build_report;
 pub use diff::{diff_reports, write_diff, Diff, DiffRow};
 pub use error::{Error, Result};
 pub use export::{collapsed_lines, write_collapsed, write_flamegraph};
 pub use import::{import_perf_data, ImportSummary};
-pub use load::{Liveness, Session, ARCHIVE_DEBUG_DIR, KALLSYMS_FILE, SESSION_FILE};
 pub use model::{
-    BadChunkInfo, CallArc, CallEntry, CallGraph, Column, CpuLoss, Function, Header, Layout,
-    Location, Mapping, Report, Row, SessionInfo, SessionTimeline, StackSample, Stacks, Timeline,
-    TimelineLine,
+    BadChunkInfo, CallArc, CallEntry, CallGraph, Column, CpuLoss, Function, Header, Location,
+    Mapping, Report, Row, SessionInfo, SessionTimeline, ShownColumns, StackSample, Stacks, Symbol,
+    Timeline, TimelineLine,
 };
-pub use render::{flat_rows, format_utc, render, write_csv, write_json, write_text, Format};
+pub use options::{ReportOptions, SymbolSources};
+pub use render::{
+    flat_rows, format_utc, render, write_csv, write_json, write_text, Format, NO_SYMBOLS,
+    UNKNOWN_SYMBOL,
+};
+pub use session::{Liveness, Session, ARCHIVE_DEBUG_DIR, KALLSYMS_FILE, SESSION_FILE};
 pub use spec::{base_name, Glob, ProfileSpec, Separate, SortKey, SPEC_TAGS};
 
 /// Progress of a report, for a progress bar. Called from rayon workers, so

@@ -765,7 +765,9 @@ pub fn write_json(report: &Report, w: &mut dyn Write) -> io::Result<()> {
 
 // ---------------------------------------------------------------- CSV
 
-fn csv_field(s: &str) -> String {
+/// A CSV field, quoted when it holds a comma, a quote or a line break
+/// (RFC 4180).
+pub(crate) fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {

@@ -29,27 +29,30 @@
 //! callers add up to them less the samples where the function is the
 //! outermost frame.
 
-use profkit_eventlog::{Cookie, CookieKind, COOKIE_UNKNOWN};
+use profkit_eventlog::{Cookie, CookieKind};
 
-use crate::build::{Comms, Images, Resolved, NO_SYMBOL, NO_SYMBOLS};
+use profkit_symbols::SymbolId;
+
+use crate::aggregate::{Aggregate, Key, NO_STACK};
 use crate::hash::{FxHashMap, FxHashSet};
-use crate::load::{Aggregate, Key, NO_STACK};
 use crate::model::*;
+use crate::naming::apps::{Comms, Images};
+use crate::naming::symbolize::Resolved;
 
 /// [`Stacks`] plus, per function, the (cookie, symbol id) it stands for
 /// (so `--children` can find the function's row).
 pub(crate) struct Built {
     pub stacks: Stacks,
-    pub keys: Vec<(Cookie, u32)>,
+    pub keys: Vec<(Cookie, Option<SymbolId>)>,
 }
 
 struct Builder<'a> {
     symbols: &'a FxHashMap<Cookie, Resolved>,
     images: &'a Images<'a>,
     out: Stacks,
-    keys: Vec<(Cookie, u32)>,
+    keys: Vec<(Cookie, Option<SymbolId>)>,
     mapping_of: FxHashMap<Cookie, u32>,
-    function_of: FxHashMap<(Cookie, u32), u32>,
+    function_of: FxHashMap<(Cookie, Option<SymbolId>), u32>,
     location_of: FxHashMap<(Cookie, u64), u32>,
 }
 
@@ -89,24 +92,19 @@ impl Builder<'_> {
             return l;
         }
         let resolved = self.symbols.get(&cookie);
-        let sym = resolved
-            .and_then(|r| r.symbol_of(offset))
-            .map_or(NO_SYMBOL, |id| id.0);
+        let sym = resolved.and_then(|r| r.symbol_of(offset));
         let function = match self.function_of.get(&(cookie, sym)) {
             Some(&f) => f,
             None => {
                 let mapping = self.mapping(cookie);
-                let info = (sym != NO_SYMBOL)
-                    .then(|| resolved.map(|r| r.result.symbol(profkit_symbols::SymbolId(sym))))
-                    .flatten();
-                let name = match info {
-                    Some(i) => i.name.clone(),
-                    None if cookie == COOKIE_UNKNOWN => "[unknown]".to_owned(),
-                    None => NO_SYMBOLS.to_owned(),
+                let info = sym.and_then(|id| resolved.map(|r| r.result.symbol(id)));
+                let symbol = match info {
+                    Some(i) => Symbol::Named(i.name.clone()),
+                    None => Symbol::missing(cookie),
                 };
                 let f = self.out.functions.len() as u32;
                 self.out.functions.push(Function {
-                    name,
+                    symbol,
                     mapping,
                     start: info.map(|i| i.start),
                 });
@@ -303,7 +301,7 @@ pub(crate) fn call_graph(b: &Built, total: u64, threshold: f64, by_inclusive: bo
         let func = &st.functions[f as usize];
         (
             st.mappings[func.mapping as usize].name.clone(),
-            func.name.clone(),
+            func.symbol.to_string(),
         )
     };
     let mut arcs_in: FxHashMap<u32, Vec<(u32, u64)>> = FxHashMap::default();

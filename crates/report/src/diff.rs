@@ -12,7 +12,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use crate::model::*;
-use crate::render::Format;
+use crate::render::{csv_field, Format};
 
 /// One symbol in both reports (or in one of them, with 0 in the other).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -114,14 +114,6 @@ pub fn diff_reports(old: &Report, new: &Report, threshold: f64) -> Diff {
         new: new.header.clone(),
         below_threshold: before - rows.len(),
         rows,
-    }
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
     }
 }
 

@@ -58,14 +58,6 @@ pub enum Error {
         /// Its event.
         second: String,
     },
-    /// `--import`: the perf.data file could not be read.
-    #[error("{}: {message}", path.display())]
-    Import {
-        /// The file.
-        path: PathBuf,
-        /// What went wrong.
-        message: String,
-    },
     /// Options that cannot be used together; the message says which and
     /// what to do instead.
     #[error("{0}")]

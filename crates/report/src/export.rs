@@ -16,7 +16,6 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use crate::build::NO_SYMBOLS;
 use crate::model::*;
 
 fn no_stacks() -> io::Error {
@@ -30,10 +29,9 @@ fn no_stacks() -> io::Error {
 /// a `;` or a line break (they would split the line).
 fn frame(st: &Stacks, loc: u32) -> String {
     let f = st.function_of(loc);
-    let text = if f.name == NO_SYMBOLS {
-        format!("[{}]", st.mappings[f.mapping as usize].name)
-    } else {
-        f.name.clone()
+    let text = match &f.symbol {
+        Symbol::NoSymbols => format!("[{}]", st.mappings[f.mapping as usize].name),
+        s => s.to_string(),
     };
     text.replace(';', ":").replace(['\n', '\r'], " ")
 }

@@ -33,9 +33,9 @@
 //! - exports from those stacks: folded stacks ([`write_collapsed`]), flame
 //!   graphs drawn by inferno ([`write_flamegraph`], one per CPU if asked),
 //!   and gzip-compressed pprof `profile.proto` ([`pprof`]) for fleet tools;
-//! - `--import perf.data` (`profkit-import`): a `perf record` file
-//!   resolved to (binary, offset) like the sync stage does and written as a
-//!   session, so every report works on it;
+//! - nothing of `--import perf.data`: `profkit-import` feeds a `perf
+//!   record` file through the sync stage and writes an ordinary session,
+//!   which this crate reads like any other;
 //! - `--diff` ([`diff_reports`]): the change in each symbol's share between
 //!   two reports.
 //!
@@ -173,38 +173,44 @@
 //!                                     ├─► inclusive per function ─► rows' inclusive columns (--children)
 //!                                     ├─► callers/callees at each function's innermost occurrence (-c)
 //!                                     └─► folded lines ─► collapsed | inferno SVG;  profile.proto ─► gzip
-//!  perf.data ─► import (process table from MMAP/COMM/FORK) ─► session.pkl ─► everything above
+//!  perf.data ─► profkit-import ─► profkit_sync::SyncStage::record ─► session.pkl ─► everything above
 //! ```
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod aggregate;
 mod build;
 mod callgraph;
 mod diff;
 mod error;
 mod export;
 mod hash;
-mod kallsyms;
-mod load;
 mod model;
+mod naming;
+mod options;
 pub mod pprof;
 mod render;
+mod session;
 mod spec;
 #[cfg(test)]
 mod tests;
 
-pub use build::{build_report, ReportOptions, SymbolSources, NO_SYMBOLS};
+pub use build::build_report;
 pub use diff::{diff_reports, write_diff, Diff, DiffRow};
 pub use error::{Error, Result};
 pub use export::{collapsed_lines, write_collapsed, write_flamegraph};
-pub use load::{Liveness, Session, ARCHIVE_DEBUG_DIR, KALLSYMS_FILE, SESSION_FILE};
 pub use model::{
-    BadChunkInfo, CallArc, CallEntry, CallGraph, Column, CpuLoss, Function, Header, Layout,
-    Location, Mapping, Report, Row, SessionInfo, SessionTimeline, StackSample, Stacks, Timeline,
-    TimelineLine,
+    BadChunkInfo, CallArc, CallEntry, CallGraph, Column, CpuLoss, Function, Header, Location,
+    Mapping, Report, Row, SessionInfo, SessionTimeline, ShownColumns, StackSample, Stacks, Symbol,
+    Timeline, TimelineLine,
 };
-pub use render::{flat_rows, format_utc, render, write_csv, write_json, write_text, Format};
+pub use options::{ReportOptions, SymbolSources};
+pub use render::{
+    flat_rows, format_utc, render, write_csv, write_json, write_text, Format, NO_SYMBOLS,
+    UNKNOWN_SYMBOL,
+};
+pub use session::{Liveness, Session, ARCHIVE_DEBUG_DIR, KALLSYMS_FILE, SESSION_FILE};
 pub use spec::{base_name, Glob, ProfileSpec, Separate, SortKey, SPEC_TAGS};
 
 /// Progress of a report, for a progress bar. Called from rayon workers, so

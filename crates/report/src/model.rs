@@ -95,9 +95,10 @@ pub enum Column {
     Cpu(u32),
 }
 
-/// Which optional columns rows carry.
+/// Which optional columns rows carry (not a record layout: that is
+/// `profkit_perf::Layout`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Layout {
+pub struct ShownColumns {
     /// One row per symbol (`-l`).
     pub symbols: bool,
     /// The application column.
@@ -201,7 +202,7 @@ pub struct Report {
     /// The sample columns.
     pub columns: Vec<Column>,
     /// Which optional columns there are.
-    pub layout: Layout,
+    pub shown: ShownColumns,
     /// The rows, in print order.
     pub rows: Vec<Row>,
     /// Rows left out by `--threshold`.
@@ -215,6 +216,30 @@ pub struct Report {
     /// The symbolized stacks, for the collapsed, flame graph and pprof
     /// outputs (kept when [`crate::ReportOptions::stacks`] asks for them).
     pub stacks: Option<Stacks>,
+}
+
+/// What a code address is in, by name. The text shown for the stand-ins
+/// is the renderers' ([`crate::NO_SYMBOLS`], [`crate::UNKNOWN_SYMBOL`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum Symbol {
+    /// A symbol of the binary.
+    Named(String),
+    /// The binary could not be read, or the address is in no symbol of it.
+    NoSymbols,
+    /// Not in any known binary (a caller the frame-pointer walk could not
+    /// place).
+    Unknown,
+}
+
+impl Symbol {
+    /// The stand-in for an address of `image` that has no symbol.
+    pub(crate) fn missing(image: profkit_eventlog::Cookie) -> Symbol {
+        if image == profkit_eventlog::COOKIE_UNKNOWN {
+            Symbol::Unknown
+        } else {
+            Symbol::NoSymbols
+        }
+    }
 }
 
 /// A binary of [`Stacks`] (a pprof mapping).
@@ -235,10 +260,8 @@ pub struct Mapping {
 /// A function of [`Stacks`]: a symbol of a binary, or a stand-in.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Function {
-    /// The symbol (`(no symbols)` when the binary could not be read or the
-    /// offset is in no symbol; `[unknown]` for a caller the frame-pointer
-    /// walk could not place in any binary).
-    pub name: String,
+    /// The symbol, or why there is none.
+    pub symbol: Symbol,
     /// The binary's index in [`Stacks::mappings`].
     pub mapping: u32,
     /// The symbol's start address, when known.

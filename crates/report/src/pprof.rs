@@ -316,10 +316,11 @@ pub fn to_profile(report: &Report) -> io::Result<Profile> {
     for (i, f) in st.functions.iter().enumerate() {
         // As in folded stacks: a binary without symbols is `[binary]`, so
         // tools that merge functions by name keep binaries apart.
-        let name = if f.name == crate::build::NO_SYMBOLS {
-            strings.get(&format!("[{}]", st.mappings[f.mapping as usize].name))
-        } else {
-            strings.get(&f.name)
+        let name = match &f.symbol {
+            Symbol::NoSymbols => {
+                strings.get(&format!("[{}]", st.mappings[f.mapping as usize].name))
+            }
+            s => strings.get(&s.to_string()),
         };
         p.function.push(Function {
             id: i as u64 + 1,

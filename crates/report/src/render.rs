@@ -10,6 +10,22 @@ use serde::Serialize;
 
 use crate::model::*;
 
+/// Text of a row or frame whose address is in no symbol of a readable
+/// binary, or in a binary that could not be read.
+pub const NO_SYMBOLS: &str = "(no symbols)";
+/// Text of a frame in no known binary.
+pub const UNKNOWN_SYMBOL: &str = "[unknown]";
+
+impl std::fmt::Display for Symbol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Symbol::Named(name) => name,
+            Symbol::NoSymbols => NO_SYMBOLS,
+            Symbol::Unknown => UNKNOWN_SYMBOL,
+        })
+    }
+}
+
 /// Output formats.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Format {
@@ -297,7 +313,7 @@ fn pct(p: f64) -> String {
 
 /// The columns of one table of rows.
 fn table(report: &Report, rows: &[Row], image_head: &str) -> (Vec<Col>, Vec<(usize, String)>) {
-    let l = report.layout;
+    let l = report.shown;
     let mut cols = Vec::new();
     let mut labels = Vec::new();
     if l.address {
@@ -395,12 +411,12 @@ pub fn write_text(report: &Report, w: &mut dyn Write) -> io::Result<()> {
         writeln!(w, "(no samples match)")?;
         return Ok(());
     }
-    let image_head = if report.layout.symbols {
+    let image_head = if report.shown.symbols {
         "image name"
     } else {
         "image"
     };
-    if report.layout.nested {
+    if report.shown.nested {
         // opreport's layout: each application, then its images indented.
         let (cols, labels) = table(report, &report.rows, "application");
         let (head, body) = format_table("", &labels, &cols);
@@ -665,7 +681,7 @@ pub fn flat_rows(report: &Report) -> Vec<(Row, Option<u32>)> {
             flat.samples = vec![r.samples[i]];
             flat.percent = vec![r.percent[i]];
             flat.total = r.samples[i];
-            if report.layout.inclusive {
+            if report.shown.inclusive {
                 flat.inclusive = vec![r.inclusive[i]];
                 flat.inclusive_percent = vec![r.inclusive_percent[i]];
                 flat.inclusive_total = r.inclusive[i];
@@ -703,18 +719,18 @@ pub fn write_json(report: &Report, w: &mut dyn Write) -> io::Result<()> {
                 tid: r.tid,
                 comm: r.comm,
                 vma: report
-                    .layout
+                    .shown
                     .address
                     .then(|| r.vma.map(|v| format!("{v:#x}")))
                     .flatten(),
-                location: if report.layout.location {
+                location: if report.shown.location {
                     r.location
                 } else {
                     None
                 },
-                inclusive: report.layout.inclusive.then_some(r.inclusive_total),
+                inclusive: report.shown.inclusive.then_some(r.inclusive_total),
                 inclusive_percent: report
-                    .layout
+                    .shown
                     .inclusive
                     .then(|| round4(r.inclusive_total_percent)),
             })
@@ -749,7 +765,9 @@ pub fn write_json(report: &Report, w: &mut dyn Write) -> io::Result<()> {
 
 // ---------------------------------------------------------------- CSV
 
-fn csv_field(s: &str) -> String {
+/// A CSV field, quoted when it holds a comma, a quote or a line break
+/// (RFC 4180).
+pub(crate) fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
@@ -806,7 +824,7 @@ pub fn write_csv(report: &Report, w: &mut dyn Write) -> io::Result<()> {
         }
         return Ok(());
     }
-    let incl_head = if report.layout.inclusive {
+    let incl_head = if report.shown.inclusive {
         ",inclusive,inclusive_percent"
     } else {
         ""
@@ -817,7 +835,7 @@ pub fn write_csv(report: &Report, w: &mut dyn Write) -> io::Result<()> {
     )?;
     let opt = |v: Option<u32>| v.map_or_else(String::new, |v| v.to_string());
     for (r, cpu) in flat_rows(report) {
-        let incl = if report.layout.inclusive {
+        let incl = if report.shown.inclusive {
             format!(",{},{:.4}", r.inclusive_total, r.inclusive_total_percent)
         } else {
             String::new()
@@ -835,7 +853,7 @@ pub fn write_csv(report: &Report, w: &mut dyn Write) -> io::Result<()> {
             csv_field(&r.image),
             csv_field(r.symbol.as_deref().unwrap_or("")),
             r.vma
-                .filter(|_| report.layout.address)
+                .filter(|_| report.shown.address)
                 .map_or_else(String::new, |v| format!("{v:#x}")),
             csv_field(r.location.as_deref().unwrap_or("")),
         )?;

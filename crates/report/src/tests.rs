@@ -343,7 +343,7 @@ fn separate_lib_nests_dependents_under_the_application() {
             ..Default::default()
         },
     );
-    assert!(r.layout.nested);
+    assert!(r.shown.nested);
     let app = r.rows.iter().find(|r| r.image == "app").unwrap();
     // app's own 9 and libc's 2; kernel samples stay with the kernel (no
     // kernel separation).
@@ -935,7 +935,7 @@ fn children_adds_inclusive_rows_for_callers() {
             ..Default::default()
         },
     );
-    assert!(r.layout.inclusive && r.layout.symbols);
+    assert!(r.shown.inclusive && r.shown.symbols);
     let got: Vec<(&str, u64, u64)> = r
         .rows
         .iter()

@@ -105,8 +105,9 @@ impl Kallsyms {
     }
 }
 
-/// `[nf-conntrack]`, `/lib/modules/…/nf-conntrack.ko.zst`, `nf_conntrack` → `nf_conntrack`.
-pub(crate) fn normalize_module_name(name: &str) -> String {
+/// A kernel module's name as kallsyms spells it: `[nf-conntrack]`,
+/// `/lib/modules/…/nf-conntrack.ko.zst`, `nf_conntrack` → `nf_conntrack`.
+pub fn normalize_module_name(name: &str) -> String {
     let base = name.rsplit('/').next().unwrap_or(name);
     let base = base.trim_start_matches('[').trim_end_matches(']');
     let base = [".ko.xz", ".ko.zst", ".ko.gz", ".ko"]
@@ -117,7 +118,7 @@ pub(crate) fn normalize_module_name(name: &str) -> String {
 }
 
 /// The GNU build-id in a sequence of ELF notes (the format of `/sys/kernel/notes`).
-pub(crate) fn build_id_from_notes(mut notes: &[u8]) -> Option<Vec<u8>> {
+pub fn build_id_from_notes(mut notes: &[u8]) -> Option<Vec<u8>> {
     const NT_GNU_BUILD_ID: u32 = 3;
     let word = |b: &[u8], at: usize| -> Option<u32> {
         Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))

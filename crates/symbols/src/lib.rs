@@ -11,6 +11,12 @@
 //!   named, since any name would be a guess;
 //! - the kernel and its modules from kallsyms (hidden addresses are detected and the samples
 //!   go to `[kernel]`), or a module's `.ko` file;
+//! - trimming a kallsyms file to the lines some sampled addresses need ([`trim_kallsyms`],
+//!   two streamed passes, then [`KallsymsSource::Text`]): a report touches a few hundred of
+//!   ~120,000 symbols, and the trimmed text names every wanted address exactly as the whole
+//!   file would. It lives beside the kallsyms parser because it must agree with it (one
+//!   module-name normalisation, [`normalize_module_name`]; one [`build_id_from_notes`] for
+//!   the running kernel's `/sys/kernel/notes`);
 //! - JIT code from perf maps (`perf-PID.map`), other anonymous code as `anon` ranges;
 //! - demangling of Rust (legacy and v0) and C++ names, switchable off;
 //! - a parse cache so a report reuses each parsed binary, and one rayon task per binary.
@@ -69,6 +75,7 @@ mod dwarf;
 mod elf;
 mod error;
 mod kallsyms;
+mod kallsyms_trim;
 mod perfmap;
 mod symbolizer;
 mod table;
@@ -97,6 +104,8 @@ pub mod fuzzing {
 }
 pub use demangle::demangle;
 pub use error::Error;
+pub use kallsyms::{build_id_from_notes, normalize_module_name};
+pub use kallsyms_trim::{trim_kallsyms, KallsymsInput, KallsymsWanted, TrimmedKallsyms};
 pub use symbolizer::Symbolizer;
 pub use types::{
     BinaryKind, BinaryRequest, BinaryResult, InlinedFrame, KallsymsSource, OffsetInfo,

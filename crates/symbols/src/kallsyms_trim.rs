@@ -1,8 +1,9 @@
-//! Trimming a kallsyms file to the lines a report needs.
+//! Trimming a kallsyms file to the lines a report needs, next to the
+//! kallsyms parser (`kallsyms.rs`) it must agree with.
 //!
 //! A kallsyms copy holds ~120,000 symbols (5 MB); a report touches a few
 //! hundred. Parsed whole, it costs the symbolizer ~80 ms and ~20 MB, more
-//! than everything else in a 1 M-sample report. So the report reads the
+//! than everything else in a 1 M-sample report. So a report reads the
 //! file twice as a stream — once for the text-symbol addresses of each
 //! table (kernel, each module), once to copy out the lines at the starts
 //! nearest below each sampled address — and hands the symbolizer that
@@ -23,14 +24,15 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::hash::FxHashSet;
 use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 
+use crate::kallsyms::normalize_module_name;
+
 /// What to keep: absolute addresses sampled in the kernel and, per module
 /// (name normalised as kallsyms spells it), in each module.
-#[derive(Debug, Default)]
-pub(crate) struct Wanted {
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KallsymsWanted {
     /// Kernel offsets (relative to `_text`, or to `kernel_base` when the
     /// file has no `_text`).
     pub kernel_offsets: Vec<u64>,
@@ -38,18 +40,6 @@ pub(crate) struct Wanted {
     pub kernel_base: u64,
     /// Module name → absolute addresses.
     pub modules: HashMap<String, Vec<u64>>,
-}
-
-/// `[nf-conntrack]`, `/lib/modules/…/nf-conntrack.ko.zst`, `nf_conntrack` →
-/// `nf_conntrack` (the symbolizer's own normalisation).
-pub(crate) fn module_name(name: &str) -> String {
-    let base = name.rsplit('/').next().unwrap_or(name);
-    let base = base.trim_start_matches('[').trim_end_matches(']');
-    let base = [".ko.xz", ".ko.zst", ".ko.gz", ".ko"]
-        .iter()
-        .find_map(|suffix| base.strip_suffix(suffix))
-        .unwrap_or(base);
-    base.replace('-', "_")
 }
 
 /// A parsed line: address, type, name, module.
@@ -94,8 +84,8 @@ fn is_text(kind: u8) -> bool {
 }
 
 /// Where kallsyms text comes from.
-#[derive(Clone, Copy)]
-pub(crate) enum Source<'a> {
+#[derive(Clone, Copy, Debug)]
+pub enum KallsymsInput<'a> {
     /// A file, streamed (twice).
     File(&'a Path),
     /// Text already read (`/proc/kallsyms`, which is slow to generate, is
@@ -104,9 +94,9 @@ pub(crate) enum Source<'a> {
 }
 
 /// Calls `f` with each line (without its newline).
-fn for_each_line(src: Source<'_>, mut f: impl FnMut(&[u8])) -> io::Result<()> {
+fn for_each_line(src: KallsymsInput<'_>, mut f: impl FnMut(&[u8])) -> io::Result<()> {
     let path = match src {
-        Source::Bytes(mut rest) => {
+        KallsymsInput::Bytes(mut rest) => {
             while let Some(i) = memchr::memchr(b'\n', rest) {
                 f(&rest[..i]);
                 rest = &rest[i + 1..];
@@ -116,7 +106,7 @@ fn for_each_line(src: Source<'_>, mut f: impl FnMut(&[u8])) -> io::Result<()> {
             }
             return Ok(());
         }
-        Source::File(path) => path,
+        KallsymsInput::File(path) => path,
     };
     let mut r = BufReader::with_capacity(1 << 18, std::fs::File::open(path)?);
     let mut carry: Vec<u8> = Vec::new();
@@ -156,17 +146,25 @@ fn for_each_line(src: Source<'_>, mut f: impl FnMut(&[u8])) -> io::Result<()> {
     Ok(())
 }
 
-/// What [`trim`] found.
+/// What [`trim_kallsyms`] found.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Trimmed {
+pub enum TrimmedKallsyms {
     /// The lines needed.
     Text(String),
     /// Every address is zero (`kptr_restrict`): nothing to trim.
     Hidden,
 }
 
-/// The lines of kallsyms that `wanted` needs.
-pub(crate) fn trim(src: Source<'_>, wanted: &Wanted) -> io::Result<Trimmed> {
+/// The lines of kallsyms that `wanted` needs: handed to the symbolizer as
+/// [`crate::KallsymsSource::Text`], they name every wanted address as the
+/// whole file would.
+///
+/// # Errors
+/// The file cannot be opened or read.
+pub fn trim_kallsyms(
+    src: KallsymsInput<'_>,
+    wanted: &KallsymsWanted,
+) -> io::Result<TrimmedKallsyms> {
     // Pass 1: text-symbol starts per table, `_text`, and whether addresses
     // are hidden (all zero).
     let mut kernel_starts = Vec::new();
@@ -189,7 +187,7 @@ pub(crate) fn trim(src: Source<'_>, wanted: &Wanted) -> io::Result<Trimmed> {
                     }
                 }
                 Some(m) if is_text(kind) && !wanted.modules.is_empty() => {
-                    let m = module_name(&String::from_utf8_lossy(m));
+                    let m = normalize_module_name(&String::from_utf8_lossy(m));
                     if wanted.modules.contains_key(&m) {
                         module_starts.entry(m).or_default().push(addr);
                     }
@@ -199,7 +197,7 @@ pub(crate) fn trim(src: Source<'_>, wanted: &Wanted) -> io::Result<Trimmed> {
         }
     })?;
     if any && all_zero {
-        return Ok(Trimmed::Hidden);
+        return Ok(TrimmedKallsyms::Hidden);
     }
     let nearest = |starts: &mut Vec<u64>, addrs: &mut dyn Iterator<Item = u64>| {
         starts.sort_unstable();
@@ -232,15 +230,17 @@ pub(crate) fn trim(src: Source<'_>, wanted: &Wanted) -> io::Result<Trimmed> {
 
     // Pass 2: copy the lines at the kept starts. Most lines are rejected on
     // their address alone.
-    let mut addresses: FxHashSet<u64> = keep_kernel.iter().copied().collect();
+    let mut addresses: Vec<u64> = keep_kernel.iter().copied().collect();
     addresses.extend(text);
     addresses.extend(etext);
     for k in keep_modules.values() {
         addresses.extend(k);
     }
+    addresses.sort_unstable();
+    addresses.dedup();
     let mut out = String::new();
     for_each_line(src, |line| {
-        if !parse_addr(line).is_some_and(|(a, _)| addresses.contains(&a)) {
+        if !parse_addr(line).is_some_and(|(a, _)| addresses.binary_search(&a).is_ok()) {
             return;
         }
         if let Some((addr, kind, name, module)) = parse(line) {
@@ -254,7 +254,7 @@ pub(crate) fn trim(src: Source<'_>, wanted: &Wanted) -> io::Result<Trimmed> {
                     is_text(kind)
                         && !keep_modules.is_empty()
                         && keep_modules
-                            .get(&module_name(&String::from_utf8_lossy(m)))
+                            .get(&normalize_module_name(&String::from_utf8_lossy(m)))
                             .is_some_and(|k| k.contains(&addr))
                 }
             };
@@ -264,29 +264,7 @@ pub(crate) fn trim(src: Source<'_>, wanted: &Wanted) -> io::Result<Trimmed> {
             }
         }
     })?;
-    Ok(Trimmed::Text(out))
-}
-
-/// The GNU build-id in a sequence of ELF notes (`/sys/kernel/notes`).
-pub(crate) fn build_id_from_notes(mut notes: &[u8]) -> Option<Vec<u8>> {
-    const NT_GNU_BUILD_ID: u32 = 3;
-    let word = |b: &[u8], at: usize| -> Option<u32> {
-        Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
-    };
-    let align4 = |n: usize| (n + 3) & !3;
-    while notes.len() >= 12 {
-        let namesz = word(notes, 0)? as usize;
-        let descsz = word(notes, 4)? as usize;
-        let kind = word(notes, 8)?;
-        let desc_at = 12 + align4(namesz);
-        let name = notes.get(12..12 + namesz)?;
-        let desc = notes.get(desc_at..desc_at + descsz)?;
-        if kind == NT_GNU_BUILD_ID && name == b"GNU\0" {
-            return Some(desc.to_vec());
-        }
-        notes = notes.get(desc_at + align4(descsz)..)?;
-    }
-    None
+    Ok(TrimmedKallsyms::Text(out))
 }
 
 #[cfg(test)]
@@ -307,22 +285,22 @@ ffffffffc0400100 T fixture_mod_write\t[fixture_mod]
 ffffffffc0500000 t other_fn\t[other_mod]
 ";
 
-    fn trimmed(wanted: &Wanted) -> String {
+    fn trimmed(wanted: &KallsymsWanted) -> String {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("kallsyms");
         std::fs::write(&p, FIXTURE).unwrap();
-        let from_file = trim(Source::File(&p), wanted).unwrap();
-        let from_bytes = trim(Source::Bytes(FIXTURE.as_bytes()), wanted).unwrap();
+        let from_file = trim_kallsyms(KallsymsInput::File(&p), wanted).unwrap();
+        let from_bytes = trim_kallsyms(KallsymsInput::Bytes(FIXTURE.as_bytes()), wanted).unwrap();
         assert_eq!(from_file, from_bytes);
         match from_file {
-            Trimmed::Text(t) => t,
-            Trimmed::Hidden => panic!("hidden"),
+            TrimmedKallsyms::Text(t) => t,
+            TrimmedKallsyms::Hidden => panic!("hidden"),
         }
     }
 
     #[test]
     fn keeps_the_nearest_starts_with_their_aliases() {
-        let w = Wanted {
+        let w = KallsymsWanted {
             kernel_offsets: vec![0x60, 0x210, 0x410],
             kernel_base: 0xffff_ffff_a000_0000,
             modules: [("fixture_mod".to_owned(), vec![0xffff_ffff_c040_0110])].into(),
@@ -343,7 +321,7 @@ ffffffffc0400100 T fixture_mod_write\t[fixture_mod]
     #[test]
     fn a_relocated_kernel_is_looked_up_at_the_files_text() {
         // Recorded _text differs: the symbolizer uses the file's, so do we.
-        let w = Wanted {
+        let w = KallsymsWanted {
             kernel_offsets: vec![0x200],
             kernel_base: 0xffff_ffff_b000_0000,
             modules: HashMap::new(),
@@ -360,19 +338,49 @@ ffffffffc0400100 T fixture_mod_write\t[fixture_mod]
             "0000000000000000 T _text\n0000000000000000 T schedule\n",
         )
         .unwrap();
-        let w = Wanted {
+        let w = KallsymsWanted {
             kernel_offsets: vec![0x10],
             ..Default::default()
         };
-        assert_eq!(trim(Source::File(&p), &w).unwrap(), Trimmed::Hidden);
+        assert_eq!(
+            trim_kallsyms(KallsymsInput::File(&p), &w).unwrap(),
+            TrimmedKallsyms::Hidden
+        );
     }
 
     #[test]
-    fn module_names_normalise_like_the_symbolizer() {
-        assert_eq!(module_name("[nf-conntrack]"), "nf_conntrack");
-        assert_eq!(
-            module_name("/lib/modules/6.1/kernel/fs/ext4/ext4.ko.zst"),
-            "ext4"
-        );
+    fn the_parser_names_every_wanted_address_as_from_the_whole_file() {
+        use crate::kallsyms::Kallsyms;
+        use crate::table::SymbolTable;
+        let kernel_base = 0xffff_ffff_a000_0000;
+        let kernel_offsets: Vec<u64> = (0..0x1100).step_by(4).collect();
+        let module_addrs: Vec<u64> = (0xffff_ffff_c040_0000..0xffff_ffff_c040_0200)
+            .step_by(4)
+            .collect();
+        let w = KallsymsWanted {
+            kernel_offsets: kernel_offsets.clone(),
+            kernel_base,
+            modules: [("fixture_mod".to_owned(), module_addrs.clone())].into(),
+        };
+        let whole = Kallsyms::parse(FIXTURE);
+        let part = Kallsyms::parse(&trimmed(&w));
+        let name = |t: &SymbolTable, a: u64| t.lookup(a).map(|i| t.entry(i).name.to_string());
+        assert_eq!(whole.text, part.text);
+        let text = whole.text.unwrap();
+        for o in kernel_offsets {
+            let a = text + o;
+            assert_eq!(
+                name(&whole.kernel, a),
+                name(&part.kernel, a),
+                "kernel {a:#x}"
+            );
+        }
+        for a in module_addrs {
+            assert_eq!(
+                name(&whole.modules["fixture_mod"], a),
+                name(&part.modules["fixture_mod"], a),
+                "module {a:#x}"
+            );
+        }
     }
 }

@@ -1,0 +1,314 @@
+//! Decoding one chunk: the one loop over its samples and markers, generic
+//! over where the samples go ([`Sink`]). The flat and the call-graph passes
+//! are the same function monomorphized for [`FlatSink`] and [`StackSink`]
+//! (as the sync stage's `fn sample<const G: bool>`), so the flat pass never
+//! looks at a stack id and pays nothing for call graphs.
+
+use std::collections::BTreeMap;
+
+use profkit_eventlog::{ChunkRef, Cookie, CookieEntry, Event, Frame, SessionReader, StackTable};
+
+use super::{Aggregate, ChunkStat, CommMark, DecodeError, Key, KeyShape, StackKey, NO_STACK};
+use crate::hash::FxHashMap;
+use crate::spec::ProfileSpec;
+
+/// Where decoded samples are counted. Both sinks keep a one-entry cache in
+/// front of their map: consecutive samples of a hot loop often share their
+/// key.
+pub(super) trait Sink {
+    /// Counts one sample.
+    fn add(&mut self, key: Key, stack: Option<u32>);
+    /// Counts what the cache still holds.
+    fn flush(&mut self);
+}
+
+/// Counts per key; stacks are never looked at.
+pub(super) struct FlatSink<'a> {
+    pub counts: &'a mut FxHashMap<Key, u64>,
+    pub last: Option<(Key, u64)>,
+}
+
+impl Sink for FlatSink<'_> {
+    #[inline(always)]
+    fn add(&mut self, key: Key, _stack: Option<u32>) {
+        match &mut self.last {
+            Some((k, n)) if *k == key => *n += 1,
+            _ => {
+                if let Some((k, n)) = self.last.take() {
+                    *self.counts.entry(k).or_insert(0) += n;
+                }
+                self.last = Some((key, 1));
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some((k, n)) = self.last.take() {
+            *self.counts.entry(k).or_insert(0) += n;
+        }
+    }
+}
+
+/// Counts per (key, stack id), and the session's stack table.
+pub(super) struct StackSink<'a> {
+    pub counts: &'a mut FxHashMap<StackKey, u64>,
+    pub last: Option<(StackKey, u64)>,
+}
+
+impl Sink for StackSink<'_> {
+    #[inline(always)]
+    fn add(&mut self, key: Key, stack: Option<u32>) {
+        let key = (key, stack.unwrap_or(NO_STACK));
+        match &mut self.last {
+            Some((k, n)) if *k == key => *n += 1,
+            _ => {
+                if let Some((k, n)) = self.last.take() {
+                    *self.counts.entry(k).or_insert(0) += n;
+                }
+                self.last = Some((key, 1));
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some((k, n)) = self.last.take() {
+            *self.counts.entry(k).or_insert(0) += n;
+        }
+    }
+}
+
+/// Where `StackDef` markers go: the session's stack table, or nowhere
+/// (`()`, the flat pass).
+pub(super) trait StackDefs {
+    /// One stack definition.
+    fn define(&mut self, id: u32, frames: Vec<Frame>);
+}
+
+impl StackDefs for StackTable {
+    fn define(&mut self, id: u32, frames: Vec<Frame>) {
+        self.insert(id, frames);
+    }
+}
+
+impl StackDefs for () {
+    #[inline(always)]
+    fn define(&mut self, _id: u32, _frames: Vec<Frame>) {}
+}
+
+/// Counts per CPU in a small vector indexed by CPU (CPU numbers are
+/// small); forged huge numbers go to a side map instead of a huge vector.
+#[derive(Default)]
+struct CpuCounts {
+    dense: Vec<u64>,
+    sparse: BTreeMap<u32, u64>,
+}
+
+impl CpuCounts {
+    const DENSE_MAX: u32 = 1 << 14;
+
+    #[inline]
+    fn add(&mut self, cpu: u32, n: u64) {
+        if cpu < Self::DENSE_MAX {
+            let i = cpu as usize;
+            if i >= self.dense.len() {
+                self.dense.resize(i + 1, 0);
+            }
+            self.dense[i] += n;
+        } else {
+            *self.sparse.entry(cpu).or_insert(0) += n;
+        }
+    }
+
+    fn into_pairs(self) -> Vec<(u32, u64)> {
+        let mut v: Vec<(u32, u64)> = self
+            .dense
+            .into_iter()
+            .enumerate()
+            .filter(|&(_, n)| n > 0)
+            .map(|(c, n)| (c as u32, n))
+            .collect();
+        v.extend(self.sparse);
+        v
+    }
+}
+
+/// What one chunk gave besides its samples.
+struct Marks {
+    read: CpuCounts,
+    kept: CpuCounts,
+    lost: CpuCounts,
+    cookies: Vec<CookieEntry>,
+    comms: Vec<CommMark>,
+    maps: Vec<(u32, u32, Cookie)>,
+    result: profkit_eventlog::Result<u64>,
+}
+
+/// One chunk of session `sess`, decoded into `acc`.
+pub(super) fn decode_chunk(
+    acc: &mut Aggregate,
+    sess: u32,
+    reader: &SessionReader,
+    chunk: &ChunkRef,
+    shape: KeyShape,
+    spec: &ProfileSpec,
+    filter_task: bool,
+) {
+    let marks = if shape.stacks {
+        let mut table = acc.stack_tables.remove(&sess).unwrap_or_default();
+        let mut sink = StackSink {
+            counts: &mut acc.stack_counts,
+            last: None,
+        };
+        let marks = decode_into(
+            &mut sink,
+            &mut table,
+            sess,
+            reader,
+            chunk,
+            shape,
+            spec,
+            filter_task,
+        );
+        acc.stack_tables.insert(sess, table);
+        marks
+    } else {
+        let mut sink = FlatSink {
+            counts: &mut acc.counts,
+            last: None,
+        };
+        decode_into(
+            &mut sink,
+            &mut (),
+            sess,
+            reader,
+            chunk,
+            shape,
+            spec,
+            filter_task,
+        )
+    };
+    acc.add_marks(marks, sess, chunk);
+}
+
+/// The decode loop, monomorphized per sink.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn decode_into<S: Sink, D: StackDefs>(
+    sink: &mut S,
+    defs: &mut D,
+    sess: u32,
+    reader: &SessionReader,
+    chunk: &ChunkRef,
+    shape: KeyShape,
+    spec: &ProfileSpec,
+    filter_task: bool,
+) -> Marks {
+    let mut read = CpuCounts::default();
+    let mut kept = CpuCounts::default();
+    let mut lost = CpuCounts::default();
+    let mut seq = 0u32;
+    let mut cookies = Vec::new();
+    let mut comms = Vec::new();
+    let mut maps = Vec::new();
+    let result = reader.for_each_sample(
+        chunk,
+        |s| {
+            read.add(s.cpu, 1);
+            if filter_task && !spec.wants_task(s.cpu, s.pid, s.tid) {
+                return;
+            }
+            kept.add(s.cpu, 1);
+            let key = Key {
+                sess,
+                cpu: if shape.cpu { s.cpu } else { 0 },
+                pid: if shape.pid { s.pid } else { 0 },
+                tid: if shape.tid { s.tid } else { 0 },
+                cookie: s.cookie,
+                offset: if shape.offset { s.offset } else { 0 },
+            };
+            sink.add(key, s.stack);
+        },
+        |m| match m {
+            Event::CookieDef(e) => cookies.push(e),
+            Event::Comm {
+                pid,
+                tid,
+                comm,
+                exec,
+            } => {
+                seq += 1;
+                comms.push(CommMark {
+                    sess,
+                    chunk: chunk.index,
+                    seq,
+                    pid,
+                    tid,
+                    exec,
+                    comm,
+                });
+            }
+            Event::ModuleLoad {
+                cookie,
+                pid: Some(pid),
+                ..
+            } => maps.push((sess, pid, cookie)),
+            Event::Lost { cpu, count, .. } => lost.add(cpu, count),
+            Event::StackDef { id, frames } => defs.define(id, frames),
+            _ => {}
+        },
+    );
+    sink.flush();
+    Marks {
+        read,
+        kept,
+        lost,
+        cookies,
+        comms,
+        maps,
+        result,
+    }
+}
+
+impl Aggregate {
+    /// Adds what a chunk gave besides its samples; a cookie's first
+    /// definition (in file order) wins.
+    fn add_marks(&mut self, m: Marks, sess: u32, chunk: &ChunkRef) {
+        let Marks {
+            read,
+            kept,
+            lost,
+            cookies,
+            mut comms,
+            mut maps,
+            result,
+        } = m;
+        for e in cookies {
+            match self.cookies.get(&e.cookie) {
+                Some(&(_, s0, i0)) if (s0, i0) <= (sess, chunk.index) => {}
+                _ => {
+                    self.cookies.insert(e.cookie, (e, sess, chunk.index));
+                }
+            }
+        }
+        self.comms.append(&mut comms);
+        self.maps.append(&mut maps);
+        let read = read.into_pairs();
+        if let Err(e) = result {
+            self.errors.push(DecodeError {
+                sess,
+                index: chunk.index,
+                offset: chunk.offset,
+                samples_before: read.iter().map(|&(_, n)| n).sum(),
+                message: e.to_string(),
+            });
+        }
+        self.chunks.push(ChunkStat {
+            sess,
+            round: chunk.round,
+            time: chunk.time,
+            read,
+            kept: kept.into_pairs(),
+            lost: lost.into_pairs(),
+        });
+    }
+}

@@ -1,0 +1,196 @@
+//! Aggregation: the parallel pass over every valid chunk of the opened
+//! sessions. Each chunk is decoded on a rayon worker into per-worker hash
+//! maps keyed by (cookie, offset) and whatever the report separates by
+//! ([`KeyShape`]); the maps are then merged (rayon `fold`/`reduce`).
+//! Markers (cookie definitions, thread names, mappings, losses, stack
+//! definitions) are collected on the side with their chunk index, so file
+//! order can be restored after the parallel pass. The decode loop itself is
+//! in `decode.rs`; the header and timeline read from an [`Aggregate`] in
+//! `summary.rs`.
+
+mod decode;
+pub(crate) mod summary;
+
+use std::collections::BTreeMap;
+
+use profkit_eventlog::{ChunkRef, Cookie, CookieEntry, SessionReader, StackTable};
+use rayon::prelude::*;
+
+use crate::hash::FxHashMap;
+use crate::session::Session;
+use crate::spec::ProfileSpec;
+use crate::Progress;
+use decode::decode_chunk;
+
+/// Which sample fields the aggregation keeps (the others are zeroed, so
+/// the maps stay as small as the report allows).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct KeyShape {
+    pub offset: bool,
+    pub pid: bool,
+    pub tid: bool,
+    pub cpu: bool,
+    /// Keep each sample's stack id (call graphs): samples go to
+    /// [`Aggregate::stack_counts`] instead of [`Aggregate::counts`], and
+    /// the `StackDef` markers to [`Aggregate::stack_tables`].
+    pub stacks: bool,
+}
+
+/// "No stack" in a [`StackKey`]: the sample had no caller frame.
+pub(crate) const NO_STACK: u32 = u32::MAX;
+
+/// An aggregation key with call graphs: the sample's key and its stack id
+/// (session-wide within `key.sess`), or [`NO_STACK`].
+pub(crate) type StackKey = (Key, u32);
+
+/// An aggregation key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Key {
+    pub sess: u32,
+    pub cpu: u32,
+    pub pid: u32,
+    pub tid: u32,
+    pub cookie: Cookie,
+    pub offset: u64,
+}
+
+/// Per-chunk figures, for the timeline and for losses when there is no
+/// footer.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ChunkStat {
+    pub sess: u32,
+    pub round: u64,
+    pub time: u64,
+    /// (cpu, samples read) for every sample decoded.
+    pub read: Vec<(u32, u64)>,
+    /// (cpu, samples kept) for samples that passed the CPU/task spec.
+    pub kept: Vec<(u32, u64)>,
+    /// (cpu, samples lost) from Lost markers.
+    pub lost: Vec<(u32, u64)>,
+}
+
+/// A chunk whose frame checked but whose payload could not be decoded to
+/// the end (a writer bug or a forged file).
+#[derive(Clone, Debug)]
+pub(crate) struct DecodeError {
+    pub sess: u32,
+    pub index: u64,
+    pub offset: u64,
+    pub samples_before: u64,
+    pub message: String,
+}
+
+/// A thread name, with where it was found.
+#[derive(Clone, Debug)]
+pub(crate) struct CommMark {
+    pub sess: u32,
+    pub chunk: u64,
+    pub seq: u32,
+    pub pid: u32,
+    pub tid: u32,
+    pub exec: bool,
+    pub comm: String,
+}
+
+/// What the parallel pass produces.
+#[derive(Default)]
+pub(crate) struct Aggregate {
+    pub counts: FxHashMap<Key, u64>,
+    /// With [`KeyShape::stacks`]: counts per (key, stack id). `counts` is
+    /// derived from it after the parallel pass ([`Aggregate::fold_stacks`]).
+    pub stack_counts: FxHashMap<StackKey, u64>,
+    /// With [`KeyShape::stacks`]: each session's stack table.
+    pub stack_tables: BTreeMap<u32, StackTable>,
+    /// Cookie → (entry, session, chunk index) of its first definition.
+    pub cookies: FxHashMap<Cookie, (CookieEntry, u32, u64)>,
+    pub comms: Vec<CommMark>,
+    /// (session, pid, cookie) of every user mapping announced.
+    pub maps: Vec<(u32, u32, Cookie)>,
+    pub chunks: Vec<ChunkStat>,
+    pub errors: Vec<DecodeError>,
+}
+
+impl Aggregate {
+    fn merge(mut self, mut other: Aggregate) -> Aggregate {
+        if other.counts.len() > self.counts.len() {
+            std::mem::swap(&mut self.counts, &mut other.counts);
+        }
+        self.counts.reserve(other.counts.len());
+        for (k, v) in other.counts {
+            *self.counts.entry(k).or_insert(0) += v;
+        }
+        if other.stack_counts.len() > self.stack_counts.len() {
+            std::mem::swap(&mut self.stack_counts, &mut other.stack_counts);
+        }
+        self.stack_counts.reserve(other.stack_counts.len());
+        for (k, v) in other.stack_counts {
+            *self.stack_counts.entry(k).or_insert(0) += v;
+        }
+        for (sess, table) in other.stack_tables {
+            match self.stack_tables.get_mut(&sess) {
+                Some(t) => t.merge(table),
+                None => {
+                    self.stack_tables.insert(sess, table);
+                }
+            }
+        }
+        for (c, (e, s, i)) in other.cookies {
+            match self.cookies.get(&c) {
+                Some(&(_, s0, i0)) if (s0, i0) <= (s, i) => {}
+                _ => {
+                    self.cookies.insert(c, (e, s, i));
+                }
+            }
+        }
+        self.comms.append(&mut other.comms);
+        self.maps.append(&mut other.maps);
+        self.chunks.append(&mut other.chunks);
+        self.errors.append(&mut other.errors);
+        self
+    }
+
+    /// Fills `counts` from `stack_counts` (the flat view of a call-graph
+    /// aggregation), so everything that does not look at stacks works the
+    /// same either way.
+    pub fn fold_stacks(&mut self) {
+        let mut counts = FxHashMap::default();
+        counts.reserve(self.stack_counts.len());
+        for (&(k, _), &n) in &self.stack_counts {
+            *counts.entry(k).or_insert(0) += n;
+        }
+        self.counts = counts;
+    }
+}
+
+/// Decodes every valid chunk of every session in parallel and aggregates.
+pub(crate) fn aggregate(
+    sessions: &[Session],
+    shape: KeyShape,
+    spec: &ProfileSpec,
+    progress: &dyn Progress,
+) -> Aggregate {
+    let work: Vec<(u32, &SessionReader, &ChunkRef)> = sessions
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| {
+            s.reader()
+                .chunks()
+                .iter()
+                .map(move |c| (i as u32, s.reader(), c))
+        })
+        .collect();
+    progress.start("decoding chunks", work.len() as u64);
+    let filter_task = !(spec.cpus.is_empty() && spec.tgids.is_empty() && spec.tids.is_empty());
+    // Few, large accumulators: each one's map is merged into another at the
+    // end, and with high-cardinality keys (a million distinct offsets)
+    // merging costs as much as filling.
+    let min_len = work.len() / (4 * rayon::current_num_threads()).max(1);
+    work.par_iter()
+        .with_min_len(min_len.max(1))
+        .fold(Aggregate::default, |mut acc, &(sess, reader, chunk)| {
+            decode_chunk(&mut acc, sess, reader, chunk, shape, spec, filter_task);
+            progress.advance(1);
+            acc
+        })
+        .reduce(Aggregate::default, Aggregate::merge)
+}

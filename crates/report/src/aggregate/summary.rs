@@ -1,0 +1,304 @@
+//! What the parallel pass says about the sessions themselves, before any
+//! naming: the report [`Header`] (sessions and their state, event and rate,
+//! time span, loss per CPU from the footer's accounting or else the Lost
+//! markers, unreadable chunks with their warnings) and the `--timeline`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::Aggregate;
+use crate::model::{
+    BadChunkInfo, CpuLoss, Header, SessionInfo, SessionTimeline, Timeline, TimelineLine,
+};
+use crate::session::{Liveness, Session};
+use crate::spec::ProfileSpec;
+
+/// `n` in percent of `of` (0 when `of` is 0).
+pub(crate) fn percent(n: u64, of: u64) -> f64 {
+    if of == 0 {
+        0.0
+    } else {
+        n as f64 * 100.0 / of as f64
+    }
+}
+
+/// [`percent`] per column.
+pub(crate) fn percents(samples: &[u64], denom: &[u64]) -> Vec<f64> {
+    samples
+        .iter()
+        .zip(denom)
+        .map(|(&n, &d)| percent(n, d))
+        .collect()
+}
+
+/// The header, and the samples read per CPU (the global denominators).
+pub(crate) fn header(
+    sessions: &[Session],
+    agg: &Aggregate,
+    warnings: &mut Vec<String>,
+) -> (Header, BTreeMap<u32, u64>) {
+    let mut infos = Vec::new();
+    let mut bad = Vec::new();
+    let mut read_per_cpu: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut cpus: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    let mut start = u64::MAX;
+    let mut end = 0u64;
+    let mut unreadable = Some(0u64);
+    let (mut with_footer, mut without_footer) = (0, 0);
+    let mut problems = false;
+    for (i, s) in sessions.iter().enumerate() {
+        let r = s.reader();
+        let h = r.header();
+        let path = r.path().display().to_string();
+        let stats = agg.chunks.iter().filter(|c| c.sess == i as u32);
+        let mut read_here: BTreeMap<u32, u64> = BTreeMap::new();
+        let mut lost_here: BTreeMap<u32, u64> = BTreeMap::new();
+        let mut last_time = h.start_monotonic_ns;
+        for c in stats {
+            for &(cpu, n) in &c.read {
+                *read_here.entry(cpu).or_insert(0) += n;
+            }
+            for &(cpu, n) in &c.lost {
+                *lost_here.entry(cpu).or_insert(0) += n;
+            }
+            last_time = last_time.max(c.time);
+        }
+        for (&cpu, &n) in &read_here {
+            *read_per_cpu.entry(cpu).or_insert(0) += n;
+        }
+        let read_total: u64 = read_here.values().sum();
+        let errors: Vec<_> = agg.errors.iter().filter(|e| e.sess == i as u32).collect();
+        let end_mono = match r.footer() {
+            Some(f) => {
+                with_footer += 1;
+                for a in &f.accounting {
+                    let e = cpus.entry(a.cpu).or_insert((0, 0));
+                    e.0 += a.samples_written;
+                    e.1 += a.lost_total();
+                }
+                let written: u64 = f.accounting.iter().map(|a| a.samples_written).sum();
+                if let Some(u) = unreadable.as_mut() {
+                    *u += written.saturating_sub(read_total);
+                }
+                f.end_monotonic_ns.max(last_time)
+            }
+            None => {
+                without_footer += 1;
+                for (&cpu, &n) in &read_here {
+                    cpus.entry(cpu).or_insert((0, 0)).0 += n;
+                }
+                for (&cpu, &n) in &lost_here {
+                    cpus.entry(cpu).or_insert((0, 0)).1 += n;
+                }
+                let running = s.liveness() == Liveness::Running;
+                let missing = r
+                    .bad_chunks()
+                    .iter()
+                    .any(|b| !(b.is_torn_tail() && running));
+                if missing || !errors.is_empty() {
+                    unreadable = None;
+                }
+                last_time
+            }
+        };
+        for &cpu in &h.cpus {
+            cpus.entry(cpu).or_insert((0, 0));
+        }
+        start = start.min(h.start_time_unix_ns);
+        end = end.max(
+            h.start_time_unix_ns
+                .saturating_add(end_mono.saturating_sub(h.start_monotonic_ns)),
+        );
+        let running = s.liveness() == Liveness::Running;
+        let state = match (r.footer(), s.liveness()) {
+            (Some(_), _) => "stopped".to_owned(),
+            (None, Liveness::Running) => format!(
+                "running: reading the {} complete chunks so far",
+                r.chunks().len()
+            ),
+            (None, Liveness::NotRunning) => {
+                "not stopped cleanly: no footer, the recorder was killed or crashed".to_owned()
+            }
+            (None, Liveness::Unknown) => {
+                "no footer: still running, or the recorder was killed".to_owned()
+            }
+        };
+        for b in r.bad_chunks() {
+            let torn = b.is_torn_tail();
+            bad.push(BadChunkInfo {
+                session: path.clone(),
+                index: b.index,
+                offset: b.offset,
+                len: b.len,
+                reason: b.reason.to_string(),
+                torn,
+            });
+            if torn && running {
+                continue; // a chunk being written: expected, not a problem
+            }
+            problems = true;
+            let what = if torn {
+                "torn chunk (the recorder stopped while writing it); not read"
+            } else {
+                "unreadable; skipped"
+            };
+            warnings.push(format!("{path}: {b}: {what}"));
+        }
+        for e in errors {
+            problems = true;
+            bad.push(BadChunkInfo {
+                session: path.clone(),
+                index: e.index,
+                offset: e.offset,
+                len: 0,
+                reason: format!(
+                    "decoding stopped ({}); {} samples before it were read",
+                    e.message, e.samples_before
+                ),
+                torn: false,
+            });
+            warnings.push(format!(
+                "{path}: chunk {} at byte {}: decoding stopped: {}; the {} samples before the \
+                 bad byte are reported, the rest of the chunk is skipped",
+                e.index, e.offset, e.message, e.samples_before
+            ));
+        }
+        infos.push(SessionInfo {
+            path,
+            state,
+            target: h.target.clone(),
+            host: h.host.clone(),
+            chunks: r.chunks().len() as u64,
+            rounds: r.footer().map(|f| f.rounds),
+        });
+    }
+    bad.sort_by(|a, b| (&a.session, a.index).cmp(&(&b.session, b.index)));
+    let samples_read: u64 = read_per_cpu.values().sum();
+    if problems {
+        match unreadable {
+            Some(n) if n > 0 => warnings.push(format!(
+                "{n} samples are in unreadable chunks and not in this report (footer counts \
+                 minus samples read)"
+            )),
+            None => warnings.push(
+                "an unknown number of samples are in unreadable chunks (the session has no \
+                 footer to count them)"
+                    .to_owned(),
+            ),
+            _ => {}
+        }
+    }
+    let cpus: Vec<CpuLoss> = cpus
+        .into_iter()
+        .map(|(cpu, (samples, lost))| CpuLoss {
+            cpu,
+            samples,
+            lost,
+            percent: percent(lost, samples + lost),
+        })
+        .collect();
+    let lost_total: u64 = cpus.iter().map(|c| c.lost).sum();
+    let all: u64 = cpus.iter().map(|c| c.samples).sum::<u64>() + lost_total;
+    let first = sessions.first().map(|s| s.reader().header());
+    let header = Header {
+        sessions: infos,
+        event: first.map(|h| h.event.name.clone()).unwrap_or_default(),
+        frequency: first.and_then(|h| h.event.frequency),
+        period: first.and_then(|h| h.event.period),
+        start_unix_ns: if start == u64::MAX { 0 } else { start },
+        duration_ns: end.saturating_sub(start),
+        samples_read,
+        total_samples: 0,
+        samples_unreadable: unreadable,
+        cpus,
+        lost_total,
+        lost_percent: percent(lost_total, all),
+        lost_source: match (with_footer, without_footer) {
+            (_, 0) => "footer",
+            (0, _) => "markers",
+            _ => "footer and markers",
+        }
+        .to_owned(),
+        bad_chunks: bad,
+    };
+    (header, read_per_cpu)
+}
+
+/// Samples and losses per CPU per `per` rounds (`--timeline`).
+pub(crate) fn timeline(
+    sessions: &[Session],
+    agg: &Aggregate,
+    per: u32,
+    spec: &ProfileSpec,
+) -> Timeline {
+    let mut cpus: BTreeSet<u32> = sessions
+        .iter()
+        .flat_map(|s| s.reader().header().cpus.iter().copied())
+        .collect();
+    for c in &agg.chunks {
+        cpus.extend(c.read.iter().map(|&(cpu, _)| cpu));
+        cpus.extend(c.lost.iter().map(|&(cpu, _)| cpu));
+    }
+    if !spec.cpus.is_empty() {
+        cpus.retain(|c| spec.cpus.contains(c));
+    }
+    let cpus: Vec<u32> = cpus.into_iter().collect();
+    let idx: HashMap<u32, usize> = cpus.iter().enumerate().map(|(i, &c)| (c, i)).collect();
+    let mut out = Vec::new();
+    for (i, s) in sessions.iter().enumerate() {
+        let start = s.reader().header().start_monotonic_ns;
+        let mut lines: BTreeMap<u64, TimelineLine> = BTreeMap::new();
+        let per = u64::from(per);
+        let new_line = |bucket: u64| TimelineLine {
+            first_round: bucket * per,
+            last_round: bucket * per + per - 1,
+            time_s: 0.0,
+            samples: vec![0; cpus.len()],
+            lost: vec![0; cpus.len()],
+            unreadable_chunks: Vec::new(),
+        };
+        let mut seen_last: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut chunks: Vec<_> = agg.chunks.iter().filter(|c| c.sess == i as u32).collect();
+        chunks.sort_by_key(|c| c.round);
+        for c in chunks {
+            let line = lines
+                .entry(c.round / per)
+                .or_insert_with(|| new_line(c.round / per));
+            line.time_s = line.time_s.max(c.time.saturating_sub(start) as f64 / 1e9);
+            let last = seen_last.entry(c.round / per).or_insert(c.round);
+            *last = (*last).max(c.round);
+            for &(cpu, n) in &c.kept {
+                if let Some(&j) = idx.get(&cpu) {
+                    line.samples[j] += n;
+                }
+            }
+            for &(cpu, n) in &c.lost {
+                if let Some(&j) = idx.get(&cpu) {
+                    line.lost[j] += n;
+                }
+            }
+        }
+        for b in s.reader().bad_chunks() {
+            if let profkit_eventlog::BadReason::PayloadCrc { round, .. } = b.reason {
+                lines
+                    .entry(round / per)
+                    .or_insert_with(|| new_line(round / per))
+                    .unreadable_chunks
+                    .push(b.index);
+                let last = seen_last.entry(round / per).or_insert(round);
+                *last = (*last).max(round);
+            }
+        }
+        for (bucket, line) in lines.iter_mut() {
+            line.last_round = seen_last.get(bucket).copied().unwrap_or(line.first_round);
+        }
+        out.push(SessionTimeline {
+            session: s.reader().path().display().to_string(),
+            lines: lines.into_values().collect(),
+        });
+    }
+    Timeline {
+        rounds_per_line: per,
+        cpus,
+        sessions: out,
+    }
+}

@@ -1,0 +1,348 @@
+//! From sessions to a [`Report`], in named steps: check the sessions can be
+//! merged, plan what the aggregation keeps ([`plan`]), aggregate in
+//! parallel, summarize (header, or the timeline), name (thread names,
+//! binaries, applications, symbols), group samples into rows
+//! ([`rows::Placer`]), build the stacks and inclusive samples when asked,
+//! then percentages, rows, sort and cut ([`rows`]).
+
+mod rows;
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+
+use profkit_eventlog::Cookie;
+
+use crate::aggregate::summary::{header, timeline};
+use crate::aggregate::{aggregate, Aggregate, KeyShape};
+use crate::callgraph;
+use crate::error::{Error, Result};
+use crate::hash::FxHashMap;
+use crate::model::*;
+use crate::naming::apps::{find_apps, Comms, Images};
+use crate::naming::symbolize::{symbolize, Resolved};
+use crate::options::{ReportOptions, SymbolSources};
+use crate::session::{check_merge, Session};
+use crate::Progress;
+use rows::{sort_and_cut, Placer, RowKey, RowMaker};
+
+/// Builds a report over one session, or several merged.
+///
+/// # Errors
+/// [`Error::MergeMismatch`] when merged sessions sampled different events;
+/// [`Error::Conflict`] when call-graph output is combined with a
+/// separation it cannot show; [`Error::Symbols`] when a symbol source
+/// option is unusable.
+pub fn build_report(
+    sessions: &[Session],
+    opts: &ReportOptions,
+    sources: &SymbolSources,
+    progress: &dyn Progress,
+) -> Result<Report> {
+    let mut warnings = Vec::new();
+    check_merge(sessions, &mut warnings)?;
+    let plan = plan(opts)?;
+    let opts = &*plan.opts;
+    let mut agg = aggregate(sessions, plan.shape, &opts.spec, progress);
+    if plan.with_stacks {
+        agg.fold_stacks();
+    }
+    let (mut header, read_per_cpu) = header(sessions, &agg, &mut warnings);
+    if let Some(per) = opts.timeline {
+        return Ok(timeline_report(
+            sessions, &agg, per, opts, header, warnings, progress,
+        ));
+    }
+
+    // Naming.
+    let comms = Comms::new(&agg);
+    let images = Images::new(&agg, opts.long_filenames, &mut warnings);
+    let apps = if plan.needs_pid {
+        find_apps(&agg, &comms)
+    } else {
+        FxHashMap::default()
+    };
+    let symbols = if opts.symbols {
+        symbolize(sessions, &agg, opts, sources, progress, &mut warnings)?
+    } else {
+        FxHashMap::default()
+    };
+
+    // Rows before names.
+    let (columns, col_of) = columns(sessions, &agg, opts);
+    let ncols = columns.len();
+    let placer = Placer {
+        opts,
+        images: &images,
+        apps: &apps,
+        symbols: &symbols,
+        col_of: &col_of,
+    };
+    let mut grouped: FxHashMap<RowKey, Vec<u64>> = FxHashMap::default();
+    for (k, &n) in &agg.counts {
+        if let Some((key, col)) = placer.place(k) {
+            grouped.entry(key).or_insert_with(|| vec![0; ncols])[col] += n;
+        }
+    }
+
+    // Call stacks: symbolized once per distinct location, then merged.
+    let stack_data = plan.with_stacks.then(|| {
+        stacks(
+            &agg,
+            opts,
+            &symbols,
+            &images,
+            &comms,
+            &placer,
+            &mut warnings,
+        )
+    });
+    // With --children, functions seen only as callers get rows too.
+    let inclusive = match (&stack_data, opts.children) {
+        (Some(st), true) => Some(inclusive_rows(st, opts, &images, &mut grouped, ncols)),
+        _ => None,
+    };
+
+    // Denominators.
+    let local: Vec<u64> = (0..ncols)
+        .map(|c| grouped.values().map(|v| v[c]).sum())
+        .collect();
+    let global: Vec<u64> = columns
+        .iter()
+        .map(|c| match c {
+            Column::All => read_per_cpu.values().sum(),
+            Column::Cpu(cpu) => read_per_cpu.get(cpu).copied().unwrap_or(0),
+        })
+        .collect();
+    let denom = if opts.global_percent { &global } else { &local };
+    let total_samples: u64 = local.iter().sum();
+
+    let columns_shown = shown_columns(opts, inclusive.is_some());
+    let maker = RowMaker {
+        opts,
+        shown: columns_shown,
+        images: &images,
+        comms: &comms,
+        symbols: &symbols,
+        inclusive: inclusive.as_ref(),
+        ncols,
+    };
+    let mut rows = maker.rows(grouped, denom);
+    let mut below = 0usize;
+    sort_and_cut(&mut rows, opts, columns_shown.inclusive, &mut below);
+    let callgraph = match (&stack_data, opts.callgraph) {
+        (Some(st), true) => Some(callgraph::call_graph(
+            st,
+            total_samples,
+            opts.threshold,
+            opts.children,
+        )),
+        _ => None,
+    };
+    progress.finish();
+    header.total_samples = total_samples;
+    Ok(Report {
+        header,
+        columns,
+        shown: columns_shown,
+        rows,
+        rows_below_threshold: below,
+        timeline: None,
+        warnings,
+        callgraph,
+        stacks: if opts.stacks {
+            stack_data.map(|s| s.stacks)
+        } else {
+            None
+        },
+    })
+}
+
+/// What the aggregation must keep for `opts`.
+struct Plan<'a> {
+    /// The options, with `symbols` set when stacks imply it.
+    opts: Cow<'a, ReportOptions>,
+    shape: KeyShape,
+    with_stacks: bool,
+    /// Samples must keep their process (applications, threads).
+    needs_pid: bool,
+}
+
+/// Checks the options go together and decides the aggregation key.
+fn plan(opts: &ReportOptions) -> Result<Plan<'_>> {
+    let with_stacks = opts.wants_stacks() && opts.timeline.is_none();
+    if with_stacks && (opts.children || opts.callgraph) {
+        let sep = opts.separate;
+        if sep.thread || sep.by_app() || opts.app_column {
+            return Err(Error::Conflict(
+                "--callgraph and --children work per function: they cannot be combined with \
+                 --separate=thread, lib or kernel, or --app (use --separate=cpu, or a tgid:/tid: \
+                 spec to look at one process)"
+                    .to_owned(),
+            ));
+        }
+    }
+    let opts = if with_stacks && !opts.symbols {
+        Cow::Owned(ReportOptions {
+            symbols: true,
+            ..opts.clone()
+        })
+    } else {
+        Cow::Borrowed(opts)
+    };
+    let sep = opts.separate;
+    let needs_pid = sep.by_app() || opts.app_column || opts.exclude_dependent || sep.thread;
+    let shape = if opts.timeline.is_some() {
+        KeyShape::default()
+    } else {
+        KeyShape {
+            offset: opts.symbols,
+            pid: needs_pid || with_stacks,
+            tid: sep.thread,
+            cpu: sep.cpu,
+            stacks: with_stacks,
+        }
+    };
+    Ok(Plan {
+        opts,
+        shape,
+        with_stacks,
+        needs_pid,
+    })
+}
+
+/// A `--timeline` report: the header and the timeline, no rows.
+fn timeline_report(
+    sessions: &[Session],
+    agg: &Aggregate,
+    per: u32,
+    opts: &ReportOptions,
+    mut header: Header,
+    warnings: Vec<String>,
+    progress: &dyn Progress,
+) -> Report {
+    let timeline = timeline(sessions, agg, per.max(1), &opts.spec);
+    header.total_samples = agg
+        .chunks
+        .iter()
+        .flat_map(|c| c.kept.iter().map(|&(_, n)| n))
+        .sum();
+    progress.finish();
+    Report {
+        header,
+        columns: vec![Column::All],
+        shown: ShownColumns::default(),
+        rows: Vec::new(),
+        rows_below_threshold: 0,
+        timeline: Some(timeline),
+        warnings,
+        callgraph: None,
+        stacks: None,
+    }
+}
+
+/// The sample columns (one per CPU with `--separate=cpu`), and each CPU's
+/// column index.
+fn columns(
+    sessions: &[Session],
+    agg: &Aggregate,
+    opts: &ReportOptions,
+) -> (Vec<Column>, FxHashMap<u32, usize>) {
+    let columns: Vec<Column> = if opts.separate.cpu {
+        let mut cpus: BTreeSet<u32> = sessions
+            .iter()
+            .flat_map(|s| s.reader().header().cpus.iter().copied())
+            .collect();
+        cpus.extend(agg.counts.keys().map(|k| k.cpu));
+        if !opts.spec.cpus.is_empty() {
+            cpus.retain(|c| opts.spec.cpus.contains(c));
+        }
+        cpus.into_iter().map(Column::Cpu).collect()
+    } else {
+        vec![Column::All]
+    };
+    let col_of = columns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| match c {
+            Column::Cpu(cpu) => Some((*cpu, i)),
+            Column::All => None,
+        })
+        .collect();
+    (columns, col_of)
+}
+
+/// The symbolized stacks (and a warning when the session has none but the
+/// output needs them).
+fn stacks(
+    agg: &Aggregate,
+    opts: &ReportOptions,
+    symbols: &FxHashMap<Cookie, Resolved>,
+    images: &Images<'_>,
+    comms: &Comms,
+    placer: &Placer<'_>,
+    warnings: &mut Vec<String>,
+) -> callgraph::Built {
+    if agg.stack_tables.values().all(|t| t.is_empty()) && (opts.callgraph || opts.children) {
+        warnings.push(
+            "no call stacks in this session: record with `profctl record -g` (or `start -g`) \
+             to see callers, callees and inclusive samples; only the sampled functions are \
+             shown"
+                .to_owned(),
+        );
+    }
+    callgraph::build_stacks(
+        agg,
+        symbols,
+        images,
+        comms,
+        |k| placer.place(k).map(|(_, col)| col),
+        opts.separate.thread,
+        warnings,
+    )
+}
+
+/// Inclusive samples per function row (`--children`); functions seen only
+/// as callers get an (empty) self row in `grouped`.
+fn inclusive_rows(
+    st: &callgraph::Built,
+    opts: &ReportOptions,
+    images: &Images<'_>,
+    grouped: &mut FxHashMap<RowKey, Vec<u64>>,
+    ncols: usize,
+) -> FxHashMap<RowKey, Vec<u64>> {
+    let incl = callgraph::inclusive(st, ncols);
+    let filtered = !opts.spec.images.is_empty() || !opts.spec.exclude_images.is_empty();
+    let mut out = FxHashMap::default();
+    for (f, v) in incl {
+        let (cookie, sym) = st.keys[f as usize];
+        let key = RowKey {
+            sess: 0,
+            tgid: 0,
+            tid: 0,
+            app: 0,
+            has_app: false,
+            image: cookie,
+            sym,
+        };
+        if filtered && !opts.spec.wants_image(&images.match_path(cookie), None) {
+            continue;
+        }
+        grouped.entry(key).or_insert_with(|| vec![0; ncols]);
+        out.insert(key, v);
+    }
+    out
+}
+
+/// Which optional columns the rows carry.
+fn shown_columns(opts: &ReportOptions, inclusive: bool) -> ShownColumns {
+    let sep = opts.separate;
+    ShownColumns {
+        symbols: opts.symbols,
+        app: opts.symbols && sep.by_app() || opts.app_column,
+        thread: sep.thread,
+        address: opts.symbols && opts.show_address,
+        location: opts.symbols && opts.debug_info,
+        nested: !opts.symbols && sep.by_app() && !opts.app_column,
+        inclusive,
+    }
+}

@@ -1,0 +1,275 @@
+//! Rows: where each aggregated sample goes ([`Placer`]: its row key and
+//! column, or nowhere when filtered out), how a row key becomes a named
+//! [`Row`] ([`RowMaker`], nesting dependent images under their application
+//! in an image summary), and the sort and threshold cut.
+
+use std::cmp::Ordering;
+
+use profkit_eventlog::{Cookie, CookieKind};
+use profkit_symbols::SymbolId;
+
+use crate::aggregate::summary::{percent, percents};
+use crate::aggregate::Key;
+use crate::hash::FxHashMap;
+use crate::model::*;
+use crate::naming::apps::{Comms, Images};
+use crate::naming::symbolize::Resolved;
+use crate::options::ReportOptions;
+use crate::spec::SortKey;
+
+/// A row before names: which (thread, app, binary, symbol) it counts.
+/// `sym` is `None` for samples in no symbol (or an image summary's row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct RowKey {
+    pub sess: u32,
+    pub tgid: u32,
+    pub tid: u32,
+    pub app: Cookie,
+    pub has_app: bool,
+    pub image: Cookie,
+    pub sym: Option<SymbolId>,
+}
+
+/// Places aggregated samples in rows and columns.
+pub(super) struct Placer<'a> {
+    pub opts: &'a ReportOptions,
+    pub images: &'a Images<'a>,
+    pub apps: &'a FxHashMap<(u32, u32), Cookie>,
+    pub symbols: &'a FxHashMap<Cookie, Resolved>,
+    pub col_of: &'a FxHashMap<u32, usize>,
+}
+
+impl Placer<'_> {
+    /// The application column a sample is attributed to, if any.
+    fn attribute(&self, k: &Key, kind: Option<&CookieKind>) -> Option<Cookie> {
+        let (opts, sep) = (self.opts, self.opts.separate);
+        let app = self.apps.get(&(k.sess, k.pid)).copied();
+        let in_kernel = matches!(kind, Some(CookieKind::Kernel | CookieKind::Module));
+        if opts.app_column || sep.kernel || (sep.lib && !in_kernel) {
+            Some(app.unwrap_or(k.cookie))
+        } else if sep.lib {
+            Some(k.cookie)
+        } else {
+            None
+        }
+    }
+
+    /// Where a sample goes: its row and column, or nowhere (filtered out).
+    pub(super) fn place(&self, k: &Key) -> Option<(RowKey, usize)> {
+        let (opts, sep, images) = (self.opts, self.opts.separate, self.images);
+        let entry = images.entry(k.cookie);
+        if opts.exclude_dependent {
+            let app = self.apps.get(&(k.sess, k.pid)).copied().unwrap_or(k.cookie);
+            if app != k.cookie {
+                return None;
+            }
+        }
+        let app = self.attribute(k, entry.map(|e| &e.kind));
+        if !opts.spec.images.is_empty() || !opts.spec.exclude_images.is_empty() {
+            let app_path = app.map(|a| images.match_path(a));
+            if !opts
+                .spec
+                .wants_image(&images.match_path(k.cookie), app_path.as_deref())
+            {
+                return None;
+            }
+        }
+        let sym = if opts.symbols {
+            self.symbols
+                .get(&k.cookie)
+                .and_then(|r| r.symbol_of(k.offset))
+        } else {
+            None
+        };
+        let key = RowKey {
+            sess: if sep.thread { k.sess } else { 0 },
+            tgid: if sep.thread { k.pid } else { 0 },
+            tid: if sep.thread { k.tid } else { 0 },
+            app: app.unwrap_or(0),
+            has_app: app.is_some(),
+            image: k.cookie,
+            sym,
+        };
+        let col = if sep.cpu {
+            *self.col_of.get(&k.cpu)?
+        } else {
+            0
+        };
+        Some((key, col))
+    }
+}
+
+/// Turns row keys into named rows.
+pub(super) struct RowMaker<'a> {
+    pub opts: &'a ReportOptions,
+    pub shown: ShownColumns,
+    pub images: &'a Images<'a>,
+    pub comms: &'a Comms,
+    pub symbols: &'a FxHashMap<Cookie, Resolved>,
+    pub inclusive: Option<&'a FxHashMap<RowKey, Vec<u64>>>,
+    pub ncols: usize,
+}
+
+impl RowMaker<'_> {
+    /// The rows of `grouped`, nested under their application in an image
+    /// summary with `--separate=lib|kernel`.
+    pub(super) fn rows(&self, grouped: FxHashMap<RowKey, Vec<u64>>, denom: &[u64]) -> Vec<Row> {
+        if !self.shown.nested {
+            return grouped
+                .into_iter()
+                .map(|(k, s)| self.row(&k, s, denom))
+                .collect();
+        }
+        let mut parents: FxHashMap<RowKey, Vec<(RowKey, Vec<u64>)>> = FxHashMap::default();
+        for (key, samples) in grouped {
+            let parent = RowKey {
+                image: key.app,
+                sym: None,
+                ..key
+            };
+            parents.entry(parent).or_default().push((key, samples));
+        }
+        parents
+            .into_iter()
+            .map(|(pkey, children)| {
+                let mut sums = vec![0u64; self.ncols];
+                for (_, s) in &children {
+                    for (a, b) in sums.iter_mut().zip(s) {
+                        *a += b;
+                    }
+                }
+                let child_denom = if self.opts.global_percent {
+                    denom.to_vec()
+                } else {
+                    sums.clone()
+                };
+                let mut row = self.row(&pkey, sums, denom);
+                row.app = None;
+                row.children = children
+                    .into_iter()
+                    .map(|(k, s)| self.row(&k, s, &child_denom))
+                    .collect();
+                row
+            })
+            .collect()
+    }
+
+    /// One named row, with its inclusive columns under `--children`.
+    fn row(&self, key: &RowKey, samples: Vec<u64>, denom: &[u64]) -> Row {
+        let (opts, shown, sep) = (self.opts, self.shown, self.opts.separate);
+        let sym = key
+            .sym
+            .and_then(|id| self.symbols.get(&key.image).map(|r| (r, id)));
+        let mut row = Row {
+            percent: percents(&samples, denom),
+            total: samples.iter().sum(),
+            total_percent: percent(samples.iter().sum(), denom.iter().sum()),
+            samples,
+            app: (shown.app && key.has_app).then(|| self.images.name(key.app)),
+            image: self.images.name(key.image),
+            symbol: shown.symbols.then(|| {
+                sym.map_or_else(
+                    || Symbol::missing(key.image).to_string(),
+                    |(r, id)| r.result.symbol(id).name.clone(),
+                )
+            }),
+            // Kept without --show-address too: --sort vma needs it.
+            vma: sym.map(|(r, id)| r.result.symbol(id).start),
+            location: if shown.location {
+                sym.and_then(|(r, id)| r.location(id, opts.long_filenames))
+            } else {
+                None
+            },
+            tgid: sep.thread.then_some(key.tgid),
+            tid: sep.thread.then_some(key.tid),
+            comm: sep
+                .thread
+                .then(|| self.comms.name(key.sess, key.tgid, key.tid).to_owned()),
+            children: Vec::new(),
+            inclusive: Vec::new(),
+            inclusive_percent: Vec::new(),
+            inclusive_total: 0,
+            inclusive_total_percent: 0.0,
+        };
+        if let Some(incl) = self.inclusive {
+            let v = incl
+                .get(key)
+                .cloned()
+                .unwrap_or_else(|| vec![0; self.ncols]);
+            row.inclusive_percent = percents(&v, denom);
+            row.inclusive_total = v.iter().sum();
+            row.inclusive_total_percent = percent(row.inclusive_total, denom.iter().sum());
+            row.inclusive = v;
+        }
+        row
+    }
+}
+
+fn compare(a: &Row, b: &Row, key: SortKey, inclusive: bool) -> Ordering {
+    let by_samples = if inclusive {
+        b.inclusive_total
+            .cmp(&a.inclusive_total)
+            .then(b.total.cmp(&a.total))
+    } else {
+        b.total.cmp(&a.total)
+    };
+    let tie = || {
+        a.image
+            .cmp(&b.image)
+            .then_with(|| a.symbol.cmp(&b.symbol))
+            .then_with(|| a.app.cmp(&b.app))
+            .then_with(|| a.tgid.cmp(&b.tgid))
+            .then_with(|| a.tid.cmp(&b.tid))
+            .then_with(|| a.comm.cmp(&b.comm))
+    };
+    match key {
+        SortKey::Samples => by_samples.then_with(tie),
+        SortKey::Image => a.image.cmp(&b.image).then(by_samples).then_with(tie),
+        SortKey::Symbol => {
+            let name = |r: &Row| r.symbol.clone().unwrap_or_else(|| r.image.clone());
+            name(a).cmp(&name(b)).then(by_samples).then_with(tie)
+        }
+        SortKey::Vma => {
+            let vma = |r: &Row| r.vma.or(r.symbol.as_ref().map(|_| u64::MAX));
+            match (vma(a), vma(b)) {
+                (Some(x), Some(y)) => x.cmp(&y),
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (None, None) => Ordering::Equal,
+            }
+            .then(by_samples)
+            .then_with(tie)
+        }
+    }
+}
+
+/// Sorts rows (and nested rows) by `opts.sort` and drops those below the
+/// threshold, counting them in `below`.
+pub(super) fn sort_and_cut(
+    rows: &mut Vec<Row>,
+    opts: &ReportOptions,
+    inclusive: bool,
+    below: &mut usize,
+) {
+    rows.sort_by(|a, b| compare(a, b, opts.sort, inclusive));
+    if opts.reverse {
+        rows.reverse();
+    }
+    if opts.threshold > 0.0 {
+        let before = rows.len();
+        rows.retain(|r| {
+            let p = if inclusive {
+                r.inclusive_total_percent
+            } else {
+                r.total_percent
+            };
+            p >= opts.threshold
+        });
+        *below += before - rows.len();
+    }
+    for r in rows.iter_mut() {
+        if !r.children.is_empty() {
+            sort_and_cut(&mut r.children, opts, inclusive, below);
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! Symbolization after aggregation: each binary's *distinct* offsets (the
+//! sampled ones and, with stacks, each caller frame at its call
+//! instruction) are symbolized once, one symbolizer per distinct set of
+//! session sources, the kernel and its modules (from kallsyms trimmed by
+//! `profkit_symbols::trim_kallsyms`) in parallel with everything else.
+
+use std::collections::HashMap;
+
+use profkit_eventlog::{Cookie, CookieEntry, CookieKind};
+use profkit_symbols::{
+    BinaryKind, BinaryRequest, BinaryResult, KallsymsInput, KallsymsSource, KallsymsWanted,
+    SymbolId, Symbolizer, SymbolizerOptions, TrimmedKallsyms,
+};
+
+use crate::aggregate::{Aggregate, NO_STACK};
+use crate::error::Result;
+use crate::hash::FxHashMap;
+use crate::options::{ReportOptions, SymbolSources};
+use crate::session::Session;
+use crate::spec::base_name;
+use crate::Progress;
+
+/// One binary's symbolization: its symbols (and with `--debug-info` their
+/// source locations), and which symbol each sampled offset is in, as runs
+/// of consecutive sampled offsets with the same symbol.
+///
+/// Runs instead of one entry per offset: a binary can have a million
+/// distinct sampled offsets but only hundreds of symbols, so the lookup for
+/// each aggregated sample is a binary search in a table that stays in
+/// cache (a search over per-offset entries was 95 % of a synthetic
+/// report's time, every probe a cache miss).
+pub(crate) struct Resolved {
+    /// The symbolizer's answer, its per-offset entries dropped.
+    pub(crate) result: BinaryResult,
+    /// (first offset, last offset, symbol), sorted, not overlapping.
+    runs: Vec<(u64, u64, Option<SymbolId>)>,
+    /// With `--debug-info`: each symbol's source location.
+    locations: HashMap<SymbolId, profkit_symbols::SourceLocation>,
+}
+
+impl Resolved {
+    /// `result.offsets` must be in increasing offset order (as requested).
+    pub(crate) fn new(
+        mut result: BinaryResult,
+        locations: HashMap<SymbolId, profkit_symbols::SourceLocation>,
+    ) -> Resolved {
+        let mut runs: Vec<(u64, u64, Option<SymbolId>)> = Vec::new();
+        for o in &result.offsets {
+            match runs.last_mut() {
+                Some(last) if last.2 == o.symbol => last.1 = o.offset,
+                _ => runs.push((o.offset, o.offset, o.symbol)),
+            }
+        }
+        result.offsets = Vec::new();
+        Resolved {
+            result,
+            runs,
+            locations,
+        }
+    }
+
+    pub(crate) fn symbol_of(&self, offset: u64) -> Option<SymbolId> {
+        let i = self
+            .runs
+            .partition_point(|r| r.0 <= offset)
+            .checked_sub(1)?;
+        let (_, last, id) = self.runs[i];
+        if offset <= last {
+            id
+        } else {
+            None
+        }
+    }
+
+    pub(crate) fn location(&self, id: SymbolId, long: bool) -> Option<String> {
+        let loc = self.locations.get(&id)?;
+        let file = if long {
+            loc.file.as_str()
+        } else {
+            base_name(&loc.file)
+        };
+        Some(match loc.line {
+            Some(l) => format!("{file}:{l}"),
+            None => file.to_owned(),
+        })
+    }
+}
+
+fn request(e: &CookieEntry) -> BinaryRequest {
+    let mut r = match e.kind {
+        CookieKind::Kernel => BinaryRequest::kernel(e.base),
+        CookieKind::Module => BinaryRequest::module(&e.path, e.base),
+        CookieKind::Vdso => BinaryRequest::vdso(&e.path),
+        CookieKind::Anon => {
+            let mut r = BinaryRequest::anon(e.pid.unwrap_or(0), 0, 0);
+            r.pid = e.pid;
+            return r;
+        }
+        CookieKind::User | CookieKind::Other => BinaryRequest::elf(&e.path),
+    };
+    if let Some(b) = &e.build_id {
+        r = r.with_build_id(b.clone());
+    } else if e.inode != 0 && e.kind == CookieKind::User {
+        r = r.with_inode(e.inode);
+    }
+    r
+}
+
+/// Symbolizes the distinct offsets of every binary the aggregate holds.
+///
+/// # Errors
+/// [`crate::Error::Symbols`] when a symbol source option is unusable.
+pub(crate) fn symbolize(
+    sessions: &[Session],
+    agg: &Aggregate,
+    opts: &ReportOptions,
+    sources: &SymbolSources,
+    progress: &dyn Progress,
+    warnings: &mut Vec<String>,
+) -> Result<FxHashMap<Cookie, Resolved>> {
+    // Distinct offsets per binary.
+    let mut offsets: FxHashMap<Cookie, Vec<u64>> = FxHashMap::default();
+    for k in agg.counts.keys() {
+        // `Other` names no file (e.g. `[unknown]` stack frames): nothing to read.
+        let known = agg
+            .cookies
+            .get(&k.cookie)
+            .is_some_and(|(e, _, _)| e.kind != CookieKind::Other);
+        if known {
+            offsets.entry(k.cookie).or_default().push(k.offset);
+        }
+    }
+    // Callers: each distinct stack's frames, at the call instruction (the
+    // return address minus one).
+    let mut seen: crate::hash::FxHashSet<(u32, u32)> = Default::default();
+    for &(k, stack) in agg.stack_counts.keys() {
+        if stack == NO_STACK || !seen.insert((k.sess, stack)) {
+            continue;
+        }
+        let Some(frames) = agg.stack_tables.get(&k.sess).and_then(|t| t.get(stack)) else {
+            continue;
+        };
+        for f in frames {
+            let known = agg
+                .cookies
+                .get(&f.cookie)
+                .is_some_and(|(e, _, _)| e.kind != CookieKind::Other);
+            if known {
+                offsets
+                    .entry(f.cookie)
+                    .or_default()
+                    .push(f.offset.saturating_sub(1));
+            }
+        }
+    }
+    // One symbolizer per distinct set of session-specific sources.
+    let mut configs: Vec<SymbolizerOptions> = Vec::new();
+    let mut config_of_session = Vec::new();
+    for s in sessions {
+        let o = SymbolizerOptions {
+            debug_info: opts.debug_info,
+            demangle: opts.demangle,
+            kallsyms: match (&sources.kallsyms, s.kallsyms_copy()) {
+                (Some(k), _) => KallsymsSource::File(k.clone()),
+                (None, Some(k)) => KallsymsSource::File(k),
+                (None, None) => KallsymsSource::Live,
+            },
+            perf_map_dir: s.perf_map_dir(),
+            debug_dirs: s
+                .archive_debug_dir()
+                .into_iter()
+                .chain(if sources.debug_dirs.is_empty() {
+                    SymbolizerOptions::default().debug_dirs
+                } else {
+                    sources.debug_dirs.clone()
+                })
+                .collect(),
+            sysroot: sources.sysroot.clone(),
+            search_dirs: sources.search_dirs.clone(),
+        };
+        let i = match configs.iter().position(|c| *c == o) {
+            Some(i) => i,
+            None => {
+                configs.push(o);
+                configs.len() - 1
+            }
+        };
+        config_of_session.push(i);
+    }
+    let mut groups: Vec<Vec<(Cookie, BinaryRequest, Vec<u64>)>> =
+        configs.iter().map(|_| Vec::new()).collect();
+    let mut cookies: Vec<(Cookie, Vec<u64>)> = offsets.into_iter().collect();
+    cookies.sort_unstable_by_key(|(c, _)| *c);
+    for (c, mut offs) in cookies {
+        offs.sort_unstable();
+        offs.dedup();
+        let (entry, sess, _) = &agg.cookies[&c];
+        let g = config_of_session[*sess as usize];
+        groups[g].push((c, request(entry), offs));
+    }
+    progress.start(
+        "symbolizing binaries",
+        groups.iter().map(|g| g.len() as u64).sum(),
+    );
+    let mut out = FxHashMap::default();
+    let mut live_kallsyms: Option<Option<Vec<u8>>> = None;
+    for (cfg, group) in configs.into_iter().zip(groups) {
+        // The kernel and its modules on one side (kallsyms), everything else
+        // on the other, in parallel: trimming kallsyms is the longest step.
+        let (kernel, other): (Vec<_>, Vec<_>) = group
+            .into_iter()
+            .partition(|(_, r, _)| matches!(r.kind, BinaryKind::Kernel | BinaryKind::Module));
+        let kernel_cfg = kernel_options(&cfg, &kernel, &mut live_kallsyms);
+        let other_cfg = SymbolizerOptions {
+            kallsyms: KallsymsSource::None,
+            ..cfg
+        };
+        let (kernel_done, other_done) = rayon::join(
+            || run_group(kernel_cfg, kernel, false, progress),
+            || run_group(Ok(other_cfg), other, opts.debug_info, progress),
+        );
+        for (cookie, resolved) in kernel_done?.into_iter().chain(other_done?) {
+            for w in &resolved.result.warnings {
+                if !warnings.contains(w) {
+                    warnings.push(w.clone());
+                }
+            }
+            out.insert(cookie, resolved);
+        }
+    }
+    Ok(out)
+}
+
+/// The symbolizer options for the kernel and module requests of a group:
+/// kallsyms trimmed to the lines these samples need (`profkit_symbols::trim_kallsyms`). A
+/// file is streamed; the live one is read once, and only when the recorded
+/// kernel build-id matches the running kernel's and addresses are not
+/// hidden (else the symbolizer reads it itself, to say what is wrong).
+fn kernel_options(
+    cfg: &SymbolizerOptions,
+    group: &[(Cookie, BinaryRequest, Vec<u64>)],
+    live: &mut Option<Option<Vec<u8>>>,
+) -> std::result::Result<SymbolizerOptions, profkit_symbols::Error> {
+    let mut out = cfg.clone();
+    if group.is_empty() {
+        out.kallsyms = KallsymsSource::None;
+        return Ok(out);
+    }
+    let mut wanted = KallsymsWanted::default();
+    let mut kernel_ids = Vec::new();
+    for (_, req, offs) in group {
+        match req.kind {
+            BinaryKind::Kernel => {
+                wanted.kernel_base = req.base;
+                wanted.kernel_offsets.extend(offs);
+                kernel_ids.push(req.build_id.clone());
+            }
+            _ => wanted
+                .modules
+                .entry(profkit_symbols::normalize_module_name(
+                    &req.path.to_string_lossy(),
+                ))
+                .or_default()
+                .extend(offs.iter().map(|&o| req.base.wrapping_add(o))),
+        }
+    }
+    let trimmed = match &cfg.kallsyms {
+        KallsymsSource::File(path) => {
+            profkit_symbols::trim_kallsyms(KallsymsInput::File(path), &wanted)
+        }
+        KallsymsSource::Live => {
+            let running = std::fs::read("/sys/kernel/notes")
+                .ok()
+                .and_then(|n| profkit_symbols::build_id_from_notes(&n));
+            let same_kernel = kernel_ids
+                .iter()
+                .all(|id| id.is_none() || running.is_none() || *id == running);
+            let text = live.get_or_insert_with(|| std::fs::read("/proc/kallsyms").ok());
+            match text {
+                Some(t) if same_kernel => {
+                    profkit_symbols::trim_kallsyms(KallsymsInput::Bytes(t), &wanted)
+                }
+                _ => return Ok(out),
+            }
+        }
+        _ => return Ok(out),
+    };
+    // Hidden addresses, or a read error: the symbolizer reads the source
+    // itself and words the warning.
+    if let Ok(TrimmedKallsyms::Text(text)) = trimmed {
+        out.kallsyms = KallsymsSource::Text(text);
+    }
+    Ok(out)
+}
+
+/// Symbolizes one group of requests with a symbolizer of its own; with
+/// `debug_info`, also each symbol's source location.
+fn run_group(
+    cfg: std::result::Result<SymbolizerOptions, profkit_symbols::Error>,
+    group: Vec<(Cookie, BinaryRequest, Vec<u64>)>,
+    debug_info: bool,
+    progress: &dyn Progress,
+) -> Result<Vec<(Cookie, Resolved)>> {
+    if group.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sym = Symbolizer::new(cfg?)?;
+    let (keys, reqs): (Vec<_>, Vec<_>) = group
+        .into_iter()
+        .map(|(c, r, o)| ((c, r.clone()), (r, o)))
+        .unzip();
+    let results = sym.symbolize_all(reqs);
+    progress.advance(keys.len() as u64);
+    let mut out = Vec::with_capacity(keys.len());
+    for ((cookie, req), result) in keys.into_iter().zip(results) {
+        let mut locations = HashMap::new();
+        if debug_info && matches!(req.kind, BinaryKind::Elf | BinaryKind::Vdso) {
+            let starts: Vec<(SymbolId, u64)> = result
+                .symbols
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| Some((SymbolId(i as u32), s.file_offset?)))
+                .collect();
+            let at: Vec<u64> = starts.iter().map(|&(_, o)| o).collect();
+            if !at.is_empty() {
+                let lines = sym.symbolize(&req, &at);
+                for ((id, _), info) in starts.into_iter().zip(lines.offsets) {
+                    if let Some(l) = info.location {
+                        locations.insert(id, l);
+                    }
+                }
+            }
+        }
+        out.push((cookie, Resolved::new(result, locations)));
+    }
+    Ok(out)
+}

@@ -1,0 +1,99 @@
+//! What a report is asked for: the validated flags of `profreport`
+//! ([`ReportOptions`]) and where binaries and kernel symbols are found
+//! ([`SymbolSources`]).
+
+use std::path::PathBuf;
+
+use crate::spec::{ProfileSpec, Separate, SortKey};
+
+/// What to report: the flags of `profreport`, validated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReportOptions {
+    /// One row per symbol (`-l`) instead of per binary.
+    pub symbols: bool,
+    /// What to separate by.
+    pub separate: Separate,
+    /// Show the application column (`--app`): the executable of the
+    /// process each sample was taken in.
+    pub app_column: bool,
+    /// Which samples to look at.
+    pub spec: ProfileSpec,
+    /// Leave out rows below this percentage.
+    pub threshold: f64,
+    /// Row order.
+    pub sort: SortKey,
+    /// Reverse the row order.
+    pub reverse: bool,
+    /// Demangle C++ and Rust names.
+    pub demangle: bool,
+    /// Show each symbol's start address.
+    pub show_address: bool,
+    /// Percentages of the whole session(s), not of this report's samples.
+    pub global_percent: bool,
+    /// Only samples in the executable of the process they were taken in
+    /// (no libraries, no kernel).
+    pub exclude_dependent: bool,
+    /// Show each symbol's source file and line.
+    pub debug_info: bool,
+    /// Full paths of binaries instead of file names.
+    pub long_filenames: bool,
+    /// Instead of rows: samples and losses per CPU per this many rounds.
+    pub timeline: Option<u32>,
+    /// Caller/callee blocks per function (`--callgraph`); implies
+    /// `symbols`.
+    pub callgraph: bool,
+    /// Inclusive samples per row (`--children`): the samples whose call
+    /// stack holds the row's function; rows are sorted and cut by them.
+    /// Implies `symbols`.
+    pub children: bool,
+    /// Keep the symbolized stacks in [`Report::stacks`] (for the collapsed,
+    /// flame graph and pprof outputs). Implies `symbols`.
+    pub stacks: bool,
+}
+
+impl ReportOptions {
+    /// True when the report needs each sample's call stack.
+    pub fn wants_stacks(&self) -> bool {
+        self.callgraph || self.children || self.stacks
+    }
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions {
+            symbols: false,
+            separate: Separate::default(),
+            app_column: false,
+            spec: ProfileSpec::default(),
+            threshold: 0.0,
+            sort: SortKey::Samples,
+            reverse: false,
+            demangle: true,
+            show_address: false,
+            global_percent: false,
+            exclude_dependent: false,
+            debug_info: false,
+            long_filenames: false,
+            timeline: None,
+            callgraph: false,
+            children: false,
+            stacks: false,
+        }
+    }
+}
+
+/// Where binaries and kernel symbols are found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SymbolSources {
+    /// A kallsyms file for every session (else each session's `kallsyms`
+    /// copy, else the live `/proc/kallsyms`).
+    pub kallsyms: Option<PathBuf>,
+    /// Prefix for every recorded path (a copy of the recording machine's
+    /// files).
+    pub sysroot: Option<PathBuf>,
+    /// Directories searched by file name for a binary with the recorded
+    /// build-id, when the recorded path is missing or changed.
+    pub search_dirs: Vec<PathBuf>,
+    /// Roots of separate debug files (empty: `/usr/lib/debug`).
+    pub debug_dirs: Vec<PathBuf>,
+}

@@ -263,22 +263,14 @@ impl ReservedSink {
 }
 
 impl ChunkSink for ReservedSink {
-    fn write_chunk(
-        &mut self,
-        round: u64,
-        time: u64,
-        payload: &[u8],
-    ) -> std::result::Result<u64, String> {
+    fn write_chunk(&mut self, round: u64, time: u64, payload: &[u8]) -> profkit_sync::Result<u64> {
         self.inner.write_chunk(round, time, payload)
     }
-    fn finish(
-        &mut self,
-        footer: &profkit_eventlog::SessionFooter,
-    ) -> std::result::Result<(), String> {
+    fn finish(&mut self, footer: &profkit_eventlog::SessionFooter) -> profkit_sync::Result<()> {
         let _ = std::fs::remove_file(&self.reserve);
         self.inner.finish(footer)
     }
-    fn restart(&mut self) -> std::result::Result<(), String> {
+    fn restart(&mut self) -> profkit_sync::Result<()> {
         self.inner.restart()
     }
 }
@@ -342,7 +334,11 @@ impl Engine for LiveEngine {
         Ok(())
     }
     fn dump(&mut self) -> Result<(), String> {
-        self.rec.as_mut().ok_or("stopped")?.dump()
+        self.rec
+            .as_mut()
+            .ok_or("stopped")?
+            .dump()
+            .map_err(|e| e.to_string())
     }
     fn status(&self) -> Value {
         match &self.rec {
@@ -351,11 +347,15 @@ impl Engine for LiveEngine {
         }
     }
     fn reset(&mut self) -> Result<(), String> {
-        self.rec.as_mut().ok_or("stopped")?.reset()
+        self.rec
+            .as_mut()
+            .ok_or("stopped")?
+            .reset()
+            .map_err(|e| e.to_string())
     }
     fn stop(&mut self) -> Result<Value, String> {
         let rec = self.rec.take().ok_or("already stopped")?;
-        let st = rec.stop()?;
+        let st = rec.stop().map_err(|e| e.to_string())?;
         save_session_extras(&self.session);
         let mut v = acct_json(&st);
         v["duration_s"] = json!(self.started.elapsed().as_secs_f64());

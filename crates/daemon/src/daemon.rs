@@ -148,8 +148,8 @@ impl<'d> Daemon<'d> {
         self.lock.pid()
     }
 
-    /// Serve the control socket and drive `engine` until a `stop` request or
-    /// SIGTERM/SIGINT; then `engine.stop()`, remove `control.sock` and
+    /// Serve the control socket and drive `engine` until a `stop` request,
+    /// SIGTERM/SIGINT or the engine's own end ([`Engine::finished`]); then `engine.stop()`, remove `control.sock` and
     /// `daemon.pid`, release the lock, and return the stop summary.
     ///
     /// Readiness: once the socket answers `status` (with this pid under
@@ -191,6 +191,7 @@ impl<'d> Daemon<'d> {
         let (stop_conn, reason, loop_error) = match state.serve(engine, &socket, signals.as_ref()) {
             Ok(StopReason::Request(conn)) => (Some(conn), "a stop request", None),
             Ok(StopReason::Signal(name)) => (None, name, None),
+            Ok(StopReason::Engine) => (None, "the engine's own end", None),
             Err(e) => {
                 // The loop itself failed (poll): still stop the engine so
                 // the session file gets its footer, then report the failure.
@@ -238,6 +239,8 @@ impl<'d> Daemon<'d> {
 enum StopReason {
     Request(Conn),
     Signal(&'static str),
+    /// [`Engine::finished`] said so (its reason is logged).
+    Engine,
 }
 
 /// The listening socket; removes `control.sock` when dropped.
@@ -415,6 +418,9 @@ impl<'a> LoopState<'a> {
             let now = Instant::now();
             if now >= next_tick {
                 self.round(engine, Cause::Timer);
+                if let Some(why) = engine.finished() {
+                    return Ok(self.engine_finished(why));
+                }
                 let (next, missed) = next_deadline(next_tick, interval, Instant::now());
                 next_tick = next;
                 if missed > 0 {
@@ -612,8 +618,20 @@ impl<'a> LoopState<'a> {
             if wake_round {
                 self.round(engine, Cause::Wake);
                 wake_blocked_until = Instant::now() + self.opts.min_wake_interval;
+                if let Some(why) = engine.finished() {
+                    return Ok(self.engine_finished(why));
+                }
             }
         }
+    }
+
+    /// The engine has nothing more to do: answer waiting clients and leave.
+    fn engine_finished(&mut self, why: String) -> StopReason {
+        self.log.info(format_args!("the engine finished: {why}"));
+        for c in self.conns.drain(..) {
+            c.respond(&Response::Error("the daemon is stopping".into()), self.log);
+        }
+        StopReason::Engine
     }
 
     fn accept_all(&mut self, listener: &UnixListener) {

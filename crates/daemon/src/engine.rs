@@ -2,7 +2,7 @@
 
 use std::os::fd::BorrowedFd;
 
-/// What the daemon drives: in profkit, `profkit-sync`'s `Recorder`; in
+/// What the daemon drives: in profkit, `profkit-live`'s `LiveEngine`; in
 /// tests, [`FakeEngine`](crate::testing::FakeEngine).
 ///
 /// The daemon calls these from its one thread, never concurrently, and
@@ -41,6 +41,16 @@ pub trait Engine {
 
     /// Discard the samples so far (`profctl reset`).
     fn reset(&mut self) -> Result<(), String>;
+
+    /// Whether the engine has nothing more to record, and why (e.g. its
+    /// session directory was deleted, so no client can reach the daemon
+    /// any more). Checked after every round; when it says `Some(reason)`,
+    /// the main loop leaves as on a stop request: it logs the reason, calls
+    /// [`stop`](Engine::stop) (so the session gets its footer), cleans up
+    /// and returns the summary. The default never finishes.
+    fn finished(&mut self) -> Option<String> {
+        None
+    }
 
     /// Disable sampling, final drain, reconcile, write the footer; returns
     /// the summary `profctl stop` prints. Called exactly once, last. Does

@@ -16,8 +16,9 @@
 //!   JSON line each way over `control.sock` (mode 0600, peer uid checked
 //!   with `SO_PEERCRED`: the owner or root only).
 //! - [`Daemon`] / [`run`]: the main loop (sync timer, wake fds, requests,
-//!   signals) around an [`Engine`], the trait the sampling engine
-//!   (`profkit-sync`'s `Recorder`) implements.
+//!   signals) around an [`Engine`], the trait the live recording
+//!   (`profkit-live`'s `LiveEngine` over `profkit-sync`'s `Recorder`)
+//!   implements.
 //! - [`spawn_daemon`]: starting the daemon in the background and waiting
 //!   until it answers, or reporting why it died.
 //! - [`Logger`]: lines to `daemon.log`, level from `PROFKIT_LOG`.
@@ -36,8 +37,10 @@
 //!   checked on its fd; files are created 0600 with `O_NOFOLLOW`; the socket
 //!   appears under its final name only after it is 0600 and listening.
 //! - A failed round is logged and counted, never fatal; the daemon dies
-//!   only when told to (or killed), and the engine's `stop` runs on every
-//!   exit path of [`Daemon::run`] so the session file gets its footer.
+//!   only when told to, when its engine says it is finished
+//!   ([`Engine::finished`], e.g. its session directory was deleted) or when
+//!   killed, and the engine's `stop` runs on every exit path of
+//!   [`Daemon::run`] so the session file gets its footer.
 //!
 //! # Example
 //!

@@ -27,6 +27,8 @@ pub struct FakeStats {
     pub calls: Mutex<Vec<&'static str>>,
     /// While set, [`Engine::round`] fails.
     pub fail_rounds: AtomicBool,
+    /// Once set, [`Engine::finished`] says the engine is done.
+    pub finish: AtomicBool,
 }
 
 impl FakeStats {
@@ -143,6 +145,13 @@ impl Engine for FakeEngine {
         self.stats.call("reset");
         self.stats.resets.fetch_add(1, Ordering::SeqCst);
         Ok(())
+    }
+
+    fn finished(&mut self) -> Option<String> {
+        self.stats
+            .finish
+            .load(Ordering::SeqCst)
+            .then(|| "the fake engine was told to finish".to_owned())
     }
 
     fn stop(&mut self) -> Result<Value, String> {

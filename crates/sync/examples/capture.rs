@@ -92,7 +92,7 @@ fn run() -> Result<ExitCode, String> {
             break st;
         }
     };
-    let st = rec.stop()?;
+    let st = rec.stop().map_err(|e| e.to_string())?;
     let reader = SessionReader::open(&session).map_err(|e| e.to_string())?;
     let mut names = HashMap::new();
     let mut per_image: HashMap<u64, u64> = HashMap::new();

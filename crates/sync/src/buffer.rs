@@ -9,6 +9,7 @@
 //! full, and the sync stage counts it as lost to overflow. Unlike seed 001,
 //! nothing assumes the consumer keeps up.
 
+use crate::error::{Error, Result};
 use crate::stage::Chunk;
 use profkit_eventlog::{SessionFooter, SessionHeader, SessionWriter};
 use std::collections::VecDeque;
@@ -19,11 +20,11 @@ use std::thread::JoinHandle;
 /// Where the writer thread puts rounds: the session file, or a test sink.
 pub trait ChunkSink: Send {
     /// Appends one round. Returns bytes written.
-    fn write_chunk(&mut self, round: u64, time: u64, payload: &[u8]) -> Result<u64, String>;
+    fn write_chunk(&mut self, round: u64, time: u64, payload: &[u8]) -> Result<u64>;
     /// Writes the footer and flushes.
-    fn finish(&mut self, footer: &SessionFooter) -> Result<(), String>;
+    fn finish(&mut self, footer: &SessionFooter) -> Result<()>;
     /// Starts over with an empty session (`profctl reset`).
-    fn restart(&mut self) -> Result<(), String>;
+    fn restart(&mut self) -> Result<()>;
 }
 
 /// The session file as a sink.
@@ -36,7 +37,10 @@ pub struct FileSink {
 
 impl FileSink {
     /// Creates the session file with its header.
-    pub fn create(path: PathBuf, header: SessionHeader) -> Result<Self, profkit_eventlog::Error> {
+    pub fn create(
+        path: PathBuf,
+        header: SessionHeader,
+    ) -> std::result::Result<Self, profkit_eventlog::Error> {
         let writer = SessionWriter::create(&path, &header)?;
         Ok(Self {
             path,
@@ -46,21 +50,37 @@ impl FileSink {
     }
 }
 
+impl FileSink {
+    fn error(&self, action: &'static str, source: profkit_eventlog::Error) -> Error {
+        Error::Session {
+            action,
+            path: self.path.clone(),
+            source,
+        }
+    }
+}
+
 impl ChunkSink for FileSink {
-    fn write_chunk(&mut self, round: u64, time: u64, payload: &[u8]) -> Result<u64, String> {
+    fn write_chunk(&mut self, round: u64, time: u64, payload: &[u8]) -> Result<u64> {
         self.writer
             .append_chunk(round, time, payload)
-            .map_err(|e| e.to_string())
+            .map_err(|source| self.error("writing a round to", source))
     }
-    fn finish(&mut self, footer: &SessionFooter) -> Result<(), String> {
+    fn finish(&mut self, footer: &SessionFooter) -> Result<()> {
         self.writer
             .write_footer(footer)
-            .map_err(|e| e.to_string())?;
-        self.writer.sync_data().map_err(|e| e.to_string())
+            .map_err(|source| self.error("writing the footer of", source))?;
+        self.writer
+            .sync_data()
+            .map_err(|source| self.error("syncing", source))
     }
-    fn restart(&mut self) -> Result<(), String> {
-        std::fs::remove_file(&self.path).map_err(|e| format!("{}: {e}", self.path.display()))?;
-        self.writer = SessionWriter::create(&self.path, &self.header).map_err(|e| e.to_string())?;
+    fn restart(&mut self) -> Result<()> {
+        std::fs::remove_file(&self.path).map_err(|source| Error::Remove {
+            path: self.path.clone(),
+            source,
+        })?;
+        self.writer = SessionWriter::create(&self.path, &self.header)
+            .map_err(|source| self.error("creating", source))?;
         Ok(())
     }
 }
@@ -81,7 +101,9 @@ struct State {
     chunks_written: u64,
     failed: Vec<Chunk>,
     last_error: Option<String>,
-    finished: Option<Result<(), String>>,
+    /// The writer has handled the footer; its result until taken.
+    finished: bool,
+    finish_result: Option<Result<()>>,
     closed: bool,
 }
 
@@ -197,15 +219,16 @@ impl EventBuffer {
     }
 
     /// Queues the footer, waits for the writer to write it, and closes.
-    pub fn finish(&self, footer: SessionFooter) -> Result<(), String> {
+    /// The sink's error comes back to the first caller only.
+    pub fn finish(&self, footer: SessionFooter) -> Result<()> {
         self.push_wait(Item::Finish(Box::new(footer)));
         let mut s = self.lock();
-        while s.finished.is_none() {
+        while !s.finished {
             s = self.done.wait(s).unwrap_or_else(|p| p.into_inner());
         }
         s.closed = true;
         self.ready.notify_all();
-        s.finished.clone().unwrap_or(Ok(()))
+        s.finish_result.take().unwrap_or(Ok(()))
     }
 
     /// Starts the writer thread draining into `sink`.
@@ -239,7 +262,7 @@ impl EventBuffer {
                                 s.chunks_written += 1;
                             }
                             Err(e) => {
-                                s.last_error = Some(e);
+                                s.last_error = Some(e.to_string());
                                 s.failed.push(c);
                             }
                         }
@@ -250,12 +273,14 @@ impl EventBuffer {
                         s.bytes_written = 0;
                         s.chunks_written = 0;
                         if let Err(e) = r {
-                            s.last_error = Some(e);
+                            s.last_error = Some(e.to_string());
                         }
                     }
                     Item::Finish(f) => {
                         let r = sink.finish(&f);
-                        buf.lock().finished = Some(r);
+                        let mut s = buf.lock();
+                        s.finished = true;
+                        s.finish_result = Some(r);
                     }
                 }
                 buf.done.notify_all();

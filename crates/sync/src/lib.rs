@@ -83,6 +83,7 @@
 
 mod buffer;
 mod cookies;
+mod error;
 mod kernel;
 mod process;
 mod procfs;
@@ -95,6 +96,7 @@ pub use cookies::{
     anon_cookie, build_id_cookie, build_id_from_notes, cookie_hash, file_entry, inode_cookie,
     read_build_id, unknown_entry, vdso_cookie, CookieTable,
 };
+pub use error::{Error, Result};
 pub use kernel::{kernel_entry, module_entry, KernelMaps, LoadedModule};
 pub use process::{IntMap, Map, MapKind, Process, ProcessTable, Unresolved};
 pub use procfs::{

@@ -2,6 +2,7 @@
 //! engine a daemon drives (a round per tick, dump, status, reset, stop).
 
 use crate::buffer::{BufferState, ChunkSink, EventBuffer};
+use crate::error::{Error, Result};
 use crate::stacks::StackStats;
 use crate::stage::SyncStage;
 use profkit_eventlog::{CpuAccounting, LostKind, SessionFooter};
@@ -17,9 +18,9 @@ pub trait RingSource {
     /// The rings, in CPU order.
     fn rings_mut(&mut self) -> &mut [Self::Ring];
     /// Stops the producers.
-    fn disable(&mut self) -> Result<(), String>;
+    fn disable(&mut self) -> Result<()>;
     /// Per-CPU lost counts as the producer knows them (`PERF_FORMAT_LOST`).
-    fn lost_counts(&mut self) -> Result<Vec<(u32, u64)>, String>;
+    fn lost_counts(&mut self) -> Result<Vec<(u32, u64)>>;
 }
 
 impl RingSource for Sampler {
@@ -27,11 +28,11 @@ impl RingSource for Sampler {
     fn rings_mut(&mut self) -> &mut [PerfRing] {
         Sampler::rings_mut(self)
     }
-    fn disable(&mut self) -> Result<(), String> {
-        Sampler::disable(self).map_err(|e| e.to_string())
+    fn disable(&mut self) -> Result<()> {
+        Ok(Sampler::disable(self)?)
     }
-    fn lost_counts(&mut self) -> Result<Vec<(u32, u64)>, String> {
-        Sampler::lost_counts(self).map_err(|e| e.to_string())
+    fn lost_counts(&mut self) -> Result<Vec<(u32, u64)>> {
+        Ok(Sampler::lost_counts(self)?)
     }
 }
 
@@ -44,10 +45,10 @@ impl RingSource for SimRings {
     fn rings_mut(&mut self) -> &mut [SimRing] {
         &mut self.0
     }
-    fn disable(&mut self) -> Result<(), String> {
+    fn disable(&mut self) -> Result<()> {
         Ok(())
     }
-    fn lost_counts(&mut self) -> Result<Vec<(u32, u64)>, String> {
+    fn lost_counts(&mut self) -> Result<Vec<(u32, u64)>> {
         Ok(self.0.iter().map(|r| (r.cpu(), r.dropped())).collect())
     }
 }
@@ -146,7 +147,7 @@ impl<S: RingSource> Recorder<S> {
     }
 
     /// A round, then waits until everything so far is on disk.
-    pub fn dump(&mut self) -> Result<(), String> {
+    pub fn dump(&mut self) -> Result<()> {
         let r = self.round();
         self.buffer.wait_done(r);
         match self.buffer.take_failed() {
@@ -156,7 +157,7 @@ impl<S: RingSource> Recorder<S> {
                 for c in f {
                     self.stage.chunk_dropped(c, LostKind::DiskFull);
                 }
-                Err(format!("writing the session failed: {err}"))
+                Err(Error::WriteFailed { last_error: err })
             }
         }
     }
@@ -176,7 +177,7 @@ impl<S: RingSource> Recorder<S> {
     }
 
     /// Discards the samples so far and starts a new session file.
-    pub fn reset(&mut self) -> Result<(), String> {
+    pub fn reset(&mut self) -> Result<()> {
         // Drain what the rings hold now into the old file, then start over.
         self.round();
         self.buffer.restart();
@@ -201,7 +202,7 @@ impl<S: RingSource> Recorder<S> {
 
     /// Disables sampling, drains every ring to the end, reconciles lost
     /// counts with the producer's, writes the footer, and stops the writer.
-    pub fn stop(mut self) -> Result<RecorderStatus, String> {
+    pub fn stop(mut self) -> Result<RecorderStatus> {
         let disable = self.source.disable();
         self.absorb_failed();
         self.stage.begin_round(monotonic_ns());
@@ -247,7 +248,9 @@ impl<S: RingSource> Recorder<S> {
         let status = self.status();
         disable?;
         lost?;
-        fin.map_err(|e| format!("writing the session footer failed: {e}"))?;
+        fin.map_err(|e| Error::Footer {
+            source: Box::new(e),
+        })?;
         Ok(status)
     }
 }

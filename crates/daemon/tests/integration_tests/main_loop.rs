@@ -117,3 +117,24 @@ fn info_level_logs_no_round_lines() {
     assert!(!log.contains("(Timer) took"), "{log}");
     assert!(log.contains("serving"), "{log}");
 }
+
+#[test]
+fn an_engine_that_finishes_is_stopped_and_the_daemon_cleans_up() {
+    let s = Session::new();
+    let mut d = ThreadDaemon::start(&s.path, FakeEngine::new(), opts(Duration::from_millis(20)));
+    let rounds_before = d.stats.rounds();
+    d.stats.finish.store(true, Ordering::SeqCst);
+    let summary = d.handle.take().unwrap().join().unwrap().unwrap();
+    // The loop left after a round, then ran the engine's stop, once, last.
+    assert_eq!(summary["stopped"], true);
+    assert!(d.stats.rounds() > rounds_before);
+    assert_eq!(d.stats.stops(), 1);
+    assert_eq!(d.stats.calls.lock().unwrap().last(), Some(&"stop"));
+    assert!(!s.path.join(profkit_daemon::CONTROL_SOCKET).exists());
+    assert!(!s.path.join(profkit_daemon::PID_FILE).exists());
+    let log = s.log();
+    assert!(
+        log.contains("the engine finished: the fake engine was told to finish"),
+        "{log}"
+    );
+}

@@ -317,7 +317,7 @@ struct Stalling {
 }
 
 impl ChunkSink for Stalling {
-    fn write_chunk(&mut self, round: u64, time: u64, payload: &[u8]) -> Result<u64, String> {
+    fn write_chunk(&mut self, round: u64, time: u64, payload: &[u8]) -> profkit_sync::Result<u64> {
         let (m, cv) = &*self.gate;
         let mut open = m.lock().unwrap();
         while !*open {
@@ -325,10 +325,10 @@ impl ChunkSink for Stalling {
         }
         self.inner.write_chunk(round, time, payload)
     }
-    fn finish(&mut self, f: &profkit_eventlog::SessionFooter) -> Result<(), String> {
+    fn finish(&mut self, f: &profkit_eventlog::SessionFooter) -> profkit_sync::Result<()> {
         self.inner.finish(f)
     }
-    fn restart(&mut self) -> Result<(), String> {
+    fn restart(&mut self) -> profkit_sync::Result<()> {
         self.inner.restart()
     }
 }
@@ -668,4 +668,51 @@ fn fork_exec_storms_leave_no_trace_in_the_tables() {
     let written: u64 = a.iter().map(|a| a.samples_written).sum();
     let lost: u64 = a.iter().map(|a| a.lost_total()).sum();
     assert_eq!((written, lost), (produced, 0));
+}
+
+/// A sink whose disk is full: every write and the footer fail.
+struct Full;
+
+impl ChunkSink for Full {
+    fn write_chunk(&mut self, _: u64, _: u64, _: &[u8]) -> profkit_sync::Result<u64> {
+        Err(profkit_sync::Error::Sink("no space left on /full".into()))
+    }
+    fn finish(&mut self, _: &profkit_eventlog::SessionFooter) -> profkit_sync::Result<()> {
+        Err(profkit_sync::Error::Sink("no space left on /full".into()))
+    }
+    fn restart(&mut self) -> profkit_sync::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_failing_sink_surfaces_as_typed_dump_and_footer_errors() {
+    use profkit_sync::{Error, Recorder, RecorderOptions, SimRings};
+    let layout = Layout { callchain: false };
+    let mut rings = vec![SimRing::new(0, 1 << 16, layout)];
+    rings[0].push(&mmap(5, 0x400000, 0x10000, 0, 9, 1));
+    rings[0].push(&sample(5, 5, 0x400010, 2));
+    let mut rec = Recorder::new(
+        SimRings(rings),
+        sim_stage(layout),
+        Box::new(Full),
+        RecorderOptions::default(),
+    )
+    .unwrap();
+    match rec.dump() {
+        Err(Error::WriteFailed { last_error }) => {
+            assert!(last_error.contains("/full"), "{last_error}")
+        }
+        other => panic!("dump: {other:?}"),
+    }
+    // The sample of the failed round is counted as lost to a full disk.
+    let acct = rec.status().accounting;
+    assert_eq!(acct.iter().map(|a| a.lost_disk_full).sum::<u64>(), 1);
+    match rec.stop() {
+        Err(e @ Error::Footer { .. }) => assert_eq!(
+            e.to_string(),
+            "writing the session footer failed: no space left on /full"
+        ),
+        other => panic!("stop: {other:?}"),
+    }
 }

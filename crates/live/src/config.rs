@@ -1,0 +1,269 @@
+//! The start configuration: what `profctl start`/`record` asked for,
+//! validated, and handed whole to the daemon process.
+
+use crate::error::{Error, Result};
+use profkit_eventlog::{EventConfigDesc, SessionHeader};
+use profkit_perf::{EventSpec, Sampler, SamplerConfig, Target};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// How often to sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Rate {
+    /// Samples per second per CPU (`-F`).
+    Frequency(u64),
+    /// One sample every N events (`-c`).
+    Period(u64),
+}
+
+/// Everything a live session is started with. The CLI builds it from its
+/// flags, [`StartConfig::sampler_config`] validates it, and it travels to
+/// the daemon child as one JSON argument ([`StartConfig::to_json`]); the
+/// session directory is carried as bytes, so a path that is not UTF-8
+/// arrives unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartConfig {
+    /// The session directory.
+    #[serde(with = "path_bytes")]
+    pub session_dir: PathBuf,
+    /// The event as the user spelled it (`cpu-clock`, `rHEX`, `TYPE:CONFIG`).
+    pub event: String,
+    /// Sampling rate.
+    pub rate: Rate,
+    /// Processes to sample (and their children); empty: the whole system.
+    pub pids: Vec<i32>,
+    /// Only these CPUs; `None`: all online CPUs.
+    pub cpus: Option<Vec<u32>>,
+    /// Record callchains.
+    pub callgraph: bool,
+    /// Milliseconds between sync rounds.
+    pub sync_interval_ms: u64,
+    /// Data pages per CPU ring (a power of two).
+    pub buffer_pages: usize,
+    /// Only user-space samples.
+    pub user_only: bool,
+    /// Only kernel samples.
+    pub kernel_only: bool,
+    /// Start the events at the target's `exec` (`profctl record`).
+    pub enable_on_exec: bool,
+}
+
+/// The default rate when neither `-F` nor `-c` is given.
+pub const DEFAULT_FREQUENCY: u64 = 4000;
+
+impl StartConfig {
+    /// The sampler configuration, validated (a bad event, CPU list, rate or
+    /// ring size is a [`profkit_perf::Error::Config`]).
+    pub fn sampler_config(&self) -> Result<SamplerConfig> {
+        let mut c = SamplerConfig::new(EventSpec::parse(&self.event)?);
+        c.rate = match self.rate {
+            Rate::Frequency(f) => profkit_perf::Rate::Frequency(f),
+            Rate::Period(p) => profkit_perf::Rate::Period(p),
+        };
+        if !self.pids.is_empty() {
+            c.target = Target::Pids(self.pids.clone());
+        }
+        c.cpus = self.cpus.clone();
+        c.callchain = self.callgraph;
+        c.data_pages = self.buffer_pages;
+        c.exclude_kernel = self.user_only;
+        c.exclude_user = self.kernel_only;
+        c.enable_on_exec = self.enable_on_exec;
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Opens the events once, here, where the user sees the message, and
+    /// closes them again. Per-process sampling without the right to sample
+    /// the kernel falls back to user space only (which works up to
+    /// `perf_event_paranoid` 2): then `user_only` is set and the returned
+    /// note says why kernel samples are missing.
+    pub fn probe(&mut self) -> Result<Option<String>> {
+        let c = self.sampler_config()?;
+        match Sampler::open(&c) {
+            Ok(s) => {
+                drop(s);
+                Ok(None)
+            }
+            Err(e)
+                if is_permission(&e)
+                    && !matches!(c.target, Target::SystemWide)
+                    && !c.exclude_kernel =>
+            {
+                let mut user = c;
+                user.exclude_kernel = true;
+                drop(Sampler::open(&user).map_err(|_| e)?);
+                self.user_only = true;
+                Ok(Some(format!(
+                    "profkit: kernel samples excluded: {} (kernel samples of a process need <= 1, or CAP_PERFMON); recording user space only",
+                    profkit_perf::read_sysctl("kernel.perf_event_paranoid")
+                        .map(|p| format!("kernel.perf_event_paranoid is {p}"))
+                        .unwrap_or_else(|| "kernel.perf_event_paranoid could not be read".into())
+                )))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The configuration as one line of JSON (for the daemon's command line).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Reads [`to_json`](Self::to_json)'s output.
+    pub fn from_json(text: &str) -> Result<Self> {
+        serde_json::from_str(text).map_err(|source| Error::Config {
+            text: text.chars().take(200).collect(),
+            source,
+        })
+    }
+}
+
+fn is_permission(e: &profkit_perf::Error) -> bool {
+    matches!(e, profkit_perf::Error::Open { source, .. }
+        if source.kind() == std::io::ErrorKind::PermissionDenied)
+}
+
+/// The session header for a recording with sampler configuration `c`.
+pub(crate) fn session_header(c: &SamplerConfig, sync_interval_ms: u64) -> Result<SessionHeader> {
+    let (frequency, period) = match c.rate {
+        profkit_perf::Rate::Frequency(f) => (Some(f), None),
+        profkit_perf::Rate::Period(p) => (None, Some(p)),
+    };
+    Ok(SessionHeader {
+        host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .unwrap_or_default()
+            .trim()
+            .into(),
+        kernel_release: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .into(),
+        event: EventConfigDesc {
+            name: c.event.name.clone(),
+            type_: c.event.type_,
+            config: c.event.config,
+            frequency,
+            period,
+            exclude_user: c.exclude_user,
+            exclude_kernel: c.exclude_kernel,
+            callchain: c.callchain,
+        },
+        cpus: c.cpu_list()?,
+        start_time_unix_ns: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
+        start_monotonic_ns: profkit_perf::monotonic_ns(),
+        sync_interval_ms: sync_interval_ms as u32,
+        target: match &c.target {
+            Target::SystemWide => "system-wide".into(),
+            Target::Pids(p) => format!(
+                "pid {}",
+                p.iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        },
+    })
+}
+
+/// A path as its bytes (Linux paths need not be UTF-8).
+mod path_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    use std::path::{Path, PathBuf};
+
+    pub fn serialize<S: Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(p.as_os_str().as_bytes())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+        let bytes = Vec::<u8>::deserialize(d)?;
+        Ok(PathBuf::from(std::ffi::OsString::from_vec(bytes)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+
+    fn config() -> StartConfig {
+        StartConfig {
+            session_dir: "profkit_data".into(),
+            event: "cpu-clock".into(),
+            rate: Rate::Frequency(DEFAULT_FREQUENCY),
+            pids: vec![],
+            cpus: None,
+            callgraph: false,
+            sync_interval_ms: 250,
+            buffer_pages: profkit_perf::DEFAULT_DATA_PAGES,
+            user_only: false,
+            kernel_only: false,
+            enable_on_exec: false,
+        }
+    }
+
+    #[test]
+    fn a_non_utf8_session_dir_crosses_json_unmangled() {
+        let mut c = config();
+        c.session_dir = PathBuf::from(OsStr::from_bytes(b"/tmp/pk-\xff\xfe-dir"));
+        c.pids = vec![42, 43];
+        c.cpus = Some(vec![0, 1]);
+        c.rate = Rate::Period(10_000);
+        let text = c.to_json();
+        assert!(!text.contains('\n'), "{text}");
+        let back = StartConfig::from_json(&text).unwrap();
+        assert_eq!(back, c);
+        assert_eq!(
+            back.session_dir.as_os_str().as_bytes(),
+            b"/tmp/pk-\xff\xfe-dir"
+        );
+    }
+
+    #[test]
+    fn a_garbled_configuration_is_an_error_quoting_it() {
+        let e = StartConfig::from_json("{\"event\": 3}").unwrap_err();
+        assert!(matches!(e, Error::Config { .. }));
+        assert!(e.to_string().contains("{\\\"event\\\": 3}"), "{e}");
+    }
+
+    #[test]
+    fn sampler_config_carries_every_field_and_validates() {
+        let mut c = config();
+        c.pids = vec![7];
+        c.user_only = true;
+        c.callgraph = true;
+        c.enable_on_exec = true;
+        c.rate = Rate::Period(500);
+        let s = c.sampler_config().unwrap();
+        assert_eq!(s.target, Target::Pids(vec![7]));
+        assert!(s.exclude_kernel && !s.exclude_user && s.callchain && s.enable_on_exec);
+        assert_eq!(s.rate, profkit_perf::Rate::Period(500));
+
+        c.buffer_pages = 3;
+        let e = c.sampler_config().unwrap_err();
+        assert!(e.is_usage(), "{e}");
+        let mut c = config();
+        c.event = "no-such-event".into();
+        assert!(c.sampler_config().unwrap_err().is_usage());
+    }
+
+    #[test]
+    fn the_header_describes_the_configuration() {
+        let mut c = config();
+        c.pids = vec![7, 8];
+        c.cpus = Some(vec![0]);
+        let h = session_header(&c.sampler_config().unwrap(), 100).unwrap();
+        assert_eq!(h.target, "pid 7,8");
+        assert_eq!(h.cpus, vec![0]);
+        assert_eq!(h.sync_interval_ms, 100);
+        assert_eq!(h.event.frequency, Some(DEFAULT_FREQUENCY));
+        assert_eq!(h.event.period, None);
+        assert_eq!(h.event.name, "cpu-clock");
+    }
+}

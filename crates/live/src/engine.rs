@@ -1,0 +1,274 @@
+//! The daemon's engine: a [`Recorder`] behind [`profkit_daemon::Engine`],
+//! its footer-reserve sink, and the daemon process's body.
+
+use crate::config::{session_header, StartConfig};
+use crate::error::{Error, Result};
+use crate::extras::{save_session_extras, ExtrasSources};
+use crate::summary::{SessionSummary, Summary};
+use profkit_daemon::{Daemon, Engine, LoopOptions, SessionDir, SESSION_LOG};
+use profkit_eventlog::SessionFooter;
+use profkit_perf::{Sampler, Target};
+use profkit_sync::{
+    ChunkSink, FileSink, Recorder, RecorderOptions, RingSource, SimRings, SyncOptions, SyncStage,
+};
+use serde_json::{json, Value};
+use std::os::fd::BorrowedFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Space kept aside on the session's file system (in this file of the
+/// session directory) so that `stop` can write the footer, with the loss
+/// accounting, even after the disk filled up.
+pub const RESERVE_FILE: &str = "footer.reserve";
+/// Size of [`RESERVE_FILE`].
+pub const RESERVE_BYTES: usize = 256 << 10;
+
+/// How often a running engine checks that its session directory exists.
+pub const DIR_CHECK_INTERVAL: Duration = Duration::from_secs(2);
+
+/// A sink plus a reserve file that is released right before the footer is
+/// written.
+#[derive(Debug)]
+pub struct ReservedSink<S> {
+    inner: S,
+    reserve: PathBuf,
+}
+
+impl<S: ChunkSink> ReservedSink<S> {
+    /// Creates `reserve` (0600, replacing an old one, never through a link)
+    /// holding [`RESERVE_BYTES`] bytes, synced, in front of `inner`.
+    pub fn create(inner: S, reserve: PathBuf) -> Result<Self> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::remove_file(&reserve);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&reserve)
+            .map_err(|e| Error::io("creating", &reserve, e))?;
+        f.write_all(&vec![0u8; RESERVE_BYTES])
+            .and_then(|_| f.sync_all())
+            .map_err(|e| Error::io("reserving 256 KiB for the footer in", &reserve, e))?;
+        Ok(Self { inner, reserve })
+    }
+}
+
+impl<S: ChunkSink> ChunkSink for ReservedSink<S> {
+    fn write_chunk(&mut self, round: u64, time: u64, payload: &[u8]) -> profkit_sync::Result<u64> {
+        self.inner.write_chunk(round, time, payload)
+    }
+    fn finish(&mut self, footer: &SessionFooter) -> profkit_sync::Result<()> {
+        let _ = std::fs::remove_file(&self.reserve);
+        self.inner.finish(footer)
+    }
+    fn restart(&mut self) -> profkit_sync::Result<()> {
+        self.inner.restart()
+    }
+}
+
+/// A ring source the daemon can poll: descriptors that become readable
+/// when a ring passes its watermark.
+pub trait WakeSource: RingSource {
+    /// The wake descriptors (see [`Engine::wake_fds`]).
+    fn wake_fds(&self) -> Vec<BorrowedFd<'_>>;
+}
+
+impl WakeSource for Sampler {
+    fn wake_fds(&self) -> Vec<BorrowedFd<'_>> {
+        self.rings().iter().map(|r| r.fd()).collect()
+    }
+}
+
+/// Simulated rings have no descriptors: the timer alone drives them.
+impl WakeSource for SimRings {
+    fn wake_fds(&self) -> Vec<BorrowedFd<'_>> {
+        Vec::new()
+    }
+}
+
+/// The live recording as the daemon drives it.
+///
+/// Once its session directory is gone (checked every
+/// [`DIR_CHECK_INTERVAL`]), no client can reach the daemon (the control
+/// socket went with it): the engine then says it is
+/// [`finished`](Engine::finished) and the daemon stops it like on a stop
+/// request, so the footer is still written.
+pub struct LiveEngine<S: WakeSource> {
+    rec: Option<Recorder<S>>,
+    started: Instant,
+    session: PathBuf,
+    last_dir_check: Instant,
+    dir_check_interval: Duration,
+    dir_gone: bool,
+    extras: ExtrasSources,
+}
+
+impl<S: WakeSource> std::fmt::Debug for LiveEngine<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveEngine")
+            .field("session", &self.session)
+            .field("stopped", &self.rec.is_none())
+            .field("dir_gone", &self.dir_gone)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: WakeSource> LiveEngine<S> {
+    /// Drives `rec`, which writes the session file `session`.
+    pub fn new(rec: Recorder<S>, session: PathBuf) -> Self {
+        LiveEngine {
+            rec: Some(rec),
+            started: Instant::now(),
+            session,
+            last_dir_check: Instant::now(),
+            dir_check_interval: DIR_CHECK_INTERVAL,
+            dir_gone: false,
+            extras: ExtrasSources::default(),
+        }
+    }
+
+    /// Checks the session directory every `interval` instead (tests).
+    pub fn with_dir_check_interval(mut self, interval: Duration) -> Self {
+        self.dir_check_interval = interval;
+        self
+    }
+
+    /// Copies the session extras from `from` at stop (tests).
+    pub fn with_extras(mut self, from: ExtrasSources) -> Self {
+        self.extras = from;
+        self
+    }
+
+    /// The recorder, until stopped.
+    pub fn recorder(&self) -> Option<&Recorder<S>> {
+        self.rec.as_ref()
+    }
+
+    fn check_dir(&mut self) -> bool {
+        if !self.dir_gone && self.last_dir_check.elapsed() >= self.dir_check_interval {
+            self.last_dir_check = Instant::now();
+            self.dir_gone = self
+                .session
+                .parent()
+                .is_some_and(|d| std::fs::symlink_metadata(d).is_err());
+        }
+        self.dir_gone
+    }
+
+    fn rec(&mut self) -> std::result::Result<&mut Recorder<S>, String> {
+        self.rec.as_mut().ok_or_else(|| "stopped".to_owned())
+    }
+
+    /// The typed stop: final drain, footer, extras, summary.
+    pub fn finish(&mut self) -> Result<Summary> {
+        let rec = self
+            .rec
+            .take()
+            .ok_or_else(|| Error::Sync(profkit_sync::Error::Sink("already stopped".into())))?;
+        let st = rec.stop()?;
+        save_session_extras(&self.session, &self.extras);
+        let mut s = Summary::of_recorder(&st);
+        s.session = Some(SessionSummary {
+            duration_s: self.started.elapsed().as_secs_f64(),
+            session: self.session.display().to_string(),
+            session_bytes: std::fs::metadata(&self.session)
+                .map(|m| m.len())
+                .unwrap_or(0),
+        });
+        Ok(s)
+    }
+}
+
+impl<S: WakeSource> Engine for LiveEngine<S> {
+    fn wake_fds(&self) -> Vec<BorrowedFd<'_>> {
+        self.rec
+            .as_ref()
+            .map(|r| r.source().wake_fds())
+            .unwrap_or_default()
+    }
+    fn round(&mut self) -> std::result::Result<(), String> {
+        if self.check_dir() {
+            // Nothing more to do here: the daemon asks `finished` next and
+            // stops us; stop drains what the rings hold.
+            return Ok(());
+        }
+        self.rec()?.round();
+        Ok(())
+    }
+    fn dump(&mut self) -> std::result::Result<(), String> {
+        self.rec()?.dump().map_err(|e| e.to_string())
+    }
+    fn status(&self) -> Value {
+        match &self.rec {
+            Some(r) => Summary::of_recorder(&r.status()).to_value(),
+            None => json!({"stopped": true}),
+        }
+    }
+    fn reset(&mut self) -> std::result::Result<(), String> {
+        self.rec()?.reset().map_err(|e| e.to_string())
+    }
+    fn finished(&mut self) -> Option<String> {
+        self.dir_gone.then(|| {
+            format!(
+                "the session directory {} was removed; stopping",
+                self.session
+                    .parent()
+                    .map(Path::display)
+                    .map(|d| d.to_string())
+                    .unwrap_or_default()
+            )
+        })
+    }
+    fn stop(&mut self) -> std::result::Result<Value, String> {
+        self.finish()
+            .map(|s| s.to_value())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The daemon process's body: takes the session's lock, opens the events,
+/// starts the session file (replacing an old one) with its footer reserve,
+/// and serves until stopped.
+pub fn run_daemon(cfg: &StartConfig) -> Result<()> {
+    let c = cfg.sampler_config()?;
+    let dir = SessionDir::open(&cfg.session_dir)?;
+    // Small rings at high rates fill in milliseconds: answer a watermark
+    // wake-up within a millisecond rather than the daemon's 10 ms default.
+    let opts = LoopOptions {
+        sync_interval: Duration::from_millis(cfg.sync_interval_ms),
+        min_wake_interval: Duration::from_millis(1),
+        ..Default::default()
+    };
+    let daemon = Daemon::new(&dir, opts)?;
+    let sampler = Sampler::open(&c)?;
+    let mut stage = SyncStage::new(SyncOptions {
+        layout: sampler.layout(),
+        paths: Default::default(),
+        use_procfs: true,
+    });
+    match &c.target {
+        Target::SystemWide => stage.seed_from_proc(),
+        Target::Pids(p) => stage.seed_pids(&p.iter().map(|&p| p as u32).collect::<Vec<_>>()),
+    }
+    let session = dir.join(SESSION_LOG);
+    match std::fs::remove_file(&session) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io("removing the old", session, e)),
+    }
+    let header = session_header(&c, cfg.sync_interval_ms)?;
+    let sink = ReservedSink::create(
+        FileSink::create(session.clone(), header)?,
+        dir.join(RESERVE_FILE),
+    )?;
+    let rec = Recorder::new(sampler, stage, Box::new(sink), RecorderOptions::default())
+        .map_err(|e| Error::io("starting the writer thread for", &session, e))?;
+    if !c.enable_on_exec {
+        rec.source().enable()?;
+    }
+    let mut engine = LiveEngine::new(rec, session);
+    daemon.run(&mut engine)?;
+    Ok(())
+}

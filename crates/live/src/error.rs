@@ -1,0 +1,93 @@
+//! The crate's one error type.
+
+use std::path::PathBuf;
+
+/// Result alias for this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What can go wrong starting, running, finishing or archiving a live
+/// session. Errors of the crates underneath pass through unchanged (their
+/// messages already name the value or path); this crate's own name the
+/// file involved.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Opening or configuring perf events.
+    #[error(transparent)]
+    Perf(#[from] profkit_perf::Error),
+    /// The recorder, its buffer or the session file while recording.
+    #[error(transparent)]
+    Sync(#[from] profkit_sync::Error),
+    /// The session directory, lock or control socket.
+    #[error(transparent)]
+    Daemon(#[from] profkit_daemon::Error),
+    /// Reading or appending to the session file.
+    #[error(transparent)]
+    Session(#[from] profkit_eventlog::Error),
+    /// A dead daemon's session file could not be reopened to finish it.
+    #[error("reopening {path}: {source}")]
+    Reopen {
+        /// The session file.
+        path: PathBuf,
+        /// Why.
+        source: profkit_eventlog::Error,
+    },
+    /// A file operation failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done ("creating", "reading", ...).
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The start configuration handed to the daemon could not be read.
+    #[error("invalid start configuration {text:?}: {source}")]
+    Config {
+        /// The configuration as received (truncated).
+        text: String,
+        /// Why it was refused.
+        source: serde_json::Error,
+    },
+    /// `archive` while a daemon still writes the session.
+    #[error("a daemon is still recording into {dir}: run `profctl stop` first")]
+    StillRecording {
+        /// The session directory.
+        dir: PathBuf,
+    },
+}
+
+impl Error {
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
+        Error::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Whether the error is the user's input (a bad event, CPU list or rate,
+    /// a pid that does not exist, a session directory that is a file): the
+    /// CLI exits with status 2 for these, like for a bad flag.
+    pub fn is_usage(&self) -> bool {
+        match self {
+            Error::Perf(e) => perf_is_usage(e),
+            Error::Daemon(profkit_daemon::Error::NotADirectory { .. }) => true,
+            _ => false,
+        }
+    }
+}
+
+/// [`Error::is_usage`] for a bare perf error.
+pub fn perf_is_usage(e: &profkit_perf::Error) -> bool {
+    match e {
+        profkit_perf::Error::Config(_) => true,
+        profkit_perf::Error::Open { source, .. } => source.raw_os_error() == Some(libc::ESRCH),
+        _ => false,
+    }
+}

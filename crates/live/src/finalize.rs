@@ -1,0 +1,125 @@
+//! Crash finalisation: the session of a daemon that died gets its footer.
+
+use crate::error::{Error, Result};
+use crate::extras::{save_session_extras, ExtrasSources};
+use crate::summary::{CpuSummary, SessionSummary, Summary};
+use crate::RESERVE_FILE;
+use profkit_daemon::{DaemonLock, SessionDir, SESSION_LOG};
+use profkit_eventlog::{CpuAccounting, Event, SessionFooter, SessionReader, SessionWriter};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// What [`finalize_dead`] did.
+#[derive(Debug, Clone)]
+pub struct Finalized {
+    /// The summary (as `stop` prints it).
+    pub summary: Summary,
+    /// Complete rounds kept.
+    pub rounds: u64,
+    /// Bytes of a torn last round that were cut.
+    pub truncated: u64,
+}
+
+/// Finishes the session of a daemon that died: keeps every complete round,
+/// cuts a torn one, rebuilds the accounting from the log, writes the
+/// footer and saves the session extras. Takes over the stale lock for the
+/// time it works (and releases it).
+pub fn finalize_dead(session_dir: &Path, extras: &ExtrasSources) -> Result<Finalized> {
+    let sdir = SessionDir::open(session_dir)?;
+    // Takes over the stale lock (and cleans it up when dropped).
+    let _lock = DaemonLock::acquire(&sdir)?;
+    let path = sdir.join(SESSION_LOG);
+    // Free the space kept for this footer.
+    let _ = std::fs::remove_file(sdir.join(RESERVE_FILE));
+    let (mut w, resume) = SessionWriter::open_append(&path).map_err(|source| Error::Reopen {
+        path: path.clone(),
+        source,
+    })?;
+    let r = SessionReader::open(&path)?;
+    let mut acct: BTreeMap<u32, CpuAccounting> = r
+        .header()
+        .cpus
+        .iter()
+        .map(|&c| {
+            (
+                c,
+                CpuAccounting {
+                    cpu: c,
+                    ..Default::default()
+                },
+            )
+        })
+        .collect();
+    let mut last_time = r.header().start_monotonic_ns;
+    for c in r.chunks() {
+        last_time = last_time.max(c.time);
+        let mut per_cpu: BTreeMap<u32, u64> = Default::default();
+        let mut lost = Vec::new();
+        r.for_each_sample(
+            c,
+            |s| *per_cpu.entry(s.cpu).or_default() += 1,
+            |m| {
+                if let Event::Lost { cpu, kind, count } = m {
+                    lost.push((cpu, kind, count));
+                }
+            },
+        )?;
+        for (cpu, n) in per_cpu {
+            let a = acct.entry(cpu).or_insert_with(|| CpuAccounting {
+                cpu,
+                ..Default::default()
+            });
+            a.samples_written += n;
+            a.samples_received += n;
+        }
+        for (cpu, kind, n) in lost {
+            let a = acct.entry(cpu).or_insert_with(|| CpuAccounting {
+                cpu,
+                ..Default::default()
+            });
+            use profkit_eventlog::LostKind as K;
+            match kind {
+                K::Ring | K::Other => a.lost_ring += n,
+                K::Overflow => a.lost_overflow += n,
+                K::DiskFull => a.lost_disk_full += n,
+                K::NoMapping => {
+                    a.lost_no_mapping += n;
+                    a.samples_received += n
+                }
+                K::NoTask => {
+                    a.lost_no_task += n;
+                    a.samples_received += n
+                }
+                K::Reconcile => a.lost_reconcile += n,
+            }
+        }
+    }
+    let footer = SessionFooter {
+        end_time_unix_ns: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
+        end_monotonic_ns: last_time,
+        rounds: resume.chunks,
+        accounting: acct.values().cloned().collect(),
+    };
+    w.write_footer(&footer)?;
+    w.sync_data()?;
+    save_session_extras(&path, extras);
+    let summary = Summary {
+        rounds: resume.chunks,
+        cpus: footer.accounting.iter().map(CpuSummary::from).collect(),
+        session: Some(SessionSummary {
+            duration_s: (last_time.saturating_sub(r.header().start_monotonic_ns)) as f64 / 1e9,
+            session: path.display().to_string(),
+            session_bytes: std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
+        }),
+        ..Default::default()
+    };
+    Ok(Finalized {
+        summary,
+        rounds: resume.chunks,
+        truncated: resume.truncated,
+    })
+}

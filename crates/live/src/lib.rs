@@ -1,0 +1,85 @@
+//! The live recording: everything between `profctl`'s flags and the
+//! libraries that sample, sync and serve.
+//!
+//! - [`StartConfig`]: what a session is started with, validated into the
+//!   sampler's configuration ([`StartConfig::sampler_config`], with the
+//!   user-space fallback of [`StartConfig::probe`]) and handed to the
+//!   daemon process as one JSON argument (paths as bytes: a non-UTF-8
+//!   session directory arrives unchanged).
+//! - [`LiveEngine`]: `profkit-sync`'s [`Recorder`](profkit_sync::Recorder)
+//!   behind `profkit-daemon`'s [`Engine`](profkit_daemon::Engine), generic
+//!   over the ring source ([`WakeSource`]: the live `Sampler`, or
+//!   `SimRings` in tests); [`run_daemon`] is the daemon process's body.
+//! - [`ReservedSink`]: the session file plus [`RESERVE_FILE`], disk space
+//!   released right before the footer so a full disk still gets one.
+//! - [`save_session_extras`]: the kernel symbol table and JIT maps copied
+//!   into the session directory at stop.
+//! - [`finalize_dead`]: the footer for the session of a daemon that died.
+//! - [`archive`]: a session and the binaries it samples in one tar.
+//! - [`Summary`]: the typed status/stop summary, built here only, sent as
+//!   JSON over the control socket and printed by `profctl`.
+//!
+//! # Design constraints
+//!
+//! - Owns the live recording's *composition*, not its parts: opening
+//!   events is `profkit-perf`'s, rounds and the event buffer
+//!   `profkit-sync`'s, the file format `profkit-eventlog`'s, the process
+//!   machinery `profkit-daemon`'s (which stays free of sampling crates:
+//!   this crate depends on it, not the other way round).
+//! - Everything but [`run_daemon`] and [`StartConfig::probe`] runs without
+//!   `perf_event_open` (simulated rings, temporary directories, fake
+//!   `/proc/kallsyms`), and is tested that way.
+//! - No CLI types: `profctl` converts its clap arguments into a
+//!   [`StartConfig`] and prints what comes back.
+//! - `#![forbid(unsafe_code)]`; typed errors ([`Error`]).
+//!
+//! # Example
+//!
+//! A live engine over simulated rings, stopped by the daemon machinery's
+//! [`Engine`](profkit_daemon::Engine) interface:
+//!
+//! ```
+//! use profkit_daemon::Engine;
+//! use profkit_live::{LiveEngine, Summary};
+//! use profkit_perf::Layout;
+//! use profkit_sync::{FileSink, Recorder, RecorderOptions, SimRings, SyncOptions, SyncStage};
+//!
+//! let tmp = tempfile::tempdir()?;
+//! let session = tmp.path().join("session.pkl");
+//! let layout = Layout { callchain: false };
+//! let stage = SyncStage::new(SyncOptions { layout, paths: Default::default(), use_procfs: false });
+//! let sink = FileSink::create(session.clone(), Default::default())?;
+//! let rings = SimRings(vec![profkit_perf::SimRing::new(0, 4096, layout)]);
+//! let rec = Recorder::new(rings, stage, Box::new(sink), RecorderOptions::default())?;
+//! let mut engine = LiveEngine::new(rec, session);
+//! engine.round()?;
+//! let summary: Summary = serde_json::from_value(engine.stop()?)?;
+//! assert_eq!(summary.rounds, 2); // one round, and stop's final drain
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Not for
+//!
+//! Command-line parsing and printing (`profctl`), reading sessions for
+//! reports (`profkit-report`).
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod archive;
+mod config;
+mod engine;
+mod error;
+mod extras;
+mod finalize;
+mod summary;
+
+pub use archive::{archive, Archived, SYSTEM_DEBUG_DIR};
+pub use config::{Rate, StartConfig, DEFAULT_FREQUENCY};
+pub use engine::{
+    run_daemon, LiveEngine, ReservedSink, WakeSource, DIR_CHECK_INTERVAL, RESERVE_BYTES,
+    RESERVE_FILE,
+};
+pub use error::{perf_is_usage, Error, Result};
+pub use extras::{is_extra, save_session_extras, ExtrasSources, KALLSYMS_COPY};
+pub use finalize::{finalize_dead, Finalized};
+pub use summary::{CpuSummary, SessionSummary, Summary};

@@ -202,12 +202,17 @@ pub fn is_anonymous_code(path: &str) -> bool {
 
 /// A kernel module's name as kallsyms spells it, from the path perf or
 /// `/proc` gives: `ext4` from `/lib/modules/…/ext4.ko.xz` or `[ext4]`, with
-/// `-` as `_` (`[snd-seq-device]` → `snd_seq_device`).
+/// `-` as `_` (`[snd-seq-device]` → `snd_seq_device`). The one module-name
+/// rule: cookies (the sync stage) and kallsyms lookups (`profkit-symbols`)
+/// both use it.
 pub fn module_name(path: &str) -> String {
     let base = path.rsplit('/').next().unwrap_or(path);
     let base = base.trim_start_matches('[').trim_end_matches(']');
-    let stem = base.split(".ko").next().unwrap_or(base);
-    stem.replace('-', "_")
+    let base = [".ko.xz", ".ko.zst", ".ko.gz", ".ko"]
+        .iter()
+        .find_map(|suffix| base.strip_suffix(suffix))
+        .unwrap_or(base);
+    base.replace('-', "_")
 }
 
 /// The GNU build-id in a sequence of ELF notes (as `/sys/kernel/notes` or
@@ -238,6 +243,42 @@ pub fn build_id_from_notes(mut b: &[u8]) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
     use crate::COOKIE_NONE;
+
+    #[test]
+    fn module_names_are_normalised() {
+        assert_eq!(module_name("[nf-conntrack]"), "nf_conntrack");
+        assert_eq!(
+            module_name("/lib/modules/6.1/kernel/net/nf-conntrack.ko.zst"),
+            "nf_conntrack"
+        );
+        assert_eq!(module_name("/lib/modules/6.1/ext4.ko.xz"), "ext4");
+        assert_eq!(module_name("ext4"), "ext4");
+    }
+
+    #[test]
+    fn build_id_note_is_found_after_other_notes() {
+        let mut notes = Vec::new();
+        let mut push = |name: &[u8], kind: u32, desc: &[u8]| {
+            notes.extend_from_slice(&(name.len() as u32).to_ne_bytes());
+            notes.extend_from_slice(&(desc.len() as u32).to_ne_bytes());
+            notes.extend_from_slice(&kind.to_ne_bytes());
+            notes.extend_from_slice(name);
+            notes.resize(notes.len().next_multiple_of(4), 0);
+            notes.extend_from_slice(desc);
+            notes.resize(notes.len().next_multiple_of(4), 0);
+        };
+        push(b"Xen\0", 6, b"\x01\x02\x03");
+        push(b"GNU\0", 3, &[0xab, 0xcd, 0xef, 0x01, 0x23]);
+        assert_eq!(
+            build_id_from_notes(&notes),
+            Some(vec![0xab, 0xcd, 0xef, 0x01, 0x23])
+        );
+        assert_eq!(build_id_from_notes(&notes[..20]), None);
+        // A size that runs past the end is malformed, not a panic.
+        let mut bad = notes.clone();
+        bad[0..4].copy_from_slice(&u32::MAX.to_ne_bytes());
+        assert_eq!(build_id_from_notes(&bad), None);
+    }
 
     #[test]
     fn cookies_are_stable_distinct_and_nonzero() {

@@ -76,6 +76,19 @@ pub enum CookieKind {
     Other,
 }
 
+impl LostKind {
+    /// True for samples profkit read before losing them (unresolved, or
+    /// in a round that could not be stored): they count in
+    /// `samples_received` as well as in their loss counter. Ring, Reconcile
+    /// and Other are the kernel's losses: those samples never reached us.
+    pub fn was_received(self) -> bool {
+        matches!(
+            self,
+            LostKind::NoMapping | LostKind::NoTask | LostKind::Overflow | LostKind::DiskFull
+        )
+    }
+}
+
 /// Everything a report needs to find the binary behind a cookie.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CookieEntry {

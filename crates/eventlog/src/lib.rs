@@ -153,6 +153,7 @@ mod decode;
 mod encode;
 mod error;
 mod event;
+mod idlist;
 mod markers;
 mod reader;
 mod session;
@@ -172,6 +173,7 @@ pub use event::{
     cookie_hash, Cookie, CookieEntry, CookieKind, Event, ExpandedSample, Frame, LostKind,
     COOKIE_NONE, COOKIE_UNKNOWN,
 };
+pub use idlist::{format_id_list, parse_id_list, IdListError};
 pub use reader::SessionReader;
 pub use session::{
     BadChunk, BadReason, ChunkRef, CpuAccounting, EventConfigDesc, SessionFooter, SessionHeader,

@@ -129,9 +129,9 @@ impl CpuAccounting {
     /// that kind: the one place this rule is written. `Ring` and `Other`
     /// (`PERF_RECORD_LOST` and `PERF_RECORD_LOST_SAMPLES`: both dropped by
     /// the kernel) go to `lost_ring`; every other kind has its own counter.
-    /// Only the loss is added: whether the samples also count as received
-    /// (they do for `NoMapping` and `NoTask`, which the sync stage read) is
-    /// the caller's to say.
+    /// Only the loss is added: the sync stage counts a sample as received
+    /// when it reads it; [`CpuAccounting::add_lost_marker`] rebuilds both
+    /// from a session's markers.
     pub fn add_lost(&mut self, kind: crate::LostKind, n: u64) {
         use crate::LostKind as K;
         let counter = match kind {
@@ -143,6 +143,17 @@ impl CpuAccounting {
             K::Reconcile => &mut self.lost_reconcile,
         };
         *counter = counter.saturating_add(n);
+    }
+
+    /// Accounts a `Lost` marker read back from a session (rebuilding the
+    /// accounting of a session whose recorder died): the loss, and, for
+    /// samples profkit had read ([`crate::LostKind::was_received`]), their
+    /// receipt, so `samples_received` = written + those losses as at stop.
+    pub fn add_lost_marker(&mut self, kind: crate::LostKind, n: u64) {
+        self.add_lost(kind, n);
+        if kind.was_received() {
+            self.samples_received = self.samples_received.saturating_add(n);
+        }
     }
 
     /// All samples lost on this CPU, for every reason. `kernel_lost` is not
@@ -805,6 +816,36 @@ mod tests {
     use super::*;
     use crate::{ChunkEncoder, Event, LostKind, SessionReader};
     use proptest::prelude::*;
+
+    #[test]
+    fn markers_read_back_keep_received_equal_to_written_plus_what_profkit_lost() {
+        let mut a = CpuAccounting {
+            samples_written: 100,
+            samples_received: 100,
+            ..Default::default()
+        };
+        for (k, n) in [
+            (LostKind::Ring, 1),
+            (LostKind::Overflow, 20),
+            (LostKind::DiskFull, 300),
+            (LostKind::NoMapping, 4_000),
+            (LostKind::NoTask, 50_000),
+            (LostKind::Reconcile, 600_000),
+            (LostKind::Other, 7_000_000),
+        ] {
+            a.add_lost_marker(k, n);
+        }
+        assert_eq!(a.samples_received, 100 + 20 + 300 + 4_000 + 50_000);
+        assert_eq!(
+            a.samples_received,
+            a.samples_written
+                + a.lost_overflow
+                + a.lost_disk_full
+                + a.lost_no_mapping
+                + a.lost_no_task
+        );
+        assert_eq!((a.lost_ring, a.lost_reconcile), (7_000_001, 600_000));
+    }
 
     #[test]
     fn each_lost_kind_adds_to_its_own_counter() {

@@ -78,21 +78,7 @@ pub fn finalize_dead(session_dir: &Path, extras: &ExtrasSources) -> Result<Final
                 cpu,
                 ..Default::default()
             });
-            use profkit_eventlog::LostKind as K;
-            match kind {
-                K::Ring | K::Other => a.lost_ring += n,
-                K::Overflow => a.lost_overflow += n,
-                K::DiskFull => a.lost_disk_full += n,
-                K::NoMapping => {
-                    a.lost_no_mapping += n;
-                    a.samples_received += n
-                }
-                K::NoTask => {
-                    a.lost_no_task += n;
-                    a.samples_received += n
-                }
-                K::Reconcile => a.lost_reconcile += n,
-            }
+            a.add_lost_marker(kind, n);
         }
     }
     let footer = SessionFooter {

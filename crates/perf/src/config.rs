@@ -283,46 +283,16 @@ impl SamplerConfig {
     }
 }
 
-/// Parses a kernel CPU list such as `0-3,5,7-8`.
+/// Parses a kernel CPU list such as `0-3,5,7-8` (the one id-list parser,
+/// [`profkit_eventlog::parse_id_list`]).
 pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>> {
-    let mut out = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        let bad = || Error::Config(format!("bad CPU list '{s}': expected e.g. 0-3,5"));
-        if let Some((a, z)) = part.split_once('-') {
-            let a: u32 = a.trim().parse().map_err(|_| bad())?;
-            let z: u32 = z.trim().parse().map_err(|_| bad())?;
-            if z < a || z - a > 65536 {
-                return Err(bad());
-            }
-            out.extend(a..=z);
-        } else {
-            out.push(part.trim().parse().map_err(|_| bad())?);
-        }
-    }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
+    profkit_eventlog::parse_id_list(s)
+        .map_err(|e| Error::Config(format!("bad CPU list '{s}': {e}; expected e.g. 0-3,5")))
 }
 
 /// Formats a CPU list the way the kernel does (`0-3,5`).
 pub fn format_cpu_list(cpus: &[u32]) -> String {
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let start = cpus[i];
-        let mut end = start;
-        while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
-            i += 1;
-            end = cpus[i];
-        }
-        parts.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
-    }
-    parts.join(",")
+    profkit_eventlog::format_id_list(cpus)
 }
 
 /// The online CPUs, from `/sys/devices/system/cpu/online`.

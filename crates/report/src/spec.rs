@@ -358,25 +358,7 @@ impl ProfileSpec {
 
 /// `0,1,4-7` → {0, 1, 4, 5, 6, 7}.
 fn parse_id_list(value: &str) -> std::result::Result<Vec<u32>, String> {
-    let mut out = Vec::new();
-    for part in value.split(',') {
-        let num = |s: &str| {
-            s.trim()
-                .parse::<u32>()
-                .map_err(|_| format!("'{s}' is not a number (give numbers or ranges: 0,1,4-7)"))
-        };
-        match part.split_once('-') {
-            Some((lo, hi)) => {
-                let (lo, hi) = (num(lo)?, num(hi)?);
-                if lo > hi || hi - lo > 1 << 16 {
-                    return Err(format!("bad range '{part}'"));
-                }
-                out.extend(lo..=hi);
-            }
-            None => out.push(num(part)?),
-        }
-    }
-    Ok(out)
+    profkit_eventlog::parse_id_list(value).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! ([`Kallsyms::hidden`]) so samples go to `[kernel]` instead of all landing on whichever
 //! symbol sorts last.
 
+use profkit_eventlog::module_name;
 use std::collections::HashMap;
 
 use crate::table::{Candidate, SymbolTable};
@@ -56,7 +57,7 @@ impl Kallsyms {
             let module = fields
                 .next()
                 .and_then(|m| m.strip_prefix('[')?.strip_suffix(']'))
-                .map(normalize_module_name);
+                .map(module_name);
             any = true;
             all_zero &= addr == 0;
             if module.is_none() {
@@ -103,42 +104,6 @@ impl Kallsyms {
             skipped,
         }
     }
-}
-
-/// A kernel module's name as kallsyms spells it: `[nf-conntrack]`,
-/// `/lib/modules/…/nf-conntrack.ko.zst`, `nf_conntrack` → `nf_conntrack`.
-pub fn normalize_module_name(name: &str) -> String {
-    let base = name.rsplit('/').next().unwrap_or(name);
-    let base = base.trim_start_matches('[').trim_end_matches(']');
-    let base = [".ko.xz", ".ko.zst", ".ko.gz", ".ko"]
-        .iter()
-        .find_map(|suffix| base.strip_suffix(suffix))
-        .unwrap_or(base);
-    base.replace('-', "_")
-}
-
-/// The GNU build-id in a sequence of ELF notes (the format of `/sys/kernel/notes`).
-pub fn build_id_from_notes(mut notes: &[u8]) -> Option<Vec<u8>> {
-    const NT_GNU_BUILD_ID: u32 = 3;
-    let word = |b: &[u8], at: usize| -> Option<u32> {
-        Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
-    };
-    let align4 = |n: usize| (n + 3) & !3;
-    while notes.len() >= 12 {
-        let namesz = word(notes, 0)? as usize;
-        let descsz = word(notes, 4)? as usize;
-        let kind = word(notes, 8)?;
-        let name_at = 12;
-        let desc_at = name_at + align4(namesz);
-        let next = desc_at + align4(descsz);
-        let name = notes.get(name_at..name_at + namesz)?;
-        let desc = notes.get(desc_at..desc_at + descsz)?;
-        if kind == NT_GNU_BUILD_ID && name == b"GNU\0" {
-            return Some(desc.to_vec());
-        }
-        notes = notes.get(next..)?;
-    }
-    None
 }
 
 #[cfg(test)]
@@ -195,36 +160,5 @@ garbage
         let k = Kallsyms::parse("0000000000000000 T _text\n0000000000000000 t foo\t[bar]\n");
         assert!(k.hidden);
         assert!(!Kallsyms::parse("").hidden);
-    }
-
-    #[test]
-    fn module_names_are_normalised() {
-        assert_eq!(normalize_module_name("[nf-conntrack]"), "nf_conntrack");
-        assert_eq!(
-            normalize_module_name("/lib/modules/6.1/kernel/net/nf-conntrack.ko.zst"),
-            "nf_conntrack"
-        );
-        assert_eq!(normalize_module_name("ext4"), "ext4");
-    }
-
-    #[test]
-    fn build_id_note_is_found_after_other_notes() {
-        let mut notes = Vec::new();
-        let mut push = |name: &[u8], kind: u32, desc: &[u8]| {
-            notes.extend_from_slice(&(name.len() as u32).to_ne_bytes());
-            notes.extend_from_slice(&(desc.len() as u32).to_ne_bytes());
-            notes.extend_from_slice(&kind.to_ne_bytes());
-            notes.extend_from_slice(name);
-            notes.resize(notes.len().next_multiple_of(4), 0);
-            notes.extend_from_slice(desc);
-            notes.resize(notes.len().next_multiple_of(4), 0);
-        };
-        push(b"Xen\0", 6, b"\x01\x02\x03");
-        push(b"GNU\0", 3, &[0xab, 0xcd, 0xef, 0x01, 0x23]);
-        assert_eq!(
-            build_id_from_notes(&notes),
-            Some(vec![0xab, 0xcd, 0xef, 0x01, 0x23])
-        );
-        assert_eq!(build_id_from_notes(&notes[..20]), None);
     }
 }

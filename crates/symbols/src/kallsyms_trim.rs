@@ -27,7 +27,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 
-use crate::kallsyms::normalize_module_name;
+use profkit_eventlog::module_name;
 
 /// What to keep: absolute addresses sampled in the kernel and, per module
 /// (name normalised as kallsyms spells it), in each module.
@@ -187,7 +187,7 @@ pub fn trim_kallsyms(
                     }
                 }
                 Some(m) if is_text(kind) && !wanted.modules.is_empty() => {
-                    let m = normalize_module_name(&String::from_utf8_lossy(m));
+                    let m = module_name(&String::from_utf8_lossy(m));
                     if wanted.modules.contains_key(&m) {
                         module_starts.entry(m).or_default().push(addr);
                     }
@@ -254,7 +254,7 @@ pub fn trim_kallsyms(
                     is_text(kind)
                         && !keep_modules.is_empty()
                         && keep_modules
-                            .get(&normalize_module_name(&String::from_utf8_lossy(m)))
+                            .get(&module_name(&String::from_utf8_lossy(m)))
                             .is_some_and(|k| k.contains(&addr))
                 }
             };

@@ -14,9 +14,9 @@
 //! - trimming a kallsyms file to the lines some sampled addresses need ([`trim_kallsyms`],
 //!   two streamed passes, then [`KallsymsSource::Text`]): a report touches a few hundred of
 //!   ~120,000 symbols, and the trimmed text names every wanted address exactly as the whole
-//!   file would. It lives beside the kallsyms parser because it must agree with it (one
-//!   module-name normalisation, [`normalize_module_name`]; one [`build_id_from_notes`] for
-//!   the running kernel's `/sys/kernel/notes`);
+//!   file would. It lives beside the kallsyms parser because it must agree with it; both
+//!   take module names and the kernel's notes build-id through `profkit-eventlog`'s
+//!   `module_name` and `build_id_from_notes`, the rules the sync stage's cookies use;
 //! - JIT code from perf maps (`perf-PID.map`), other anonymous code as `anon` ranges;
 //! - demangling of Rust (legacy and v0) and C++ names, switchable off;
 //! - a parse cache so a report reuses each parsed binary, and one rayon task per binary.
@@ -104,7 +104,7 @@ pub mod fuzzing {
 }
 pub use demangle::demangle;
 pub use error::Error;
-pub use kallsyms::{build_id_from_notes, normalize_module_name};
+
 pub use kallsyms_trim::{trim_kallsyms, KallsymsInput, KallsymsWanted, TrimmedKallsyms};
 pub use symbolizer::Symbolizer;
 pub use types::{

@@ -11,7 +11,7 @@ use crate::demangle::display_name;
 use crate::dwarf;
 use crate::elf::{hex, ElfImage, LoadConfig};
 use crate::error::Error;
-use crate::kallsyms::{build_id_from_notes, normalize_module_name, Kallsyms};
+use crate::kallsyms::Kallsyms;
 use crate::perfmap::PerfMap;
 use crate::table::SymbolTable;
 use crate::types::{
@@ -19,6 +19,7 @@ use crate::types::{
     SymbolOrigin, SymbolizerOptions,
 };
 use crate::vdso;
+use profkit_eventlog::{build_id_from_notes, module_name};
 
 /// Turns (binary, offsets) into symbols. Build one per report and reuse it: it caches every
 /// parsed binary, kallsyms and perf map, and is `Sync`, so one instance serves all threads.
@@ -530,7 +531,7 @@ impl Symbolizer {
         req: &BinaryRequest,
         offsets: &[u64],
     ) -> BinaryResult {
-        let name = normalize_module_name(&req.path.to_string_lossy());
+        let name = module_name(&req.path.to_string_lossy());
         let kallsyms = self.kallsyms_usable();
         if let Ok(Some(table)) = kallsyms.as_ref().map(|ks| ks.modules.get(&name)) {
             for &off in offsets {

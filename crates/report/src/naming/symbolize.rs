@@ -257,9 +257,7 @@ fn kernel_options(
             }
             _ => wanted
                 .modules
-                .entry(profkit_symbols::normalize_module_name(
-                    &req.path.to_string_lossy(),
-                ))
+                .entry(profkit_eventlog::module_name(&req.path.to_string_lossy()))
                 .or_default()
                 .extend(offs.iter().map(|&o| req.base.wrapping_add(o))),
         }
@@ -271,7 +269,7 @@ fn kernel_options(
         KallsymsSource::Live => {
             let running = std::fs::read("/sys/kernel/notes")
                 .ok()
-                .and_then(|n| profkit_symbols::build_id_from_notes(&n));
+                .and_then(|n| profkit_eventlog::build_id_from_notes(&n));
             let same_kernel = kernel_ids
                 .iter()
                 .all(|id| id.is_none() || running.is_none() || *id == running);

@@ -508,7 +508,7 @@ fn live_perf_data_import_and_native_session_agree_per_binary() {
     let _rec = recording();
     let perf = std::env::var("PERF").unwrap_or_else(|_| "/usr/bin/perf".into());
     if !Path::new(&perf).exists() {
-        skip(&format!("no perf at {perf} (set PERF=...)"));
+        skip(format!("no perf at {perf} (set PERF=...)"));
         return;
     }
     if !perf_ok() {
@@ -548,7 +548,7 @@ fn live_perf_data_import_and_native_session_agree_per_binary() {
     let run = profctl(d.path(), &["stop", "--session-dir", sd]);
     assert_eq!(run.code, 0, "profctl stop: {}{}", run.stdout, run.stderr);
     if !out.status.success() || !data.exists() {
-        skip(&format!(
+        skip(format!(
             "perf record failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         ));

@@ -240,7 +240,7 @@ pub fn trim_kallsyms(
     addresses.dedup();
     let mut out = String::new();
     for_each_line(src, |line| {
-        if !parse_addr(line).is_some_and(|(a, _)| addresses.binary_search(&a).is_ok()) {
+        if parse_addr(line).is_none_or(|(a, _)| addresses.binary_search(&a).is_err()) {
             return;
         }
         if let Some((addr, kind, name, module)) = parse(line) {

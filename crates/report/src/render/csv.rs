@@ -1,0 +1,102 @@
+//! The CSV report: a header line, then one line per row (and CPU).
+
+use std::io::{self, Write};
+
+use super::*;
+use crate::model::*;
+
+/// A CSV field, quoted when it holds a comma, a quote or a line break
+/// (RFC 4180).
+pub(crate) fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+/// The CSV report: a header line, then one line per flat row (as JSON), or
+/// per (timeline line, CPU) with `--timeline`.
+pub fn write_csv(report: &Report, w: &mut dyn Write) -> io::Result<()> {
+    if let Some(t) = &report.timeline {
+        writeln!(w, "session,first_round,last_round,time_s,cpu,samples,lost")?;
+        for s in &t.sessions {
+            for l in &s.lines {
+                for (i, cpu) in t.cpus.iter().enumerate() {
+                    writeln!(
+                        w,
+                        "{},{},{},{:.3},{cpu},{},{}",
+                        csv_field(&s.session),
+                        l.first_round,
+                        l.last_round,
+                        l.time_s,
+                        l.samples[i],
+                        l.lost[i]
+                    )?;
+                }
+            }
+        }
+        return Ok(());
+    }
+    if let Some(cg) = &report.callgraph {
+        writeln!(
+            w,
+            "function_image,function_symbol,relation,samples,percent,image,symbol"
+        )?;
+        for e in &cg.entries {
+            let (fi, fs) = (csv_field(&e.image), csv_field(&e.symbol));
+            let mut line = |rel: &str, n: u64, p: f64, image: &str, symbol: &str| {
+                writeln!(
+                    w,
+                    "{fi},{fs},{rel},{n},{p:.4},{},{}",
+                    csv_field(image),
+                    csv_field(symbol)
+                )
+            };
+            for a in &e.callers {
+                line("caller", a.samples, a.percent, &a.image, &a.symbol)?;
+            }
+            line("self", e.self_samples, e.self_percent, &e.image, &e.symbol)?;
+            line("total", e.total, e.total_percent, &e.image, &e.symbol)?;
+            for a in &e.callees {
+                line("callee", a.samples, a.percent, &a.image, &a.symbol)?;
+            }
+        }
+        return Ok(());
+    }
+    let incl_head = if report.shown.inclusive {
+        ",inclusive,inclusive_percent"
+    } else {
+        ""
+    };
+    writeln!(
+        w,
+        "samples,percent,cpu,tgid,tid,comm,app,image,symbol,vma,location{incl_head}"
+    )?;
+    let opt = |v: Option<u32>| v.map_or_else(String::new, |v| v.to_string());
+    for (r, cpu) in flat_rows(report) {
+        let incl = if report.shown.inclusive {
+            format!(",{},{:.4}", r.inclusive_total, r.inclusive_total_percent)
+        } else {
+            String::new()
+        };
+        writeln!(
+            w,
+            "{},{:.4},{},{},{},{},{},{},{},{},{}{incl}",
+            r.samples[0],
+            r.percent[0],
+            opt(cpu),
+            opt(r.tgid),
+            opt(r.tid),
+            csv_field(r.comm.as_deref().unwrap_or("")),
+            csv_field(r.app.as_deref().unwrap_or("")),
+            csv_field(&r.image),
+            csv_field(r.symbol.as_deref().unwrap_or("")),
+            r.vma
+                .filter(|_| report.shown.address)
+                .map_or_else(String::new, |v| format!("{v:#x}")),
+            csv_field(r.location.as_deref().unwrap_or("")),
+        )?;
+    }
+    Ok(())
+}

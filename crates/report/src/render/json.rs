@@ -1,0 +1,167 @@
+//! The JSON report: one object.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use super::*;
+use crate::model::*;
+
+#[derive(Serialize)]
+struct JsonLost {
+    total: u64,
+    percent: f64,
+    source: String,
+    per_cpu: BTreeMap<u32, u64>,
+}
+
+#[derive(Serialize)]
+struct JsonRow {
+    samples: u64,
+    percent: f64,
+    image: String,
+    app: Option<String>,
+    symbol: Option<String>,
+    cpu: Option<u32>,
+    tgid: Option<u32>,
+    tid: Option<u32>,
+    comm: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vma: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    location: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inclusive: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inclusive_percent: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    event: &'a str,
+    frequency: Option<u64>,
+    period: Option<u64>,
+    total_samples: u64,
+    samples_read: u64,
+    samples_unreadable: Option<u64>,
+    lost: JsonLost,
+    start_time: String,
+    start_time_unix_ns: u64,
+    duration_s: f64,
+    sessions: &'a [SessionInfo],
+    bad_chunks: &'a [BadChunkInfo],
+    warnings: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rows: Option<Vec<JsonRow>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeline: Option<&'a Timeline>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    callgraph: Option<&'a CallGraph>,
+}
+
+fn round4(p: f64) -> f64 {
+    (p * 1e4).round() / 1e4
+}
+
+/// The rows as flat records, in print order: with `--separate=cpu`, one
+/// per (row, CPU) that has samples; a nested parent row comes before its
+/// dependents, which carry the parent as their `app`.
+pub fn flat_rows(report: &Report) -> Vec<(Row, Option<u32>)> {
+    let mut out = Vec::new();
+    let mut push = |r: &Row, app: Option<&str>| {
+        for (i, col) in report.columns.iter().enumerate() {
+            let cpu = match col {
+                Column::All => None,
+                Column::Cpu(c) => Some(*c),
+            };
+            let incl = r.inclusive.get(i).copied().unwrap_or(0);
+            if cpu.is_some() && r.samples[i] == 0 && incl == 0 {
+                continue;
+            }
+            let mut flat = r.clone();
+            flat.children = Vec::new();
+            flat.samples = vec![r.samples[i]];
+            flat.percent = vec![r.percent[i]];
+            flat.total = r.samples[i];
+            if report.shown.inclusive {
+                flat.inclusive = vec![r.inclusive[i]];
+                flat.inclusive_percent = vec![r.inclusive_percent[i]];
+                flat.inclusive_total = r.inclusive[i];
+                flat.inclusive_total_percent = r.inclusive_percent[i];
+            }
+            if let Some(a) = app {
+                flat.app = Some(a.to_owned());
+            }
+            out.push((flat, cpu));
+        }
+    };
+    for r in &report.rows {
+        push(r, None);
+        for c in &r.children {
+            push(c, Some(&r.image));
+        }
+    }
+    out
+}
+
+/// The JSON report: one object (see the crate docs for its keys).
+pub fn write_json(report: &Report, w: &mut dyn Write) -> io::Result<()> {
+    let h = &report.header;
+    let rows = report.timeline.is_none().then(|| {
+        flat_rows(report)
+            .into_iter()
+            .map(|(r, cpu)| JsonRow {
+                samples: r.samples[0],
+                percent: round4(r.percent[0]),
+                image: r.image,
+                app: r.app,
+                symbol: r.symbol,
+                cpu,
+                tgid: r.tgid,
+                tid: r.tid,
+                comm: r.comm,
+                vma: report
+                    .shown
+                    .address
+                    .then(|| r.vma.map(|v| format!("{v:#x}")))
+                    .flatten(),
+                location: if report.shown.location {
+                    r.location
+                } else {
+                    None
+                },
+                inclusive: report.shown.inclusive.then_some(r.inclusive_total),
+                inclusive_percent: report
+                    .shown
+                    .inclusive
+                    .then(|| round4(r.inclusive_total_percent)),
+            })
+            .collect()
+    });
+    let j = JsonReport {
+        event: &h.event,
+        frequency: h.frequency,
+        period: h.period,
+        total_samples: h.total_samples,
+        samples_read: h.samples_read,
+        samples_unreadable: h.samples_unreadable,
+        lost: JsonLost {
+            total: h.lost_total,
+            percent: round4(h.lost_percent),
+            source: h.lost_source.clone(),
+            per_cpu: h.cpus.iter().map(|c| (c.cpu, c.lost)).collect(),
+        },
+        start_time: format_utc(h.start_unix_ns),
+        start_time_unix_ns: h.start_unix_ns,
+        duration_s: (h.duration_ns as f64 / 1e6).round() / 1e3,
+        sessions: &h.sessions,
+        bad_chunks: &h.bad_chunks,
+        warnings: &report.warnings,
+        rows,
+        timeline: report.timeline.as_ref(),
+        callgraph: report.callgraph.as_ref(),
+    };
+    serde_json::to_writer_pretty(&mut *w, &j).map_err(io::Error::from)?;
+    writeln!(w)
+}

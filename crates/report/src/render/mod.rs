@@ -1,0 +1,153 @@
+//! Renderers: text (opreport's layout, `text.rs`), JSON (one object,
+//! `json.rs`) and CSV (`csv.rs`). Each writes to any `impl Write` and only
+//! formats a [`Report`]; a broken pipe comes back as the `io::Error` it is,
+//! for the caller to treat as success. The stack formats are `crate::export`'s
+//! and `crate::pprof`'s. "No symbol" becomes text here and nowhere else.
+
+mod csv;
+mod json;
+mod text;
+
+pub(crate) use csv::csv_field;
+pub use csv::write_csv;
+pub use json::{flat_rows, write_json};
+pub use text::write_text;
+
+use std::io::{self, Write};
+
+use crate::model::*;
+
+/// Text of a row or frame whose address is in no symbol of a readable
+/// binary, or in a binary that could not be read.
+pub const NO_SYMBOLS: &str = "(no symbols)";
+/// Text of a frame in no known binary.
+pub const UNKNOWN_SYMBOL: &str = "[unknown]";
+
+impl std::fmt::Display for Symbol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Symbol::Named(name) => name,
+            Symbol::NoSymbols => NO_SYMBOLS,
+            Symbol::Unknown => UNKNOWN_SYMBOL,
+        })
+    }
+}
+
+/// Output formats.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    /// opreport-style columns.
+    #[default]
+    Text,
+    /// One JSON object.
+    Json,
+    /// Comma-separated values with a header line.
+    Csv,
+    /// Brendan Gregg's folded stacks: one line per distinct stack, frames
+    /// outermost first separated by `;`, then a space and the count.
+    Collapsed,
+    /// A flame graph (SVG, drawn by inferno).
+    Flamegraph,
+    /// pprof's profile.proto, gzip-compressed.
+    Pprof,
+}
+
+impl Format {
+    /// The values `--format` accepts.
+    pub const ALLOWED: &'static str = "one of text, json, csv, collapsed, flamegraph, pprof";
+
+    /// True for the formats drawn from call stacks (they need
+    /// [`crate::ReportOptions::stacks`]).
+    pub fn needs_stacks(self) -> bool {
+        matches!(self, Format::Collapsed | Format::Flamegraph | Format::Pprof)
+    }
+
+    /// True for output that is not text (pprof's gzip).
+    pub fn is_binary(self) -> bool {
+        self == Format::Pprof
+    }
+}
+
+impl std::str::FromStr for Format {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Self> {
+        Ok(match s {
+            "text" => Format::Text,
+            "json" => Format::Json,
+            "csv" => Format::Csv,
+            "collapsed" | "folded" => Format::Collapsed,
+            "flamegraph" | "svg" => Format::Flamegraph,
+            "pprof" => Format::Pprof,
+            _ => {
+                return Err(crate::Error::BadValue {
+                    option: "--format",
+                    value: s.to_owned(),
+                    allowed: Self::ALLOWED.to_owned(),
+                })
+            }
+        })
+    }
+}
+
+/// Writes `report` in `format`. The stack formats need a report built
+/// with [`crate::ReportOptions::stacks`] (else an `InvalidInput` error);
+/// a flame graph is of all columns together (see [`write_flamegraph`] for
+/// one per CPU).
+pub fn render(report: &Report, format: Format, w: &mut dyn Write) -> io::Result<()> {
+    match format {
+        Format::Text => write_text(report, w),
+        Format::Json => write_json(report, w),
+        Format::Csv => write_csv(report, w),
+        Format::Collapsed => crate::export::write_collapsed(report, None, w),
+        Format::Flamegraph => crate::export::write_flamegraph(report, None, w),
+        Format::Pprof => crate::pprof::write_pprof(report, w),
+    }
+}
+
+/// `2026-11-22 20:29:55 UTC` from ns since the Unix epoch.
+pub fn format_utc(unix_ns: u64) -> String {
+    let secs = unix_ns / 1_000_000_000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(format_utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(
+            format_utc(1_795_379_395_837_827_650),
+            "2026-11-22 20:29:55 UTC"
+        );
+        assert_eq!(
+            format_utc(951_782_400 * 1_000_000_000),
+            "2000-02-29 00:00:00 UTC"
+        );
+    }
+
+    #[test]
+    fn csv_quoting() {
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"x\""), "\"say \"\"x\"\"\"");
+        assert_eq!(csv_field("plain"), "plain");
+    }
+}

@@ -1,0 +1,359 @@
+//! profkit-live without perf_event_open: the engine over simulated rings,
+//! the footer reserve, session extras, crash finalisation and archives.
+
+use profkit_daemon::Engine;
+use profkit_eventlog::{
+    file_entry, ChunkEncoder, CpuAccounting, Event, SessionFooter, SessionHeader, SessionReader,
+    SessionWriter,
+};
+use profkit_live::{
+    archive, finalize_dead, ExtrasSources, LiveEngine, ReservedSink, Summary, KALLSYMS_COPY,
+    RESERVE_BYTES, RESERVE_FILE,
+};
+use profkit_perf::{Layout, SimRecord, SimRing};
+use profkit_sync::{
+    ChunkSink, FileSink, Recorder, RecorderOptions, SimRings, SyncOptions, SyncStage,
+};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const LAYOUT: Layout = Layout { callchain: false };
+
+fn stage() -> SyncStage {
+    SyncStage::new(SyncOptions {
+        layout: LAYOUT,
+        paths: Default::default(),
+        use_procfs: false,
+    })
+}
+
+fn mmap(pid: u32, addr: u64, filename: &str, time: u64) -> SimRecord {
+    SimRecord::Mmap2 {
+        pid,
+        tid: pid,
+        addr,
+        len: 0x1000,
+        pgoff: 0,
+        ino: u64::from(pid),
+        build_id: None,
+        prot: libc::PROT_EXEC as u32,
+        filename: filename.into(),
+        time,
+    }
+}
+
+fn sample(pid: u32, ip: u64, time: u64) -> SimRecord {
+    SimRecord::Sample {
+        ip,
+        pid,
+        tid: pid,
+        time,
+        kernel: false,
+        period: 1,
+        callchain: vec![],
+    }
+}
+
+/// Two CPUs: pid 10 runs /bin/app (3 samples on CPU 0), pid 20 JIT code in
+/// an anonymous mapping (2 samples on CPU 1) and one sample nothing maps.
+fn rings() -> Vec<SimRing> {
+    let mut r0 = SimRing::new(0, 1 << 16, LAYOUT);
+    r0.push(&mmap(10, 0x40_0000, "/bin/app", 1));
+    for t in 2..5 {
+        r0.push(&sample(10, 0x40_0100, t));
+    }
+    let mut r1 = SimRing::new(1, 1 << 16, LAYOUT);
+    r1.push(&mmap(20, 0x7000_0000, "//anon", 1));
+    r1.push(&sample(20, 0x7000_0010, 2));
+    r1.push(&sample(20, 0x7000_0020, 3));
+    r1.push(&sample(20, 0x9000_0000, 4)); // no mapping
+    vec![r0, r1]
+}
+
+struct Setup {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    session: PathBuf,
+    extras: ExtrasSources,
+}
+
+/// A session directory, and fake extras: a kallsyms file and the JIT map
+/// of pid 20 (and one of pid 99, which sampled nothing).
+fn setup() -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    std::fs::create_dir(&dir).unwrap();
+    let src = tmp.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("kallsyms"), "ffffffff81000000 T _text\n").unwrap();
+    std::fs::write(src.join("perf-20.map"), "70000000 100 jitted\n").unwrap();
+    std::fs::write(src.join("perf-99.map"), "70000000 100 other\n").unwrap();
+    let session = dir.join("session.pkl");
+    Setup {
+        _tmp: tmp,
+        dir,
+        session,
+        extras: ExtrasSources {
+            kallsyms: src.join("kallsyms"),
+            perf_map_dir: src,
+        },
+    }
+}
+
+fn header() -> SessionHeader {
+    SessionHeader {
+        cpus: vec![0, 1],
+        ..Default::default()
+    }
+}
+
+fn engine(s: &Setup) -> LiveEngine<SimRings> {
+    let sink = ReservedSink::create(
+        FileSink::create(s.session.clone(), header()).unwrap(),
+        s.dir.join(RESERVE_FILE),
+    )
+    .unwrap();
+    let rec = Recorder::new(
+        SimRings(rings()),
+        stage(),
+        Box::new(sink),
+        RecorderOptions::default(),
+    )
+    .unwrap();
+    LiveEngine::new(rec, s.session.clone()).with_extras(s.extras.clone())
+}
+
+fn cpu(sum: &Summary, c: u32) -> &profkit_live::CpuSummary {
+    sum.cpus.iter().find(|x| x.cpu == c).unwrap()
+}
+
+#[test]
+fn the_engine_records_rounds_and_stop_gives_footer_summary_and_extras() {
+    let s = setup();
+    let mut e = engine(&s);
+    assert!(s.dir.join(RESERVE_FILE).exists());
+    e.round().unwrap();
+    assert!(e.finished().is_none());
+    let status: Summary = serde_json::from_value(e.status()).unwrap();
+    assert_eq!(status.rounds, 1);
+    assert!(status.session.is_none(), "status has no session fields");
+    let sum: Summary = serde_json::from_value(e.stop().unwrap()).unwrap();
+    assert_eq!(sum.rounds, 2, "one round and stop's");
+    assert_eq!((cpu(&sum, 0).samples, cpu(&sum, 0).lost), (3, 0));
+    assert_eq!((cpu(&sum, 1).samples, cpu(&sum, 1).lost_no_mapping), (2, 1));
+    let done = sum.session.as_ref().expect("stop has the session fields");
+    assert_eq!(done.session, s.session.display().to_string());
+    assert_eq!(
+        done.session_bytes,
+        std::fs::metadata(&s.session).unwrap().len()
+    );
+    // The footer holds what the summary says; the reserve is gone.
+    let r = SessionReader::open(&s.session).unwrap();
+    let f = r.footer().expect("a footer");
+    assert_eq!(f.accounting[1].samples_received, 3);
+    assert_eq!(f.accounting[1].lost_no_mapping, 1);
+    assert!(!s.dir.join(RESERVE_FILE).exists());
+    // Extras: kallsyms, and the JIT map of the process with anonymous code
+    // only.
+    assert_eq!(
+        std::fs::read_to_string(s.dir.join(KALLSYMS_COPY)).unwrap(),
+        "ffffffff81000000 T _text\n"
+    );
+    assert!(s.dir.join("perf-20.map").exists());
+    assert!(!s.dir.join("perf-99.map").exists());
+    // Stopping twice is an error, not a panic.
+    assert!(e.stop().is_err());
+}
+
+#[test]
+fn a_deleted_session_dir_finishes_the_engine_and_stop_still_ends_the_recording() {
+    let s = setup();
+    let mut e = engine(&s).with_dir_check_interval(Duration::ZERO);
+    e.round().unwrap();
+    assert!(e.finished().is_none());
+    std::fs::remove_dir_all(&s.dir).unwrap();
+    e.round().unwrap();
+    let why = e.finished().expect("the engine says it is finished");
+    assert!(why.contains("was removed"), "{why}");
+    assert!(why.contains(&s.dir.display().to_string()), "{why}");
+    // The daemon then stops it: the footer goes into the (unlinked) file,
+    // and every sample is counted.
+    let sum: Summary = serde_json::from_value(e.stop().unwrap()).unwrap();
+    assert_eq!(sum.samples(), 5);
+}
+
+#[test]
+fn the_reserve_holds_its_bytes_until_the_footer() {
+    let s = setup();
+    let reserve = s.dir.join(RESERVE_FILE);
+    let mut sink = ReservedSink::create(
+        FileSink::create(s.session.clone(), header()).unwrap(),
+        reserve.clone(),
+    )
+    .unwrap();
+    assert_eq!(
+        std::fs::metadata(&reserve).unwrap().len(),
+        RESERVE_BYTES as u64
+    );
+    sink.write_chunk(0, 1, &ChunkEncoder::new().bytes().to_vec())
+        .unwrap();
+    assert!(reserve.exists(), "kept while recording");
+    sink.finish(&SessionFooter::default()).unwrap();
+    assert!(!reserve.exists(), "released for the footer");
+    assert!(SessionReader::open(&s.session).unwrap().footer().is_some());
+    // A reserve path through a symlink is refused, not followed.
+    let target = s.dir.join("target");
+    std::fs::write(&target, "keep").unwrap();
+    let link = s.dir.join("link.reserve");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let _ = ReservedSink::create(
+        FileSink::create(s.dir.join("other.pkl"), header()).unwrap(),
+        link,
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+}
+
+/// Rounds of the [`rings`] scenario written by hand, without a footer: a
+/// daemon that died. Returns the accounting `stop` would have written.
+fn died_after_rounds(s: &Setup) -> Vec<CpuAccounting> {
+    let mut w = SessionWriter::create(&s.session, &header()).unwrap();
+    let mut st = stage();
+    let mut rings = rings();
+    let c = st.round(&mut rings, 10);
+    w.append_chunk(c.round, c.time, &c.bytes).unwrap();
+    st.begin_round(20);
+    let c = st.finish_final_round();
+    w.append_chunk(c.round, c.time, &c.bytes).unwrap();
+    w.sync_data().unwrap();
+    std::fs::write(s.dir.join(RESERVE_FILE), vec![0u8; 4096]).unwrap();
+    st.accounting()
+}
+
+#[test]
+fn a_dead_daemons_session_gets_the_footer_stop_would_have_written() {
+    let s = setup();
+    let live = died_after_rounds(&s);
+    let fin = finalize_dead(&s.dir, &s.extras).unwrap();
+    assert_eq!((fin.rounds, fin.truncated), (2, 0));
+    let r = SessionReader::open(&s.session).unwrap();
+    let footer = r.footer().expect("footer written").clone();
+    for (got, want) in footer.accounting.iter().zip(&live) {
+        let key = |a: &CpuAccounting| {
+            (
+                a.cpu,
+                a.samples_received,
+                a.samples_written,
+                a.lost_no_mapping,
+                a.lost_no_task,
+                a.lost_ring,
+                a.lost_overflow,
+            )
+        };
+        assert_eq!(key(got), key(want));
+    }
+    assert_eq!(footer.accounting.len(), 2);
+    assert_eq!(fin.summary.samples(), 5);
+    assert!(!s.dir.join(RESERVE_FILE).exists(), "reserve released");
+    assert!(s.dir.join("perf-20.map").exists(), "extras saved");
+}
+
+#[test]
+fn a_torn_last_round_is_cut_and_named() {
+    let s = setup();
+    died_after_rounds(&s);
+    let len = std::fs::metadata(&s.session).unwrap().len();
+    // Half a chunk frame at the end: the daemon died while writing.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&s.session)
+        .unwrap();
+    std::io::Write::write_all(&mut f, &[0x50, 0x4b, 0x43, 0x48, 9, 9, 9]).unwrap();
+    drop(f);
+    let fin = finalize_dead(&s.dir, &s.extras).unwrap();
+    assert_eq!((fin.rounds, fin.truncated), (2, 7));
+    let r = SessionReader::open(&s.session).unwrap();
+    assert!(r.is_complete() && r.bad_chunks().is_empty());
+    assert!(std::fs::metadata(&s.session).unwrap().len() > len);
+}
+
+/// A session whose only binary cookies are `bins` (path, recorded build-id).
+fn session_with_binaries(s: &Setup, bins: &[(&Path, Vec<u8>)]) {
+    let mut w = SessionWriter::create(&s.session, &header()).unwrap();
+    let mut enc = ChunkEncoder::new();
+    for (p, id) in bins {
+        enc.event(&Event::CookieDef(file_entry(
+            &p.display().to_string(),
+            Some(id.clone()),
+            0,
+            0,
+            0,
+        )));
+    }
+    w.append_chunk(0, 1, enc.bytes()).unwrap();
+    w.write_footer(&SessionFooter::default()).unwrap();
+    std::fs::write(s.dir.join(KALLSYMS_COPY), "k").unwrap();
+    std::fs::write(s.dir.join("perf-20.map"), "m").unwrap();
+    std::fs::write(s.dir.join("unrelated.txt"), "u").unwrap();
+}
+
+fn tar_names(p: &Path) -> Vec<String> {
+    let mut a = tar::Archive::new(std::fs::File::open(p).unwrap());
+    let mut names: Vec<String> = a
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().display().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn an_archive_packs_the_session_extras_and_binaries_by_build_id() {
+    let s = setup();
+    let exe = std::env::current_exe().unwrap();
+    let id = profkit_sync::read_build_id(&exe).expect("the test binary has a build-id");
+    let h: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    let gone = s.dir.join("gone");
+    session_with_binaries(&s, &[(&exe, id.clone()), (&gone, vec![1, 2, 3, 4])]);
+    // A separate debug file for the test binary.
+    let debug = s.dir.join("debugdir");
+    std::fs::create_dir_all(debug.join(&h[..2])).unwrap();
+    std::fs::write(debug.join(&h[..2]).join(format!("{}.debug", &h[2..])), "d").unwrap();
+    let out = s.dir.join("a.tar");
+    let done = archive(&s.dir, &out, &debug).unwrap();
+    assert_eq!(done.binaries, 1);
+    assert_eq!(done.skipped.len(), 1);
+    assert!(
+        done.skipped[0].contains("gone") && done.skipped[0].contains("missing"),
+        "{:?}",
+        done.skipped
+    );
+    let bin = format!("debug/.build-id/{}/{}", &h[..2], &h[2..]);
+    let mut want = vec![
+        "session.pkl".to_owned(),
+        KALLSYMS_COPY.to_owned(),
+        "perf-20.map".to_owned(),
+        bin.clone(),
+        format!("{bin}.debug"),
+    ];
+    want.sort();
+    assert_eq!(tar_names(&out), want);
+    assert_eq!(
+        done.bytes,
+        std::fs::metadata(&exe).unwrap().len() + std::fs::metadata(&s.session).unwrap().len() + 3
+    );
+}
+
+#[test]
+fn an_archive_skips_a_binary_that_changed_since_recording() {
+    let s = setup();
+    let exe = std::env::current_exe().unwrap();
+    session_with_binaries(&s, &[(&exe, vec![9; 20])]);
+    let done = archive(&s.dir, &s.dir.join("a.tar"), &s.dir.join("nodebug")).unwrap();
+    assert_eq!(done.binaries, 0);
+    assert!(
+        done.skipped[0].contains("changed since recording"),
+        "{:?}",
+        done.skipped
+    );
+}

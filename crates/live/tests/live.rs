@@ -195,8 +195,7 @@ fn the_reserve_holds_its_bytes_until_the_footer() {
         std::fs::metadata(&reserve).unwrap().len(),
         RESERVE_BYTES as u64
     );
-    sink.write_chunk(0, 1, &ChunkEncoder::new().bytes().to_vec())
-        .unwrap();
+    sink.write_chunk(0, 1, ChunkEncoder::new().bytes()).unwrap();
     assert!(reserve.exists(), "kept while recording");
     sink.finish(&SessionFooter::default()).unwrap();
     assert!(!reserve.exists(), "released for the footer");

@@ -50,7 +50,7 @@
 //!   in ~45 ms and 16.6 MiB against `perf report`'s ~600 ms and 77 MiB on
 //!   the same workload (`scripts/bench.sh report`, docs/PERFORMANCE.md).
 //!   The biggest single cost was parsing a 5 MB kallsyms: it is trimmed
-//!   first (`kallsyms.rs`), in parallel with reading the other binaries.
+//!   first (`profkit_symbols::trim_kallsyms`), in parallel with reading the other binaries.
 //! - **Only what the report needs is kept.** The aggregation key drops the
 //!   fields a report does not show (the offset for an image summary, the
 //!   thread unless `--separate=thread`), so maps stay small.

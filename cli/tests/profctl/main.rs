@@ -44,6 +44,8 @@ fn text(o: &Output) -> String {
 
 use profkit_testsupport::perf_ok;
 
+mod hostile;
+
 fn busy_on(cpu: u32) -> Child {
     Command::new("taskset")
         .args(["-c", &cpu.to_string(), "sh", "-c", "while :; do :; done"])

@@ -96,6 +96,11 @@ pub struct Summary {
     pub stack_table_bytes: usize,
     /// Per-CPU accounting.
     pub cpus: Vec<CpuSummary>,
+    /// Mapped binaries whose build-id was not read, by reason: unopenable
+    /// or behind a symlink, not a regular file (a FIFO planted at a
+    /// renamed binary's path), another file than the one mapped, timed out.
+    #[serde(default)]
+    pub build_ids_refused: [u64; 4],
     /// The finished session (stop only).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionSummary>,
@@ -115,6 +120,7 @@ impl Summary {
             stacks: st.stacks.stacks,
             stack_table_bytes: st.stacks.bytes,
             cpus: st.accounting.iter().map(CpuSummary::from).collect(),
+            build_ids_refused: st.build_ids_refused,
             session: None,
         }
     }

@@ -54,14 +54,11 @@ impl CookieTable {
     }
 }
 
-/// Reads the GNU build-id of an ELF file, reading only the headers and notes.
+/// Reads the GNU build-id of an ELF file, reading only the headers and
+/// notes; the path is opened without following symlinks or blocking, and
+/// must be a regular file ([`crate::binfile::open_mapped`]).
 pub fn read_build_id(path: &Path) -> Option<Vec<u8>> {
-    use object::read::ReadCache;
-    use object::Object;
-    let f = std::fs::File::open(path).ok()?;
-    let cache = ReadCache::new(f);
-    let obj = object::File::parse(&cache).ok()?;
-    obj.build_id().ok().flatten().map(|b| b.to_vec())
+    crate::binfile::read_build_id_at(path)
 }
 
 #[cfg(test)]

@@ -81,6 +81,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod binfile;
 mod buffer;
 mod cookies;
 mod error;

@@ -87,6 +87,10 @@ pub struct RecorderStatus {
     pub tables: crate::stage::TableSizes,
     /// The call-stack table (all zero without call graphs).
     pub stacks: StackStats,
+    /// Build-ids of mapped binaries not read, by reason: unopenable (or
+    /// behind a symlink), not a regular file, another file than the one
+    /// mapped, timed out ([`crate::binfile::Refused`]).
+    pub build_ids_refused: [u64; 4],
 }
 
 /// Rings, stage, buffer and writer. See the module docs.
@@ -173,6 +177,7 @@ impl<S: RingSource> Recorder<S> {
             processes: self.stage.processes().len(),
             tables: self.stage.table_sizes(),
             stacks: self.stage.stack_stats(),
+            build_ids_refused: self.stage.build_id_refusals(),
         }
     }
 

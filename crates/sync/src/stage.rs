@@ -35,6 +35,7 @@
 //! CPU's records, then [`SyncStage::finish_round`] (for its last round,
 //! [`SyncStage::finish_final_round`]).
 
+use crate::binfile::BuildIdReader;
 use crate::cookies::CookieTable;
 use crate::kernel::KernelMaps;
 use crate::process::{IntMap, ProcessTable, Unresolved};
@@ -124,6 +125,8 @@ pub struct SyncStage {
     known: IntMap<Cookie, CookieEntry>,
     emitted: CookieTable,
     file_cookies: IntMap<(u64, u64, u64), Cookie>,
+    /// Reads mapped binaries' build-ids without trusting their paths.
+    build_id_reader: BuildIdReader,
     /// Build-ids known by mapping path from outside the records.
     build_ids: HashMap<String, Vec<u8>>,
     announced: IntMap<u32, ()>,
@@ -166,6 +169,7 @@ impl SyncStage {
             known,
             emitted: CookieTable::default(),
             file_cookies: IntMap::default(),
+            build_id_reader: BuildIdReader::default(),
             build_ids: HashMap::new(),
             announced: IntMap::default(),
             no_proc: IntMap::default(),
@@ -275,6 +279,12 @@ impl SyncStage {
             cpu,
             ..Default::default()
         })
+    }
+
+    /// Build-ids of mapped binaries not read, by reason (see
+    /// [`crate::RecorderStatus::build_ids_refused`]).
+    pub fn build_id_refusals(&self) -> [u64; 4] {
+        self.build_id_reader.refused
     }
 
     /// The stack table's counters.

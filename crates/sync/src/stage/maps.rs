@@ -4,7 +4,7 @@
 //! maps from perf's pid −1 mappings.
 
 use super::SyncStage;
-use crate::cookies::read_build_id;
+use crate::binfile::MappedBinary;
 use crate::process::{Map, MapKind, Process};
 use crate::procfs::{dev_number, KernelModule, ProcProcess};
 use profkit_eventlog::{
@@ -26,7 +26,14 @@ impl SyncStage {
                     (self.anon(p.pid), MapKind::Anon)
                 } else {
                     (
-                        self.file_cookie(&m.path, None, m.dev, m.inode, 0),
+                        self.file_cookie(
+                            &m.path,
+                            None,
+                            m.dev,
+                            m.inode,
+                            0,
+                            Some((p.pid, m.start, m.end)),
+                        ),
                         MapKind::File,
                     )
                 };
@@ -63,6 +70,7 @@ impl SyncStage {
         dev: u64,
         ino: u64,
         gen: u64,
+        mapped_by: Option<(u32, u64, u64)>,
     ) -> Cookie {
         if let Some(b) = build_id {
             let e = file_entry(path, Some(b.to_vec()), dev, ino, gen);
@@ -99,7 +107,19 @@ impl SyncStage {
         // give one.
         let bid = match self.build_ids.get(path) {
             Some(b) => Some(b.clone()),
-            None if self.opts.use_procfs => read_build_id(Path::new(path)),
+            None if self.opts.use_procfs => {
+                let b = MappedBinary {
+                    path: path.into(),
+                    map_file: mapped_by.map(|(pid, start, end)| {
+                        self.opts
+                            .paths
+                            .proc_root
+                            .join(format!("{pid}/map_files/{start:x}-{end:x}"))
+                    }),
+                    identity: identified.then_some((dev, ino)),
+                };
+                self.build_id_reader.read(b).ok().flatten()
+            }
             None => None,
         };
         let e = file_entry(path, bid, dev, ino, gen);
@@ -165,19 +185,37 @@ impl SyncStage {
             (self.anon(m.pid), MapKind::Anon)
         } else {
             match m.file_id {
-                Some(FileId::BuildId(b)) => {
-                    (self.file_cookie(&path, Some(b), 0, 0, 0), MapKind::File)
-                }
+                Some(FileId::BuildId(b)) => (
+                    self.file_cookie(&path, Some(b), 0, 0, 0, None),
+                    MapKind::File,
+                ),
                 Some(FileId::Inode {
                     maj,
                     min,
                     ino,
                     generation,
                 }) => (
-                    self.file_cookie(&path, None, dev_number(maj, min), ino, generation),
+                    self.file_cookie(
+                        &path,
+                        None,
+                        dev_number(maj, min),
+                        ino,
+                        generation,
+                        Some((m.pid, m.addr, m.addr.saturating_add(m.len))),
+                    ),
                     MapKind::File,
                 ),
-                None => (self.file_cookie(&path, None, 0, 0, 0), MapKind::File),
+                None => (
+                    self.file_cookie(
+                        &path,
+                        None,
+                        0,
+                        0,
+                        0,
+                        Some((m.pid, m.addr, m.addr.saturating_add(m.len))),
+                    ),
+                    MapKind::File,
+                ),
             }
         };
         let map = Map {

@@ -1,0 +1,301 @@
+//! Reading a mapped binary's build-id without trusting its path.
+//!
+//! The daemon runs as root and samples every user's processes; the paths
+//! in MMAP2 records and `/proc/PID/maps` are names those users control. A
+//! plain `open(path)` would block on a FIFO planted at a renamed binary's
+//! old path (the daemon stops draining), follow a symlink to a device
+//! node, or read another file than the one mapped. So:
+//!
+//! - the binary is opened through `/proc/PID/map_files/START-END` when the
+//!   mapping's process is known and alive: the kernel hands over the very
+//!   file mapped, whatever its name has become;
+//! - otherwise through its path with `openat2(RESOLVE_NO_SYMLINKS |
+//!   RESOLVE_NO_MAGICLINKS)` (a kernel-given path never needs a symlink),
+//!   `O_NONBLOCK` (a FIFO open returns at once) and `O_NOCTTY`;
+//! - either way the opened file must be a regular file and, when the
+//!   kernel gave the mapping's device and inode, that file;
+//! - the read runs on a worker thread and is waited for at most
+//!   [`BUILD_ID_TIMEOUT`] (a FUSE file system can make any read wait): a
+//!   late answer is dropped, and after [`MAX_STUCK_READS`] reads that never
+//!   came back no further build-id is read this session. A binary whose
+//!   build-id was not read gets its device/inode cookie, as one without a
+//!   build-id does.
+
+use rustix::fs::{Mode, OFlags, ResolveFlags, CWD};
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::time::Duration;
+
+/// How long the sync stage waits for one build-id.
+pub const BUILD_ID_TIMEOUT: Duration = Duration::from_millis(100);
+/// Reads that never came back before build-id reading stops.
+pub const MAX_STUCK_READS: u32 = 4;
+
+/// Where a mapped binary is and what it must be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MappedBinary {
+    /// The path the kernel gave.
+    pub path: PathBuf,
+    /// `/proc/PID/map_files/START-END` of a process that maps it, if known.
+    pub map_file: Option<PathBuf>,
+    /// The device (as `procfs::dev_number` encodes it) and inode the
+    /// kernel gave, when it gave them.
+    pub identity: Option<(u64, u64)>,
+}
+
+/// Why a build-id was not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// Not there, not readable, or reached through a symlink.
+    Unopenable,
+    /// A FIFO, device, socket or directory.
+    NotRegular,
+    /// Another file than the one the kernel said is mapped.
+    OtherFile,
+    /// The read did not finish in time (or reading is off after too many).
+    TimedOut,
+}
+
+/// Opens a binary as described in the module docs; never blocks on a
+/// FIFO or follows a symlink in `path`.
+pub fn open_mapped(b: &MappedBinary) -> Result<File, Refused> {
+    let mut last = Refused::Unopenable;
+    if let Some(mf) = &b.map_file {
+        // The magic link is the point here: no RESOLVE_NO_MAGICLINKS.
+        match rustix::fs::open(
+            mf,
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => match check(File::from(fd), b.identity) {
+                Ok(f) => return Ok(f),
+                Err(e) => last = e,
+            },
+            Err(_) => {}
+        }
+    }
+    let fd = rustix::fs::openat2(
+        CWD,
+        &b.path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )
+    .map_err(|_| last)?;
+    check(File::from(fd), b.identity)
+}
+
+fn check(f: File, identity: Option<(u64, u64)>) -> Result<File, Refused> {
+    let m = f.metadata().map_err(|_| Refused::Unopenable)?;
+    if !m.file_type().is_file() {
+        return Err(Refused::NotRegular);
+    }
+    if let Some((dev, ino)) = identity {
+        if (dev_of(m.dev()), m.ino()) != (dev, ino) {
+            return Err(Refused::OtherFile);
+        }
+    }
+    Ok(f)
+}
+
+/// `st_dev` in `procfs::dev_number`'s encoding (major << 32 | minor).
+fn dev_of(st_dev: u64) -> u64 {
+    let major = ((st_dev >> 32) & 0xffff_f000) | ((st_dev >> 8) & 0xfff);
+    let minor = ((st_dev >> 12) & 0xffff_ff00) | (st_dev & 0xff);
+    crate::procfs::dev_number(major as u32, minor as u32)
+}
+
+/// The GNU build-id of an opened ELF file, reading only headers and notes.
+pub fn build_id_of(f: File) -> Option<Vec<u8>> {
+    use object::read::ReadCache;
+    use object::Object;
+    let cache = ReadCache::new(f);
+    let obj = object::File::parse(&cache).ok()?;
+    obj.build_id().ok().flatten().map(|b| b.to_vec())
+}
+
+type Request = MappedBinary;
+type Answer = Result<Option<Vec<u8>>, Refused>;
+
+/// Build-id reads on a worker thread, each waited for at most a timeout.
+#[derive(Debug)]
+pub struct BuildIdReader {
+    worker: Option<(Sender<Request>, Receiver<Answer>)>,
+    timeout: Duration,
+    stuck: u32,
+    /// Reads refused, by reason (unopenable, not regular, other file, timed out).
+    pub refused: [u64; 4],
+}
+
+impl Default for BuildIdReader {
+    fn default() -> Self {
+        Self::new(BUILD_ID_TIMEOUT)
+    }
+}
+
+impl BuildIdReader {
+    /// A reader that waits at most `timeout` per build-id.
+    pub fn new(timeout: Duration) -> Self {
+        BuildIdReader {
+            worker: None,
+            timeout,
+            stuck: 0,
+            refused: [0; 4],
+        }
+    }
+
+    /// The build-id of `b`: `Ok(None)` for a binary without one.
+    pub fn read(&mut self, b: MappedBinary) -> Answer {
+        let r = self.ask(b);
+        if let Err(why) = r {
+            self.refused[why as usize] += 1;
+        }
+        r
+    }
+
+    fn ask(&mut self, b: MappedBinary) -> Answer {
+        if self.stuck >= MAX_STUCK_READS {
+            return Err(Refused::TimedOut);
+        }
+        if self.worker.is_none() {
+            let (req_tx, req_rx) = channel::<Request>();
+            let (ans_tx, ans_rx) = channel::<Answer>();
+            let spawned = std::thread::Builder::new()
+                .name("profkit-buildid".into())
+                .spawn(move || {
+                    for b in req_rx {
+                        let a = open_mapped(&b).map(build_id_of);
+                        if ans_tx.send(a).is_err() {
+                            return;
+                        }
+                    }
+                });
+            if spawned.is_err() {
+                return Err(Refused::TimedOut);
+            }
+            self.worker = Some((req_tx, ans_rx));
+        }
+        let (tx, rx) = self.worker.as_ref().expect("worker started above");
+        if tx.send(b).is_err() {
+            self.worker = None;
+            return Err(Refused::TimedOut);
+        }
+        match rx.recv_timeout(self.timeout) {
+            Ok(a) => a,
+            Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {
+                // Leave the worker to its read; the next one gets a new thread.
+                self.worker = None;
+                self.stuck += 1;
+                Err(Refused::TimedOut)
+            }
+        }
+    }
+}
+
+/// [`open_mapped`] + [`build_id_of`] on this thread, for a path alone (no
+/// process, no identity): for callers that are not the daemon's sync loop.
+pub fn read_build_id_at(path: &Path) -> Option<Vec<u8>> {
+    open_mapped(&MappedBinary {
+        path: path.into(),
+        map_file: None,
+        identity: None,
+    })
+    .ok()
+    .and_then(build_id_of)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn at(p: &Path) -> MappedBinary {
+        MappedBinary {
+            path: p.into(),
+            map_file: None,
+            identity: None,
+        }
+    }
+
+    #[test]
+    fn a_fifo_a_symlink_and_another_file_are_refused_without_blocking() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("fifo");
+        let st = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        // Nobody ever opens the other end: a plain open would block here.
+        assert_eq!(open_mapped(&at(&fifo)).err(), Some(Refused::NotRegular));
+        let exe = std::env::current_exe().unwrap();
+        let link = d.path().join("link");
+        symlink(&exe, &link).unwrap();
+        assert_eq!(open_mapped(&at(&link)).err(), Some(Refused::Unopenable));
+        let dir_link = d.path().join("dirlink");
+        symlink(exe.parent().unwrap(), &dir_link).unwrap();
+        let through = dir_link.join(exe.file_name().unwrap());
+        assert_eq!(open_mapped(&at(&through)).err(), Some(Refused::Unopenable));
+        assert_eq!(
+            open_mapped(&at(Path::new("/dev/null"))).err(),
+            Some(Refused::NotRegular)
+        );
+        // The right path, but not the file the kernel said.
+        let m = std::fs::metadata(&exe).unwrap();
+        let wrong = MappedBinary {
+            identity: Some((dev_of(m.dev()), m.ino() + 1)),
+            ..at(&exe)
+        };
+        assert_eq!(open_mapped(&wrong).err(), Some(Refused::OtherFile));
+        let right = MappedBinary {
+            identity: Some((dev_of(m.dev()), m.ino())),
+            ..at(&exe)
+        };
+        assert!(open_mapped(&right).is_ok());
+    }
+
+    #[test]
+    fn map_files_give_the_mapped_file_whatever_its_path_became() {
+        // This test's own executable, through /proc/self/map_files: find
+        // an executable mapping of it in /proc/self/maps.
+        let exe = std::env::current_exe().unwrap();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let line = maps
+            .lines()
+            .find(|l| l.ends_with(exe.to_str().unwrap()) && l.split(' ').nth(1) == Some("r-xp"))
+            .expect("the test binary is mapped");
+        let range = line.split(' ').next().unwrap();
+        let b = MappedBinary {
+            path: "/nonexistent/renamed".into(),
+            map_file: Some(format!("/proc/self/map_files/{range}").into()),
+            identity: None,
+        };
+        let want = build_id_of(File::open(&exe).unwrap());
+        assert_eq!(open_mapped(&b).ok().and_then(build_id_of), want);
+    }
+
+    #[test]
+    fn a_read_that_never_returns_costs_the_timeout_then_nothing() {
+        // A FIFO the worker is made to read as if it were regular cannot
+        // be built here without a FUSE mount; instead, a reader whose
+        // worker is busy on a slow request: a path on which open_mapped
+        // blocks is impossible by design, so time the machinery with a
+        // zero timeout.
+        let mut r = BuildIdReader::new(Duration::ZERO);
+        let exe = std::env::current_exe().unwrap();
+        for _ in 0..MAX_STUCK_READS + 3 {
+            let _ = r.read(at(&exe));
+        }
+        assert!(r.stuck <= MAX_STUCK_READS);
+        assert_eq!(r.read(at(&exe)), Err(Refused::TimedOut));
+        // A reader with time gets the answer.
+        let mut r = BuildIdReader::new(Duration::from_secs(10));
+        let want = build_id_of(File::open(&exe).unwrap());
+        assert_eq!(r.read(at(&exe)), Ok(want));
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(r.read(at(d.path())), Err(Refused::NotRegular));
+        assert_eq!(r.refused, [0, 1, 0, 0]);
+    }
+}

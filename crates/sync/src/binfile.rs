@@ -64,16 +64,15 @@ pub fn open_mapped(b: &MappedBinary) -> Result<File, Refused> {
     let mut last = Refused::Unopenable;
     if let Some(mf) = &b.map_file {
         // The magic link is the point here: no RESOLVE_NO_MAGICLINKS.
-        match rustix::fs::open(
+        if let Ok(fd) = rustix::fs::open(
             mf,
             OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
             Mode::empty(),
         ) {
-            Ok(fd) => match check(File::from(fd), b.identity) {
+            match check(File::from(fd), b.identity) {
                 Ok(f) => return Ok(f),
                 Err(e) => last = e,
-            },
-            Err(_) => {}
+            }
         }
     }
     let fd = rustix::fs::openat2(

@@ -197,6 +197,9 @@ fn print_summary(s: &Summary) {
             profkit_perf::read_sysctl("kernel.perf_event_max_sample_rate").map(|v| v.to_string()).unwrap_or("?".into())
         );
     }
+    for r in &session.extras_refused {
+        println!("note: not copied into the session: {r}");
+    }
     let [unopenable, not_regular, other_file, timed_out] = s.build_ids_refused;
     if not_regular + other_file + timed_out > 0 {
         println!("note: build-ids not read for {} mapped binaries ({not_regular} not a regular file, {other_file} another file than the one mapped, {timed_out} timed out; {unopenable} unopenable): they are identified by device and inode", not_regular + other_file + timed_out + unopenable);

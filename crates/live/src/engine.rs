@@ -167,8 +167,14 @@ impl<S: WakeSource> LiveEngine<S> {
             .rec
             .take()
             .ok_or_else(|| Error::Sync(profkit_sync::Error::Sink("already stopped".into())))?;
+        let owners: std::collections::HashMap<u32, u32> = rec.stage().anon_owners().collect();
         let st = rec.stop()?;
-        save_session_extras(&self.session, &self.extras);
+        let extras = save_session_extras(&self.session, &self.extras, &|pid| {
+            owners
+                .get(&pid)
+                .copied()
+                .or_else(|| self.extras.live_process_owner(pid))
+        });
         let mut s = Summary::of_recorder(&st);
         s.session = Some(SessionSummary {
             duration_s: self.started.elapsed().as_secs_f64(),
@@ -176,6 +182,7 @@ impl<S: WakeSource> LiveEngine<S> {
             session_bytes: std::fs::metadata(&self.session)
                 .map(|m| m.len())
                 .unwrap_or(0),
+            extras_refused: extras.refused,
         });
         Ok(s)
     }

@@ -15,6 +15,8 @@ pub struct ExtrasSources {
     pub kallsyms: PathBuf,
     /// Where JIT runtimes write `perf-PID.map` (`/tmp`).
     pub perf_map_dir: PathBuf,
+    /// `/proc`, where a live process's owner is read.
+    pub proc_root: PathBuf,
 }
 
 impl Default for ExtrasSources {
@@ -22,6 +24,7 @@ impl Default for ExtrasSources {
         ExtrasSources {
             kallsyms: "/proc/kallsyms".into(),
             perf_map_dir: "/tmp".into(),
+            proc_root: "/proc".into(),
         }
     }
 }
@@ -31,24 +34,50 @@ pub fn is_extra(name: &str) -> bool {
     name == KALLSYMS_COPY || (name.starts_with("perf-") && name.ends_with(".map"))
 }
 
+/// The largest JIT map copied (a sparse or runaway file is refused).
+pub const PERF_MAP_MAX_BYTES: u64 = 256 << 20;
+/// The largest kernel symbol table copied.
+pub const KALLSYMS_MAX_BYTES: u64 = 256 << 20;
+
+/// What [`save_session_extras`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SavedExtras {
+    /// Names copied into the session directory.
+    pub saved: Vec<String>,
+    /// Sources not copied, each with why (`/tmp/perf-42.map: a FIFO`).
+    pub refused: Vec<String>,
+}
+
 /// Copies next to `session` (the session file) the kernel's symbol table
 /// (root-only, 0600) and the JIT maps of sampled processes with anonymous
-/// code (`perf-PID.map` vanishes with them). Best effort: a missing source
-/// is skipped, and a copy is all or nothing (a partial one would mislead a
-/// report). Returns the names copied.
-pub fn save_session_extras(session: &Path, from: &ExtrasSources) -> Vec<String> {
-    let mut saved = Vec::new();
+/// code. A JIT map is a file users write, read here as root: it is copied
+/// only if it is a regular file (no symlink, no FIFO: opened `O_NOFOLLOW`,
+/// `O_NONBLOCK`, checked on the opened file), owned by the process's user
+/// (`owner_of(pid)`, perf's rule; unknown owner: refused) and at most
+/// [`PERF_MAP_MAX_BYTES`]. A missing source is skipped silently; a refused
+/// one is named in [`SavedExtras::refused`]; a copy is all or nothing.
+pub fn save_session_extras(
+    session: &Path,
+    from: &ExtrasSources,
+    owner_of: &dyn Fn(u32) -> Option<u32>,
+) -> SavedExtras {
+    let mut out = SavedExtras::default();
     let Some(dir) = session.parent() else {
-        return saved;
+        return out;
     };
-    let mut copy = |src: &Path, name: &str| {
-        if copy_whole(src, &dir.join(name)) {
-            saved.push(name.to_owned());
-        }
+    let mut copy = |src: &Path, name: &str, owner: Option<Option<u32>>, max: u64| match copy_checked(
+        src,
+        &dir.join(name),
+        owner,
+        max,
+    ) {
+        Ok(true) => out.saved.push(name.to_owned()),
+        Ok(false) => {}
+        Err(why) => out.refused.push(format!("{}: {why}", src.display())),
     };
-    copy(&from.kallsyms, KALLSYMS_COPY);
+    copy(&from.kallsyms, KALLSYMS_COPY, None, KALLSYMS_MAX_BYTES);
     let Ok(r) = SessionReader::open(session) else {
-        return saved;
+        return out;
     };
     let mut pids = BTreeSet::new();
     for c in r.chunks() {
@@ -66,32 +95,161 @@ pub fn save_session_extras(session: &Path, from: &ExtrasSources) -> Vec<String> 
     }
     for pid in pids {
         let name = format!("perf-{pid}.map");
-        copy(&from.perf_map_dir.join(&name), &name);
+        copy(
+            &from.perf_map_dir.join(&name),
+            &name,
+            Some(owner_of(pid)),
+            PERF_MAP_MAX_BYTES,
+        );
     }
-    saved
+    out
+}
+
+impl ExtrasSources {
+    /// The owner of a live process (the uid of `/proc/PID`), for
+    /// [`save_session_extras`] when the recorder did not note it.
+    pub fn live_process_owner(&self, pid: u32) -> Option<u32> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(self.proc_root.join(pid.to_string()))
+            .ok()
+            .map(|m| m.uid())
+    }
 }
 
 /// Copies `from` to a new 0600 file `to` (replacing it, never following a
-/// link); removes the copy if it could not be completed.
-fn copy_whole(from: &Path, to: &Path) -> bool {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let Ok(data) = std::fs::read(from) else {
-        return false;
+/// link), if `from` is a regular file (or a procfs file, for kallsyms:
+/// `owner` None), owned by `owner` when given, and at most `max` bytes.
+/// `Ok(false)`: `from` does not exist. The copy is removed if it could not
+/// be completed.
+fn copy_checked(
+    from: &Path,
+    to: &Path,
+    owner: Option<Option<u32>>,
+    max: u64,
+) -> Result<bool, String> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let src = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(from)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err("a symbolic link".into()),
+        Err(e) => return Err(e.to_string()),
     };
+    let m = src.metadata().map_err(|e| e.to_string())?;
+    if !m.file_type().is_file() {
+        return Err("not a regular file".into());
+    }
+    if let Some(want) = owner {
+        match want {
+            None => return Err("its process's owner is unknown".into()),
+            Some(uid) if uid != m.uid() => {
+                return Err(format!(
+                    "owned by uid {}, not by the process's user (uid {uid})",
+                    m.uid()
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    if m.len() > max {
+        return Err(format!("{} bytes, over the {max}-byte limit", m.len()));
+    }
     let _ = std::fs::remove_file(to);
-    let Ok(mut f) = std::fs::OpenOptions::new()
+    let mut dst = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(to)
-    else {
-        return false;
-    };
-    if f.write_all(&data).and_then(|_| f.sync_all()).is_err() {
-        let _ = std::fs::remove_file(to);
-        return false;
+        .map_err(|e| format!("creating {}: {e}", to.display()))?;
+    // Procfs files say size 0: the limit holds while copying too.
+    let copied =
+        std::io::copy(&mut src.take(max + 1), &mut dst).and_then(|n| dst.sync_all().map(|_| n));
+    match copied {
+        Ok(n) if n <= max => Ok(true),
+        Ok(n) => {
+            let _ = std::fs::remove_file(to);
+            Err(format!("over {max} bytes ({n} read)"))
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(to);
+            Err(format!("copying: {e}"))
+        }
     }
-    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    fn uid_of(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().uid()
+    }
+
+    #[test]
+    fn only_regular_small_files_of_the_right_owner_are_copied() {
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join("perf-1.map");
+        std::fs::write(&src, "1000 10 jitted\n").unwrap();
+        let me = uid_of(&src);
+        let to = d.path().join("copy");
+        let max = 1 << 20;
+        assert_eq!(copy_checked(&src, &to, Some(Some(me)), max), Ok(true));
+        assert_eq!(std::fs::read_to_string(&to).unwrap(), "1000 10 jitted\n");
+        // Missing: skipped, not refused.
+        assert_eq!(
+            copy_checked(&d.path().join("nope"), &to, Some(Some(me)), max),
+            Ok(false)
+        );
+        // Another owner, or none known.
+        let e = copy_checked(&src, &to, Some(Some(me + 1)), max).unwrap_err();
+        assert!(e.contains("not by the process's user"), "{e}");
+        let e = copy_checked(&src, &to, Some(None), max).unwrap_err();
+        assert!(e.contains("unknown"), "{e}");
+        // A FIFO: refused at once (a plain open would wait for a writer).
+        let fifo = d.path().join("fifo.map");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let e = copy_checked(&fifo, &to, Some(Some(me)), max).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        // A symlink to a secret.
+        let secret = d.path().join("shadow");
+        std::fs::write(&secret, "root:x").unwrap();
+        let link = d.path().join("link.map");
+        std::os::unix::fs::symlink(&secret, &link).unwrap();
+        let e = copy_checked(&link, &to, Some(Some(me)), max).unwrap_err();
+        assert!(e.contains("symbolic link"), "{e}");
+        // A sparse giant: refused by its size, never read.
+        let big = d.path().join("big.map");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(768 << 20)
+            .unwrap();
+        let to_big = d.path().join("copy-big");
+        let e = copy_checked(&big, &to_big, Some(Some(me)), PERF_MAP_MAX_BYTES).unwrap_err();
+        assert!(e.contains("over the"), "{e}");
+        assert!(!to_big.exists(), "nothing copied");
+    }
+
+    #[test]
+    fn a_procfs_style_file_is_capped_while_copying() {
+        // /proc files say size 0; the limit holds on the bytes read.
+        let d = tempfile::tempdir().unwrap();
+        let to = d.path().join("kallsyms");
+        let e = copy_checked(Path::new("/proc/self/maps"), &to, None, 10).unwrap_err();
+        assert!(e.contains("over 10 bytes"), "{e}");
+        assert!(!to.exists());
+        assert_eq!(
+            copy_checked(Path::new("/proc/self/maps"), &to, None, 1 << 30),
+            Ok(true)
+        );
+    }
 }

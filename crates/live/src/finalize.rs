@@ -92,7 +92,7 @@ pub fn finalize_dead(session_dir: &Path, extras: &ExtrasSources) -> Result<Final
     };
     w.write_footer(&footer)?;
     w.sync_data()?;
-    save_session_extras(&path, extras);
+    let saved = save_session_extras(&path, extras, &|pid| extras.live_process_owner(pid));
     let summary = Summary {
         rounds: resume.chunks,
         cpus: footer.accounting.iter().map(CpuSummary::from).collect(),
@@ -100,6 +100,7 @@ pub fn finalize_dead(session_dir: &Path, extras: &ExtrasSources) -> Result<Final
             duration_s: (last_time.saturating_sub(r.header().start_monotonic_ns)) as f64 / 1e9,
             session: path.display().to_string(),
             session_bytes: std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
+            extras_refused: saved.refused,
         }),
         ..Default::default()
     };

@@ -80,6 +80,9 @@ pub use engine::{
     RESERVE_FILE,
 };
 pub use error::{perf_is_usage, Error, Result};
-pub use extras::{is_extra, save_session_extras, ExtrasSources, KALLSYMS_COPY};
+pub use extras::{
+    is_extra, save_session_extras, ExtrasSources, SavedExtras, KALLSYMS_COPY, KALLSYMS_MAX_BYTES,
+    PERF_MAP_MAX_BYTES,
+};
 pub use finalize::{finalize_dead, Finalized};
 pub use summary::{CpuSummary, SessionSummary, Summary};

@@ -69,6 +69,9 @@ pub struct SessionSummary {
     pub session: String,
     /// Its size.
     pub session_bytes: u64,
+    /// Session extras not copied, each with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extras_refused: Vec<String>,
 }
 
 /// The recorder's counters as `profctl status` shows them and `stop`
@@ -191,6 +194,7 @@ mod tests {
             duration_s: 1.5,
             session: "d/session.pkl".into(),
             session_bytes: 99,
+            extras_refused: vec!["/tmp/perf-1.map: not a regular file".into()],
         });
         let v = s.to_value();
         assert_eq!(v["session"], "d/session.pkl");

@@ -88,6 +88,8 @@ fn setup() -> Setup {
     std::fs::write(src.join("kallsyms"), "ffffffff81000000 T _text\n").unwrap();
     std::fs::write(src.join("perf-20.map"), "70000000 100 jitted\n").unwrap();
     std::fs::write(src.join("perf-99.map"), "70000000 100 other\n").unwrap();
+    let fake_proc = tmp.path().join("proc");
+    std::fs::create_dir_all(fake_proc.join("20")).unwrap();
     let session = dir.join("session.pkl");
     Setup {
         _tmp: tmp,
@@ -95,6 +97,8 @@ fn setup() -> Setup {
         session,
         extras: ExtrasSources {
             kallsyms: src.join("kallsyms"),
+            // pid 20's owner: whoever runs the test, who wrote its map.
+            proc_root: fake_proc,
             perf_map_dir: src,
         },
     }
@@ -355,4 +359,24 @@ fn an_archive_skips_a_binary_that_changed_since_recording() {
         "{:?}",
         done.skipped
     );
+}
+
+#[test]
+fn stop_refuses_a_planted_jit_map_and_says_so() {
+    let s = setup();
+    // A FIFO where pid 20's JIT map should be: stop must not wait on it.
+    let map = s.extras.perf_map_dir.join("perf-20.map");
+    std::fs::remove_file(&map).unwrap();
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&map)
+        .status()
+        .unwrap()
+        .success());
+    let mut e = engine(&s);
+    let sum: Summary = serde_json::from_value(e.stop().unwrap()).unwrap();
+    let refused = &sum.session.unwrap().extras_refused;
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(refused[0].contains("perf-20.map: not a regular file"), "{refused:?}");
+    assert!(!s.dir.join("perf-20.map").exists());
+    assert!(s.dir.join(KALLSYMS_COPY).exists());
 }

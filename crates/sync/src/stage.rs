@@ -125,6 +125,9 @@ pub struct SyncStage {
     known: IntMap<Cookie, CookieEntry>,
     emitted: CookieTable,
     file_cookies: IntMap<(u64, u64, u64), Cookie>,
+    /// The owner (uid) of each process with anonymous code, read from
+    /// `/proc/PID` when its first anonymous mapping was seen.
+    anon_owners: IntMap<u32, u32>,
     /// Reads mapped binaries' build-ids without trusting their paths.
     build_id_reader: BuildIdReader,
     /// Build-ids known by mapping path from outside the records.
@@ -170,6 +173,7 @@ impl SyncStage {
             emitted: CookieTable::default(),
             file_cookies: IntMap::default(),
             build_id_reader: BuildIdReader::default(),
+            anon_owners: IntMap::default(),
             build_ids: HashMap::new(),
             announced: IntMap::default(),
             no_proc: IntMap::default(),
@@ -279,6 +283,17 @@ impl SyncStage {
             cpu,
             ..Default::default()
         })
+    }
+
+    /// The uid that owned process `pid` when its first anonymous code
+    /// mapping was seen (live sessions only).
+    pub fn anon_owner(&self, pid: u32) -> Option<u32> {
+        self.anon_owners.get(&pid).copied()
+    }
+
+    /// Every (pid, uid) of [`SyncStage::anon_owner`].
+    pub fn anon_owners(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.anon_owners.iter().map(|(&p, &u)| (p, u))
     }
 
     /// Build-ids of mapped binaries not read, by reason (see

@@ -141,7 +141,17 @@ impl SyncStage {
     pub(super) fn anon(&mut self, pid: u32) -> Cookie {
         let e = anon_entry(pid);
         let c = e.cookie;
-        self.known.entry(c).or_insert(e);
+        if let std::collections::hash_map::Entry::Vacant(v) = self.known.entry(c) {
+            v.insert(e);
+            // Who owns the process, while it is alive: its JIT map is
+            // copied at stop only if that user owns the file.
+            if self.opts.use_procfs {
+                use std::os::unix::fs::MetadataExt;
+                if let Ok(m) = std::fs::metadata(self.opts.paths.proc_root.join(pid.to_string())) {
+                    self.anon_owners.insert(pid, m.uid());
+                }
+            }
+        }
         c
     }
 

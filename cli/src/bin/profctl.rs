@@ -14,8 +14,11 @@ use profkit_live::{
 };
 use profkit_perf::parse_cpu_list;
 use serde_json::Value;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 const EXIT_CODES: &str = "EXIT STATUS:\n  0  success\n  1  the operation failed (no daemon, no permission, I/O error)\n  2  bad command line\n  record: the recorded command's own exit status\n\nEXAMPLES:\n  profctl start -F 1000            sample the whole system at 1 kHz into ./profkit_data\n  profctl dump; profctl status     flush to disk now; show counters\n  profctl stop                     finish and print the summary\n  profctl record -- make -j2       profile one command and its children";
@@ -280,6 +283,110 @@ fn wait_stopped(pid: u32) -> Result<()> {
     ))
 }
 
+/// The daemon `record` started, stopped on every way out of `record`: a
+/// normal end, an error, or a signal (Ctrl-C reaches `record` and the
+/// command, not the daemon in its own process group).
+struct RecordDaemon<'a> {
+    dir: &'a DirArg,
+    pid: u32,
+    stopped: bool,
+}
+
+impl RecordDaemon<'_> {
+    /// The stop request; if the daemon cannot be reached or fails, it is
+    /// sent SIGTERM (its own clean stop) and waited for.
+    fn stop(&mut self) -> Result<Summary> {
+        self.stopped = true;
+        let r = request(self.dir, Request::Stop).and_then(summary);
+        if r.is_err() {
+            self.terminate();
+        }
+        r
+    }
+
+    fn terminate(&self) {
+        let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) else {
+            return;
+        };
+        if rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_ok() {
+            // The daemon writes its footer and leaves; wait a little for it.
+            for _ in 0..500 {
+                if !std::path::Path::new(&format!("/proc/{}", self.pid)).exists() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+impl Drop for RecordDaemon<'_> {
+    fn drop(&mut self) {
+        if !self.stopped {
+            let _ = self.stop();
+        }
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP while `record` runs: noted instead of ending
+/// `record` (which must still stop its daemon).
+struct Interrupts {
+    int: Arc<AtomicBool>,
+    term: Arc<AtomicBool>,
+    hup: Arc<AtomicBool>,
+}
+
+impl Interrupts {
+    fn catch() -> Result<Self> {
+        let i = Interrupts {
+            int: Arc::default(),
+            term: Arc::default(),
+            hup: Arc::default(),
+        };
+        for (sig, flag) in [(SIGINT, &i.int), (SIGTERM, &i.term), (SIGHUP, &i.hup)] {
+            signal_hook::flag::register(sig, Arc::clone(flag))
+                .context("installing signal handlers")?;
+        }
+        Ok(i)
+    }
+
+    fn any(&self) -> bool {
+        [&self.int, &self.term, &self.hup]
+            .iter()
+            .any(|f| f.load(Ordering::Relaxed))
+    }
+}
+
+/// Waits for the command; SIGTERM and SIGHUP sent to `record` are passed
+/// on to it (Ctrl-C reaches it from the terminal directly).
+fn wait_command(
+    child: &mut std::process::Child,
+    sig: &Interrupts,
+) -> Result<std::process::ExitStatus> {
+    let mut passed = false;
+    loop {
+        if let Some(st) = child.try_wait()? {
+            return Ok(st);
+        }
+        if !passed {
+            let to_pass = if sig.term.load(Ordering::Relaxed) {
+                Some(rustix::process::Signal::TERM)
+            } else if sig.hup.load(Ordering::Relaxed) {
+                Some(rustix::process::Signal::HUP)
+            } else {
+                None
+            };
+            if let (Some(s), Some(pid)) =
+                (to_pass, rustix::process::Pid::from_raw(child.id() as i32))
+            {
+                let _ = rustix::process::kill_process(pid, s);
+                passed = true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn record(a: &StartArgs, command: &[String]) -> Result<ExitCode> {
     let which = Command::new("sh")
         .arg("-c")
@@ -290,10 +397,19 @@ fn record(a: &StartArgs, command: &[String]) -> Result<ExitCode> {
     if !which.status.success() {
         bail!("command not found: {}", command[0]);
     }
+    let sig = Interrupts::catch()?;
     let system_wide = a.all_cpus;
     let mut child;
+    let mut daemon;
     if system_wide {
-        start(a, None)?;
+        daemon = RecordDaemon {
+            dir: &a.dir,
+            pid: start(a, None)?,
+            stopped: false,
+        };
+        if sig.any() {
+            bail!("interrupted before the command started");
+        }
         child = Command::new(&command[0])
             .args(&command[1..])
             .spawn()
@@ -309,17 +425,29 @@ fn record(a: &StartArgs, command: &[String]) -> Result<ExitCode> {
             .spawn()
             .context("starting the command")?;
         wait_stopped(child.id())?;
-        if let Err(e) = start(a, Some(child.id())) {
-            let _ = child.kill();
-            return Err(e);
-        }
+        daemon = match start(a, Some(child.id())) {
+            Ok(pid) => RecordDaemon {
+                dir: &a.dir,
+                pid,
+                stopped: false,
+            },
+            Err(e) => {
+                let _ = child.kill();
+                return Err(e);
+            }
+        };
         let pid =
             rustix::process::Pid::from_raw(child.id() as i32).ok_or_else(|| anyhow!("bad pid"))?;
+        if sig.any() {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("interrupted before the command started");
+        }
         rustix::process::kill_process(pid, rustix::process::Signal::CONT)
             .context("resuming the command")?;
     }
-    let status = child.wait()?;
-    print_summary(&summary(request(&a.dir, Request::Stop)?)?);
+    let status = wait_command(&mut child, &sig)?;
+    print_summary(&daemon.stop()?);
     Ok(match status.code() {
         Some(c) => ExitCode::from(c as u8),
         None => ExitCode::from(128 + rustix_signal(&status)),

@@ -3,6 +3,7 @@
 
 use super::*;
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
 use std::time::Instant;
 
 /// `O_NONBLOCK` on Linux.
@@ -102,4 +103,123 @@ int main(int argc, char **argv) {
             a.cpu
         );
     }
+}
+
+/// Waits up to 10 s for `f`.
+fn eventually(mut f: impl FnMut() -> bool) -> bool {
+    for _ in 0..500 {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn alive(pid: &str) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z'))
+}
+
+#[test]
+fn ctrl_c_on_record_stops_its_system_wide_daemon() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("s");
+    let _stop = StopOnDrop(ds.clone());
+    // In a process group of its own, as a shell job: Ctrl-C is SIGINT to
+    // the whole group (record and the command), never to the daemon,
+    // which runs in a group of its own.
+    let mut rec = Command::new(env!("CARGO_BIN_EXE_profctl"))
+        .current_dir(tmp.path())
+        .args(["record", "-a", "-F", "500", "--session-dir"])
+        .arg(&ds)
+        .args(["--", "sleep", "30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid_file = ds.join("daemon.pid");
+    assert!(
+        eventually(|| std::fs::read_to_string(&pid_file).is_ok_and(|s| !s.trim().is_empty())),
+        "no daemon started"
+    );
+    let daemon = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    std::thread::sleep(Duration::from_millis(500));
+    let group = rustix::process::Pid::from_raw(rec.id() as i32).unwrap();
+    rustix::process::kill_process_group(group, rustix::process::Signal::INT).unwrap();
+    let o = {
+        let t = Instant::now();
+        loop {
+            if rec.try_wait().unwrap().is_some() || t.elapsed() > Duration::from_secs(20) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = rec.kill();
+        rec.wait_with_output().unwrap()
+    };
+    assert!(
+        eventually(|| !alive(&daemon)),
+        "the daemon (pid {daemon}) outlived its interrupted record: {}",
+        text(&o)
+    );
+    // The command died of SIGINT; record says so the shell way, after the
+    // summary of a stopped session.
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o));
+    assert!(text(&o).contains("profkit: recorded"), "{}", text(&o));
+    let r = SessionReader::open(session(tmp.path())).unwrap();
+    assert!(r.footer().is_some(), "stopped cleanly, footer written");
+}
+
+#[test]
+fn sigterm_to_record_is_passed_to_the_command_and_the_daemon_stops() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("s");
+    let _stop = StopOnDrop(ds.clone());
+    let mut rec = Command::new(env!("CARGO_BIN_EXE_profctl"))
+        .current_dir(tmp.path())
+        .args(["record", "-a", "-F", "500", "--session-dir"])
+        .arg(&ds)
+        .args(["--", "sleep", "30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid_file = ds.join("daemon.pid");
+    assert!(eventually(
+        || std::fs::read_to_string(&pid_file).is_ok_and(|s| !s.trim().is_empty())
+    ));
+    let daemon = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = rustix::process::Pid::from_raw(rec.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let t = Instant::now();
+    while rec.try_wait().unwrap().is_none() && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = rec.kill();
+    let o = rec.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(128 + 15), "{}", text(&o));
+    assert!(eventually(|| !alive(&daemon)), "{}", text(&o));
+    assert!(SessionReader::open(session(tmp.path()))
+        .unwrap()
+        .footer()
+        .is_some());
 }

@@ -376,7 +376,10 @@ fn stop_refuses_a_planted_jit_map_and_says_so() {
     let sum: Summary = serde_json::from_value(e.stop().unwrap()).unwrap();
     let refused = &sum.session.unwrap().extras_refused;
     assert_eq!(refused.len(), 1, "{refused:?}");
-    assert!(refused[0].contains("perf-20.map: not a regular file"), "{refused:?}");
+    assert!(
+        refused[0].contains("perf-20.map: not a regular file"),
+        "{refused:?}"
+    );
     assert!(!s.dir.join("perf-20.map").exists());
     assert!(s.dir.join(KALLSYMS_COPY).exists());
 }

@@ -223,6 +223,13 @@ fn summary(v: Value) -> Result<Summary> {
 /// Finishes a dead daemon's session and says what was kept.
 fn finalize(dir: &DirArg) -> Result<Summary> {
     let f = finalize_dead(&dir.session_dir, &ExtrasSources::default())?;
+    if f.already_complete {
+        eprintln!(
+            "profkit: the daemon had died after finishing the session ({} rounds, footer written); nothing was lost at stop",
+            f.rounds
+        );
+        return Ok(f.summary);
+    }
     eprintln!(
         "profkit: the daemon had died; finalized {} complete rounds ({} samples){}; samples still in the rings and in the round being written when it died (at most one round) are lost and not counted",
         f.rounds,

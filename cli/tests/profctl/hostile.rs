@@ -223,3 +223,72 @@ fn sigterm_to_record_is_passed_to_the_command_and_the_daemon_stops() {
         .footer()
         .is_some());
 }
+
+#[test]
+fn a_start_that_fails_on_a_tiny_disk_leaves_no_partial_reserve() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=128k,mode=0700", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(ok.success(), "mounting a tmpfs (root is needed)");
+    let _guard = Mount(mnt.clone());
+    let ds = mnt.join("s");
+    let _stop = StopOnDrop(ds.clone());
+    let o = profctl(
+        tmp.path(),
+        &["start", "--session-dir", ds.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("reserving 256 KiB"), "{}", text(&o));
+    assert!(
+        !ds.join("footer.reserve").exists(),
+        "a partial footer.reserve was left behind"
+    );
+}
+
+#[test]
+fn a_non_utf8_session_dir_is_used_as_given() {
+    if !perf_ok() {
+        return;
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"s\xff\xfe-dir"));
+    let _stop = StopOnDrop(ds.clone());
+    let run = |args: &[&str]| {
+        Command::new(PROFCTL)
+            .args(args)
+            .arg("--session-dir")
+            .arg(&ds)
+            .output()
+            .unwrap()
+    };
+    let o = run(&["start", "-F", "500"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        ds.join("session.pkl").exists(),
+        "the daemon wrote elsewhere"
+    );
+    let o = run(&["stop"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(SessionReader::open(ds.join("session.pkl"))
+        .unwrap()
+        .footer()
+        .is_some());
+    // Nothing was created under a mangled name.
+    let names: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+}

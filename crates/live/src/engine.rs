@@ -48,9 +48,19 @@ impl<S: ChunkSink> ReservedSink<S> {
             .custom_flags(libc::O_NOFOLLOW)
             .open(&reserve)
             .map_err(|e| Error::io("creating", &reserve, e))?;
-        f.write_all(&vec![0u8; RESERVE_BYTES])
+        if let Err(e) = f
+            .write_all(&vec![0u8; RESERVE_BYTES])
             .and_then(|_| f.sync_all())
-            .map_err(|e| Error::io("reserving 256 KiB for the footer in", &reserve, e))?;
+        {
+            // A tiny disk: leave no partial reserve behind.
+            drop(f);
+            let _ = std::fs::remove_file(&reserve);
+            return Err(Error::io(
+                "reserving 256 KiB for the footer in",
+                &reserve,
+                e,
+            ));
+        }
         Ok(Self { inner, reserve })
     }
 }

@@ -19,6 +19,9 @@ pub struct Finalized {
     pub rounds: u64,
     /// Bytes of a torn last round that were cut.
     pub truncated: u64,
+    /// The session already had its footer (the daemon died after writing
+    /// it): nothing was rewritten.
+    pub already_complete: bool,
 }
 
 /// Finishes the session of a daemon that died: keeps every complete round,
@@ -32,6 +35,32 @@ pub fn finalize_dead(session_dir: &Path, extras: &ExtrasSources) -> Result<Final
     let path = sdir.join(SESSION_LOG);
     // Free the space kept for this footer.
     let _ = std::fs::remove_file(sdir.join(RESERVE_FILE));
+    // Killed after its footer: the session is finished; say so.
+    if let Ok(r) = SessionReader::open(&path) {
+        if let Some(f) = r.footer() {
+            let saved = save_session_extras(&path, extras, &|pid| extras.live_process_owner(pid));
+            return Ok(Finalized {
+                summary: Summary {
+                    rounds: f.rounds,
+                    cpus: f.accounting.iter().map(CpuSummary::from).collect(),
+                    session: Some(SessionSummary {
+                        duration_s: f
+                            .end_monotonic_ns
+                            .saturating_sub(r.header().start_monotonic_ns)
+                            as f64
+                            / 1e9,
+                        session: path.display().to_string(),
+                        session_bytes: std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
+                        extras_refused: saved.refused,
+                    }),
+                    ..Default::default()
+                },
+                rounds: r.chunks().len() as u64,
+                truncated: 0,
+                already_complete: true,
+            });
+        }
+    }
     let (mut w, resume) = SessionWriter::open_append(&path).map_err(|source| Error::Reopen {
         path: path.clone(),
         source,
@@ -108,5 +137,6 @@ pub fn finalize_dead(session_dir: &Path, extras: &ExtrasSources) -> Result<Final
         summary,
         rounds: resume.chunks,
         truncated: resume.truncated,
+        already_complete: false,
     })
 }

@@ -383,3 +383,32 @@ fn stop_refuses_a_planted_jit_map_and_says_so() {
     assert!(!s.dir.join("perf-20.map").exists());
     assert!(s.dir.join(KALLSYMS_COPY).exists());
 }
+
+#[test]
+fn a_daemon_killed_after_its_footer_leaves_a_session_stop_reports_as_finished() {
+    let s = setup();
+    let live = died_after_rounds(&s);
+    // The footer was written, then the daemon was killed.
+    {
+        let (mut w, _) = SessionWriter::open_append(&s.session).unwrap();
+        w.write_footer(&SessionFooter {
+            rounds: 2,
+            accounting: live.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+    }
+    let before = std::fs::read(&s.session).unwrap();
+    let fin = finalize_dead(&s.dir, &s.extras).unwrap();
+    assert!(fin.already_complete);
+    assert_eq!(
+        std::fs::read(&s.session).unwrap(),
+        before,
+        "nothing rewritten"
+    );
+    assert_eq!(fin.summary.samples(), 5);
+    assert_eq!(fin.summary.rounds, 2);
+    assert!(!s.dir.join(RESERVE_FILE).exists());
+    // And again: finalizing is idempotent.
+    assert!(finalize_dead(&s.dir, &s.extras).unwrap().already_complete);
+}

@@ -136,6 +136,33 @@ impl SessionDir {
         self.fd.as_fd()
     }
 
+    /// Another handle on the same held directory (its own descriptor).
+    pub fn try_clone(&self) -> Result<Self> {
+        Ok(SessionDir {
+            path: self.path.clone(),
+            fd: self
+                .fd
+                .try_clone()
+                .map_err(|e| Error::io("duplicating the descriptor of", &self.path, e))?,
+            owner: self.owner,
+        })
+    }
+
+    /// `/proc/self/fd/N`: the held directory as a path, for code that
+    /// takes paths (the session writer, sinks, extras). Names under it
+    /// resolve in the directory this `SessionDir` validated and holds open,
+    /// whatever has since been renamed, deleted or planted at
+    /// [`SessionDir::path`]. Valid in this process while `self` lives.
+    pub fn held_path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+    }
+
+    /// True once the held directory has been removed (its link count is
+    /// 0), even if another directory was created at its path since.
+    pub fn is_deleted(&self) -> bool {
+        rustix::fs::fstat(&self.fd).map_or(true, |st| st.st_nlink == 0)
+    }
+
     /// Open `name` for reading (no symlink followed).
     pub fn open_read(&self, name: &str) -> Result<File> {
         self.open_file(name, OFlags::RDONLY, "open")
@@ -276,6 +303,33 @@ mod tests {
         assert_eq!(d.path(), p);
         drop(d);
         SessionDir::open(&p).unwrap();
+    }
+
+    #[test]
+    fn the_held_path_stays_in_the_validated_dir_after_a_swap() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("s");
+        let d = SessionDir::create(&p).unwrap();
+        let other = tmp.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        // Renamed away, a symlink to another directory in its place.
+        std::fs::rename(&p, tmp.path().join("moved")).unwrap();
+        std::os::unix::fs::symlink(&other, &p).unwrap();
+        std::fs::write(d.held_path().join("session.pkl"), "x").unwrap();
+        assert!(tmp.path().join("moved/session.pkl").exists());
+        assert!(!other.join("session.pkl").exists());
+        assert!(!d.is_deleted());
+    }
+
+    #[test]
+    fn a_deleted_dir_is_seen_even_when_recreated() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("s");
+        let d = SessionDir::create(&p).unwrap();
+        assert!(!d.is_deleted());
+        std::fs::remove_dir(&p).unwrap();
+        std::fs::create_dir(&p).unwrap();
+        assert!(d.is_deleted());
     }
 
     #[test]

@@ -108,7 +108,12 @@ impl WakeSource for SimRings {
 pub struct LiveEngine<S: WakeSource> {
     rec: Option<Recorder<S>>,
     started: Instant,
+    /// The session file as the engine opens it (under the held directory).
     session: PathBuf,
+    /// The session file as the user named it (messages, summaries).
+    display: PathBuf,
+    /// The held session directory, when the engine was given one.
+    dir: Option<SessionDir>,
     last_dir_check: Instant,
     dir_check_interval: Duration,
     dir_gone: bool,
@@ -131,12 +136,25 @@ impl<S: WakeSource> LiveEngine<S> {
         LiveEngine {
             rec: Some(rec),
             started: Instant::now(),
+            display: session.clone(),
             session,
+            dir: None,
             last_dir_check: Instant::now(),
             dir_check_interval: DIR_CHECK_INTERVAL,
             dir_gone: false,
             extras: ExtrasSources::default(),
         }
+    }
+
+    /// Works in the held directory `dir` ([`SessionDir::held_path`]): the
+    /// session file, its extras and the deletion check go through its
+    /// descriptor, never again through its path, which a user owning a
+    /// parent directory could swap for a link elsewhere.
+    pub fn with_session_dir(mut self, dir: SessionDir) -> Self {
+        self.session = dir.held_path().join(SESSION_LOG);
+        self.display = dir.join(SESSION_LOG);
+        self.dir = Some(dir);
+        self
     }
 
     /// Checks the session directory every `interval` instead (tests).
@@ -159,10 +177,14 @@ impl<S: WakeSource> LiveEngine<S> {
     fn check_dir(&mut self) -> bool {
         if !self.dir_gone && self.last_dir_check.elapsed() >= self.dir_check_interval {
             self.last_dir_check = Instant::now();
-            self.dir_gone = self
-                .session
-                .parent()
-                .is_some_and(|d| std::fs::symlink_metadata(d).is_err());
+            self.dir_gone = match &self.dir {
+                // Deleted, even if re-created at the same path since.
+                Some(d) => d.is_deleted(),
+                None => self
+                    .session
+                    .parent()
+                    .is_some_and(|d| std::fs::symlink_metadata(d).is_err()),
+            };
         }
         self.dir_gone
     }
@@ -188,7 +210,7 @@ impl<S: WakeSource> LiveEngine<S> {
         let mut s = Summary::of_recorder(&st);
         s.session = Some(SessionSummary {
             duration_s: self.started.elapsed().as_secs_f64(),
-            session: self.session.display().to_string(),
+            session: self.display.display().to_string(),
             session_bytes: std::fs::metadata(&self.session)
                 .map(|m| m.len())
                 .unwrap_or(0),
@@ -230,7 +252,7 @@ impl<S: WakeSource> Engine for LiveEngine<S> {
         self.dir_gone.then(|| {
             format!(
                 "the session directory {} was removed; stopping",
-                self.session
+                self.display
                     .parent()
                     .map(Path::display)
                     .map(|d| d.to_string())
@@ -269,23 +291,23 @@ pub fn run_daemon(cfg: &StartConfig) -> Result<()> {
         Target::SystemWide => stage.seed_from_proc(),
         Target::Pids(p) => stage.seed_pids(&p.iter().map(|&p| p as u32).collect::<Vec<_>>()),
     }
-    let session = dir.join(SESSION_LOG);
-    match std::fs::remove_file(&session) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::io("removing the old", session, e)),
-    }
+    // Every file of the session is opened under the held directory, never
+    // again through its path (a parent directory a user owns could have it
+    // swapped for a link elsewhere).
+    let held = dir.held_path();
+    let session = held.join(SESSION_LOG);
+    dir.remove(SESSION_LOG)?;
     let header = session_header(&c, cfg.sync_interval_ms)?;
     let sink = ReservedSink::create(
         FileSink::create(session.clone(), header)?,
-        dir.join(RESERVE_FILE),
+        held.join(RESERVE_FILE),
     )?;
     let rec = Recorder::new(sampler, stage, Box::new(sink), RecorderOptions::default())
-        .map_err(|e| Error::io("starting the writer thread for", &session, e))?;
+        .map_err(|e| Error::io("starting the writer thread for", dir.join(SESSION_LOG), e))?;
     if !c.enable_on_exec {
         rec.source().enable()?;
     }
-    let mut engine = LiveEngine::new(rec, session);
+    let mut engine = LiveEngine::new(rec, session).with_session_dir(dir.try_clone()?);
     daemon.run(&mut engine)?;
     Ok(())
 }

@@ -32,9 +32,11 @@ pub fn finalize_dead(session_dir: &Path, extras: &ExtrasSources) -> Result<Final
     let sdir = SessionDir::open(session_dir)?;
     // Takes over the stale lock (and cleans it up when dropped).
     let _lock = DaemonLock::acquire(&sdir)?;
-    let path = sdir.join(SESSION_LOG);
+    // Opened under the held directory, never again through its path.
+    let path = sdir.held_path().join(SESSION_LOG);
+    let shown = sdir.join(SESSION_LOG);
     // Free the space kept for this footer.
-    let _ = std::fs::remove_file(sdir.join(RESERVE_FILE));
+    let _ = sdir.remove(RESERVE_FILE);
     // Killed after its footer: the session is finished; say so.
     if let Ok(r) = SessionReader::open(&path) {
         if let Some(f) = r.footer() {
@@ -49,7 +51,7 @@ pub fn finalize_dead(session_dir: &Path, extras: &ExtrasSources) -> Result<Final
                             .saturating_sub(r.header().start_monotonic_ns)
                             as f64
                             / 1e9,
-                        session: path.display().to_string(),
+                        session: shown.display().to_string(),
                         session_bytes: std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
                         extras_refused: saved.refused,
                     }),
@@ -62,7 +64,7 @@ pub fn finalize_dead(session_dir: &Path, extras: &ExtrasSources) -> Result<Final
         }
     }
     let (mut w, resume) = SessionWriter::open_append(&path).map_err(|source| Error::Reopen {
-        path: path.clone(),
+        path: shown.clone(),
         source,
     })?;
     let r = SessionReader::open(&path)?;
@@ -127,7 +129,7 @@ pub fn finalize_dead(session_dir: &Path, extras: &ExtrasSources) -> Result<Final
         cpus: footer.accounting.iter().map(CpuSummary::from).collect(),
         session: Some(SessionSummary {
             duration_s: (last_time.saturating_sub(r.header().start_monotonic_ns)) as f64 / 1e9,
-            session: path.display().to_string(),
+            session: shown.display().to_string(),
             session_bytes: std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
             extras_refused: saved.refused,
         }),

@@ -412,3 +412,76 @@ fn a_daemon_killed_after_its_footer_leaves_a_session_stop_reports_as_finished() 
     // And again: finalizing is idempotent.
     assert!(finalize_dead(&s.dir, &s.extras).unwrap().already_complete);
 }
+
+/// An engine working in `s.dir` through its held descriptor.
+fn held_engine(s: &Setup) -> LiveEngine<SimRings> {
+    let dir = profkit_daemon::SessionDir::open(&s.dir).unwrap();
+    let held = dir.held_path();
+    let sink = ReservedSink::create(
+        FileSink::create(held.join("session.pkl"), header()).unwrap(),
+        held.join(RESERVE_FILE),
+    )
+    .unwrap();
+    let rec = Recorder::new(
+        SimRings(rings()),
+        stage(),
+        Box::new(sink),
+        RecorderOptions::default(),
+    )
+    .unwrap();
+    LiveEngine::new(rec, held.join("session.pkl"))
+        .with_session_dir(dir)
+        .with_extras(s.extras.clone())
+        .with_dir_check_interval(Duration::ZERO)
+}
+
+#[test]
+fn a_session_dir_swapped_for_a_link_during_the_run_gets_nothing() {
+    let s = setup();
+    std::fs::set_permissions(&s.dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let mut e = held_engine(&s);
+    e.round().unwrap();
+    // A user who owns the parent renames the directory and puts a link to
+    // another directory at its path before stop.
+    let moved = s.dir.with_file_name("moved");
+    std::fs::rename(&s.dir, &moved).unwrap();
+    let elsewhere = s.dir.with_file_name("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &s.dir).unwrap();
+    e.round().unwrap();
+    assert!(e.finished().is_none(), "renamed is not deleted");
+    let sum: Summary = serde_json::from_value(e.stop().unwrap()).unwrap();
+    assert_eq!(sum.samples(), 5);
+    // Footer, reserve release and extras happened in the held directory.
+    assert!(SessionReader::open(moved.join("session.pkl"))
+        .unwrap()
+        .footer()
+        .is_some());
+    assert!(moved.join(KALLSYMS_COPY).exists());
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "root wrote into the directory the link points to"
+    );
+    // The summary names the directory as the user named it.
+    assert_eq!(
+        sum.session.unwrap().session,
+        s.dir.join("session.pkl").display().to_string()
+    );
+}
+
+#[test]
+fn a_session_dir_deleted_and_recreated_still_ends_the_engine() {
+    let s = setup();
+    std::fs::set_permissions(&s.dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let mut e = held_engine(&s);
+    e.round().unwrap();
+    std::fs::remove_dir_all(&s.dir).unwrap();
+    std::fs::create_dir(&s.dir).unwrap();
+    e.round().unwrap();
+    assert!(
+        e.finished().is_some(),
+        "a new directory at the path is not ours"
+    );
+    assert!(e.stop().is_ok());
+}

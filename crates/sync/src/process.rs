@@ -9,6 +9,7 @@
 
 use profkit_eventlog::Cookie;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// HashMap keyed by small integers (pids, tids, cookies): rustc's Fx
 /// hash, since the keys are our own integers and SipHash's flood
@@ -58,10 +59,16 @@ impl Map {
 pub struct Process {
     /// Command name of the main thread.
     pub comm: String,
-    /// Live mappings, sorted by start, non-overlapping.
-    live: Vec<Map>,
+    /// Live mappings, sorted by start, non-overlapping. Shared with the
+    /// processes forked from this one until one of them maps something
+    /// (a fork storm of a process with 10,000 mappings costs 10,000
+    /// mappings, not 10,000 per child).
+    live: Arc<Vec<Map>>,
     /// Mappings that ended recently, kept for samples still in other rings.
     retired: Vec<(Map, u64)>,
+    /// Whole address spaces that ended at once (exec; the parent's,
+    /// for a child seen after its exec): (maps, end time, round), shared.
+    retired_spaces: Vec<(Arc<Vec<Map>>, u64, u64)>,
     /// Round in which its EXIT was seen.
     pub exited_round: Option<u64>,
     /// Time of its latest exec (a COMM record with the exec flag).
@@ -81,9 +88,10 @@ impl Process {
     /// Adds a mapping at `time`; overlapping live mappings end at `time`.
     pub fn map(&mut self, m: Map, round: u64) {
         let time = m.since;
-        let mut i = self.live.partition_point(|x| x.end <= m.start);
-        while i < self.live.len() && self.live[i].start < m.end {
-            let old = self.live.remove(i);
+        let live = Arc::make_mut(&mut self.live);
+        let mut i = live.partition_point(|x| x.end <= m.start);
+        while i < live.len() && live[i].start < m.end {
+            let old = live.remove(i);
             let mut ended = old;
             ended.until = time;
             self.retired.push((ended, round));
@@ -91,27 +99,27 @@ impl Process {
             if old.start < m.start {
                 let mut left = old;
                 left.end = m.start;
-                self.live.insert(i, left);
+                live.insert(i, left);
                 i += 1;
             }
             if old.end > m.end {
                 let mut right = old;
                 right.pgoff = old.pgoff.wrapping_add(m.end - old.start);
                 right.start = m.end;
-                self.live.insert(i, right);
+                live.insert(i, right);
                 i += 1;
             }
         }
-        let at = self.live.partition_point(|x| x.start < m.start);
-        self.live.insert(at, m);
+        let at = live.partition_point(|x| x.start < m.start);
+        live.insert(at, m);
     }
 
     /// Ends every live mapping at `time` (exec replaces the address space).
     pub fn clear_maps(&mut self, time: u64, round: u64) {
         self.exec_time = Some(time);
-        for mut m in self.live.drain(..) {
-            m.until = time;
-            self.retired.push((m, round));
+        let old = std::mem::take(&mut self.live);
+        if !old.is_empty() {
+            self.retired_spaces.push((old, time, round));
         }
     }
 
@@ -139,6 +147,22 @@ impl Process {
         {
             return Some((m.cookie, m.offset(ip)));
         }
+        // A whole address space that ended (exec) after `time`.
+        let mut best: Option<&Map> = None;
+        for (maps, until, _) in &self.retired_spaces {
+            let j = maps.partition_point(|x| x.start <= ip);
+            if j > 0 {
+                let m = &maps[j - 1];
+                if ip < m.end && m.since <= time && time < m.until.min(*until) {
+                    if best.is_none_or(|b| m.since >= b.since) {
+                        best = Some(m);
+                    }
+                }
+            }
+        }
+        if let Some(m) = best {
+            return Some((m.cookie, m.offset(ip)));
+        }
         // The live mapping appeared after the sample's time (clock skew
         // between CPUs, or a record order we could not see): still the best answer.
         if i > 0 {
@@ -158,6 +182,7 @@ impl Process {
     /// Drops retired mappings that ended before round `keep_from`.
     pub fn prune(&mut self, keep_from: u64) {
         self.retired.retain(|(_, r)| *r >= keep_from);
+        self.retired_spaces.retain(|(_, _, r)| *r >= keep_from);
     }
 }
 
@@ -255,9 +280,8 @@ impl ProcessTable {
                 .unwrap_or_default();
             if let Some(exec) = exec_after {
                 let child = self.procs.entry(pid).or_default();
-                for mut m in parent_live {
-                    m.until = m.until.min(exec);
-                    child.retired.push((m, round));
+                if !parent_live.is_empty() {
+                    child.retired_spaces.push((parent_live, exec, round));
                 }
             } else if !newer.is_empty() {
                 let child = self.procs.entry(pid).or_default();
@@ -450,6 +474,38 @@ mod tests {
         assert_eq!(t.resolve(6, 0x1100, 25), Ok((1, 0x1100)));
         assert_eq!(t.resolve(6, 0x2100, 25), Ok((2, 0x1100)));
         assert_eq!(t.resolve(6, 0x2100, 15), Ok((1, 0x2100)));
+    }
+
+    #[test]
+    fn forks_share_the_parents_mappings_until_they_map_something() {
+        let mut t = ProcessTable::default();
+        for k in 0..10_000u64 {
+            t.entry(1)
+                .map(m(0x10_0000 + k * 0x2000, 0x10_1000 + k * 0x2000, k, 0), 0);
+        }
+        for child in 2..5_002 {
+            t.fork_at(child, 1, child, 10, 0);
+        }
+        // One table for all 5,001 processes, not 5,001 copies.
+        assert_eq!(Arc::strong_count(&t.get(1).unwrap().live), 5_001);
+        assert_eq!(
+            t.resolve(4_000, 0x10_0000 + 77 * 0x2000, 11),
+            Ok((77, 0x1000))
+        );
+        // A child that maps gets its own copy; the others keep sharing.
+        t.entry(2).map(m(0x9000_0000, 0x9000_1000, 99, 20), 0);
+        assert_eq!(Arc::strong_count(&t.get(1).unwrap().live), 5_000);
+        assert_eq!(t.resolve(2, 0x9000_0100, 21), Ok((99, 0x1100)));
+        assert_eq!(t.resolve(3, 0x9000_0100, 21), Err(Unresolved::NoMapping));
+        // An exec retires the shared table without copying it, and samples
+        // from before the exec still resolve.
+        t.entry(3).clear_maps(30, 0);
+        assert_eq!(Arc::strong_count(&t.get(1).unwrap().live), 5_000);
+        assert_eq!(t.resolve(3, 0x10_0000 + 5 * 0x2000, 25), Ok((5, 0x1000)));
+        assert_eq!(
+            t.resolve(3, 0x10_0000 + 5 * 0x2000, 35),
+            Err(Unresolved::NoMapping)
+        );
     }
 
     #[test]

@@ -153,10 +153,12 @@ impl Process {
             let j = maps.partition_point(|x| x.start <= ip);
             if j > 0 {
                 let m = &maps[j - 1];
-                if ip < m.end && m.since <= time && time < m.until.min(*until) {
-                    if best.is_none_or(|b| m.since >= b.since) {
-                        best = Some(m);
-                    }
+                if ip < m.end
+                    && m.since <= time
+                    && time < m.until.min(*until)
+                    && best.is_none_or(|b| m.since >= b.since)
+                {
+                    best = Some(m);
                 }
             }
         }

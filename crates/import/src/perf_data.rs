@@ -39,15 +39,146 @@ pub(crate) trait Sink {
     fn build_id(&mut self, path: &str, build_id: Vec<u8>);
 }
 
+/// The most CPUs a file's NRCPUS feature is believed about (Linux's
+/// largest `NR_CPUS` is 8192).
+const MAX_CLAIMED_CPUS: u32 = 8192;
+
 pub(crate) fn open(path: &Path) -> Result<PerfFileReader<BufReader<std::fs::File>>> {
-    let file = std::fs::File::open(path).map_err(|source| Error::Read {
+    use std::os::unix::fs::OpenOptionsExt;
+    let read_err = |source| Error::Read {
         path: path.to_path_buf(),
         source,
-    })?;
-    PerfFileReader::parse_file(BufReader::new(file)).map_err(|e| Error::NotPerfData {
+    };
+    let not_perf = |message: String| Error::NotPerfData {
         path: path.to_path_buf(),
-        message: e.to_string(),
-    })
+        message,
+    };
+    // Non-blocking: a FIFO given as perf.data must not hang the report.
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(read_err)?;
+    let meta = file.metadata().map_err(read_err)?;
+    if !meta.file_type().is_file() {
+        return Err(not_perf("not a regular file".into()));
+    }
+    check_sections(&mut file, meta.len()).map_err(not_perf)?;
+    file.seek(std::io::SeekFrom::Start(0)).map_err(read_err)?;
+    // linux-perf-data asserts on some malformed input: a panic there is a
+    // file we cannot read, not a crash.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        PerfFileReader::parse_file(BufReader::new(file))
+    }))
+    .map_err(|_| not_perf("malformed header or feature sections".into()))?
+    .map_err(|e| not_perf(e.to_string()))
+}
+
+/// `HEADER_EVENT_DESC`'s bit in the feature bitmap.
+const EVENT_DESC_BIT: u32 = 12;
+
+/// The event descriptions (`nr`, `attr_size`, then per event the
+/// attribute, `nr_ids`, a length-prefixed string and the ids) must fit the
+/// section they are in, counts included.
+fn check_event_desc(sec: &[u8], big: bool) -> std::result::Result<(), String> {
+    let bad = || "its event descriptions claim more than their section holds".to_string();
+    let u32_at = |at: usize| -> std::result::Result<u32, String> {
+        let b: [u8; 4] = sec
+            .get(at..at + 4)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(bad)?;
+        Ok(if big {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        })
+    };
+    let nr = u32_at(0)? as usize;
+    let attr_size = u32_at(4)? as usize;
+    if attr_size < 64 {
+        return Err(bad());
+    }
+    let mut at = 8usize;
+    for _ in 0..nr {
+        at = at.checked_add(attr_size).ok_or_else(bad)?;
+        let nr_ids = u32_at(at)? as usize;
+        let len = u32_at(at + 4)? as usize;
+        at = at
+            .checked_add(8)
+            .and_then(|a| a.checked_add(len))
+            .and_then(|a| a.checked_add(nr_ids.checked_mul(8)?))
+            .filter(|&a| a <= sec.len())
+            .ok_or_else(bad)?;
+    }
+    Ok(())
+}
+
+/// The perf.data header (`struct perf_file_header`), checked before
+/// linux-perf-data allocates by what it says: every section (attributes,
+/// data, event types, and each feature section listed after the data)
+/// lies within the file's `len` bytes, and the attribute size is sane.
+/// linux-perf-data allocates a feature section's claimed size up front (a
+/// flipped byte asked for 46 PB).
+fn check_sections(f: &mut std::fs::File, len: u64) -> std::result::Result<(), String> {
+    let mut h = [0u8; 104];
+    f.read_exact(&mut h)
+        .map_err(|_| format!("{len} bytes: too short for a perf.data header"))?;
+    let big = match &h[..8] {
+        b"PERFILE2" => false,
+        b"2ELIFREP" => true,
+        _ => return Ok(()), // Not ours to judge: the reader names the format.
+    };
+    let word = |b: &[u8]| {
+        let a: [u8; 8] = b.try_into().expect("8 bytes");
+        if big {
+            u64::from_be_bytes(a)
+        } else {
+            u64::from_le_bytes(a)
+        }
+    };
+    let at = |i: usize| word(&h[i * 8..i * 8 + 8]);
+    let within = |what: &str, off: u64, size: u64| {
+        off.checked_add(size)
+            .filter(|&end| end <= len)
+            .map(|_| ())
+            .ok_or_else(|| {
+                format!("its {what} section ({size} bytes at {off}) lies outside the file's {len} bytes")
+            })
+    };
+    let attr_size = at(2);
+    if !(64..=65536).contains(&attr_size) {
+        return Err(format!("an attribute size of {attr_size} bytes"));
+    }
+    within("attribute", at(3), at(4))?;
+    let (data_off, data_size) = (at(5), at(6));
+    within("data", data_off, data_size)?;
+    within("event type", at(7), at(8))?;
+    // Set bits of the 256-bit feature bitmap, in order: one section each.
+    let bits: Vec<u32> = (0..256u32)
+        .filter(|b| at(9 + (b / 64) as usize) >> (b % 64) & 1 == 1)
+        .collect();
+    let table = data_off.saturating_add(data_size);
+    within("feature table", table, bits.len() as u64 * 16)?;
+    f.seek(std::io::SeekFrom::Start(table))
+        .map_err(|e| e.to_string())?;
+    let mut sections = Vec::with_capacity(bits.len());
+    for &bit in &bits {
+        let mut e = [0u8; 16];
+        f.read_exact(&mut e).map_err(|e| e.to_string())?;
+        let (off, size) = (word(&e[..8]), word(&e[8..]));
+        within(&format!("feature {bit}"), off, size)?;
+        sections.push((bit, off, size));
+    }
+    // HEADER_EVENT_DESC (bit 12): linux-perf-data reserves its claimed
+    // event and id counts before reading them.
+    if let Some(&(_, off, size)) = sections.iter().find(|(b, _, _)| *b == EVENT_DESC_BIT) {
+        let mut sec = vec![0u8; size as usize];
+        f.seek(std::io::SeekFrom::Start(off))
+            .map_err(|e| e.to_string())?;
+        f.read_exact(&mut sec).map_err(|e| e.to_string())?;
+        check_event_desc(&sec, big)?;
+    }
+    Ok(())
 }
 
 /// Reads every record of `reader` into `queues` (through `sink` for round
@@ -83,18 +214,23 @@ pub(crate) fn read<R: Read + Seek>(
             .flatten()
             .map(|v| v.join(" "))
             .unwrap_or_default(),
+        // What the file claims, bounded: CPUs beyond these are still
+        // added as their records appear.
         online_cpus: perf_file
             .nr_cpus()
             .ok()
             .flatten()
-            .map_or(0, |n| n.nr_cpus_online),
+            .map_or(0, |n| n.nr_cpus_online)
+            .min(MAX_CLAIMED_CPUS),
     };
     let layout = Layout {
         callchain: facts.callchain,
     };
     sink.start(&facts, layout, queues);
-    let build_ids: HashMap<DsoKey, Vec<u8>> = perf_file
-        .build_ids()
+    let build_ids: HashMap<DsoKey, Vec<u8>> =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            perf_file.build_ids().unwrap_or_default()
+        }))
         .unwrap_or_default()
         .into_iter()
         .map(|(k, v)| (k, v.build_id))
@@ -109,140 +245,148 @@ pub(crate) fn read<R: Read + Seek>(
         }
     };
     let mut chain = Vec::new();
-    loop {
-        let record = match record_iter.next_record(&mut perf_file) {
-            Ok(Some(r)) => r,
-            Ok(None) => break,
-            Err(_) => {
-                // A truncated file (perf killed): keep what was read.
-                summary.bad_records += 1;
-                break;
+    // A panic inside linux-perf-data (it asserts on some malformed
+    // records) ends the read like a truncated file: keep what was read.
+    let whole = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        loop {
+            let record = match record_iter.next_record(&mut perf_file) {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(_) => {
+                    // A truncated file (perf killed): keep what was read.
+                    summary.bad_records += 1;
+                    break;
+                }
+            };
+            let PerfFileRecord::EventRecord { record, .. } = record else {
+                continue;
+            };
+            // The reader's parsers assert on some malformed input: a panic
+            // there is a bad record, not a failed report.
+            let common = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                record.common_data().ok()
+            }))
+            .ok()
+            .flatten();
+            let mut id = SampleId {
+                pid: common.as_ref().and_then(|c| c.pid).unwrap_or(-1) as u32,
+                tid: common.as_ref().and_then(|c| c.tid).unwrap_or(-1) as u32,
+                time: common.as_ref().and_then(|c| c.timestamp).unwrap_or(0),
+                cpu: common.as_ref().and_then(|c| c.cpu).unwrap_or(0),
+            };
+            if record.record_type == RecordType::MMAP2 {
+                let little = record.parse_info.endian == Endianness::LittleEndian;
+                match parse_mmap2(&record.data.as_slice(), record.misc, little) {
+                    Some((m, path)) => {
+                        tell_build_id(
+                            &mut |p, b| sink.build_id(p, b),
+                            &path,
+                            CpuMode::from_misc(record.misc),
+                        );
+                        sink.before(id.time, queues);
+                        queues.map(
+                            &MapRecord {
+                                filename: &path,
+                                ..m
+                            },
+                            &id,
+                        );
+                    }
+                    None => summary.bad_records += 1,
+                }
+                continue;
             }
-        };
-        let PerfFileRecord::EventRecord { record, .. } = record else {
-            continue;
-        };
-        // The reader's parsers assert on some malformed input: a panic
-        // there is a bad record, not a failed report.
-        let common =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| record.common_data().ok()))
-                .ok()
-                .flatten();
-        let mut id = SampleId {
-            pid: common.as_ref().and_then(|c| c.pid).unwrap_or(-1) as u32,
-            tid: common.as_ref().and_then(|c| c.tid).unwrap_or(-1) as u32,
-            time: common.as_ref().and_then(|c| c.timestamp).unwrap_or(0),
-            cpu: common.as_ref().and_then(|c| c.cpu).unwrap_or(0),
-        };
-        if record.record_type == RecordType::MMAP2 {
-            let little = record.parse_info.endian == Endianness::LittleEndian;
-            match parse_mmap2(&record.data.as_slice(), record.misc, little) {
-                Some((m, path)) => {
-                    tell_build_id(
-                        &mut |p, b| sink.build_id(p, b),
-                        &path,
-                        CpuMode::from_misc(record.misc),
+            let parsed =
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| record.parse())) {
+                    Ok(Ok(p)) => p,
+                    _ => {
+                        summary.bad_records += 1;
+                        continue;
+                    }
+                };
+            let cpumode = record.misc & profkit_perf::misc::CPUMODE_MASK;
+            match parsed {
+                EventRecord::Sample(s) => {
+                    summary.samples += 1;
+                    let (Some(ip), Some(pid), Some(tid)) = (s.ip, s.pid, s.tid) else {
+                        summary.skipped += 1;
+                        continue;
+                    };
+                    id = SampleId {
+                        pid: pid as u32,
+                        tid: tid as u32,
+                        time: s.timestamp.unwrap_or(0),
+                        cpu: s.cpu.unwrap_or(0),
+                    };
+                    chain.clear();
+                    if let Some(c) = &s.callchain {
+                        chain.extend((0..c.len()).filter_map(|i| c.get(i)));
+                    }
+                    sink.before(id.time, queues);
+                    queues.sample(
+                        layout,
+                        cpumode,
+                        ip,
+                        &id,
+                        s.period.unwrap_or(1),
+                        chain.iter().copied(),
                     );
+                }
+                EventRecord::Mmap(m) => {
+                    let path = m.path.as_slice();
+                    tell_build_id(&mut |p, b| sink.build_id(p, b), &path, m.cpu_mode);
                     sink.before(id.time, queues);
                     queues.map(
                         &MapRecord {
+                            pid: m.pid as u32,
+                            tid: m.tid as u32,
+                            addr: m.address,
+                            len: m.length,
+                            pgoff: m.page_offset,
+                            file_id: None,
+                            prot: if m.is_executable { PROT_EXEC } else { 0 },
+                            flags: 0,
                             filename: &path,
-                            ..m
+                            cpumode,
                         },
                         &id,
                     );
                 }
-                None => summary.bad_records += 1,
+                EventRecord::Comm(c) => {
+                    sink.before(id.time, queues);
+                    let name = c.name.as_slice();
+                    queues.comm(c.pid as u32, c.tid as u32, &name, c.is_execve, &id);
+                }
+                EventRecord::Fork(f) | EventRecord::Exit(f) => {
+                    let fork = record.record_type == RecordType::FORK;
+                    if id.time == 0 {
+                        id.time = f.timestamp;
+                    }
+                    sink.before(id.time, queues);
+                    let (pid, ppid) = (f.pid as u32, f.ppid as u32);
+                    queues.task(fork, pid, ppid, f.tid as u32, f.ptid as u32, &id);
+                }
+                EventRecord::Lost(l) => {
+                    summary.lost += l.count;
+                    sink.before(id.time, queues);
+                    queues.lost(l.id, l.count, &id);
+                }
+                EventRecord::Throttle(t) | EventRecord::Unthrottle(t) => {
+                    let throttled = record.record_type == RecordType::THROTTLE;
+                    if id.time == 0 {
+                        id.time = t.timestamp;
+                    }
+                    sink.before(id.time, queues);
+                    queues.throttle(throttled, t.id, &id);
+                }
+                // Context switches, and records profkit does not use (KSYMBOL,
+                // BPF_EVENT, CGROUP, ...): well-formed, nothing to do.
+                _ => {}
             }
-            continue;
         }
-        let parsed = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| record.parse()))
-        {
-            Ok(Ok(p)) => p,
-            _ => {
-                summary.bad_records += 1;
-                continue;
-            }
-        };
-        let cpumode = record.misc & profkit_perf::misc::CPUMODE_MASK;
-        match parsed {
-            EventRecord::Sample(s) => {
-                summary.samples += 1;
-                let (Some(ip), Some(pid), Some(tid)) = (s.ip, s.pid, s.tid) else {
-                    summary.skipped += 1;
-                    continue;
-                };
-                id = SampleId {
-                    pid: pid as u32,
-                    tid: tid as u32,
-                    time: s.timestamp.unwrap_or(0),
-                    cpu: s.cpu.unwrap_or(0),
-                };
-                chain.clear();
-                if let Some(c) = &s.callchain {
-                    chain.extend((0..c.len()).filter_map(|i| c.get(i)));
-                }
-                sink.before(id.time, queues);
-                queues.sample(
-                    layout,
-                    cpumode,
-                    ip,
-                    &id,
-                    s.period.unwrap_or(1),
-                    chain.iter().copied(),
-                );
-            }
-            EventRecord::Mmap(m) => {
-                let path = m.path.as_slice();
-                tell_build_id(&mut |p, b| sink.build_id(p, b), &path, m.cpu_mode);
-                sink.before(id.time, queues);
-                queues.map(
-                    &MapRecord {
-                        pid: m.pid as u32,
-                        tid: m.tid as u32,
-                        addr: m.address,
-                        len: m.length,
-                        pgoff: m.page_offset,
-                        file_id: None,
-                        prot: if m.is_executable { PROT_EXEC } else { 0 },
-                        flags: 0,
-                        filename: &path,
-                        cpumode,
-                    },
-                    &id,
-                );
-            }
-            EventRecord::Comm(c) => {
-                sink.before(id.time, queues);
-                let name = c.name.as_slice();
-                queues.comm(c.pid as u32, c.tid as u32, &name, c.is_execve, &id);
-            }
-            EventRecord::Fork(f) | EventRecord::Exit(f) => {
-                let fork = record.record_type == RecordType::FORK;
-                if id.time == 0 {
-                    id.time = f.timestamp;
-                }
-                sink.before(id.time, queues);
-                let (pid, ppid) = (f.pid as u32, f.ppid as u32);
-                queues.task(fork, pid, ppid, f.tid as u32, f.ptid as u32, &id);
-            }
-            EventRecord::Lost(l) => {
-                summary.lost += l.count;
-                sink.before(id.time, queues);
-                queues.lost(l.id, l.count, &id);
-            }
-            EventRecord::Throttle(t) | EventRecord::Unthrottle(t) => {
-                let throttled = record.record_type == RecordType::THROTTLE;
-                if id.time == 0 {
-                    id.time = t.timestamp;
-                }
-                sink.before(id.time, queues);
-                queues.throttle(throttled, t.id, &id);
-            }
-            // Context switches, and records profkit does not use (KSYMBOL,
-            // BPF_EVENT, CGROUP, ...): well-formed, nothing to do.
-            _ => {}
-        }
+    }));
+    if whole.is_err() {
+        summary.bad_records += 1;
     }
 }
 

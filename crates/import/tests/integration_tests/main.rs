@@ -2,4 +2,5 @@
 //! SimRing scenario and as a perf.data file give the same session.
 
 mod equivalence;
+mod hostile;
 mod perf_data;

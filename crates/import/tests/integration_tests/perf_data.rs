@@ -34,6 +34,37 @@ pub fn write_with_build_ids(
     records: &[RawRec],
     build_ids: &[BuildIdEntry<'_>],
 ) {
+    let mut features = Vec::new();
+    if !build_ids.is_empty() {
+        let mut table = Vec::new();
+        let u32s = |f: &mut Vec<u8>, x: u32| f.extend_from_slice(&x.to_le_bytes());
+        for (misc, id, file) in build_ids {
+            let mut name = file.as_bytes().to_vec();
+            name.push(0);
+            name.resize(name.len().next_multiple_of(64), 0);
+            let size = 8 + 4 + 24 + name.len();
+            u32s(&mut table, 67); // PERF_RECORD_HEADER_BUILD_ID
+            table.extend_from_slice(&(misc | 1 << 15).to_le_bytes()); // MISC_BUILD_ID_SIZE
+            table.extend_from_slice(&u16::try_from(size).unwrap().to_le_bytes());
+            u32s(&mut table, u32::MAX); // pid -1
+            let mut bid = [0u8; 24];
+            bid[..id.len()].copy_from_slice(id);
+            bid[20] = id.len() as u8;
+            table.extend_from_slice(&bid);
+            table.extend_from_slice(&name);
+        }
+        features.push((2, table)); // HEADER_BUILD_ID
+    }
+    write_with_features(path, sample_type, records, &features);
+}
+
+/// [`write`], with feature sections `(bit, body)` in increasing bit order.
+pub fn write_with_features(
+    path: &Path,
+    sample_type: u64,
+    records: &[RawRec],
+    features: &[(u32, Vec<u8>)],
+) {
     let mut data = Vec::new();
     for (kind, misc, body) in records {
         assert_eq!(body.len() % 8, 0);
@@ -57,10 +88,12 @@ pub fn write_with_build_ids(
     u64s(&mut f, data.len() as u64);
     u64s(&mut f, 0); // event types: none
     u64s(&mut f, 0);
-    // Feature bits: HEADER_BUILD_ID (2) only.
-    u64s(&mut f, if build_ids.is_empty() { 0 } else { 1 << 2 });
-    for _ in 0..3 {
-        u64s(&mut f, 0);
+    let mut bitmap = [0u64; 4];
+    for (bit, _) in features {
+        bitmap[(*bit / 64) as usize] |= 1 << (bit % 64);
+    }
+    for w in bitmap {
+        u64s(&mut f, w);
     }
     assert_eq!(f.len() as u64, HEADER_SIZE);
     // perf_event_attr, version 0.
@@ -78,28 +111,15 @@ pub fn write_with_build_ids(
     u64s(&mut f, 0);
     assert_eq!(f.len() as u64, data_at);
     f.extend_from_slice(&data);
-    if !build_ids.is_empty() {
-        // The feature sections' index follows the data, then their bodies.
-        let mut table = Vec::new();
-        for (misc, id, file) in build_ids {
-            let mut name = file.as_bytes().to_vec();
-            name.push(0);
-            name.resize(name.len().next_multiple_of(64), 0);
-            let size = 8 + 4 + 24 + name.len();
-            u32s(&mut table, 67); // PERF_RECORD_HEADER_BUILD_ID
-            table.extend_from_slice(&(misc | 1 << 15).to_le_bytes()); // MISC_BUILD_ID_SIZE
-            table.extend_from_slice(&u16::try_from(size).unwrap().to_le_bytes());
-            u32s(&mut table, u32::MAX); // pid -1
-            let mut bid = [0u8; 24];
-            bid[..id.len()].copy_from_slice(id);
-            bid[20] = id.len() as u8;
-            table.extend_from_slice(&bid);
-            table.extend_from_slice(&name);
-        }
-        let body_at = f.len() as u64 + 16;
+    // The feature sections' index follows the data, then their bodies.
+    let mut body_at = f.len() as u64 + 16 * features.len() as u64;
+    for (_, body) in features {
         u64s(&mut f, body_at);
-        u64s(&mut f, table.len() as u64);
-        f.extend_from_slice(&table);
+        u64s(&mut f, body.len() as u64);
+        body_at += body.len() as u64;
+    }
+    for (_, body) in features {
+        f.extend_from_slice(body);
     }
     std::fs::write(path, f).unwrap();
 }

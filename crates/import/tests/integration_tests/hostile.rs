@@ -1,0 +1,76 @@
+//! Malformed perf.data (issue 13.8): clear errors or bounded work, never
+//! a panic, an abort on allocation, or a hang.
+
+use crate::perf_data::{write_with_build_ids, write_with_features};
+use profkit_eventlog::SessionReader;
+use profkit_perf::Layout;
+use std::path::Path;
+
+fn sample_type() -> u64 {
+    Layout { callchain: false }.sample_type()
+}
+
+/// The byte offset of the feature table of a file written by the test
+/// writer (it follows the data section).
+fn feature_table(f: &[u8]) -> usize {
+    let at = |i: usize| u64::from_le_bytes(f[i * 8..i * 8 + 8].try_into().unwrap());
+    (at(5) + at(6)) as usize
+}
+
+fn import(p: &Path) -> Result<profkit_import::ImportSummary, profkit_import::Error> {
+    profkit_import::import_perf_data(p, &p.with_extension("s").join("session.pkl"))
+}
+
+#[test]
+fn a_feature_section_claiming_more_than_the_file_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("perf.data");
+    write_with_build_ids(&p, sample_type(), &[], &[(0, &[1, 2, 3], "/bin/x")]);
+    let mut f = std::fs::read(&p).unwrap();
+    let t = feature_table(&f);
+    // Its size: 46 PB (a flipped byte did this; the reader allocated it).
+    f[t + 8..t + 16].copy_from_slice(&(46u64 << 50).to_le_bytes());
+    std::fs::write(&p, &f).unwrap();
+    let e = import(&p).unwrap_err().to_string();
+    assert!(e.contains("outside the file"), "{e}");
+}
+
+#[test]
+fn event_descriptions_claiming_four_billion_events_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("perf.data");
+    let mut desc = Vec::new();
+    desc.extend_from_slice(&u32::MAX.to_le_bytes()); // nr
+    desc.extend_from_slice(&128u32.to_le_bytes()); // attr_size
+    desc.extend_from_slice(&[0u8; 128]);
+    write_with_features(&p, sample_type(), &[], &[(12, desc)]);
+    let e = import(&p).unwrap_err().to_string();
+    assert!(e.contains("event descriptions"), "{e}");
+}
+
+#[test]
+fn a_claim_of_four_billion_online_cpus_costs_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("perf.data");
+    let mut nr = Vec::new();
+    nr.extend_from_slice(&u32::MAX.to_le_bytes()); // available
+    nr.extend_from_slice(&u32::MAX.to_le_bytes()); // online
+    write_with_features(&p, sample_type(), &[], &[(7, nr)]);
+    // Before: a loop over 0..0xffffffff CPUs (minutes).
+    import(&p).unwrap();
+    let r = SessionReader::open(p.with_extension("s").join("session.pkl")).unwrap();
+    assert!(r.header().cpus.len() <= 8192, "{}", r.header().cpus.len());
+}
+
+#[test]
+fn a_fifo_is_not_waited_on() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("perf.data");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&p)
+        .status()
+        .unwrap()
+        .success());
+    let e = import(&p).unwrap_err().to_string();
+    assert!(e.contains("not a regular file"), "{e}");
+}

@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::extras::is_extra;
-use profkit_daemon::{daemon_state, DaemonState, SESSION_LOG};
+use profkit_daemon::{daemon_state, DaemonState, SessionDir, SESSION_LOG};
 use profkit_eventlog::{CookieEntry, CookieKind, Event, SessionReader};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,13 +28,23 @@ pub struct Archived {
 /// `….debug` for its separate debug file from `debug_dir` (normally
 /// [`SYSTEM_DEBUG_DIR`]). `profreport` uses `DIR/debug` as a debug
 /// directory when it exists. Refuses while a daemon records.
+///
+/// The session directory must be one [`SessionDir::open`] accepts (owned
+/// by the caller, not writable by others): its files are read under the
+/// held descriptor, as regular files only, never through a symbolic link
+/// (a `kallsyms -> /etc/shadow` is left out and named in
+/// [`Archived::skipped`]). `output` is written as a new 0600 file beside
+/// it and renamed over it: an existing file (or link) at `output` is
+/// replaced, never written through.
 pub fn archive(session_dir: &Path, output: &Path, debug_dir: &Path) -> Result<Archived> {
+    let sdir = SessionDir::open(session_dir)?;
     if let DaemonState::Running { .. } = daemon_state(session_dir)? {
         return Err(Error::StillRecording {
             dir: session_dir.into(),
         });
     }
-    let session = session_dir.join(SESSION_LOG);
+    let held = sdir.held_path();
+    let session = held.join(SESSION_LOG);
     let r = SessionReader::open(&session)?;
     let mut entries: BTreeMap<String, CookieEntry> = Default::default();
     for c in r.chunks() {
@@ -50,35 +60,73 @@ pub fn archive(session_dir: &Path, output: &Path, debug_dir: &Path) -> Result<Ar
             },
         );
     }
+    let tmp = temp_beside(output);
     let file = {
         use std::os::unix::fs::OpenOptionsExt;
         std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
-            .open(output)
-            .map_err(|e| Error::io("creating", output, e))?
+            .open(&tmp)
+            .map_err(|e| Error::io("creating", &tmp, e))?
     };
+    let written = write_tar(file, &tmp, &sdir, &session, &entries, debug_dir);
+    let done = match written {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
+    std::fs::rename(&tmp, output).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io("replacing", output, e)
+    })?;
+    Ok(done)
+}
+
+/// `DIR/.NAME.PID.tmp` for `DIR/NAME`.
+fn temp_beside(output: &Path) -> PathBuf {
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "archive".into());
+    output.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
+}
+
+fn write_tar(
+    file: std::fs::File,
+    output: &Path,
+    sdir: &SessionDir,
+    session: &Path,
+    entries: &BTreeMap<String, CookieEntry>,
+    debug_dir: &Path,
+) -> Result<Archived> {
     let mut tar = Tar {
         builder: tar::Builder::new(std::io::BufWriter::new(file)),
         output: output.into(),
     };
     tar.builder.mode(tar::HeaderMode::Deterministic);
     let mut done = Archived {
-        bytes: tar.add(&session, SESSION_LOG)?,
+        bytes: tar.add(session, SESSION_LOG)?,
         ..Default::default()
     };
-    if let Ok(rd) = std::fs::read_dir(session_dir) {
+    if let Ok(rd) = std::fs::read_dir(sdir.held_path()) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if is_extra(&name) {
-                done.bytes += tar.add(&e.path(), &name)?;
+                match tar.add(&e.path(), &name) {
+                    Ok(n) => done.bytes += n,
+                    Err(Error::Refused { why, .. }) => done
+                        .skipped
+                        .push(format!("{} ({why})", sdir.join(&name).display())),
+                    Err(err) => return Err(err),
+                }
             }
         }
     }
-    for (path, e) in &entries {
+    for (path, e) in entries {
         let Some(id) = e.build_id.as_deref().filter(|b| b.len() > 1) else {
             done.skipped.push(format!("{path} (no build-id recorded)"));
             continue;
@@ -87,8 +135,14 @@ pub fn archive(session_dir: &Path, output: &Path, debug_dir: &Path) -> Result<Ar
         let p = Path::new(path);
         match profkit_sync::read_build_id(p) {
             Some(now) if now == id => {
-                done.bytes += tar.add(p, &format!("debug/.build-id/{}/{}", &h[..2], &h[2..]))?;
-                done.binaries += 1;
+                match tar.add(p, &format!("debug/.build-id/{}/{}", &h[..2], &h[2..])) {
+                    Ok(n) => {
+                        done.bytes += n;
+                        done.binaries += 1;
+                    }
+                    Err(Error::Refused { why, .. }) => done.skipped.push(format!("{path} ({why})")),
+                    Err(err) => return Err(err),
+                }
             }
             Some(_) => done
                 .skipped
@@ -97,10 +151,16 @@ pub fn archive(session_dir: &Path, output: &Path, debug_dir: &Path) -> Result<Ar
         }
         let dbg = debug_dir.join(&h[..2]).join(format!("{}.debug", &h[2..]));
         if dbg.exists() {
-            done.bytes += tar.add(
+            match tar.add(
                 &dbg,
                 &format!("debug/.build-id/{}/{}.debug", &h[..2], &h[2..]),
-            )?;
+            ) {
+                Ok(n) => done.bytes += n,
+                Err(Error::Refused { why, .. }) => {
+                    done.skipped.push(format!("{} ({why})", dbg.display()))
+                }
+                Err(err) => return Err(err),
+            }
         }
     }
     tar.builder
@@ -116,17 +176,39 @@ struct Tar {
 }
 
 impl Tar {
-    /// Adds the file `from` as `name` (mode 0600); returns its size.
+    /// Adds the file `from` as `name` (mode 0600), streamed; returns its
+    /// size. `from` must be a regular file reached without a symlink in
+    /// its last component ([`Error::Refused`] otherwise).
     fn add(&mut self, from: &Path, name: &str) -> Result<u64> {
-        let data = std::fs::read(from).map_err(|e| Error::io("reading", from, e))?;
+        use std::os::unix::fs::OpenOptionsExt;
+        let refused = |why: &str| Error::Refused {
+            path: from.into(),
+            why: why.into(),
+        };
+        let f = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(from)
+        {
+            Ok(f) => f,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(refused("a symbolic link"))
+            }
+            Err(e) => return Err(Error::io("reading", from, e)),
+        };
+        let m = f.metadata().map_err(|e| Error::io("reading", from, e))?;
+        if !m.file_type().is_file() {
+            return Err(refused("not a regular file"));
+        }
         let mut h = tar::Header::new_gnu();
-        h.set_size(data.len() as u64);
+        h.set_size(m.len());
         h.set_mode(0o600);
         h.set_cksum();
+        use std::io::Read;
         self.builder
-            .append_data(&mut h, name, &data[..])
+            .append_data(&mut h, name, f.take(m.len()))
             .map_err(|e| Error::io("writing", &self.output, e))?;
-        Ok(data.len() as u64)
+        Ok(m.len())
     }
 }
 

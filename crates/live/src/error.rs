@@ -56,6 +56,14 @@ pub enum Error {
         /// The session directory.
         dir: PathBuf,
     },
+    /// A file `archive` would not read (a symbolic link, a FIFO, a device).
+    #[error("{}: not archived: {why}", path.display())]
+    Refused {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
 }
 
 impl Error {

@@ -485,3 +485,61 @@ fn a_session_dir_deleted_and_recreated_still_ends_the_engine() {
     );
     assert!(e.stop().is_ok());
 }
+
+#[test]
+fn an_archive_never_reads_through_links_or_writes_into_an_existing_file() {
+    let s = setup();
+    std::fs::set_permissions(&s.dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    session_with_binaries(&s, &[]);
+    // A planted link among the extras, to a secret.
+    let secret = s.dir.parent().unwrap().join("shadow");
+    std::fs::write(&secret, "root:$6$secret").unwrap();
+    std::fs::remove_file(s.dir.join(KALLSYMS_COPY)).unwrap();
+    std::os::unix::fs::symlink(&secret, s.dir.join(KALLSYMS_COPY)).unwrap();
+    // An existing output file, with a second name to watch its content,
+    // and a link at another output name.
+    let out = s.dir.parent().unwrap().join("a.tar");
+    std::fs::write(&out, "someone else's").unwrap();
+    let watch = s.dir.parent().unwrap().join("watch");
+    std::fs::hard_link(&out, &watch).unwrap();
+    let done = archive(&s.dir, &out, &s.dir.join("nodebug")).unwrap();
+    assert!(
+        done.skipped
+            .iter()
+            .any(|x| x.contains("kallsyms") && x.contains("symbolic link")),
+        "{:?}",
+        done.skipped
+    );
+    let names = tar_names(&out);
+    assert!(!names.contains(&KALLSYMS_COPY.to_owned()), "{names:?}");
+    assert_eq!(std::fs::read_to_string(&watch).unwrap(), "someone else's");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(&out).unwrap().mode() & 0o777, 0o600);
+    let target = s.dir.parent().unwrap().join("target");
+    std::fs::write(&target, "keep").unwrap();
+    let link_out = s.dir.parent().unwrap().join("b.tar");
+    std::os::unix::fs::symlink(&target, &link_out).unwrap();
+    archive(&s.dir, &link_out, &s.dir.join("nodebug")).unwrap();
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+    assert!(!std::fs::symlink_metadata(&link_out)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let _ = exe;
+}
+
+#[test]
+fn an_archive_of_a_directory_others_can_write_is_refused() {
+    let s = setup();
+    session_with_binaries(&s, &[]);
+    std::fs::set_permissions(&s.dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let e = archive(
+        &s.dir,
+        &s.dir.with_file_name("x.tar"),
+        &s.dir.join("nodebug"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("writable"), "{e}");
+}

@@ -945,6 +945,33 @@ mod tests {
         p.extend_from_slice(&body);
         let err = decode_events(&p, |_| {}).unwrap_err();
         assert!(err.to_string().contains("run.frames"), "{err}");
+        // A million frames in one megabyte: over the format's limit, refused
+        // before anything is reserved for them.
+        let n = 1_000_000usize;
+        let mut body = Vec::new();
+        crate::codec::push_uvar(&mut body, 7); // id
+        crate::codec::push_uvar(&mut body, 1); // runs
+        body.extend_from_slice(&[0x11; 8]); // cookie
+        body.push(0); // user
+        crate::codec::push_uvar(&mut body, n as u64);
+        body.resize(body.len() + n, 1); // offsets of one byte
+        let mut p = vec![tag::STACK_DEF];
+        crate::codec::push_uvar(&mut p, body.len() as u64);
+        p.extend_from_slice(&body);
+        let err = decode_events(&p, |_| {}).unwrap_err();
+        assert!(err.to_string().contains("more than 256 frames"), "{err}");
+        // 256 is fine.
+        let frames = vec![
+            Frame {
+                cookie: 1,
+                offset: 2,
+                kernel: false
+            };
+            crate::MAX_STACK_FRAMES
+        ];
+        let mut enc = crate::ChunkEncoder::new();
+        enc.event(&Event::StackDef { id: 1, frames });
+        decode_events(enc.bytes(), |_| {}).unwrap();
     }
 
     #[test]

@@ -174,6 +174,7 @@ pub use event::{
     COOKIE_NONE, COOKIE_UNKNOWN,
 };
 pub use idlist::{format_id_list, parse_id_list, IdListError};
+pub use markers::MAX_STACK_FRAMES;
 pub use reader::SessionReader;
 pub use session::{
     BadChunk, BadReason, ChunkRef, CpuAccounting, EventConfigDesc, SessionFooter, SessionHeader,

@@ -127,6 +127,12 @@ pub(crate) fn push_stack_def(out: &mut Vec<u8>, id: u32, frames: &[Frame]) {
     }
 }
 
+/// The most frames a stack has (docs/FORMAT.md, "Bounds"): writers drop
+/// the outermost frames of longer stacks; readers refuse longer
+/// definitions as malformed, so a crafted file cannot make a report hold
+/// (and copy) a million frames per stack.
+pub const MAX_STACK_FRAMES: usize = 256;
+
 /// Smallest run: cookie (8), kernel (1), n (1), one offset (1).
 const MIN_RUN_BYTES: usize = 11;
 
@@ -138,6 +144,15 @@ fn read_stack_def(r: &mut BodyReader<'_>) -> Result<Event> {
         let cookie = r.u64le("run.cookie")?;
         let kernel = r.bool("run.kernel")?;
         let n = r.count("run.frames", 1)?;
+        if frames.len() + n > MAX_STACK_FRAMES {
+            return Err(Error::malformed(
+                "StackDef",
+                r.offset(),
+                format!(
+                    "more than {MAX_STACK_FRAMES} frames (the format's limit; a writer cuts longer stacks)"
+                ),
+            ));
+        }
         frames.reserve(n);
         for _ in 0..n {
             frames.push(Frame {

@@ -36,8 +36,9 @@ use std::collections::HashMap;
 /// Most caller frames kept per stack; the outermost frames of a longer
 /// stack are dropped and the sample counted in
 /// [`profkit_eventlog::CpuAccounting::stacks_truncated`]. The kernel's own
-/// default bound (`kernel.perf_event_max_stack`) is 127.
-pub const MAX_STACK_FRAMES: usize = 256;
+/// default bound (`kernel.perf_event_max_stack`) is 127. The format's
+/// limit: readers refuse longer stack definitions.
+pub use profkit_eventlog::MAX_STACK_FRAMES;
 
 /// Default bound of the stack table's memory, see [`StackStats`].
 pub const DEFAULT_STACK_TABLE_BYTES: usize = 32 << 20;

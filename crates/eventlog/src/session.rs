@@ -623,8 +623,11 @@ pub(crate) enum Found {
     Invalid(BadReason),
 }
 
-/// Looks at `data[pos..]`; offsets reported are `base + pos`.
-pub(crate) fn probe(data: &[u8], pos: usize, base: u64) -> Found {
+/// Looks at `data[pos..]`; offsets reported are `base + pos`. A footer
+/// candidate's CRC is only computed while `budget` (bytes) lasts, and
+/// costs it: a file of footer magics each claiming a long body would
+/// otherwise cost its length squared (8 MiB: 36 s).
+pub(crate) fn probe(data: &[u8], pos: usize, base: u64, budget: &mut u64) -> Found {
     let rest = &data[pos..];
     let m = rest.len().min(4);
     let is_chunk = rest[..m] == CHUNK_MAGIC[..m];
@@ -694,6 +697,12 @@ pub(crate) fn probe(data: &[u8], pos: usize, base: u64) -> Found {
             available: rest.len() as u64,
         };
     }
+    if total > *budget {
+        return Found::Invalid(BadReason::BadFooter {
+            detail: "not checked: too many footer candidates in this file".into(),
+        });
+    }
+    *budget -= total;
     let crc_at = total as usize - 4;
     let stored = le32(rest, crc_at);
     let computed = crc32fast::hash(&rest[..crc_at]);
@@ -717,6 +726,8 @@ pub(crate) struct Scan {
     pub bad: Vec<BadChunk>,
     /// The footer and its file offset.
     pub footer: Option<(SessionFooter, u64)>,
+    /// Bytes hashed checking footer candidates (bounded, see [`probe`]).
+    pub footer_bytes_checked: u64,
 }
 
 /// Scans `data` (which starts at file offset `base`) from `pos` to the end;
@@ -724,9 +735,13 @@ pub(crate) struct Scan {
 pub(crate) fn scan(data: &[u8], mut pos: usize, base: u64, first_index: u64) -> Scan {
     let mut s = Scan::default();
     let mut index = first_index;
+    // Footer checks may hash twice the file plus one largest footer: a
+    // genuine footer is always checked, the scan stays linear.
+    let initial = 2 * data.len() as u64 + u64::from(MAX_BODY_LEN) + 12;
+    let mut budget = initial;
     while pos < data.len() {
         let at = base + pos as u64;
-        match probe(data, pos, base) {
+        match probe(data, pos, base, &mut budget) {
             Found::Chunk(mut c) => {
                 c.index = index;
                 pos = (c.end() - base) as usize;
@@ -765,7 +780,7 @@ pub(crate) fn scan(data: &[u8], mut pos: usize, base: u64, first_index: u64) -> 
                 break;
             }
             Found::Invalid(reason) => {
-                let next = resync(data, pos + 1, base);
+                let next = resync(data, pos + 1, base, &mut budget);
                 s.bad.push(BadChunk {
                     index,
                     offset: at,
@@ -777,13 +792,14 @@ pub(crate) fn scan(data: &[u8], mut pos: usize, base: u64, first_index: u64) -> 
         }
         index += 1;
     }
+    s.footer_bytes_checked = initial - budget;
     s
 }
 
 /// The first position at or after `from` where a frame whose header CRC
 /// checks (or a valid footer) starts, or `data.len()`. A partial frame
 /// header at the very end is not trusted here (it could be payload bytes).
-fn resync(data: &[u8], from: usize, base: u64) -> usize {
+fn resync(data: &[u8], from: usize, base: u64, budget: &mut u64) -> usize {
     let mut p = from;
     while p + 4 <= data.len() {
         match data[p..].iter().position(|&b| b == b'P') {
@@ -795,7 +811,7 @@ fn resync(data: &[u8], from: usize, base: u64) -> usize {
         }
         let m = &data[p..p + 4];
         if m == CHUNK_MAGIC || m == FOOTER_MAGIC {
-            match probe(data, p, base) {
+            match probe(data, p, base, budget) {
                 Found::Chunk(_) | Found::BadPayload { .. } | Found::Footer { .. } => return p,
                 // A torn chunk is only believed when its header CRC checked.
                 Found::Torn { needed, .. }
@@ -947,6 +963,38 @@ mod tests {
             count: round,
         });
         enc.bytes().to_vec()
+    }
+
+    #[test]
+    fn footer_candidates_cost_a_bounded_number_of_bytes() {
+        // 8 MiB of footer magics, each claiming a body that reaches the
+        // end of the file (so each would be hashed whole): before, 36 s.
+        let mut data = session_bytes(2, false);
+        let start = data.len();
+        let len = start + (8 << 20);
+        while data.len() + 12 <= len {
+            let at = data.len();
+            let body = (len - at - 12) as u32;
+            data.extend_from_slice(&FOOTER_MAGIC);
+            data.extend_from_slice(&body.to_le_bytes());
+            data.extend_from_slice(&[0u8; 4]);
+        }
+        let hlen = session_bytes(0, false).len();
+        let s = scan(&data, hlen, 0, 0);
+        assert_eq!(s.chunks.len(), 2);
+        assert!(s.footer.is_none());
+        assert!(
+            s.footer_bytes_checked <= 2 * data.len() as u64 + u64::from(MAX_BODY_LEN) + 12,
+            "{} bytes hashed for a {}-byte file",
+            s.footer_bytes_checked,
+            data.len()
+        );
+        // A genuine footer after all that is still found.
+        let mut ok = session_bytes(3, true);
+        let s = scan(&ok, hlen, 0, 0);
+        assert!(s.footer.is_some());
+        ok.truncate(ok.len() - 1);
+        assert!(scan(&ok, hlen, 0, 0).footer.is_none());
     }
 
     /// A session in memory: header, `n` chunks, optional footer.

@@ -545,6 +545,33 @@ fn no_footer_takes_losses_from_markers() {
 }
 
 #[test]
+fn forged_loss_counts_saturate_instead_of_wrapping() {
+    let d = tempfile::tempdir().unwrap();
+    let forged = |cpu| CpuAccounting {
+        cpu,
+        samples_received: u64::MAX - 1,
+        samples_written: u64::MAX - 1,
+        lost_ring: u64::MAX - 1,
+        lost_reconcile: 7,
+        ..Default::default()
+    };
+    write_session(
+        d.path(),
+        &[(vec![], vec![])],
+        Some(SessionFooter {
+            rounds: 1,
+            accounting: vec![forged(0), forged(1)],
+            ..Default::default()
+        }),
+    );
+    // Before: "Lost: 18446744073709551613" (or an overflow panic).
+    let r = report_with(d.path(), ReportOptions::default());
+    assert_eq!(r.header.lost_total, u64::MAX);
+    assert!(r.header.lost_percent <= 100.0, "{}", r.header.lost_percent);
+    assert!(text(&r).contains(&u64::MAX.to_string()), "{}", text(&r));
+}
+
+#[test]
 fn corrupt_and_torn_chunks_are_named_and_skipped() {
     let d = tempfile::tempdir().unwrap();
     let path = standard(d.path(), true);

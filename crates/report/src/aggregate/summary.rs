@@ -55,39 +55,42 @@ pub(crate) fn header(
         let mut last_time = h.start_monotonic_ns;
         for c in stats {
             for &(cpu, n) in &c.read {
-                *read_here.entry(cpu).or_insert(0) += n;
+                add(read_here.entry(cpu).or_insert(0), n);
             }
             for &(cpu, n) in &c.lost {
-                *lost_here.entry(cpu).or_insert(0) += n;
+                add(lost_here.entry(cpu).or_insert(0), n);
             }
             last_time = last_time.max(c.time);
         }
         for (&cpu, &n) in &read_here {
-            *read_per_cpu.entry(cpu).or_insert(0) += n;
+            add(read_per_cpu.entry(cpu).or_insert(0), n);
         }
-        let read_total: u64 = read_here.values().sum();
+        let read_total: u64 = read_here.values().fold(0, |a, &b| a.saturating_add(b));
         let errors: Vec<_> = agg.errors.iter().filter(|e| e.sess == i as u32).collect();
         let end_mono = match r.footer() {
             Some(f) => {
                 with_footer += 1;
                 for a in &f.accounting {
                     let e = cpus.entry(a.cpu).or_insert((0, 0));
-                    e.0 += a.samples_written;
-                    e.1 += a.lost_total();
+                    add(&mut e.0, a.samples_written);
+                    add(&mut e.1, a.lost_total());
                 }
-                let written: u64 = f.accounting.iter().map(|a| a.samples_written).sum();
+                let written: u64 = f
+                    .accounting
+                    .iter()
+                    .fold(0, |t, a| t.saturating_add(a.samples_written));
                 if let Some(u) = unreadable.as_mut() {
-                    *u += written.saturating_sub(read_total);
+                    add(u, written.saturating_sub(read_total));
                 }
                 f.end_monotonic_ns.max(last_time)
             }
             None => {
                 without_footer += 1;
                 for (&cpu, &n) in &read_here {
-                    cpus.entry(cpu).or_insert((0, 0)).0 += n;
+                    add(&mut cpus.entry(cpu).or_insert((0, 0)).0, n);
                 }
                 for (&cpu, &n) in &lost_here {
-                    cpus.entry(cpu).or_insert((0, 0)).1 += n;
+                    add(&mut cpus.entry(cpu).or_insert((0, 0)).1, n);
                 }
                 let running = s.liveness() == Liveness::Running;
                 let missing = r
@@ -172,7 +175,7 @@ pub(crate) fn header(
         });
     }
     bad.sort_by(|a, b| (&a.session, a.index).cmp(&(&b.session, b.index)));
-    let samples_read: u64 = read_per_cpu.values().sum();
+    let samples_read: u64 = read_per_cpu.values().fold(0, |a, &b| a.saturating_add(b));
     if problems {
         match unreadable {
             Some(n) if n > 0 => warnings.push(format!(
@@ -193,11 +196,13 @@ pub(crate) fn header(
             cpu,
             samples,
             lost,
-            percent: percent(lost, samples + lost),
+            percent: percent(lost, samples.saturating_add(lost)),
         })
         .collect();
-    let lost_total: u64 = cpus.iter().map(|c| c.lost).sum();
-    let all: u64 = cpus.iter().map(|c| c.samples).sum::<u64>() + lost_total;
+    let lost_total: u64 = cpus.iter().fold(0, |a, c| a.saturating_add(c.lost));
+    let all: u64 = cpus
+        .iter()
+        .fold(lost_total, |a, c| a.saturating_add(c.samples));
     let first = sessions.first().map(|s| s.reader().header());
     let header = Header {
         sessions: infos,
@@ -268,12 +273,12 @@ pub(crate) fn timeline(
             *last = (*last).max(c.round);
             for &(cpu, n) in &c.kept {
                 if let Some(&j) = idx.get(&cpu) {
-                    line.samples[j] += n;
+                    add(&mut line.samples[j], n);
                 }
             }
             for &(cpu, n) in &c.lost {
                 if let Some(&j) = idx.get(&cpu) {
-                    line.lost[j] += n;
+                    add(&mut line.lost[j], n);
                 }
             }
         }
@@ -301,4 +306,10 @@ pub(crate) fn timeline(
         cpus,
         sessions: out,
     }
+}
+
+/// `*to += n`, saturating: counts in a session are the file's word, and a
+/// forged one must not wrap a total into nonsense.
+fn add(to: &mut u64, n: u64) {
+    *to = to.saturating_add(n);
 }

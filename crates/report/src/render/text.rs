@@ -73,7 +73,7 @@ fn header_lines(h: &Header) -> String {
                 c.cpu,
                 c.percent,
                 c.lost,
-                c.samples + c.lost
+                c.samples.saturating_add(c.lost)
             );
         }
     }

@@ -41,6 +41,11 @@ pub struct Session {
     liveness: Liveness,
 }
 
+/// The most CPUs a session header is believed about (Linux's largest
+/// `NR_CPUS`); a header claiming more gets columns only for the CPUs its
+/// chunks have samples or losses of (a forged million cost 3.9 GB).
+pub const MAX_CLAIMED_CPUS: usize = 8192;
+
 impl Session {
     /// Opens the session in `dir` (`dir/session.pkl`); `dir` may also name
     /// the session file itself.
@@ -94,7 +99,19 @@ impl Session {
         &self.dir
     }
 
-    /// The reader.
+    /// The CPUs its header lists, when believable (at most
+    /// [`MAX_CLAIMED_CPUS`]); else none: then only CPUs seen in the data
+    /// get a column.
+    pub fn claimed_cpus(&self) -> &[u32] {
+        let cpus = &self.reader().header().cpus;
+        if cpus.len() <= MAX_CLAIMED_CPUS {
+            cpus
+        } else {
+            &[]
+        }
+    }
+
+    /// The session's reader.
     pub fn reader(&self) -> &SessionReader {
         &self.reader
     }

@@ -103,7 +103,7 @@ pub(crate) fn header(
                 last_time
             }
         };
-        for &cpu in &h.cpus {
+        for &cpu in s.claimed_cpus() {
             cpus.entry(cpu).or_insert((0, 0));
         }
         start = start.min(h.start_time_unix_ns);
@@ -237,7 +237,7 @@ pub(crate) fn timeline(
 ) -> Timeline {
     let mut cpus: BTreeSet<u32> = sessions
         .iter()
-        .flat_map(|s| s.reader().header().cpus.iter().copied())
+        .flat_map(|s| s.claimed_cpus().iter().copied())
         .collect();
     for c in &agg.chunks {
         cpus.extend(c.read.iter().map(|&(cpu, _)| cpu));
@@ -254,8 +254,8 @@ pub(crate) fn timeline(
         let mut lines: BTreeMap<u64, TimelineLine> = BTreeMap::new();
         let per = u64::from(per);
         let new_line = |bucket: u64| TimelineLine {
-            first_round: bucket * per,
-            last_round: bucket * per + per - 1,
+            first_round: bucket.saturating_mul(per),
+            last_round: bucket.saturating_mul(per).saturating_add(per - 1),
             time_s: 0.0,
             samples: vec![0; cpus.len()],
             lost: vec![0; cpus.len()],

@@ -250,7 +250,7 @@ fn columns(
     let columns: Vec<Column> = if opts.separate.cpu {
         let mut cpus: BTreeSet<u32> = sessions
             .iter()
-            .flat_map(|s| s.reader().header().cpus.iter().copied())
+            .flat_map(|s| s.claimed_cpus().iter().copied())
             .collect();
         cpus.extend(agg.counts.keys().map(|k| k.cpu));
         if !opts.spec.cpus.is_empty() {

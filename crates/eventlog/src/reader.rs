@@ -1,7 +1,6 @@
 //! [`SessionReader`]: reads a session file, finds its chunks, reports the
 //! bad ones, and hands out payloads for (parallel) decoding.
 
-use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -47,13 +46,34 @@ pub struct SessionReader<B = Vec<u8>> {
 }
 
 impl SessionReader<Vec<u8>> {
-    /// Reads and checks the session file at `path`.
+    /// Reads and checks the session file at `path`. It must be a regular
+    /// file: it is opened non-blocking (a FIFO does not hang the reader)
+    /// and checked on the opened descriptor, so a FIFO or a link to
+    /// `/dev/zero` is an error, not a hang or an endless read; no more
+    /// than the size it had when opened is read.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt;
         let path = path.as_ref();
-        let mut f = File::open(path).map_err(|e| Error::io("open", path, e))?;
-        let hint = f.metadata().map(|m| m.len()).unwrap_or(0);
-        let mut data = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
-        f.read_to_end(&mut data)
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .map_err(|e| Error::io("open", path, e))?;
+        let meta = f.metadata().map_err(|e| Error::io("open", path, e))?;
+        if !meta.file_type().is_file() {
+            return Err(Error::io(
+                "open",
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "not a regular file (a FIFO, device or directory)",
+                ),
+            ));
+        }
+        let len = meta.len();
+        let mut data = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+        f.take(len)
+            .read_to_end(&mut data)
             .map_err(|e| Error::io("read", path, e))?;
         Self::from_bytes(data, path)
     }

@@ -208,3 +208,22 @@ fn every_single_byte_flip_is_caught_or_harmless() {
         }
     }
 }
+
+#[test]
+fn a_fifo_or_a_link_to_dev_zero_is_refused_without_hanging() {
+    let d = tempfile::tempdir().unwrap();
+    let fifo = d.path().join("session.pkl");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    // Nobody writes: a blocking open would wait forever.
+    let e = SessionReader::open(&fifo).unwrap_err().to_string();
+    assert!(e.contains("not a regular file"), "{e}");
+    let zero = d.path().join("zero.pkl");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    // An endless read before.
+    let e = SessionReader::open(&zero).unwrap_err().to_string();
+    assert!(e.contains("not a regular file"), "{e}");
+}

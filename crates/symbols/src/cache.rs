@@ -109,7 +109,7 @@ impl Cache {
     }
 
     fn read(&self, path: &Path, expect: Option<&[u8]>, cfg: &LoadConfig<'_>) -> Cached {
-        let data = match std::fs::read(path) {
+        let data = match crate::files::read_regular(path, crate::files::MAX_BINARY_BYTES) {
             Ok(data) => data,
             Err(e) => return Cached::Failed(Error::io(path, e).to_string()),
         };

@@ -405,7 +405,8 @@ fn find_debug_file(
                 .join(".build-id")
                 .join(&h[..2])
                 .join(format!("{}.debug", &h[2..]));
-            let Ok(data) = std::fs::read(&candidate) else {
+            let Ok(data) = crate::files::read_regular(&candidate, crate::files::MAX_BINARY_BYTES)
+            else {
                 continue;
             };
             if build_id_of(&candidate, &data).ok().flatten().as_deref() == Some(id) {
@@ -414,6 +415,11 @@ fn find_debug_file(
         }
     }
     let (name, crc) = debuglink?;
+    // A debug link names a file, not a path: no directory part, no `..`
+    // (a binary's link to `/dev/zero` or `../../etc/x` is not followed).
+    if name.is_empty() || name.contains(&b'/') || name == b"." || name == b".." {
+        return None;
+    }
     let name = Path::new(OsStr::from_bytes(name));
     let bin_dir = bin_path.parent().unwrap_or(Path::new("/"));
     let mut candidates = vec![bin_dir.join(name), bin_dir.join(".debug").join(name)];
@@ -425,7 +431,8 @@ fn find_debug_file(
         if std::fs::canonicalize(&candidate).ok() == bin_canon {
             continue;
         }
-        let Ok(data) = std::fs::read(&candidate) else {
+        let Ok(data) = crate::files::read_regular(&candidate, crate::files::MAX_BINARY_BYTES)
+        else {
             continue;
         };
         if crc32fast::hash(&data) == crc {
@@ -433,4 +440,37 @@ fn find_debug_file(
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_debug_link_is_a_name_beside_the_binary_never_a_path_or_a_fifo() {
+        let d = tempfile::tempdir().unwrap();
+        let bin_dir = d.path().join("bin");
+        std::fs::create_dir(&bin_dir).unwrap();
+        let bin = bin_dir.join("prog");
+        std::fs::write(&bin, b"not really elf").unwrap();
+        let secret = d.path().join("secret");
+        std::fs::write(&secret, b"root:x").unwrap();
+        let crc = crc32fast::hash(b"root:x");
+        // A path in the link: not followed, though its CRC would match.
+        let abs = secret.to_str().unwrap().as_bytes();
+        assert!(find_debug_file(&bin, None, Some((abs, crc)), &[]).is_none());
+        assert!(find_debug_file(&bin, None, Some((b"../secret", crc)), &[]).is_none());
+        assert!(find_debug_file(&bin, None, Some((b"..", crc)), &[]).is_none());
+        // A name beside the binary is found...
+        std::fs::write(bin_dir.join("prog.debug"), b"root:x").unwrap();
+        assert!(find_debug_file(&bin, None, Some((b"prog.debug", crc)), &[]).is_some());
+        // ...unless it is a FIFO (which a plain read would wait on forever).
+        let fifo = bin_dir.join("fifo.debug");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        assert!(find_debug_file(&bin, None, Some((b"fifo.debug", crc)), &[]).is_none());
+    }
 }

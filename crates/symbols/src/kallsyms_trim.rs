@@ -24,7 +24,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
 
 use profkit_eventlog::module_name;
@@ -108,7 +108,9 @@ fn for_each_line(src: KallsymsInput<'_>, mut f: impl FnMut(&[u8])) -> io::Result
         }
         KallsymsInput::File(path) => path,
     };
-    let mut r = BufReader::with_capacity(1 << 18, std::fs::File::open(path)?);
+    // A regular file (or procfs), read no further than the text limit.
+    let (file, _) = crate::files::open_regular(path)?;
+    let mut r = BufReader::with_capacity(1 << 18, file.take(crate::files::MAX_TEXT_BYTES));
     let mut carry: Vec<u8> = Vec::new();
     loop {
         let buf = r.fill_buf()?;

@@ -32,9 +32,13 @@
 //! - **Per symbol, not per sample.** A result holds each symbol hit once and gives every
 //!   offset a [`SymbolId`], so the report aggregates by id. Lookups are a binary search in a
 //!   sorted table built once per binary: O(log n) per offset, never O(offsets × symbols).
-//! - **No `unsafe`.** Files are read with `std::fs::read` rather than memory-mapped
+//! - **No `unsafe`.** Files are read whole rather than memory-mapped
 //!   (`memmap2::Mmap::map` is `unsafe`); sections DWARF needs are copied out, so the file's
 //!   bytes are dropped after parsing.
+//! - **Untrusted files.** Every file is opened non-blocking and must be a regular file, at
+//!   most 4 GiB (binaries, debug files) or 256 MiB (kallsyms, perf maps), not mostly holes;
+//!   a debug link is a file name looked up beside the binary and in the debug directories,
+//!   never a path (`files.rs`).
 //! - **`Sync`.** One [`Symbolizer`] serves all threads; each binary is parsed once even when
 //!   two tasks want it at the same time.
 //!
@@ -74,6 +78,7 @@ mod demangle;
 mod dwarf;
 mod elf;
 mod error;
+mod files;
 mod kallsyms;
 mod kallsyms_trim;
 mod perfmap;

@@ -429,7 +429,8 @@ impl Symbolizer {
                     )
                 }
                 KallsymsSource::File(path) => (
-                    std::fs::read_to_string(path).map_err(|e| Error::io(path, e).to_string()),
+                    crate::files::read_regular_text(path, crate::files::MAX_TEXT_BYTES)
+                        .map_err(|e| Error::io(path, e).to_string()),
                     format!(
                         "kernel addresses hidden in {} (all zero: kptr_restrict was set or it \
                          was copied without root): {advice}",
@@ -620,31 +621,33 @@ impl Symbolizer {
                 .as_deref()
                 .unwrap_or(Path::new("/tmp"));
             let path = dir.join(format!("perf-{pid}.map"));
-            Arc::new(match std::fs::read_to_string(&path) {
-                Ok(text) => {
-                    let map = PerfMap::parse(&text);
-                    let warning = (map.skipped > 0).then(|| {
-                        format!(
-                            "{}: {} malformed lines skipped",
-                            path.display(),
-                            map.skipped
-                        )
-                    });
-                    PerfMapState {
-                        map: Some(map),
-                        warning,
+            Arc::new(
+                match crate::files::read_regular_text(&path, crate::files::MAX_TEXT_BYTES) {
+                    Ok(text) => {
+                        let map = PerfMap::parse(&text);
+                        let warning = (map.skipped > 0).then(|| {
+                            format!(
+                                "{}: {} malformed lines skipped",
+                                path.display(),
+                                map.skipped
+                            )
+                        });
+                        PerfMapState {
+                            map: Some(map),
+                            warning,
+                        }
                     }
-                }
-                // No map is the normal case for anon memory that is not JIT code.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => PerfMapState {
-                    map: None,
-                    warning: None,
+                    // No map is the normal case for anon memory that is not JIT code.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => PerfMapState {
+                        map: None,
+                        warning: None,
+                    },
+                    Err(e) => PerfMapState {
+                        map: None,
+                        warning: Some(Error::io(&path, e).to_string()),
+                    },
                 },
-                Err(e) => PerfMapState {
-                    map: None,
-                    warning: Some(Error::io(&path, e).to_string()),
-                },
-            })
+            )
         });
         Arc::clone(state)
     }

@@ -1,0 +1,94 @@
+//! Reading the files a report names: binaries, debug files, kallsyms and
+//! perf maps, which may belong to untrusted users. One rule for all:
+//! opened non-blocking (a FIFO open returns at once), checked on the
+//! opened descriptor to be a regular file, refused when larger than the
+//! caller's limit or when mostly holes (a sparse 1 GiB "binary" would cost
+//! 1 GB of memory), and read no further than the size it had when opened.
+
+use std::io::{self, Read};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+/// Largest binary or debug file read (whole) for symbols.
+pub const MAX_BINARY_BYTES: u64 = 4 << 30;
+/// Largest kallsyms or perf map read.
+pub const MAX_TEXT_BYTES: u64 = 256 << 20;
+/// Files above this size must have most of their bytes on disk.
+const SPARSE_CHECK_FROM: u64 = 64 << 20;
+
+fn refused(why: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, why)
+}
+
+/// Opens `path` for reading if it is a regular file (procfs files are:
+/// their size says 0, so the caller bounds what it reads).
+pub fn open_regular(path: &Path) -> io::Result<(std::fs::File, std::fs::Metadata)> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let m = f.metadata()?;
+    if !m.file_type().is_file() {
+        return Err(refused(
+            "not a regular file (a FIFO, device or directory)".into(),
+        ));
+    }
+    Ok((f, m))
+}
+
+/// Reads the regular file `path` whole, if at most `max` bytes.
+pub fn read_regular(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let (f, m) = open_regular(path)?;
+    let len = m.len();
+    if len > max {
+        return Err(refused(format!("{len} bytes, over the {max}-byte limit")));
+    }
+    if len > SPARSE_CHECK_FROM && m.blocks().saturating_mul(512) < len / 2 {
+        return Err(refused(format!(
+            "a sparse file: {len} bytes of which {} on disk",
+            m.blocks().saturating_mul(512)
+        )));
+    }
+    let mut data = Vec::with_capacity(len as usize);
+    f.take(len).read_to_end(&mut data)?;
+    Ok(data)
+}
+
+/// [`read_regular`] as UTF-8 text (lossy).
+pub fn read_regular_text(path: &Path, max: u64) -> io::Result<String> {
+    let data = read_regular(path, max)?;
+    Ok(String::from_utf8(data)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fifos_devices_sparse_and_oversized_files_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let e = read_regular(&fifo, MAX_BINARY_BYTES).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let e = read_regular(Path::new("/dev/zero"), MAX_BINARY_BYTES).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let sparse = d.path().join("sparse");
+        std::fs::File::create(&sparse)
+            .unwrap()
+            .set_len(1 << 30)
+            .unwrap();
+        let e = read_regular(&sparse, MAX_BINARY_BYTES).unwrap_err();
+        assert!(e.to_string().contains("sparse"), "{e}");
+        let small = d.path().join("small");
+        std::fs::write(&small, b"0123456789").unwrap();
+        assert_eq!(read_regular(&small, 10).unwrap(), b"0123456789");
+        let e = read_regular(&small, 9).unwrap_err();
+        assert!(e.to_string().contains("over the 9-byte limit"), "{e}");
+    }
+}

@@ -424,11 +424,15 @@ fn print_warnings(report: &Report, verbose: bool) {
 struct Scratch(PathBuf);
 
 impl Scratch {
+    /// A private (0700) scratch directory; those left by a crashed
+    /// `profreport` of ours (its pid gone) are removed first.
     fn new() -> Result<Scratch> {
+        use std::os::unix::fs::DirBuilderExt;
         let base = std::env::temp_dir();
+        Self::sweep(&base);
         for i in 0..1000u32 {
             let p = base.join(format!("profreport-import-{}-{i}", std::process::id()));
-            match std::fs::create_dir(&p) {
+            match std::fs::DirBuilder::new().mode(0o700).create(&p) {
                 Ok(()) => return Ok(Scratch(p)),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => {
@@ -438,6 +442,32 @@ impl Scratch {
         }
         anyhow::bail!("no free scratch directory in {}", base.display())
     }
+
+    /// Removes `profreport-import-PID-N` directories of ours whose
+    /// process is gone.
+    fn sweep(base: &Path) {
+        use std::os::unix::fs::MetadataExt;
+        let me = rustix::process::geteuid().as_raw();
+        let Ok(rd) = std::fs::read_dir(base) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("profreport-import-"))
+                .and_then(|r| r.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let ours =
+                std::fs::symlink_metadata(e.path()).is_ok_and(|m| m.is_dir() && m.uid() == me);
+            if ours && !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
 }
 
 impl Drop for Scratch {
@@ -446,14 +476,47 @@ impl Drop for Scratch {
     }
 }
 
-/// Where output goes: a file (created) or standard output.
+/// Where output goes: a file or standard output. The file is never
+/// reached through a symbolic link (a planted link does not redirect
+/// root's report) and an existing one must be a regular file of ours;
+/// only then is it truncated.
 fn output(path: Option<&Path>) -> Result<Box<dyn Write>> {
-    Ok(match path {
-        Some(p) => Box::new(BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
-        )),
-        None => Box::new(BufWriter::new(io::stdout().lock())),
-    })
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let Some(p) = path else {
+        return Ok(Box::new(BufWriter::new(io::stdout().lock())));
+    };
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(p)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => anyhow::anyhow!(
+                "{} is a symbolic link: give the path of a file (or leave out -o for standard output)",
+                p.display()
+            ),
+            _ => anyhow::Error::new(e).context(format!("creating {}", p.display())),
+        })?;
+    let m = f
+        .metadata()
+        .with_context(|| format!("creating {}", p.display()))?;
+    let me = rustix::process::geteuid().as_raw();
+    if !m.file_type().is_file() {
+        anyhow::bail!(
+            "{} is not a regular file: give the path of a file (or leave out -o for standard output)",
+            p.display()
+        );
+    }
+    if m.uid() != me {
+        anyhow::bail!(
+            "{} belongs to uid {}, not to you (uid {me}): remove it or choose another name",
+            p.display(),
+            m.uid()
+        );
+    }
+    f.set_len(0)
+        .with_context(|| format!("truncating {}", p.display()))?;
+    Ok(Box::new(BufWriter::new(f)))
 }
 
 /// `out.svg` → `out-cpu3.svg`.

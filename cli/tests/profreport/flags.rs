@@ -761,3 +761,54 @@ fn samples_whose_cookie_definition_is_missing_are_shown_and_named() {
     let all = format!("{}{}", run.stdout, run.stderr);
     assert!(all.contains("definition was not read"), "{all}");
 }
+
+#[test]
+fn output_never_goes_through_a_planted_link_or_into_someone_elses_file() {
+    let d = tempfile::tempdir().unwrap();
+    let target = d.path().join("target");
+    std::fs::write(&target, "keep").unwrap();
+    let link = d.path().join("report.txt");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let r = on_fixture("ratio", &["-o", link.to_str().unwrap()]).expect(1);
+    assert!(r.stderr.contains("symbolic link"), "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+    // A file of ours is replaced; one of another user is not touched.
+    let mine = d.path().join("mine.txt");
+    std::fs::write(&mine, "old").unwrap();
+    on_fixture("ratio", &["-o", mine.to_str().unwrap()]).expect(0);
+    assert!(std::fs::read_to_string(&mine).unwrap().contains("shares"));
+    let theirs = d.path().join("theirs.txt");
+    std::fs::write(&theirs, "theirs").unwrap();
+    if std::os::unix::fs::chown(&theirs, Some(65534), None).is_ok() {
+        let r = on_fixture("ratio", &["-o", theirs.to_str().unwrap()]).expect(1);
+        assert!(r.stderr.contains("belongs to uid 65534"), "{}", r.stderr);
+        assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "theirs");
+    }
+}
+
+#[test]
+fn a_crashed_imports_scratch_dir_is_swept_by_the_next() {
+    let d = tempfile::tempdir().unwrap();
+    let tmp = d.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    // Left by a profreport that crashed (no such pid).
+    let stale = tmp.join("profreport-import-4000000000-0");
+    std::fs::create_dir(&stale).unwrap();
+    std::fs::write(stale.join("session.pkl"), "x").unwrap();
+    let data = d.path().join("perf.data");
+    std::fs::write(&data, b"PERFILE2 but not really a perf.data file").unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_profreport"))
+        .args(["--import"])
+        .arg(&data)
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!stale.exists(), "a crashed run's scratch dir was left");
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+}

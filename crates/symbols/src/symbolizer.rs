@@ -235,10 +235,12 @@ impl Symbolizer {
         }
     }
 
-    /// Where a recorded absolute path is on this machine (under the sysroot, if any).
+    /// Where a recorded absolute path is on this machine (under the sysroot, if any). A
+    /// recorded path is the session's word: under a sysroot, `..` and `.` components are
+    /// dropped so it cannot climb out of the sysroot.
     fn host_path(&self, recorded: &Path) -> PathBuf {
         match &self.opts.sysroot {
-            Some(root) => root.join(recorded.strip_prefix("/").unwrap_or(recorded)),
+            Some(root) => root.join(within_root(recorded)),
             None => recorded.to_owned(),
         }
     }
@@ -680,9 +682,33 @@ impl Symbolizer {
     }
 }
 
+/// `recorded` as a relative path of its normal components only.
+fn within_root(recorded: &Path) -> PathBuf {
+    recorded
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recorded_path_cannot_climb_out_of_the_sysroot() {
+        assert_eq!(
+            within_root(Path::new("/usr/../../../etc/shadow")),
+            PathBuf::from("usr/etc/shadow")
+        );
+        assert_eq!(
+            within_root(Path::new("/./lib/x.so")),
+            PathBuf::from("lib/x.so")
+        );
+        assert_eq!(within_root(Path::new("../..")), PathBuf::new());
+    }
 
     fn assert_sync_send<T: Sync + Send>() {}
 

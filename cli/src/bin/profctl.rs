@@ -523,7 +523,7 @@ fn main() -> ExitCode {
     match run(opt) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("profctl: {e:#}");
+            eprintln!("profctl: {}", profkit_report::printable(&format!("{e:#}")));
             // A bad value on the command line is a usage error, like clap's.
             let usage = e.chain().any(|c| {
                 c.downcast_ref::<profkit_perf::Error>()

@@ -13,9 +13,9 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use profkit_daemon::{daemon_state, DaemonState};
 use profkit_report::{
-    build_report, diff_reports, render, write_diff, write_flamegraph, Column, Format, Liveness,
-    ProfileSpec, Progress, Report, ReportOptions, Separate, Session, SortKey, SymbolSources,
-    SESSION_FILE,
+    build_report, diff_reports, printable, render, write_diff, write_flamegraph, Column, Format,
+    Liveness, ProfileSpec, Progress, Report, ReportOptions, Separate, Session, SortKey,
+    SymbolSources, SESSION_FILE,
 };
 
 const AFTER_HELP: &str = "PROFILE SPECS (positional, combinable; OProfile's syntax):
@@ -410,7 +410,7 @@ fn open(dir: &Path) -> Result<Session> {
 fn print_warnings(report: &Report, verbose: bool) {
     let shown = if verbose { usize::MAX } else { MAX_WARNINGS };
     for w in report.warnings.iter().take(shown) {
-        eprintln!("profreport: warning: {w}");
+        eprintln!("profreport: warning: {}", printable(w));
     }
     if report.warnings.len() > shown {
         eprintln!(
@@ -652,7 +652,7 @@ fn main() -> ExitCode {
     let cfg = match validate(opt) {
         Ok(cfg) => cfg,
         Err(msg) => {
-            eprintln!("profreport: {msg}");
+            eprintln!("profreport: {}", printable(&msg));
             return ExitCode::from(2);
         }
     };
@@ -660,7 +660,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("profreport: {e:#}");
+            eprintln!("profreport: {}", printable(&format!("{e:#}")));
             ExitCode::from(1)
         }
     }

@@ -46,10 +46,28 @@ impl Client {
         };
         let addr = socket_address(dir, dir_fd.as_ref().map(|f| f.as_fd()), CONTROL_SOCKET);
         match UnixStream::connect(&addr) {
-            Ok(stream) => Ok(Client {
-                dir: dir.into(),
-                stream,
-            }),
+            Ok(stream) => {
+                // Only a server run by us or by root is believed: another
+                // user's process at our socket path gets no request.
+                let me = rustix::process::geteuid().as_raw();
+                let uid = rustix::net::sockopt::socket_peercred(&stream)
+                    .map(|c| c.uid.as_raw())
+                    .map_err(|e| Error::Connect {
+                        path: dir.join(CONTROL_SOCKET),
+                        source: e.into(),
+                    })?;
+                if uid != me && uid != 0 {
+                    return Err(Error::ForeignServer {
+                        path: dir.join(CONTROL_SOCKET),
+                        uid,
+                        me,
+                    });
+                }
+                Ok(Client {
+                    dir: dir.into(),
+                    stream,
+                })
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Err(match daemon_state(dir) {
                 Ok(DaemonState::Running { pid }) => Error::Starting {
                     dir: dir.into(),

@@ -139,6 +139,18 @@ pub enum Error {
         source: io::Error,
     },
 
+    /// The process listening on the control socket is neither ours nor
+    /// root's: not a profkit daemon this user started.
+    #[error("the control socket at {path} is served by uid {uid}, not by you (uid {me}) or root: not talking to it; check who put it there")]
+    ForeignServer {
+        /// The socket path.
+        path: PathBuf,
+        /// The server's uid (SO_PEERCRED).
+        uid: u32,
+        /// Our effective uid.
+        me: u32,
+    },
+
     /// The daemon did not answer in time.
     #[error("the profkit daemon for {dir} did not answer `{request}` within {} s; see {dir}/daemon.log", .after.as_secs_f64())]
     Timeout {

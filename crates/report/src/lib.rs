@@ -207,8 +207,8 @@ pub use model::{
 };
 pub use options::{ReportOptions, SymbolSources};
 pub use render::{
-    flat_rows, format_utc, render, write_csv, write_json, write_text, Format, NO_SYMBOLS,
-    UNKNOWN_SYMBOL,
+    flat_rows, format_utc, printable, render, write_csv, write_json, write_text, Format, Printable,
+    NO_SYMBOLS, UNKNOWN_SYMBOL,
 };
 pub use session::{Liveness, Session, ARCHIVE_DEBUG_DIR, KALLSYMS_FILE, SESSION_FILE};
 pub use spec::{base_name, Glob, ProfileSpec, Separate, SortKey, SPEC_TAGS};

@@ -616,6 +616,42 @@ fn a_header_claiming_a_million_cpus_costs_only_the_cpus_with_data() {
 }
 
 #[test]
+fn terminal_escapes_in_names_are_shown_not_sent() {
+    let d = tempfile::tempdir().unwrap();
+    let evil = "/tmp/\u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}31m";
+    write_session(
+        d.path(),
+        &[(
+            vec![
+                def(APP, CookieKind::User, evil, 0, None),
+                comm(10, 10, "\u{1b}[31mred", true),
+            ],
+            vec![(0, 10, 10, false, APP, 0x10, 3)],
+        )],
+        None,
+    );
+    let r = report_with(
+        d.path(),
+        ReportOptions {
+            separate: Separate::parse("thread").unwrap(),
+            ..Default::default()
+        },
+    );
+    for format in [Format::Text, Format::Csv] {
+        let mut out = Vec::new();
+        render(&r, format, &mut out).unwrap();
+        let t = String::from_utf8(out).unwrap();
+        assert!(
+            !t.chars().any(|c| c.is_control() && c != '\n' && c != '\t'),
+            "{format:?}: {t:?}"
+        );
+        assert!(t.contains("\\x1b]0;pwned\\x07"), "{format:?}: {t}");
+        assert!(t.contains("\\x9b31m"), "{format:?}: {t}");
+    }
+    assert_eq!(printable("a\u{1b}b\nc"), "a\\x1bb\nc");
+}
+
+#[test]
 fn corrupt_and_torn_chunks_are_named_and_skipped() {
     let d = tempfile::tempdir().unwrap();
     let path = standard(d.path(), true);

@@ -332,3 +332,39 @@ fn too_many_pending_clients_are_told_the_daemon_is_busy() {
     });
     d.stop();
 }
+
+#[test]
+fn a_control_socket_served_by_another_user_gets_no_request() {
+    if !is_root() {
+        eprintln!("skipped: needs root to run a server as uid 65534 (setpriv)");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let sock = d.path().join("control.sock");
+    // Another user's process answering at our socket path, as a fake
+    // daemon would (with terminal escapes in its reply).
+    let mut server = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args([
+            "/usr/bin/python3",
+            "-c",
+            "import socket,sys,time\n\
+             s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(1)\n\
+             c,_=s.accept(); c.sendall(b'{\"error\":\"\\x1b]0;pwned\\x07\"}\\n'); time.sleep(5)",
+        ])
+        .arg(&sock)
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !sock.exists() && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let r = Client::connect(d.path());
+    let _ = server.kill();
+    let _ = server.wait();
+    match r {
+        Err(Error::ForeignServer { uid: 65534, .. }) => {}
+        other => panic!("talked to another user's server: {other:?}"),
+    }
+}

@@ -89,16 +89,90 @@ impl std::str::FromStr for Format {
     }
 }
 
+/// `s` with control characters (C0 but newline and tab, DEL, C1) shown as
+/// `\x1b`: command names, paths and symbols come from untrusted
+/// processes and files, and must not reach a terminal as escape sequences.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !s.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if bad(c) {
+            out.push_str(&format!("\\x{:02x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// A writer that passes text on with its control characters escaped as
+/// [`printable`] does (for the text, CSV and folded outputs).
+pub struct Printable<'a> {
+    inner: &'a mut dyn Write,
+    /// A 0xC2 byte seen last (a C1 control may follow in the next write).
+    pending_c2: bool,
+}
+
+impl<'a> Printable<'a> {
+    /// Wraps `inner`.
+    pub fn new(inner: &'a mut dyn Write) -> Self {
+        Printable {
+            inner,
+            pending_c2: false,
+        }
+    }
+}
+
+impl Write for Printable<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut out = Vec::with_capacity(buf.len() + 8);
+        for &b in buf {
+            if std::mem::take(&mut self.pending_c2) {
+                if (0x80..=0x9f).contains(&b) {
+                    out.extend_from_slice(format!("\\x{b:02x}").as_bytes());
+                    continue;
+                }
+                out.push(0xc2);
+            }
+            match b {
+                b'\n' | b'\t' => out.push(b),
+                0x00..=0x1f | 0x7f => out.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
+                0xc2 => self.pending_c2 = true,
+                _ => out.push(b),
+            }
+        }
+        self.inner.write_all(&out)?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        if std::mem::take(&mut self.pending_c2) {
+            self.inner.write_all(&[0xc2])?;
+        }
+        self.inner.flush()
+    }
+}
+
+impl Drop for Printable<'_> {
+    fn drop(&mut self) {
+        if self.pending_c2 {
+            let _ = self.inner.write_all(&[0xc2]);
+        }
+    }
+}
+
 /// Writes `report` in `format`. The stack formats need a report built
 /// with [`crate::ReportOptions::stacks`] (else an `InvalidInput` error);
 /// a flame graph is of all columns together (see [`write_flamegraph`] for
 /// one per CPU).
 pub fn render(report: &Report, format: Format, w: &mut dyn Write) -> io::Result<()> {
     match format {
-        Format::Text => write_text(report, w),
+        Format::Text => write_text(report, &mut Printable::new(w)),
         Format::Json => write_json(report, w),
-        Format::Csv => write_csv(report, w),
-        Format::Collapsed => crate::export::write_collapsed(report, None, w),
+        Format::Csv => write_csv(report, &mut Printable::new(w)),
+        Format::Collapsed => crate::export::write_collapsed(report, None, &mut Printable::new(w)),
         Format::Flamegraph => crate::export::write_flamegraph(report, None, w),
         Format::Pprof => crate::pprof::write_pprof(report, w),
     }

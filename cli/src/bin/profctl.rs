@@ -512,14 +512,28 @@ fn run(opt: Opt) -> Result<ExitCode> {
             request(&dir, Request::Reset)?;
             println!("profkit: samples discarded; recording continues");
         }
-        Cmd::Record { args, command } => return record(&args, &command),
+        Cmd::Record { args, command } => {
+            if !args.pid.is_empty() {
+                eprintln!(
+                    "profctl: record profiles the command it runs; -p/--pid is for `profctl start -p PID` (see profctl --help)"
+                );
+                return Ok(ExitCode::from(2));
+            }
+            return record(&args, &command);
+        }
         Cmd::Archive { dir, output } => archive(&dir, &output)?,
     }
     Ok(ExitCode::SUCCESS)
 }
 
+#[path = "../shared/usage.rs"]
+mod usage;
+
 fn main() -> ExitCode {
-    let opt = Opt::parse();
+    let opt: Opt = match usage::parse_or_exit("profctl") {
+        Ok(opt) => opt,
+        Err(code) => return code,
+    };
     match run(opt) {
         Ok(c) => c,
         Err(e) => {

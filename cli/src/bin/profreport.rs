@@ -623,31 +623,13 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
+#[path = "../shared/usage.rs"]
+mod usage;
+
 fn main() -> ExitCode {
-    let opt = match Opt::try_parse() {
+    let opt: Opt = match usage::parse_or_exit("profreport") {
         Ok(opt) => opt,
-        Err(e) if !e.use_stderr() => {
-            // --help, --version
-            let _ = e.print();
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            // clap's message on one line: the error and its details, without
-            // the usage block.
-            let text = e.to_string();
-            let parts: Vec<&str> = text
-                .lines()
-                .map(str::trim)
-                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more"))
-                .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
-                .collect();
-            let line = parts.join(" ");
-            eprintln!(
-                "profreport: {} (see profreport --help)",
-                line.trim_start_matches("error: ")
-            );
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let cfg = match validate(opt) {
         Ok(cfg) => cfg,

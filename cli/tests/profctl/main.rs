@@ -396,6 +396,16 @@ fn bad_values_exit_2_with_a_message_naming_them() {
         (&["start", "-C", "x-y"], "bad CPU list"),
         (&["start", "-F", "-5"], "-5"),
         (&["start", "--sync-interval", "1"], "1"),
+        (
+            &["start", "-c", "18446744073709551615"],
+            "period 18446744073709551615 is too large",
+        ),
+        (&["start", "-p", "1,1,1"], "pid 1 is given more than once"),
+        (&["record", "-p", "1", "--", "true"], "-p/--pid is for"),
+        (
+            &["bogus-command"],
+            "unrecognized subcommand 'bogus-command'",
+        ),
     ];
     for (args, want) in cases {
         let mut a = args.to_vec();
@@ -403,6 +413,16 @@ fn bad_values_exit_2_with_a_message_naming_them() {
         let o = profctl(tmp.path(), &a);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
         assert!(text(&o).contains(want), "{args:?}: {}", text(&o));
+        // One line, like profreport's.
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr)
+                .trim_end()
+                .lines()
+                .count(),
+            1,
+            "{args:?}: {}",
+            text(&o)
+        );
     }
 }
 

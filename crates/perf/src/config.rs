@@ -230,6 +230,13 @@ impl SamplerConfig {
                     }
                 }
             }
+            // The kernel refuses periods with the top bit set (EINVAL).
+            Rate::Period(p) if p > i64::MAX as u64 => {
+                return Err(Error::Config(format!(
+                    "period {p} is too large: at most {} events per sample",
+                    i64::MAX
+                )))
+            }
             Rate::Period(_) => {}
         }
         if self.exclude_user && self.exclude_kernel {
@@ -257,6 +264,10 @@ impl SamplerConfig {
                 return Err(Error::Config(format!(
                     "invalid pid {bad}: must be positive"
                 )));
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            if let Some(dup) = p.iter().find(|&&p| !seen.insert(p)) {
+                return Err(Error::Config(format!("pid {dup} is given more than once")));
             }
         }
         if let Some(cpus) = &self.cpus {

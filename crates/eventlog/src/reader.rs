@@ -71,7 +71,21 @@ impl SessionReader<Vec<u8>> {
             ));
         }
         let len = meta.len();
-        let mut data = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+        // A session is written, never sparse: a file that is mostly holes
+        // would cost its claimed size in memory (a 1 TB hole aborted).
+        use std::os::unix::fs::MetadataExt;
+        let on_disk = meta.blocks().saturating_mul(512);
+        if len > 64 << 20 && on_disk < len / 2 {
+            return Err(Error::io(
+                "open",
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("a sparse file ({len} bytes, {on_disk} on disk): not a session"),
+                ),
+            ));
+        }
+        let mut data = Vec::with_capacity(usize::try_from(len.min(1 << 30)).unwrap_or(0));
         f.take(len)
             .read_to_end(&mut data)
             .map_err(|e| Error::io("read", path, e))?;

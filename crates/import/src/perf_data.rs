@@ -74,6 +74,39 @@ pub(crate) fn open(path: &Path) -> Result<PerfFileReader<BufReader<std::fs::File
     .map_err(|e| not_perf(e.to_string()))
 }
 
+/// `HEADER_CMDLINE`'s bit in the feature bitmap.
+const CMDLINE_BIT: u32 = 11;
+
+/// A string list (`nr`, then `nr` times a length and that many bytes)
+/// must fit its section.
+fn check_string_list(sec: &[u8], big: bool) -> std::result::Result<(), String> {
+    let bad = || "its command line claims more strings than its section holds".to_string();
+    let u32_at = |at: usize| -> std::result::Result<usize, String> {
+        let b: [u8; 4] = sec
+            .get(at..at + 4)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(bad)?;
+        Ok(if big {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        } as usize)
+    };
+    let nr = u32_at(0)?;
+    if nr.saturating_mul(4) > sec.len() {
+        return Err(bad());
+    }
+    let mut at = 4usize;
+    for _ in 0..nr {
+        let len = u32_at(at)?;
+        at = at
+            .checked_add(4 + len)
+            .filter(|&a| a <= sec.len())
+            .ok_or_else(bad)?;
+    }
+    Ok(())
+}
+
 /// `HEADER_EVENT_DESC`'s bit in the feature bitmap.
 const EVENT_DESC_BIT: u32 = 12;
 
@@ -177,6 +210,15 @@ fn check_sections(f: &mut std::fs::File, len: u64) -> std::result::Result<(), St
             .map_err(|e| e.to_string())?;
         f.read_exact(&mut sec).map_err(|e| e.to_string())?;
         check_event_desc(&sec, big)?;
+    }
+    // HEADER_CMDLINE (bit 11): a string list whose claimed count the
+    // reader reserves up to.
+    if let Some(&(_, off, size)) = sections.iter().find(|(b, _, _)| *b == CMDLINE_BIT) {
+        let mut sec = vec![0u8; size as usize];
+        f.seek(std::io::SeekFrom::Start(off))
+            .map_err(|e| e.to_string())?;
+        f.read_exact(&mut sec).map_err(|e| e.to_string())?;
+        check_string_list(&sec, big)?;
     }
     Ok(())
 }

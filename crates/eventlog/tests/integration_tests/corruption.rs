@@ -226,4 +226,13 @@ fn a_fifo_or_a_link_to_dev_zero_is_refused_without_hanging() {
     // An endless read before.
     let e = SessionReader::open(&zero).unwrap_err().to_string();
     assert!(e.contains("not a regular file"), "{e}");
+    // A 1 TB hole (found by the session_dir fuzz target: the reader
+    // reserved it all and aborted).
+    let sparse = d.path().join("sparse.pkl");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(1 << 40)
+        .unwrap();
+    let e = SessionReader::open(&sparse).unwrap_err().to_string();
+    assert!(e.contains("sparse"), "{e}");
 }

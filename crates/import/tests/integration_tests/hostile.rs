@@ -74,3 +74,17 @@ fn a_fifo_is_not_waited_on() {
     let e = import(&p).unwrap_err().to_string();
     assert!(e.contains("not a regular file"), "{e}");
 }
+
+#[test]
+fn a_command_line_claiming_four_billion_strings_is_refused() {
+    // Found by the import_perf_data fuzz target: linux-perf-data reserved
+    // 29 GB for the claimed strings.
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("perf.data");
+    let mut cmdline = Vec::new();
+    cmdline.extend_from_slice(&0x6c6c_6c6cu32.to_le_bytes());
+    cmdline.extend_from_slice(&[0u8; 12]);
+    write_with_features(&p, sample_type(), &[], &[(11, cmdline)]);
+    let e = import(&p).unwrap_err().to_string();
+    assert!(e.contains("command line"), "{e}");
+}

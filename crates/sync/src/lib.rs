@@ -47,6 +47,10 @@
 //! - No `unsafe`; no I/O on the hot path except first sight of an unknown
 //!   process (one `/proc/PID/maps` read) or binary (one build-id read), and
 //!   none at all with [`SyncOptions::use_procfs`] off (tests, imports).
+//! - Paths in records are names users control: a binary's build-id is read
+//!   through [`binfile`] (the mapped file itself, no symlinks, no blocking,
+//!   at most 100 ms on a worker), so no user can stall or redirect the
+//!   stage.
 //! - The no-call-graph path pays nothing for call graphs (one predictable
 //!   branch per sample): ≥ 20 M samples/s per core on the sync bench.
 //!

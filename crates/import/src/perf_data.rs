@@ -74,6 +74,69 @@ pub(crate) fn open(path: &Path) -> Result<PerfFileReader<BufReader<std::fs::File
     .map_err(|e| not_perf(e.to_string()))
 }
 
+/// `PERF_RECORD_AUXTRACE`: its body says how many bytes of trace data
+/// follow the record, and linux-perf-data reserves that many up front.
+const RECORD_AUXTRACE: u32 = 71;
+
+/// Walks the data section's record headers: every AUXTRACE record's
+/// trace data must lie within the section (a flipped byte claimed 140 TB).
+fn check_auxtrace(
+    f: &mut std::fs::File,
+    off: u64,
+    size: u64,
+    big: bool,
+) -> std::result::Result<(), String> {
+    let end = off.saturating_add(size);
+    f.seek(std::io::SeekFrom::Start(off))
+        .map_err(|e| e.to_string())?;
+    let mut r = std::io::BufReader::with_capacity(1 << 16, &mut *f);
+    let mut at = off;
+    let mut h = [0u8; 16];
+    while at + 8 <= end {
+        if r.read_exact(&mut h[..8]).is_err() {
+            break;
+        }
+        let u32_of = |b: &[u8]| {
+            let a: [u8; 4] = b.try_into().expect("4 bytes");
+            if big {
+                u32::from_be_bytes(a)
+            } else {
+                u32::from_le_bytes(a)
+            }
+        };
+        let kind = u32_of(&h[..4]);
+        let len = u64::from(if big {
+            u16::from_be_bytes([h[6], h[7]])
+        } else {
+            u16::from_le_bytes([h[6], h[7]])
+        });
+        if len < 8 {
+            break; // the reader stops here with an error of its own
+        }
+        // Bytes after the 8 read: the rest of the record, and for AUXTRACE
+        // the trace data that follows it.
+        let mut skip = len - 8;
+        let mut total = len;
+        if kind == RECORD_AUXTRACE && len >= 16 {
+            r.read_exact(&mut h[8..16]).map_err(|e| e.to_string())?;
+            let aux = u64::from_le_bytes(h[8..16].try_into().expect("8 bytes"));
+            let aux = if big { aux.swap_bytes() } else { aux };
+            if at.saturating_add(len).saturating_add(aux) > end {
+                return Err(format!(
+                    "an AUXTRACE record at byte {at} claims {aux} bytes of trace data beyond its section"
+                ));
+            }
+            skip = len - 16 + aux;
+            total = len + aux;
+        }
+        if r.seek_relative(skip as i64).is_err() {
+            break;
+        }
+        at = at.saturating_add(total);
+    }
+    Ok(())
+}
+
 /// `HEADER_CMDLINE`'s bit in the feature bitmap.
 const CMDLINE_BIT: u32 = 11;
 
@@ -211,6 +274,7 @@ fn check_sections(f: &mut std::fs::File, len: u64) -> std::result::Result<(), St
         f.read_exact(&mut sec).map_err(|e| e.to_string())?;
         check_event_desc(&sec, big)?;
     }
+    check_auxtrace(f, data_off, data_size, big)?;
     // HEADER_CMDLINE (bit 11): a string list whose claimed count the
     // reader reserves up to.
     if let Some(&(_, off, size)) = sections.iter().find(|(b, _, _)| *b == CMDLINE_BIT) {

@@ -88,3 +88,16 @@ fn a_command_line_claiming_four_billion_strings_is_refused() {
     let e = import(&p).unwrap_err().to_string();
     assert!(e.contains("command line"), "{e}");
 }
+
+#[test]
+fn an_auxtrace_record_claiming_terabytes_is_refused() {
+    // Found by the import_perf_data fuzz target: linux-perf-data reserved
+    // the trace data's claimed 140 TB.
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("perf.data");
+    let mut body = vec![0u8; 40];
+    body[..8].copy_from_slice(&(140u64 << 40).to_le_bytes());
+    write_with_features(&p, sample_type(), &[(71, 0, body)], &[]);
+    let e = import(&p).unwrap_err().to_string();
+    assert!(e.contains("AUXTRACE"), "{e}");
+}

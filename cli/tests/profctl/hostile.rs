@@ -116,6 +116,24 @@ fn eventually(mut f: impl FnMut() -> bool) -> bool {
     false
 }
 
+/// True once a child of `parent` named `comm` runs (the recorded command).
+fn has_child(parent: u32, comm: &str) -> bool {
+    std::fs::read_dir("/proc").is_ok_and(|rd| {
+        rd.flatten().any(|e| {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let Some((head, rest)) = stat.rsplit_once(')') else {
+                return false;
+            };
+            let name = head.split_once('(').map(|x| x.1).unwrap_or("");
+            let ppid = rest
+                .split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u32>().ok());
+            name == comm && ppid == Some(parent)
+        })
+    })
+}
+
 fn alive(pid: &str) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
         && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -155,7 +173,12 @@ fn ctrl_c_on_record_stops_its_system_wide_daemon() {
         .unwrap()
         .trim()
         .to_string();
-    std::thread::sleep(Duration::from_millis(500));
+    // Interrupt while the command runs (before it, record stops the
+    // daemon too but says the command never started, exit 1).
+    assert!(
+        eventually(|| has_child(rec.id(), "sleep")),
+        "the command never started"
+    );
     let group = rustix::process::Pid::from_raw(rec.id() as i32).unwrap();
     rustix::process::kill_process_group(group, rustix::process::Signal::INT).unwrap();
     let o = {
@@ -207,7 +230,10 @@ fn sigterm_to_record_is_passed_to_the_command_and_the_daemon_stops() {
         .unwrap()
         .trim()
         .to_string();
-    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        eventually(|| has_child(rec.id(), "sleep")),
+        "the command never started"
+    );
     let pid = rustix::process::Pid::from_raw(rec.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
     let t = Instant::now();

@@ -8,7 +8,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// What can go wrong starting, running, finishing or archiving a live
 /// session. Errors of the crates underneath pass through unchanged (their
 /// messages already name the value or path); this crate's own name the
-/// file involved.
+/// file or value involved and leave the cause to
+/// [`source`](std::error::Error::source), so that `profctl`, which prints
+/// an error's whole chain, shows it once (`creating PATH: CAUSE`).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -25,7 +27,7 @@ pub enum Error {
     #[error(transparent)]
     Session(#[from] profkit_eventlog::Error),
     /// A dead daemon's session file could not be reopened to finish it.
-    #[error("reopening {path}: {source}")]
+    #[error("reopening {path}")]
     Reopen {
         /// The session file.
         path: PathBuf,
@@ -33,7 +35,7 @@ pub enum Error {
         source: profkit_eventlog::Error,
     },
     /// A file operation failed.
-    #[error("{action} {path}: {source}")]
+    #[error("{action} {path}")]
     Io {
         /// What was being done ("creating", "reading", ...).
         action: &'static str,
@@ -43,7 +45,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The start configuration handed to the daemon could not be read.
-    #[error("invalid start configuration {text:?}: {source}")]
+    #[error("invalid start configuration {text:?}")]
     Config {
         /// The configuration as received (truncated).
         text: String,
@@ -97,5 +99,24 @@ pub fn perf_is_usage(e: &profkit_perf::Error) -> bool {
         profkit_perf::Error::Config(_) => true,
         profkit_perf::Error::Open { source, .. } => source.raw_os_error() == Some(libc::ESRCH),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn own_errors_name_the_file_and_leave_the_cause_to_the_chain() {
+        let e = Error::io(
+            "creating",
+            "/d/footer.reserve",
+            std::io::Error::from_raw_os_error(libc::ENOSPC),
+        );
+        assert_eq!(e.to_string(), "creating /d/footer.reserve");
+        let cause = e.source().expect("the cause is the source").to_string();
+        assert!(cause.contains("No space left"), "{cause}");
+        assert!(!e.is_usage());
     }
 }

@@ -96,20 +96,8 @@ fn check_auxtrace(
         if r.read_exact(&mut h[..8]).is_err() {
             break;
         }
-        let u32_of = |b: &[u8]| {
-            let a: [u8; 4] = b.try_into().expect("4 bytes");
-            if big {
-                u32::from_be_bytes(a)
-            } else {
-                u32::from_le_bytes(a)
-            }
-        };
-        let kind = u32_of(&h[..4]);
-        let len = u64::from(if big {
-            u16::from_be_bytes([h[6], h[7]])
-        } else {
-            u16::from_le_bytes([h[6], h[7]])
-        });
+        let kind = uint_at::<4>(&h, 0, big).unwrap_or(0) as u32;
+        let len = uint_at::<2>(&h, 6, big).unwrap_or(0);
         if len < 8 {
             break; // the reader stops here with an error of its own
         }
@@ -119,8 +107,7 @@ fn check_auxtrace(
         let mut total = len;
         if kind == RECORD_AUXTRACE && len >= 16 {
             r.read_exact(&mut h[8..16]).map_err(|e| e.to_string())?;
-            let aux = u64::from_le_bytes(h[8..16].try_into().expect("8 bytes"));
-            let aux = if big { aux.swap_bytes() } else { aux };
+            let aux = uint_at::<8>(&h, 8, big).unwrap_or(u64::MAX);
             if at.saturating_add(len).saturating_add(aux) > end {
                 return Err(format!(
                     "an AUXTRACE record at byte {at} claims {aux} bytes of trace data beyond its section"
@@ -137,6 +124,16 @@ fn check_auxtrace(
     Ok(())
 }
 
+/// The unsigned integer of `N` bytes at `at` in `b`, in the file's byte
+/// order (`big`), if `b` holds them.
+fn uint_at<const N: usize>(b: &[u8], at: usize, big: bool) -> Option<u64> {
+    let a: [u8; N] = b.get(at..at.checked_add(N)?)?.try_into().ok()?;
+    Some(a.iter().enumerate().fold(0u64, |v, (i, &x)| {
+        let shift = 8 * if big { N - 1 - i } else { i };
+        v | u64::from(x) << shift
+    }))
+}
+
 /// `HEADER_CMDLINE`'s bit in the feature bitmap.
 const CMDLINE_BIT: u32 = 11;
 
@@ -144,16 +141,10 @@ const CMDLINE_BIT: u32 = 11;
 /// must fit its section.
 fn check_string_list(sec: &[u8], big: bool) -> std::result::Result<(), String> {
     let bad = || "its command line claims more strings than its section holds".to_string();
-    let u32_at = |at: usize| -> std::result::Result<usize, String> {
-        let b: [u8; 4] = sec
-            .get(at..at + 4)
-            .and_then(|b| b.try_into().ok())
-            .ok_or_else(bad)?;
-        Ok(if big {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_le_bytes(b)
-        } as usize)
+    let u32_at = |at: usize| {
+        uint_at::<4>(sec, at, big)
+            .map(|v| v as usize)
+            .ok_or_else(bad)
     };
     let nr = u32_at(0)?;
     if nr.saturating_mul(4) > sec.len() {
@@ -178,27 +169,21 @@ const EVENT_DESC_BIT: u32 = 12;
 /// section they are in, counts included.
 fn check_event_desc(sec: &[u8], big: bool) -> std::result::Result<(), String> {
     let bad = || "its event descriptions claim more than their section holds".to_string();
-    let u32_at = |at: usize| -> std::result::Result<u32, String> {
-        let b: [u8; 4] = sec
-            .get(at..at + 4)
-            .and_then(|b| b.try_into().ok())
-            .ok_or_else(bad)?;
-        Ok(if big {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_le_bytes(b)
-        })
+    let u32_at = |at: usize| {
+        uint_at::<4>(sec, at, big)
+            .map(|v| v as usize)
+            .ok_or_else(bad)
     };
-    let nr = u32_at(0)? as usize;
-    let attr_size = u32_at(4)? as usize;
+    let nr = u32_at(0)?;
+    let attr_size = u32_at(4)?;
     if attr_size < 64 {
         return Err(bad());
     }
     let mut at = 8usize;
     for _ in 0..nr {
         at = at.checked_add(attr_size).ok_or_else(bad)?;
-        let nr_ids = u32_at(at)? as usize;
-        let len = u32_at(at + 4)? as usize;
+        let nr_ids = u32_at(at)?;
+        let len = u32_at(at + 4)?;
         at = at
             .checked_add(8)
             .and_then(|a| a.checked_add(len))
@@ -224,15 +209,7 @@ fn check_sections(f: &mut std::fs::File, len: u64) -> std::result::Result<(), St
         b"2ELIFREP" => true,
         _ => return Ok(()), // Not ours to judge: the reader names the format.
     };
-    let word = |b: &[u8]| {
-        let a: [u8; 8] = b.try_into().expect("8 bytes");
-        if big {
-            u64::from_be_bytes(a)
-        } else {
-            u64::from_le_bytes(a)
-        }
-    };
-    let at = |i: usize| word(&h[i * 8..i * 8 + 8]);
+    let at = |i: usize| uint_at::<8>(&h, i * 8, big).unwrap_or(0);
     let within = |what: &str, off: u64, size: u64| {
         off.checked_add(size)
             .filter(|&end| end <= len)
@@ -261,7 +238,10 @@ fn check_sections(f: &mut std::fs::File, len: u64) -> std::result::Result<(), St
     for &bit in &bits {
         let mut e = [0u8; 16];
         f.read_exact(&mut e).map_err(|e| e.to_string())?;
-        let (off, size) = (word(&e[..8]), word(&e[8..]));
+        let (off, size) = (
+            uint_at::<8>(&e, 0, big).unwrap_or(u64::MAX),
+            uint_at::<8>(&e, 8, big).unwrap_or(u64::MAX),
+        );
         within(&format!("feature {bit}"), off, size)?;
         sections.push((bit, off, size));
     }

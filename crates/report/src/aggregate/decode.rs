@@ -22,58 +22,56 @@ pub(super) trait Sink {
     fn flush(&mut self);
 }
 
-/// Counts per key; stacks are never looked at.
-pub(super) struct FlatSink<'a> {
-    pub counts: &'a mut FxHashMap<Key, u64>,
-    pub last: Option<(Key, u64)>,
+/// A map of counts behind a one-entry cache of the last key and its run.
+pub(super) struct Runs<'a, K> {
+    pub counts: &'a mut FxHashMap<K, u64>,
+    pub last: Option<(K, u64)>,
 }
+
+impl<K: Eq + std::hash::Hash + Copy> Runs<'_, K> {
+    #[inline(always)]
+    fn add(&mut self, key: K) {
+        match &mut self.last {
+            Some((k, n)) if *k == key => *n += 1,
+            _ => {
+                self.flush();
+                self.last = Some((key, 1));
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some((k, n)) = self.last.take() {
+            *self.counts.entry(k).or_insert(0) += n;
+        }
+    }
+}
+
+/// Counts per key; stacks are never looked at.
+pub(super) struct FlatSink<'a>(pub Runs<'a, Key>);
 
 impl Sink for FlatSink<'_> {
     #[inline(always)]
     fn add(&mut self, key: Key, _stack: Option<u32>) {
-        match &mut self.last {
-            Some((k, n)) if *k == key => *n += 1,
-            _ => {
-                if let Some((k, n)) = self.last.take() {
-                    *self.counts.entry(k).or_insert(0) += n;
-                }
-                self.last = Some((key, 1));
-            }
-        }
+        self.0.add(key);
     }
 
     fn flush(&mut self) {
-        if let Some((k, n)) = self.last.take() {
-            *self.counts.entry(k).or_insert(0) += n;
-        }
+        self.0.flush();
     }
 }
 
-/// Counts per (key, stack id), and the session's stack table.
-pub(super) struct StackSink<'a> {
-    pub counts: &'a mut FxHashMap<StackKey, u64>,
-    pub last: Option<(StackKey, u64)>,
-}
+/// Counts per (key, stack id).
+pub(super) struct StackSink<'a>(pub Runs<'a, StackKey>);
 
 impl Sink for StackSink<'_> {
     #[inline(always)]
     fn add(&mut self, key: Key, stack: Option<u32>) {
-        let key = (key, stack.unwrap_or(NO_STACK));
-        match &mut self.last {
-            Some((k, n)) if *k == key => *n += 1,
-            _ => {
-                if let Some((k, n)) = self.last.take() {
-                    *self.counts.entry(k).or_insert(0) += n;
-                }
-                self.last = Some((key, 1));
-            }
-        }
+        self.0.add((key, stack.unwrap_or(NO_STACK)));
     }
 
     fn flush(&mut self) {
-        if let Some((k, n)) = self.last.take() {
-            *self.counts.entry(k).or_insert(0) += n;
-        }
+        self.0.flush();
     }
 }
 
@@ -155,10 +153,10 @@ pub(super) fn decode_chunk(
 ) {
     let marks = if shape.stacks {
         let mut table = acc.stack_tables.remove(&sess).unwrap_or_default();
-        let sink = StackSink {
+        let sink = StackSink(Runs {
             counts: &mut acc.stack_counts,
             last: None,
-        };
+        });
         let marks = decode_into(
             sink,
             &mut table,
@@ -172,10 +170,10 @@ pub(super) fn decode_chunk(
         acc.stack_tables.insert(sess, table);
         marks
     } else {
-        let sink = FlatSink {
+        let sink = FlatSink(Runs {
             counts: &mut acc.counts,
             last: None,
-        };
+        });
         decode_into(sink, &mut (), sess, reader, chunk, shape, spec, filter_task)
     };
     acc.add_marks(marks, sess, chunk);

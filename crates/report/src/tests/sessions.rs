@@ -1,0 +1,352 @@
+//! Sessions as read: losses, forged and corrupt files, timelines,
+//! merging, machine formats and errors.
+
+use super::*;
+
+#[test]
+fn no_footer_takes_losses_from_markers() {
+    let d = tempfile::tempdir().unwrap();
+    standard(d.path(), false);
+    let r = report_with(d.path(), ReportOptions::default());
+    assert_eq!(r.header.lost_source, "markers");
+    assert_eq!(r.header.lost_total, 5);
+    assert!(r.header.sessions[0].state.contains("no footer"));
+    assert_eq!(r.header.samples_unreadable, Some(0));
+}
+
+#[test]
+fn forged_loss_counts_saturate_instead_of_wrapping() {
+    let d = tempfile::tempdir().unwrap();
+    let forged = |cpu| CpuAccounting {
+        cpu,
+        samples_received: u64::MAX - 1,
+        samples_written: u64::MAX - 1,
+        lost_ring: u64::MAX - 1,
+        lost_reconcile: 7,
+        ..Default::default()
+    };
+    write_session(
+        d.path(),
+        &[(vec![], vec![])],
+        Some(SessionFooter {
+            rounds: 1,
+            accounting: vec![forged(0), forged(1)],
+            ..Default::default()
+        }),
+    );
+    // Before: "Lost: 18446744073709551613" (or an overflow panic).
+    let r = report_with(d.path(), ReportOptions::default());
+    assert_eq!(r.header.lost_total, u64::MAX);
+    assert!(r.header.lost_percent <= 100.0, "{}", r.header.lost_percent);
+    assert!(text(&r).contains(&u64::MAX.to_string()), "{}", text(&r));
+}
+
+#[test]
+fn a_header_claiming_a_million_cpus_costs_only_the_cpus_with_data() {
+    let d = tempfile::tempdir().unwrap();
+    let chunks: Vec<(Vec<Event>, Vec<S>)> = (0..40).map(|_| (vec![], vec![])).collect();
+    let path = write_session(d.path(), &chunks, None);
+    // Rewrite the header with a million CPUs (before: 3.9 GB and 20 s
+    // for --timeline, chunks x CPUs).
+    let header = SessionHeader {
+        cpus: (0..1_000_000).collect(),
+        event: EventConfigDesc {
+            name: "cpu-clock".into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let old = SessionReader::open(&path).unwrap();
+    let chunks: Vec<(u64, u64, Vec<u8>)> = old
+        .chunks()
+        .iter()
+        .map(|c| (c.round, c.time, old.payload(c).to_vec()))
+        .collect();
+    drop(old);
+    std::fs::remove_file(&path).unwrap();
+    let mut w = SessionWriter::create(&path, &header).unwrap();
+    for (round, time, p) in &chunks {
+        w.append_chunk(*round, *time, p).unwrap();
+    }
+    drop(w);
+    let r = report_with(
+        d.path(),
+        ReportOptions {
+            timeline: Some(1),
+            ..Default::default()
+        },
+    );
+    let t = r.timeline.as_ref().expect("a timeline");
+    assert!(t.cpus.len() <= 2, "{} CPU columns", t.cpus.len());
+    assert!(
+        r.header.cpus.len() <= 2,
+        "{} CPUs in the header",
+        r.header.cpus.len()
+    );
+}
+
+#[test]
+fn terminal_escapes_in_names_are_shown_not_sent() {
+    let d = tempfile::tempdir().unwrap();
+    let evil = "/tmp/\u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}31m";
+    write_session(
+        d.path(),
+        &[(
+            vec![
+                def(APP, CookieKind::User, evil, 0, None),
+                comm(10, 10, "\u{1b}[31mred", true),
+            ],
+            vec![(0, 10, 10, false, APP, 0x10, 3)],
+        )],
+        None,
+    );
+    let r = report_with(
+        d.path(),
+        ReportOptions {
+            separate: Separate::parse("thread").unwrap(),
+            ..Default::default()
+        },
+    );
+    for format in [Format::Text, Format::Csv] {
+        let mut out = Vec::new();
+        render(&r, format, &mut out).unwrap();
+        let t = String::from_utf8(out).unwrap();
+        assert!(
+            !t.chars().any(|c| c.is_control() && c != '\n' && c != '\t'),
+            "{format:?}: {t:?}"
+        );
+        assert!(t.contains("\\x1b]0;pwned\\x07"), "{format:?}: {t}");
+        assert!(t.contains("\\x9b31m"), "{format:?}: {t}");
+    }
+    assert_eq!(printable("a\u{1b}b\nc"), "a\\x1bb\nc");
+}
+
+#[test]
+fn corrupt_and_torn_chunks_are_named_and_skipped() {
+    let d = tempfile::tempdir().unwrap();
+    let path = standard(d.path(), true);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let reader = SessionReader::open(&path).unwrap();
+    let second = reader.chunks()[1];
+    // Flip a payload byte of the second chunk: CRC mismatch.
+    bytes[second.payload_offset() as usize + 3] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    let r = report_with(d.path(), ReportOptions::default());
+    assert_eq!(r.header.samples_read, 17);
+    assert_eq!(r.header.samples_unreadable, Some(6));
+    assert_eq!(r.header.bad_chunks.len(), 1);
+    assert_eq!(r.header.bad_chunks[0].index, 1);
+    assert_eq!(r.header.bad_chunks[0].offset, second.offset);
+    assert!(r
+        .warnings
+        .iter()
+        .any(|w| w.contains(&format!("chunk 1 at byte {}", second.offset))));
+    assert!(r
+        .warnings
+        .iter()
+        .any(|w| w.contains("6 samples are in unreadable chunks")));
+
+    // Cut in the middle of the second chunk, no footer: a torn tail.
+    std::fs::write(&path, &bytes[..second.payload_offset() as usize + 5]).unwrap();
+    let mut s = Session::open(d.path()).unwrap();
+    s.set_liveness(Liveness::NotRunning);
+    let r = build_report(&[s], &ReportOptions::default(), &sources(), &NoProgress).unwrap();
+    assert_eq!(r.header.samples_read, 17);
+    assert!(r.header.bad_chunks[0].torn);
+    assert!(r.header.sessions[0].state.contains("killed"));
+    assert!(
+        r.warnings.iter().any(|w| w.contains("torn chunk")),
+        "{:?}",
+        r.warnings
+    );
+    assert!(text(&r).contains(&format!(
+        "torn chunk: {} chunk 1 at byte {}",
+        path.display(),
+        second.offset
+    )));
+
+    // The same while a recorder runs: being written, not a warning.
+    let mut s = Session::open(d.path()).unwrap();
+    s.set_liveness(Liveness::Running);
+    let r = build_report(&[s], &ReportOptions::default(), &sources(), &NoProgress).unwrap();
+    assert!(
+        !r.warnings.iter().any(|w| w.contains("torn")),
+        "{:?}",
+        r.warnings
+    );
+    assert!(r.header.sessions[0].state.starts_with("running"));
+}
+
+#[test]
+fn a_missing_cookie_definition_is_named_not_fatal() {
+    let d = tempfile::tempdir().unwrap();
+    write_session(
+        d.path(),
+        &[(vec![], vec![(0, 1, 1, false, 0x99, 4, 3)])],
+        None,
+    );
+    let r = report_with(d.path(), ReportOptions::default());
+    assert_eq!(r.rows[0].image, "[unknown binary 0x0000000000000099]");
+    assert!(r.warnings[0].contains("definition was not read"));
+}
+
+#[test]
+fn timeline_counts_per_round_and_cpu() {
+    let d = tempfile::tempdir().unwrap();
+    standard(d.path(), true);
+    let r = report_with(
+        d.path(),
+        ReportOptions {
+            timeline: Some(1),
+            ..Default::default()
+        },
+    );
+    let t = r.timeline.as_ref().unwrap();
+    assert_eq!(t.cpus, [0, 1]);
+    let lines = &t.sessions[0].lines;
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0].samples, [8, 9]);
+    assert_eq!(lines[1].samples, [6, 0]);
+    assert_eq!(lines[1].lost, [0, 5]);
+    assert!((lines[1].time_s - 0.5).abs() < 1e-9);
+    let r = report_with(
+        d.path(),
+        ReportOptions {
+            timeline: Some(2),
+            ..Default::default()
+        },
+    );
+    let lines = &r.timeline.as_ref().unwrap().sessions[0].lines;
+    assert_eq!(lines.len(), 1);
+    assert_eq!((lines[0].first_round, lines[0].last_round), (0, 1));
+    assert_eq!(lines[0].samples, [14, 9]);
+    let t = text(&r);
+    assert!(t.contains("cpu1 lost"), "{t}");
+    let mut csv = Vec::new();
+    write_csv(&r, &mut csv).unwrap();
+    assert!(String::from_utf8(csv)
+        .unwrap()
+        .contains(",0,1,0.500,1,9,5\n"));
+}
+
+#[test]
+fn merged_sessions_add_up() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    standard(a.path(), true);
+    standard(b.path(), true);
+    let sessions = vec![
+        Session::open(a.path()).unwrap(),
+        Session::open(b.path()).unwrap(),
+    ];
+    let r = build_report(
+        &sessions,
+        &ReportOptions::default(),
+        &sources(),
+        &NoProgress,
+    )
+    .unwrap();
+    assert_eq!(r.header.total_samples, 46);
+    assert_eq!(r.header.lost_total, 10);
+    assert_eq!(r.rows[0].total, 18);
+    assert_eq!(r.header.sessions.len(), 2);
+}
+
+#[test]
+fn merging_different_events_is_refused() {
+    let a = tempfile::tempdir().unwrap();
+    standard(a.path(), true);
+    let b = tempfile::tempdir().unwrap();
+    let header = SessionHeader {
+        event: EventConfigDesc {
+            name: "page-faults".into(),
+            type_: 1,
+            config: 2,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    SessionWriter::create(b.path().join(SESSION_FILE), &header).unwrap();
+    let sessions = vec![
+        Session::open(a.path()).unwrap(),
+        Session::open(b.path()).unwrap(),
+    ];
+    let e = build_report(
+        &sessions,
+        &ReportOptions::default(),
+        &sources(),
+        &NoProgress,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("page-faults") && e.contains("cpu-clock"), "{e}");
+}
+
+#[test]
+fn json_and_csv_rows() {
+    let d = tempfile::tempdir().unwrap();
+    standard(d.path(), true);
+    let r = report_with(
+        d.path(),
+        ReportOptions {
+            symbols: true,
+            separate: Separate::parse("cpu,thread").unwrap(),
+            ..Default::default()
+        },
+    );
+    let mut out = Vec::new();
+    write_json(&r, &mut out).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["event"], "cpu-clock");
+    assert_eq!(v["frequency"], 1000);
+    assert_eq!(v["period"], serde_json::Value::Null);
+    assert_eq!(v["total_samples"], 23);
+    assert_eq!(v["lost"]["total"], 5);
+    assert_eq!(v["lost"]["per_cpu"]["1"], 5);
+    let rows = v["rows"].as_array().unwrap();
+    let worker = rows
+        .iter()
+        .find(|r| r["comm"] == "worker" && r["image"] == "app")
+        .unwrap();
+    assert_eq!(worker["cpu"], 1);
+    assert_eq!(worker["tgid"], 10);
+    assert_eq!(worker["tid"], 11);
+    assert_eq!(worker["samples"], 3);
+    assert_eq!(worker["symbol"], NO_SYMBOLS);
+    assert_eq!(worker["percent"], 33.3333);
+    let sum: u64 = rows.iter().map(|r| r["samples"].as_u64().unwrap()).sum();
+    assert_eq!(sum, 23);
+
+    let mut out = Vec::new();
+    write_csv(&r, &mut out).unwrap();
+    let csv = String::from_utf8(out).unwrap();
+    assert!(csv.starts_with("samples,percent,cpu,tgid,tid,comm,app,image,symbol,vma,location\n"));
+    assert!(
+        csv.contains("3,33.3333,1,10,11,worker,,app,(no symbols),,\n"),
+        "{csv}"
+    );
+}
+
+#[test]
+fn wrong_version_names_both_versions() {
+    let d = tempfile::tempdir().unwrap();
+    let path = standard(d.path(), true);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[8] = 0x63;
+    bytes[9] = 0;
+    std::fs::write(&path, &bytes).unwrap();
+    let e = Session::open(d.path()).unwrap_err().to_string();
+    assert!(
+        e.contains("version 99") && e.contains(&format!("{FORMAT_VERSION}")),
+        "{e}"
+    );
+}
+
+#[test]
+fn no_session_says_how_to_make_one() {
+    let d = tempfile::tempdir().unwrap();
+    let e = Session::open(d.path()).unwrap_err().to_string();
+    assert!(e.contains("profctl record"), "{e}");
+}
+
+// ---------------------------------------------------------------- call graphs

@@ -143,27 +143,22 @@ fn alive(pid: &str) -> bool {
             .is_some_and(|r| r.trim_start().starts_with('Z'))
 }
 
-#[test]
-fn ctrl_c_on_record_stops_its_system_wide_daemon() {
-    if !perf_ok() {
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let ds = tmp.path().join("s");
-    let _stop = StopOnDrop(ds.clone());
-    // In a process group of its own, as a shell job: Ctrl-C is SIGINT to
-    // the whole group (record and the command), never to the daemon,
-    // which runs in a group of its own.
-    let mut rec = Command::new(env!("CARGO_BIN_EXE_profctl"))
-        .current_dir(tmp.path())
+/// `profctl record -a -- sleep 30` in `tmp/s` (in a process group of its
+/// own when `own_group`, as a shell job), once its daemon and its command
+/// run: the record process and the daemon's pid.
+fn record_sleeping(tmp: &Path, own_group: bool) -> (Child, String) {
+    let ds = tmp.join("s");
+    let mut cmd = Command::new(PROFCTL);
+    cmd.current_dir(tmp)
         .args(["record", "-a", "-F", "500", "--session-dir"])
         .arg(&ds)
         .args(["--", "sleep", "30"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    if own_group {
+        cmd.process_group(0);
+    }
+    let rec = cmd.spawn().unwrap();
     let pid_file = ds.join("daemon.pid");
     assert!(
         eventually(|| std::fs::read_to_string(&pid_file).is_ok_and(|s| !s.trim().is_empty())),
@@ -173,25 +168,38 @@ fn ctrl_c_on_record_stops_its_system_wide_daemon() {
         .unwrap()
         .trim()
         .to_string();
-    // Interrupt while the command runs (before it, record stops the
-    // daemon too but says the command never started, exit 1).
+    // Signal while the command runs (before it, record stops the daemon
+    // too but says the command never started, exit 1).
     assert!(
         eventually(|| has_child(rec.id(), "sleep")),
         "the command never started"
     );
+    (rec, daemon)
+}
+
+/// Waits up to 20 s for `rec` to end (then kills it) and returns its output.
+fn finish(mut rec: Child) -> Output {
+    let t = Instant::now();
+    while rec.try_wait().unwrap().is_none() && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = rec.kill();
+    rec.wait_with_output().unwrap()
+}
+
+#[test]
+fn ctrl_c_on_record_stops_its_system_wide_daemon() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let _stop = StopOnDrop(tmp.path().join("s"));
+    // Ctrl-C is SIGINT to the whole job's group (record and the command),
+    // never to the daemon, which runs in a group of its own.
+    let (rec, daemon) = record_sleeping(tmp.path(), true);
     let group = rustix::process::Pid::from_raw(rec.id() as i32).unwrap();
     rustix::process::kill_process_group(group, rustix::process::Signal::INT).unwrap();
-    let o = {
-        let t = Instant::now();
-        loop {
-            if rec.try_wait().unwrap().is_some() || t.elapsed() > Duration::from_secs(20) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = rec.kill();
-        rec.wait_with_output().unwrap()
-    };
+    let o = finish(rec);
     assert!(
         eventually(|| !alive(&daemon)),
         "the daemon (pid {daemon}) outlived its interrupted record: {}",
@@ -211,37 +219,11 @@ fn sigterm_to_record_is_passed_to_the_command_and_the_daemon_stops() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let ds = tmp.path().join("s");
-    let _stop = StopOnDrop(ds.clone());
-    let mut rec = Command::new(env!("CARGO_BIN_EXE_profctl"))
-        .current_dir(tmp.path())
-        .args(["record", "-a", "-F", "500", "--session-dir"])
-        .arg(&ds)
-        .args(["--", "sleep", "30"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid_file = ds.join("daemon.pid");
-    assert!(eventually(
-        || std::fs::read_to_string(&pid_file).is_ok_and(|s| !s.trim().is_empty())
-    ));
-    let daemon = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .to_string();
-    assert!(
-        eventually(|| has_child(rec.id(), "sleep")),
-        "the command never started"
-    );
+    let _stop = StopOnDrop(tmp.path().join("s"));
+    let (rec, daemon) = record_sleeping(tmp.path(), false);
     let pid = rustix::process::Pid::from_raw(rec.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-    let t = Instant::now();
-    while rec.try_wait().unwrap().is_none() && t.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = rec.kill();
-    let o = rec.wait_with_output().unwrap();
+    let o = finish(rec);
     assert_eq!(o.status.code(), Some(128 + 15), "{}", text(&o));
     assert!(eventually(|| !alive(&daemon)), "{}", text(&o));
     assert!(SessionReader::open(session(tmp.path()))

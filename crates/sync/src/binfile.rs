@@ -307,6 +307,7 @@ mod tests {
             identity: None,
         };
         let want = build_id_of(File::open(&exe).unwrap());
+        assert!(want.is_some(), "the test binary is linked with a build-id");
         assert_eq!(open_mapped(&b).ok().and_then(build_id_of), want);
     }
 

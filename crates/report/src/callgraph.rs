@@ -149,8 +149,14 @@ pub(crate) fn build_stacks(
         function_of: FxHashMap::default(),
         location_of: FxHashMap::default(),
     };
-    let mut frames_of: FxHashMap<(u32, u32), Vec<u32>> = FxHashMap::default();
-    let mut merged: FxHashMap<(usize, u32, u32, u32, Vec<u32>), u64> = FxHashMap::default();
+    // Each distinct resolved caller list is held once (`lists`) and keys refer
+    // to it by index: a frame list is not copied per (key, stack) while
+    // merging, only once per merged sample at the end.
+    let mut lists: Vec<Vec<u32>> = vec![Vec::new()];
+    let mut list_id: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
+    list_id.insert(Vec::new(), 0);
+    let mut frames_of: FxHashMap<(u32, u32), u32> = FxHashMap::default();
+    let mut merged: FxHashMap<(usize, u32, u32, u32, u32, u32), u64> = FxHashMap::default();
     let mut undefined = 0u64;
     let mut undefined_ids: FxHashSet<(u32, u32)> = FxHashSet::default();
     // Deterministic order: the map's order would make location ids (and
@@ -161,10 +167,11 @@ pub(crate) fn build_stacks(
         let Some(col) = column(&k) else {
             continue;
         };
-        let mut locs = vec![b.location(k.cookie, k.offset)];
+        let leaf = b.location(k.cookie, k.offset);
+        let mut list = 0;
         if stack != NO_STACK {
-            let frames = match frames_of.get(&(k.sess, stack)) {
-                Some(f) => f,
+            let id = match frames_of.get(&(k.sess, stack)) {
+                Some(&id) => id,
                 None => {
                     let f: Vec<u32> = match agg.stack_tables.get(&k.sess).and_then(|t| t.get(stack))
                     {
@@ -177,16 +184,28 @@ pub(crate) fn build_stacks(
                             Vec::new()
                         }
                     };
-                    frames_of.entry((k.sess, stack)).or_insert(f)
+                    let id = match list_id.get(&f) {
+                        Some(&id) => id,
+                        None => {
+                            let id = lists.len() as u32;
+                            lists.push(f.clone());
+                            list_id.insert(f, id);
+                            id
+                        }
+                    };
+                    frames_of.insert((k.sess, stack), id);
+                    id
                 }
             };
-            if frames.is_empty() && undefined_ids.contains(&(k.sess, stack)) {
+            if id == 0 && undefined_ids.contains(&(k.sess, stack)) {
                 undefined += n;
             }
-            locs.extend_from_slice(frames);
+            list = id;
         }
         let tid = if by_thread { k.tid } else { 0 };
-        *merged.entry((col, k.sess, k.pid, tid, locs)).or_insert(0) += n;
+        *merged
+            .entry((col, k.sess, k.pid, tid, leaf, list))
+            .or_insert(0) += n;
     }
     if undefined > 0 {
         warnings.push(format!(
@@ -197,13 +216,19 @@ pub(crate) fn build_stacks(
     }
     let mut samples: Vec<StackSample> = merged
         .into_iter()
-        .map(|((column, sess, pid, tid, locations), count)| StackSample {
-            column,
-            pid,
-            tid,
-            process: comms.name(sess, pid, pid).to_owned(),
-            locations,
-            count,
+        .map(|((column, sess, pid, tid, leaf, list), count)| {
+            let frames = &lists[list as usize];
+            let mut locations = Vec::with_capacity(1 + frames.len());
+            locations.push(leaf);
+            locations.extend_from_slice(frames);
+            StackSample {
+                column,
+                pid,
+                tid,
+                process: comms.name(sess, pid, pid).to_owned(),
+                locations,
+                count,
+            }
         })
         .collect();
     samples.sort_by(|a, b| {

@@ -14,7 +14,8 @@ use profkit_perf::{
     Layout, RecordRing, SimRecord, SimRing, PERF_CONTEXT_KERNEL, PERF_CONTEXT_USER,
 };
 use profkit_sync::{
-    kernel_entry, module_entry, KernelMaps, KernelModule, LoadedModule, SyncOptions, SyncStage,
+    kernel_entry, module_entry, KernelMaps, KernelModule, LoadedModule, Map, MapKind, Process,
+    SyncOptions, SyncStage,
 };
 use std::hint::black_box;
 
@@ -465,9 +466,62 @@ fn bench(c: &mut Criterion) {
     }
 }
 
+/// 100,000 mappings of one process, the way a hostile or unusual
+/// workload can lay them out (issue 13.8): a whole table must cost
+/// about n log n, whatever the order.
+fn map_table(c: &mut Criterion) {
+    const N: u64 = 100_000;
+    let map = |start: u64, since: u64| Map {
+        start,
+        end: start + 0x1000,
+        pgoff: 0,
+        cookie: start,
+        kind: MapKind::File,
+        since,
+        until: u64::MAX,
+    };
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut shuffled: Vec<u64> = (0..N).collect();
+    for i in (1..shuffled.len()).rev() {
+        shuffled.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let orders: [(&str, Vec<u64>); 4] = [
+        ("ascending", (0..N).map(|i| 0x10000 + i * 0x2000).collect()),
+        (
+            "descending",
+            (0..N).rev().map(|i| 0x10000 + i * 0x2000).collect(),
+        ),
+        (
+            "random",
+            shuffled.iter().map(|i| 0x10000 + i * 0x2000).collect(),
+        ),
+        ("same_address", vec![0x10000; N as usize]),
+    ];
+    let mut g = c.benchmark_group("map_table");
+    g.throughput(Throughput::Elements(N));
+    for (name, starts) in &orders {
+        g.bench_function(*name, |b| {
+            b.iter(|| {
+                let mut p = Process::default();
+                for (t, &s) in starts.iter().enumerate() {
+                    p.map(map(s, t as u64), 0);
+                }
+                // And resolve each address once, at a time it was live.
+                let mut hits = 0u64;
+                for (t, &s) in starts.iter().enumerate().step_by(97) {
+                    hits += p.resolve(s + 8, t as u64).is_some() as u64;
+                }
+                let n = p.maps().len();
+                black_box((n, hits))
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(4));
-    targets = bench
+    targets = bench, map_table
 }
 criterion_main!(benches);

@@ -28,7 +28,7 @@
 //! samples).
 
 use crate::kernel::KernelMaps;
-use crate::process::Process;
+use crate::process::{Map, Process};
 use profkit_eventlog::{Frame, COOKIE_UNKNOWN};
 use profkit_perf::{PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER};
 use std::collections::HashMap;
@@ -91,6 +91,8 @@ pub fn resolve_chain(
     let mut first = true;
     // Set after an unknown frame: skip to the next context marker.
     let mut cut = false;
+    // The live mapping the last user frame resolved through.
+    let mut last: Option<&Map> = None;
     for addr in chain {
         if addr >= PERF_CONTEXT_MAX {
             ctx = match addr {
@@ -114,8 +116,17 @@ pub fn resolve_chain(
         let is_kernel = ctx == Ctx::Kernel;
         let resolved = if is_kernel {
             kernel.resolve(addr)
+        } else if let Some(m) = last.filter(|m| m.start <= addr && addr < m.end) {
+            // Callers often sit in the binary of the frame before.
+            Some((m.cookie, m.offset(addr)))
         } else {
-            process.and_then(|p| p.resolve(addr, time))
+            process.and_then(|p| match p.lookup(addr, time) {
+                Ok(m) => {
+                    last = Some(m);
+                    Some((m.cookie, m.offset(addr)))
+                }
+                Err(other) => other,
+            })
         };
         out.push(match resolved {
             Some((cookie, offset)) => Frame {

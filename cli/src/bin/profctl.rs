@@ -537,17 +537,19 @@ fn main() -> ExitCode {
     match run(opt) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("profctl: {}", profkit_report::printable(&format!("{e:#}")));
-            // A bad value on the command line is a usage error, like clap's.
+            eprintln!(
+                "profctl: {}",
+                profkit_report::printable(&usage::error_text(&e))
+            );
+            // A bad value on the command line is a usage error, like clap's
+            // (exit 2). Anything wrong with what is on disk (a session
+            // directory that is missing, a file, not a session) is not:
+            // exit 1, whatever the cause, as profreport does.
             let usage = e.chain().any(|c| {
                 c.downcast_ref::<profkit_perf::Error>()
                     .is_some_and(perf_is_usage)
                     || c.downcast_ref::<profkit_live::Error>()
                         .is_some_and(|e| e.is_usage())
-                    || matches!(
-                        c.downcast_ref::<profkit_daemon::Error>(),
-                        Some(profkit_daemon::Error::NotADirectory { .. })
-                    )
             });
             ExitCode::from(if usage { 2 } else { 1 })
         }

@@ -642,7 +642,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("profreport: {}", printable(&format!("{e:#}")));
+            eprintln!("profreport: {}", printable(&usage::error_text(&e)));
             ExitCode::from(1)
         }
     }

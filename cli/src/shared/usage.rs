@@ -1,5 +1,7 @@
-//! What both binaries print for a bad command line: clap's message on one
-//! line, `TOOL: <error and its details> (see TOOL --help)`, exit status 2.
+//! What both binaries print when they fail: for a bad command line,
+//! clap's message on one line, `TOOL: <error and its details> (see TOOL
+//! --help)`, exit status 2; for any other error, its chain on one line
+//! ([`error_text`]).
 
 use std::process::ExitCode;
 
@@ -29,4 +31,23 @@ fn one_line(text: &str) -> String {
         .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
         .collect();
     parts.join(" ").trim_start_matches("error: ").to_owned()
+}
+
+/// An error and its causes on one line, `outer: inner: cause`, leaving out
+/// a cause whose text the message before it already quotes (library errors
+/// that put their source's text in their own message, like `open X: No
+/// such file or directory`, would otherwise say it twice).
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }

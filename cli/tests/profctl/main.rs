@@ -462,17 +462,57 @@ fn cycles_without_a_pmu_suggests_cpu_clock() {
     );
 }
 
+/// Whatever is wrong with a session directory (a file, a FIFO, missing, a
+/// FIFO or garbage as its session), every subcommand that needs one exits
+/// 1 naming the path, never 2 (that is for bad flags), never a
+/// `/proc/self/fd` path, and says the OS's reason once.
 #[test]
-fn a_file_where_the_session_dir_should_be_is_an_error() {
-    if !perf_ok() {
-        return;
-    }
+fn a_bad_session_dir_exits_1_naming_it_whatever_the_cause() {
     let tmp = tempfile::tempdir().unwrap();
-    let f = tmp.path().join("file");
-    std::fs::write(&f, "x").unwrap();
-    let o = profctl(tmp.path(), &["start", "--session-dir", f.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains(f.to_str().unwrap()), "{}", text(&o));
+    let t = tmp.path();
+    std::fs::write(t.join("file"), "x").unwrap();
+    std::fs::create_dir(t.join("empty")).unwrap();
+    std::fs::create_dir(t.join("garbage")).unwrap();
+    std::fs::write(t.join("garbage/session.pkl"), [0x5a; 4096]).unwrap();
+    std::fs::create_dir(t.join("fifod")).unwrap();
+    for fifo in [t.join("fifo"), t.join("fifod/session.pkl")] {
+        assert!(Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+    }
+    let mut cases: Vec<(&str, Vec<&str>)> = vec![
+        ("file", vec!["stop"]),
+        ("file", vec!["status"]),
+        ("file", vec!["archive", "-o", "a.tar"]),
+        ("fifo", vec!["archive", "-o", "a.tar"]),
+        ("none", vec!["stop"]),
+        ("none", vec!["archive", "-o", "a.tar"]),
+        ("empty", vec!["archive", "-o", "a.tar"]),
+        ("garbage", vec!["archive", "-o", "a.tar"]),
+        ("fifod", vec!["archive", "-o", "a.tar"]),
+    ];
+    if perf_ok() {
+        cases.push(("file", vec!["start"]));
+    }
+    for (dir, args) in cases {
+        let d = t.join(dir);
+        let mut full = args.clone();
+        full.extend(["--session-dir", d.to_str().unwrap()]);
+        let o = profctl(t, &full);
+        let msg = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{dir} {args:?}: {msg}");
+        assert!(msg.contains(d.to_str().unwrap()), "{dir} {args:?}: {msg}");
+        assert!(!msg.contains("/proc/self/fd"), "{dir} {args:?}: {msg}");
+        if let Some(i) = msg.find("(os error") {
+            assert!(!msg[i + 1..].contains("(os error"), "said twice: {msg}");
+        }
+        assert!(
+            msg.matches("not a regular file").count() <= 1,
+            "said twice: {msg}"
+        );
+    }
 }
 
 #[test]

@@ -52,13 +52,20 @@ impl SessionReader<Vec<u8>> {
     /// `/dev/zero` is an error, not a hang or an endless read; no more
     /// than the size it had when opened is read.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_shown(path.as_ref(), path.as_ref())
+    }
+
+    /// [`SessionReader::open`] of `path`, naming `shown` in every message:
+    /// for a file opened through a held directory (`/proc/self/fd/N/...`)
+    /// whose user-facing name is another.
+    pub fn open_shown(path: &Path, shown: &Path) -> Result<Self> {
         use std::os::unix::fs::OpenOptionsExt;
-        let path = path.as_ref();
         let f = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
             .open(path)
-            .map_err(|e| Error::io("open", path, e))?;
+            .map_err(|e| Error::io("open", shown, e))?;
+        let path = shown;
         let meta = f.metadata().map_err(|e| Error::io("open", path, e))?;
         if !meta.file_type().is_file() {
             return Err(Error::io(

@@ -45,7 +45,7 @@ pub fn archive(session_dir: &Path, output: &Path, debug_dir: &Path) -> Result<Ar
     }
     let held = sdir.held_path();
     let session = held.join(SESSION_LOG);
-    let r = SessionReader::open(&session)?;
+    let r = SessionReader::open_shown(&session, &sdir.join(SESSION_LOG))?;
     let mut entries: BTreeMap<String, CookieEntry> = Default::default();
     for c in r.chunks() {
         let _ = r.for_each_sample(

@@ -82,12 +82,13 @@ impl Error {
     }
 
     /// Whether the error is the user's input (a bad event, CPU list or rate,
-    /// a pid that does not exist, a session directory that is a file): the
-    /// CLI exits with status 2 for these, like for a bad flag.
+    /// a pid that does not exist): the CLI exits with status 2 for these,
+    /// like for a bad flag. What is found on disk (a session directory that
+    /// is missing, a file, not a session) is not: status 1, whatever the
+    /// cause.
     pub fn is_usage(&self) -> bool {
         match self {
             Error::Perf(e) => perf_is_usage(e),
-            Error::Daemon(profkit_daemon::Error::NotADirectory { .. }) => true,
             _ => false,
         }
     }

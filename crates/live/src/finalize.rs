@@ -38,7 +38,7 @@ pub fn finalize_dead(session_dir: &Path, extras: &ExtrasSources) -> Result<Final
     // Free the space kept for this footer.
     let _ = sdir.remove(RESERVE_FILE);
     // Killed after its footer: the session is finished; say so.
-    if let Ok(r) = SessionReader::open(&path) {
+    if let Ok(r) = SessionReader::open_shown(&path, &shown) {
         if let Some(f) = r.footer() {
             let saved = save_session_extras(&path, extras, &|pid| extras.live_process_owner(pid));
             return Ok(Finalized {
@@ -67,7 +67,7 @@ pub fn finalize_dead(session_dir: &Path, extras: &ExtrasSources) -> Result<Final
         path: shown.clone(),
         source,
     })?;
-    let r = SessionReader::open(&path)?;
+    let r = SessionReader::open_shown(&path, &shown)?;
     let mut acct: BTreeMap<u32, CpuAccounting> = r
         .header()
         .cpus

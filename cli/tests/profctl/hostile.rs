@@ -2,6 +2,7 @@
 //! `profctl`. Live (root) tests.
 
 use super::*;
+use profkit_testsupport::ThrowawayUser;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::time::Instant;
@@ -24,6 +25,16 @@ fn cc(dir: &Path, name: &str, src: &str) -> PathBuf {
     out
 }
 
+/// A directory under `tmp` (made traversable) that `user` owns.
+fn user_dir(tmp: &Path, user: &ThrowawayUser) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(tmp, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let own = tmp.join("user");
+    std::fs::create_dir(&own).unwrap();
+    user.give(&own);
+    own
+}
+
 /// Opens and closes the write end of `fifo` without blocking: a reader
 /// stuck in open(2) on it gets EOF and goes on.
 fn release(fifo: &Path) {
@@ -38,10 +49,14 @@ fn a_fifo_planted_at_a_mapped_binarys_path_does_not_freeze_the_daemon() {
     if !perf_ok() {
         return;
     }
+    let Some(user) = ThrowawayUser::create() else {
+        return;
+    };
     let tmp = tempfile::tempdir().unwrap();
-    // Maps a file with no build-id as code, renames it and puts a FIFO at
-    // its old path before the daemon's next round reads that path; then
-    // keeps the CPU busy for 3 s.
+    // The attacker, an unprivileged local user, maps a file with no
+    // build-id as code in a directory of its own, renames it and puts a
+    // FIFO at its old path before the daemon's next round reads that
+    // path; then keeps the CPU busy for 3 s.
     let prog = cc(
         tmp.path(),
         "planter",
@@ -73,8 +88,9 @@ int main(int argc, char **argv) {
         &["start", "-a", "-F", "1000", "--session-dir", dss],
     );
     assert!(o.status.success(), "{}", text(&o));
-    let planted = tmp.path().join("victim");
-    let mut child = Command::new(&prog).arg(&planted).spawn().unwrap();
+    let own = user_dir(tmp.path(), &user);
+    let planted = own.join("victim");
+    let mut child = user.command(&prog).arg(&planted).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(1200));
     let t = Instant::now();
     let status = profctl(tmp.path(), &["status", "--session-dir", dss]);
@@ -299,4 +315,133 @@ fn a_non_utf8_session_dir_is_used_as_given() {
         .map(|e| e.file_name())
         .collect();
     assert_eq!(names.len(), 1, "{names:?}");
+}
+
+/// Runs JIT-like code (anonymous executable memory) for 2 s and, before
+/// that, puts at `/tmp/perf-PID.map`: its real map (`map`), a FIFO
+/// (`fifo`) or a symbolic link to `argv[2]` (`link`). Prints its pid.
+const JITTER: &str = r#"#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    /* mov rax, rdi; 1: dec rax; jnz 1b; ret */
+    static const unsigned char code[] = {0x48, 0x89, 0xf8, 0x48, 0xff, 0xc8, 0x75, 0xfb, 0xc3};
+    unsigned char *p = mmap(0, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return 1;
+    memcpy(p, code, sizeof code);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
+    unlink(path);
+    if (!strcmp(argv[1], "map")) {
+        FILE *f = fopen(path, "w");
+        if (!f) return 2;
+        fprintf(f, "%lx 9 jitted_loop\n", (unsigned long)p);
+        fclose(f);
+    } else if (!strcmp(argv[1], "fifo")) {
+        if (mkfifo(path, 0644)) return 3;
+    } else if (symlink(argv[2], path)) {
+        return 4;
+    }
+    printf("%d\n", (int)getpid());
+    fflush(stdout);
+    long (*fn)(long) = (long (*)(long))p;
+    time_t end = time(0) + 2;
+    while (time(0) < end) fn(100000);
+    return 0;
+}
+"#;
+
+/// An unprivileged user's JIT maps at stop: its own regular map is copied
+/// into root's session; a FIFO there does not hang `stop` (it did: a plain
+/// read waited for a writer), a link to a root-only file is not followed
+/// (it was, where fs.protected_symlinks is 0), and both are named.
+#[test]
+fn a_users_planted_jit_maps_are_refused_at_stop_and_its_real_one_kept() {
+    if !perf_ok() {
+        return;
+    }
+    let Some(user) = ThrowawayUser::create() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let prog = cc(tmp.path(), "jitter", JITTER);
+    let secret = tmp.path().join("secret");
+    std::fs::write(&secret, "root-only secret\n").unwrap();
+    let ds = tmp.path().join("s");
+    let dss = ds.to_str().unwrap();
+    let _stop = StopOnDrop(ds.clone());
+    let o = profctl(
+        tmp.path(),
+        &["start", "-a", "-F", "1000", "--session-dir", dss],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let _ = user_dir(tmp.path(), &user);
+    let run = |mode: &str| {
+        user.command(&prog)
+            .args([mode, secret.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let kids = [run("map"), run("fifo"), run("link")];
+    let mut pids = Vec::new();
+    for k in kids {
+        let o = k.wait_with_output().unwrap();
+        assert!(o.status.success(), "{o:?}");
+        pids.push(String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    }
+    let maps: Vec<PathBuf> = pids
+        .iter()
+        .map(|p| PathBuf::from(format!("/tmp/perf-{p}.map")))
+        .collect();
+    struct Remove(Vec<PathBuf>);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            for p in &self.0 {
+                release(p);
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+    let _remove = Remove(maps.clone());
+    // A stop stuck on the FIFO is let go after 15 s (and fails the test).
+    let fifo = maps[1].clone();
+    let watchdog = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(15));
+        release(&fifo);
+    });
+    let t = Instant::now();
+    let o = profctl(tmp.path(), &["stop", "--session-dir", dss]);
+    let took = t.elapsed();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(took < Duration::from_secs(10), "stop took {took:?}");
+    let out = text(&o);
+    assert!(
+        out.contains(&format!("{}: not a regular file", maps[1].display())),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("{}: a symbolic link", maps[2].display())),
+        "{out}"
+    );
+    let kept = ds.join(format!("perf-{}.map", pids[0]));
+    assert!(
+        std::fs::read_to_string(&kept)
+            .unwrap_or_default()
+            .contains("jitted_loop"),
+        "the user's own map was not kept: {out}"
+    );
+    for f in std::fs::read_dir(&ds).unwrap().flatten() {
+        let bytes = std::fs::read(f.path()).unwrap_or_default();
+        assert!(
+            !bytes.windows(16).any(|w| w == b"root-only secret"),
+            "{} holds the secret",
+            f.path().display()
+        );
+    }
+    drop(watchdog);
 }

@@ -12,6 +12,10 @@
 //! - A dev-dependency only: no library or binary of profkit links it.
 //! - One spelling of the rule ([`skip`]), whatever the reason to skip.
 //!
+//! It also makes the unprivileged local user that the tests of issue 13
+//! attack the root daemon as ([`ThrowawayUser`]): created for one test,
+//! removed with its processes when the test ends.
+//!
 //! Not for: fixtures or workloads (each test crate builds its own).
 //!
 //! # Example
@@ -77,4 +81,116 @@ pub fn open_or_skip(config: &SamplerConfig) -> Option<Sampler> {
 pub fn perf_ok() -> bool {
     let spec = EventSpec::parse("cpu-clock").expect("cpu-clock is a known event");
     open_or_skip(&SamplerConfig::new(spec)).is_some()
+}
+
+/// A system user created for one test (`useradd --system`, no home, no
+/// login shell) and removed when dropped, its processes killed first: the
+/// unprivileged local user of the hostile-input tests (issue 13).
+#[derive(Debug)]
+pub struct ThrowawayUser {
+    /// Its name (`pkt-PID-N`).
+    pub name: String,
+    /// Its uid.
+    pub uid: u32,
+    /// Its primary gid.
+    pub gid: u32,
+}
+
+impl ThrowawayUser {
+    /// Creates the user, or returns `None` after [`skip`] says why not
+    /// (not root, or `useradd`/`setpriv` missing).
+    ///
+    /// # Panics
+    /// Under `PROFKIT_REQUIRE_PERF=1`, when it cannot be created.
+    #[track_caller]
+    pub fn create() -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let euid = std::fs::metadata("/proc/self").map(|m| m.uid()).ok();
+        if euid != Some(0) {
+            skip("creating a throwaway user needs root");
+            return None;
+        }
+        let name = format!(
+            "pkt-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let made = std::process::Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+            ])
+            .arg(&name)
+            .output();
+        match made {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => {
+                skip(format_args!(
+                    "useradd {name} failed: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ));
+                return None;
+            }
+            Err(e) => {
+                skip(format_args!("useradd cannot run: {e}"));
+                return None;
+            }
+        }
+        let id = |flag: &str| -> Option<u32> {
+            let o = std::process::Command::new("id")
+                .arg(flag)
+                .arg(&name)
+                .output()
+                .ok()?;
+            String::from_utf8_lossy(&o.stdout).trim().parse().ok()
+        };
+        let (Some(uid), Some(gid)) = (id("-u"), id("-g")) else {
+            let _ = std::process::Command::new("userdel").arg(&name).status();
+            skip(format_args!("id cannot tell the ids of {name}"));
+            return None;
+        };
+        if !std::path::Path::new("/usr/bin/setpriv").exists() {
+            let _ = std::process::Command::new("userdel").arg(&name).status();
+            skip("setpriv (util-linux) is not installed");
+            return None;
+        }
+        Some(ThrowawayUser { name, uid, gid })
+    }
+
+    /// `program` to be run as this user (through `setpriv`, with no
+    /// supplementary groups).
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+        let mut c = std::process::Command::new("/usr/bin/setpriv");
+        c.arg(format!("--reuid={}", self.uid))
+            .arg(format!("--regid={}", self.gid))
+            .arg("--clear-groups")
+            .arg("--")
+            .arg(program);
+        c
+    }
+
+    /// Gives `path` to this user (`chown`).
+    ///
+    /// # Panics
+    /// When `chown` fails.
+    pub fn give(&self, path: &std::path::Path) {
+        std::os::unix::fs::chown(path, Some(self.uid), Some(self.gid))
+            .unwrap_or_else(|e| panic!("chown {} to {}: {e}", path.display(), self.name));
+    }
+}
+
+impl Drop for ThrowawayUser {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("pkill")
+            .args(["-KILL", "-U"])
+            .arg(self.uid.to_string())
+            .status();
+        let _ = std::process::Command::new("userdel")
+            .arg(&self.name)
+            .status();
+    }
 }

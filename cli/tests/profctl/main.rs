@@ -1052,3 +1052,107 @@ fn a_daemon_whose_session_dir_is_deleted_stops_by_itself() {
     let _ = Command::new("kill").arg(&pid).status();
     panic!("daemon {pid} still runs 10 s after its session directory was removed");
 }
+
+/// Issue 14: the session keeps only the kallsyms lines its kernel samples
+/// and frames need, and names every one of them as the whole table does:
+/// `-l` and `-c` of a `-g` session with many kernel samples are the same
+/// with the trimmed copy, with the whole live table (`--kallsyms
+/// /proc/kallsyms`), and from an unpacked archive of the session.
+#[test]
+fn the_trimmed_kallsyms_names_every_kernel_sample_and_frame_as_the_whole_table() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("s");
+    // dd with one-byte blocks: mostly system calls, in the kernel.
+    let o = profctl(
+        tmp.path(),
+        &[
+            "record",
+            "-g",
+            "-F",
+            "2000",
+            "--session-dir",
+            ds.to_str().unwrap(),
+            "--",
+            "dd",
+            "if=/dev/zero",
+            "of=/dev/null",
+            "bs=1",
+            "count=3000000",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let copy = std::fs::read_to_string(ds.join("kallsyms")).unwrap();
+    let full = std::fs::read_to_string("/proc/kallsyms").unwrap();
+    assert!(
+        copy.starts_with("# profkit kallsyms, trimmed at stop"),
+        "{}",
+        copy.lines().next().unwrap_or("")
+    );
+    assert!(
+        copy.len() * 20 < full.len(),
+        "trimmed copy {} bytes, whole table {}",
+        copy.len(),
+        full.len()
+    );
+    let report = |dir: &Path, extra: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_profreport"))
+            .args(["--no-progress", "--session-dir"])
+            .arg(dir)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        // All but the line naming the session file.
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| !l.starts_with("Session:"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let tar_path = tmp.path().join("s.tar");
+    let o = profctl(
+        tmp.path(),
+        &[
+            "archive",
+            "--session-dir",
+            ds.to_str().unwrap(),
+            "-o",
+            tar_path.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let there = tmp.path().join("elsewhere");
+    std::fs::create_dir(&there).unwrap();
+    assert!(Command::new("tar")
+        .arg("-xf")
+        .arg(&tar_path)
+        .arg("-C")
+        .arg(&there)
+        .status()
+        .unwrap()
+        .success());
+    for mode in [&["-l"][..], &["-c"][..]] {
+        let trimmed = report(&ds, mode);
+        let whole = report(&ds, &[mode, &["--kallsyms", "/proc/kallsyms"]].concat());
+        let unpacked = report(&there, mode);
+        let kernel_rows = trimmed
+            .lines()
+            .filter(|l| l.contains("[kernel.kallsyms]") && !l.contains("[kernel.kallsyms] +0x"))
+            .count();
+        assert!(
+            kernel_rows >= 3,
+            "few named kernel rows ({mode:?}):\n{trimmed}"
+        );
+        assert_eq!(
+            trimmed, whole,
+            "{mode:?}: the trimmed copy names differently"
+        );
+        assert_eq!(
+            trimmed, unpacked,
+            "{mode:?}: the unpacked archive names differently"
+        );
+    }
+}

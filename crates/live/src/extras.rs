@@ -1,7 +1,8 @@
 //! Session extras: what a later report needs that the system will not keep.
 
-use profkit_eventlog::{CookieKind, Event, SessionReader};
-use std::collections::BTreeSet;
+use profkit_eventlog::{module_name, Cookie, CookieEntry, CookieKind, Event, SessionReader};
+use profkit_symbols::{trim_kallsyms, KallsymsInput, KallsymsWanted, TrimmedKallsyms};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// Name of the kernel symbol table's copy in the session directory.
@@ -48,8 +49,9 @@ pub struct SavedExtras {
     pub refused: Vec<String>,
 }
 
-/// Copies next to `session` (the session file) the kernel's symbol table
-/// (root-only, 0600) and the JIT maps of sampled processes with anonymous
+/// Saves next to `session` (the session file) the lines of the kernel's
+/// symbol table its kernel samples and frames need (0600, root's; the
+/// whole table when the session cannot be read) and copies the JIT maps of sampled processes with anonymous
 /// code. A JIT map is a file users write, read here as root: it is copied
 /// only if it is a regular file (no symlink, no FIFO: opened `O_NOFOLLOW`,
 /// `O_NONBLOCK`, checked on the opened file), owned by the process's user
@@ -65,44 +67,167 @@ pub fn save_session_extras(
     let Some(dir) = session.parent() else {
         return out;
     };
-    let mut copy = |src: &Path, name: &str, owner: Option<Option<u32>>, max: u64| match copy_checked(
-        src,
-        &dir.join(name),
-        owner,
-        max,
-    ) {
-        Ok(true) => out.saved.push(name.to_owned()),
-        Ok(false) => {}
-        Err(why) => out.refused.push(format!("{}: {why}", src.display())),
-    };
-    copy(&from.kallsyms, KALLSYMS_COPY, None, KALLSYMS_MAX_BYTES);
     let Ok(r) = SessionReader::open(session) else {
+        // Nothing to trim by: the whole table.
+        let done = copy_checked(
+            &from.kallsyms,
+            &dir.join(KALLSYMS_COPY),
+            None,
+            KALLSYMS_MAX_BYTES,
+        );
+        out.note(&from.kallsyms, KALLSYMS_COPY, done);
         return out;
     };
     let mut pids = BTreeSet::new();
+    let mut kernel = KernelUse::default();
+    let mut kernel_frames = HashSet::new();
     for c in r.chunks() {
         let _ = r.for_each_sample(
             c,
-            |_| {},
-            |m| {
-                if let Event::CookieDef(e) = m {
-                    if e.kind == CookieKind::Anon {
-                        pids.extend(e.pid);
-                    }
+            |s| {
+                if s.kernel {
+                    kernel.offsets.entry(s.cookie).or_default().insert(s.offset);
                 }
+            },
+            |m| match m {
+                Event::CookieDef(e) => match e.kind {
+                    CookieKind::Anon => pids.extend(e.pid),
+                    CookieKind::Kernel | CookieKind::Module => {
+                        kernel.cookies.insert(e.cookie, e);
+                    }
+                    _ => {}
+                },
+                Event::StackDef { frames, .. } => {
+                    kernel_frames.extend(
+                        frames
+                            .iter()
+                            .filter(|f| f.kernel)
+                            .map(|f| (f.cookie, f.offset)),
+                    );
+                }
+                _ => {}
             },
         );
     }
+    for (cookie, offset) in kernel_frames {
+        kernel.offsets.entry(cookie).or_default().insert(offset);
+    }
+    let done = save_trimmed_kallsyms(&from.kallsyms, &dir.join(KALLSYMS_COPY), &kernel);
+    out.note(&from.kallsyms, KALLSYMS_COPY, done);
     for pid in pids {
         let name = format!("perf-{pid}.map");
-        copy(
-            &from.perf_map_dir.join(&name),
-            &name,
+        let src = from.perf_map_dir.join(&name);
+        let done = copy_checked(
+            &src,
+            &dir.join(&name),
             Some(owner_of(pid)),
             PERF_MAP_MAX_BYTES,
         );
+        out.note(&src, &name, done);
     }
     out
+}
+
+impl SavedExtras {
+    fn note(&mut self, src: &Path, name: &str, done: Result<bool, String>) {
+        match done {
+            Ok(true) => self.saved.push(name.to_owned()),
+            Ok(false) => {}
+            Err(why) => self.refused.push(format!("{}: {why}", src.display())),
+        }
+    }
+}
+
+/// The kernel code a session's samples and stack frames hit: distinct
+/// offsets per cookie (bounded by the kernel's code, not the session), and the kernel and module cookies' definitions.
+#[derive(Default)]
+struct KernelUse {
+    offsets: HashMap<Cookie, HashSet<u64>>,
+    cookies: HashMap<Cookie, CookieEntry>,
+}
+
+impl KernelUse {
+    fn wanted(&self) -> KallsymsWanted {
+        let mut w = KallsymsWanted::default();
+        for (cookie, offs) in &self.offsets {
+            let Some(e) = self.cookies.get(cookie) else {
+                continue;
+            };
+            if e.kind == CookieKind::Kernel {
+                w.kernel_base = e.base;
+                w.kernel_offsets.extend(offs);
+            } else {
+                w.modules
+                    .entry(module_name(&e.path))
+                    .or_default()
+                    .extend(offs.iter().map(|&o| e.base.wrapping_add(o)));
+            }
+        }
+        for v in w.modules.values_mut().chain([&mut w.kernel_offsets]) {
+            v.sort_unstable();
+            v.dedup();
+        }
+        w
+    }
+
+    /// The recorded kernel build-id, in hex.
+    fn kernel_build_id(&self) -> Option<String> {
+        let e = self
+            .cookies
+            .values()
+            .find(|e| e.kind == CookieKind::Kernel)?;
+        let id = e.build_id.as_ref()?;
+        Some(id.iter().map(|b| format!("{b:02x}")).collect())
+    }
+}
+
+/// Saves the lines of the kernel's symbol table that `kernel` needs (see
+/// `profkit_symbols::trim_kallsyms`: every recorded kernel and module
+/// address is named from them exactly as from the whole table), under a
+/// `#` line naming the kernel release and build-id. A whole kallsyms is
+/// some 5 MB: at 4 kHz for 8 s that was 98 % of the session.
+fn save_trimmed_kallsyms(from: &Path, to: &Path, kernel: &KernelUse) -> Result<bool, String> {
+    use std::io::Read;
+    let Some(src) = open_checked(from, None, KALLSYMS_MAX_BYTES)? else {
+        return Ok(false);
+    };
+    let mut data = Vec::new();
+    src.take(KALLSYMS_MAX_BYTES + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| format!("reading: {e}"))?;
+    if data.len() as u64 > KALLSYMS_MAX_BYTES {
+        return Err(format!("over {KALLSYMS_MAX_BYTES} bytes"));
+    }
+    let lines = data.iter().filter(|&&b| b == b'\n').count();
+    let (text, what) = match trim_kallsyms(KallsymsInput::Bytes(&data), &kernel.wanted()) {
+        Ok(TrimmedKallsyms::Text(t)) => {
+            let kept = t.lines().count();
+            (
+                t,
+                format!(
+                    "the {kept} of {lines} lines this session's kernel samples and frames need"
+                ),
+            )
+        }
+        // All addresses zero: one such line says so to a report as well.
+        Ok(TrimmedKallsyms::Hidden) => (
+            "0000000000000000 T _text\n".to_owned(),
+            format!("its addresses were hidden (kptr_restrict): 1 of {lines} lines"),
+        ),
+        Err(e) => return Err(format!("trimming: {e}")),
+    };
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let header = format!(
+        "# profkit kallsyms, trimmed at stop to {what}; kernel {}, build-id {}\n",
+        release.trim(),
+        kernel.kernel_build_id().as_deref().unwrap_or("unknown"),
+    );
+    write_new(
+        to,
+        header.as_bytes().chain(text.as_bytes()),
+        KALLSYMS_MAX_BYTES,
+    )
+    .map(|()| true)
 }
 
 impl ExtrasSources {
@@ -117,17 +242,29 @@ impl ExtrasSources {
 }
 
 /// Copies `from` to a new 0600 file `to` (replacing it, never following a
-/// link), if `from` is a regular file (or a procfs file, for kallsyms:
-/// `owner` None), owned by `owner` when given, and at most `max` bytes.
-/// `Ok(false)`: `from` does not exist. The copy is removed if it could not
-/// be completed.
+/// link), if [`open_checked`] accepts it. `Ok(false)`: `from` does not
+/// exist. The copy is removed if it could not be completed.
 fn copy_checked(
     from: &Path,
     to: &Path,
     owner: Option<Option<u32>>,
     max: u64,
 ) -> Result<bool, String> {
-    use std::io::Read;
+    let Some(src) = open_checked(from, owner, max)? else {
+        return Ok(false);
+    };
+    write_new(to, src, max).map(|()| true)
+}
+
+/// Opens `from` if it is a regular file (or a procfs file, for kallsyms:
+/// `owner` None), not a link, owned by `owner` when given, and at most
+/// `max` bytes (procfs files say 0: readers cap what they read too).
+/// `Ok(None)`: `from` does not exist.
+fn open_checked(
+    from: &Path,
+    owner: Option<Option<u32>>,
+    max: u64,
+) -> Result<Option<std::fs::File>, String> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let src = match std::fs::OpenOptions::new()
         .read(true)
@@ -135,7 +272,7 @@ fn copy_checked(
         .open(from)
     {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err("a symbolic link".into()),
         Err(e) => return Err(e.to_string()),
     };
@@ -158,6 +295,13 @@ fn copy_checked(
     if m.len() > max {
         return Err(format!("{} bytes, over the {max}-byte limit", m.len()));
     }
+    Ok(Some(src))
+}
+
+/// Writes at most `max` bytes of `src` to a new 0600 file `to` (replacing
+/// it, never following a link); removes it if that fails.
+fn write_new(to: &Path, src: impl std::io::Read, max: u64) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
     let _ = std::fs::remove_file(to);
     let mut dst = std::fs::OpenOptions::new()
         .write(true)
@@ -166,11 +310,10 @@ fn copy_checked(
         .custom_flags(libc::O_NOFOLLOW)
         .open(to)
         .map_err(|e| format!("creating {}: {e}", to.display()))?;
-    // Procfs files say size 0: the limit holds while copying too.
     let copied =
         std::io::copy(&mut src.take(max + 1), &mut dst).and_then(|n| dst.sync_all().map(|_| n));
     match copied {
-        Ok(n) if n <= max => Ok(true),
+        Ok(n) if n <= max => Ok(()),
         Ok(n) => {
             let _ = std::fs::remove_file(to);
             Err(format!("over {max} bytes ({n} read)"))

@@ -12,8 +12,10 @@
 //!   `SimRings` in tests); [`run_daemon`] is the daemon process's body.
 //! - [`ReservedSink`]: the session file plus [`RESERVE_FILE`], disk space
 //!   released right before the footer so a full disk still gets one.
-//! - [`save_session_extras`]: the kernel symbol table and JIT maps copied
-//!   into the session directory at stop.
+//! - [`save_session_extras`]: at stop, the lines of the kernel symbol table
+//!   the session's kernel samples and frames need (trimmed by
+//!   `profkit_symbols::trim_kallsyms`, not the whole 5 MB table) and the
+//!   JIT maps of sampled processes, saved into the session directory.
 //! - [`finalize_dead`]: the footer for the session of a daemon that died.
 //! - [`archive`]: a session and the binaries it samples in one tar.
 //! - [`Summary`]: the typed status/stop summary, built here only, sent as

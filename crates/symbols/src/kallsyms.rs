@@ -40,7 +40,9 @@ impl Kallsyms {
         let mut any = false;
         let mut all_zero = true;
         for (line_no, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
+            // Blank lines, and `#` comments (profkit's trimmed copies say
+            // what they were trimmed from in one).
+            if line.trim().is_empty() || line.starts_with('#') {
                 continue;
             }
             let mut fields = line.split_whitespace();

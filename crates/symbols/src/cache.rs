@@ -60,13 +60,16 @@ pub(crate) struct Cache {
 }
 
 impl Cache {
-    /// Loads `path`, parsing it only if it is new (or changed on disk) and, when `expect` is
-    /// given, only if it has that build-id. Errors are the warning text to show.
+    /// Loads `path` for the file offsets `wanted`, when `expect` is given only if it has
+    /// that build-id. Without `--debug-info` an ELF64 file is read by range for just the
+    /// symbols `wanted` needs (`elf_range.rs`), each time; else it is read whole and parsed
+    /// once, only if it is new (or changed on disk). Errors are the warning text to show.
     pub fn load(
         &self,
         path: &Path,
         expect: Option<&[u8]>,
         cfg: &LoadConfig<'_>,
+        wanted: &[u64],
     ) -> Result<Loaded, String> {
         let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e).to_string())?;
         if !meta.is_file() {
@@ -75,6 +78,12 @@ impl Cache {
                 source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
             }
             .to_string());
+        }
+        match self.read_by_range(path, expect, cfg, wanted) {
+            Some(Cached::Parsed(image)) => return Ok(Loaded::Image(image, meta.ino())),
+            Some(Cached::BuildIdOnly(now)) => return Ok(Loaded::WrongBuildId { now }),
+            Some(Cached::Failed(msg)) => return Err(msg),
+            None => {}
         }
         let key = FileKey {
             path: path.to_owned(),
@@ -137,6 +146,53 @@ impl Cache {
         }
     }
 
+    /// The image of `path` with just the symbols the file offsets `wanted` need, read by
+    /// range (`elf_range.rs`); not kept, since it answers only for `wanted`. `None` for a
+    /// file that must be read whole.
+    fn read_by_range(
+        &self,
+        path: &Path,
+        expect: Option<&[u8]>,
+        cfg: &LoadConfig<'_>,
+        wanted: &[u64],
+    ) -> Option<Cached> {
+        if cfg.debug_info {
+            return None;
+        }
+        let (file, meta) = match crate::files::open_bounded(path, crate::files::MAX_BINARY_BYTES) {
+            Ok(f) => f,
+            Err(e) => return Some(Cached::Failed(Error::io(path, e).to_string())),
+        };
+        let build_id = crate::elf_range::build_id(&file)?;
+        if let Some(want) = expect {
+            if build_id.as_deref() != Some(want) {
+                return Some(Cached::BuildIdOnly(build_id));
+            }
+        }
+        match crate::elf_range::parse(path, &file, &meta, cfg, wanted) {
+            Ok(Some(image)) => {
+                self.parses.fetch_add(1, Ordering::Relaxed);
+                Some(Cached::Parsed(Arc::new(image)))
+            }
+            Ok(None) => None,
+            Err(e) => Some(Cached::Failed(e.to_string())),
+        }
+    }
+
+    /// Counts a parse and shares the image by build-id.
+    fn keep(&self, image: ElfImage) -> Arc<ElfImage> {
+        let image = Arc::new(image);
+        self.parses.fetch_add(1, Ordering::Relaxed);
+        if let Some(id) = &image.build_id {
+            let mut map = self
+                .by_build_id
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            return Arc::clone(map.entry(id.clone()).or_insert(image));
+        }
+        image
+    }
+
     /// Parses bytes that have no file key (the vDSO), sharing by build-id.
     pub fn parse(
         &self,
@@ -144,16 +200,7 @@ impl Cache {
         data: &[u8],
         cfg: &LoadConfig<'_>,
     ) -> Result<Arc<ElfImage>, Error> {
-        let image = Arc::new(ElfImage::parse(path, data, cfg)?);
-        self.parses.fetch_add(1, Ordering::Relaxed);
-        if let Some(id) = &image.build_id {
-            let mut map = self
-                .by_build_id
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            return Ok(Arc::clone(map.entry(id.clone()).or_insert(image)));
-        }
-        Ok(image)
+        Ok(self.keep(ElfImage::parse(path, data, cfg)?))
     }
 
     pub fn stats(&self) -> CacheStats {

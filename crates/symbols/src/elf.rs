@@ -36,10 +36,10 @@ use crate::types::SymbolOrigin;
 
 /// A PT_LOAD header: file bytes `file_offset..file_offset+file_size` are mapped at `vaddr`.
 #[derive(Clone, Copy, Debug)]
-struct Segment {
-    file_offset: u64,
-    file_size: u64,
-    vaddr: u64,
+pub(crate) struct Segment {
+    pub file_offset: u64,
+    pub file_size: u64,
+    pub vaddr: u64,
 }
 
 /// What loading depends on (fixed per symbolizer).
@@ -55,7 +55,7 @@ pub(crate) struct ElfImage {
     pub build_id: Option<Vec<u8>>,
     /// A `.ko` (or any `ET_REL` object): offsets are module-text offsets.
     pub relocatable: bool,
-    segments: Vec<Segment>,
+    pub segments: Vec<Segment>,
     pub symbols: SymbolTable,
     /// The separate debug file used for symbols or DWARF, if any.
     pub debug_file: Option<PathBuf>,
@@ -211,17 +211,11 @@ impl ElfImage {
         let sparse_note = if from_symtab > 0 || debug_obj.is_some() {
             None
         } else {
-            let id = build_id.as_deref().map_or_else(|| "none".to_owned(), hex);
-            Some(format!(
-                "{} has no .symtab{} and no debug file was found under {} (build-id {id}); \
-                 unnamed samples shown as offsets: install its debug symbols",
-                path.display(),
-                if symbols.is_empty() {
-                    " or .dynsym"
-                } else {
-                    " (only exported names)"
-                },
-                dirs_list(cfg.debug_dirs)
+            Some(stripped_note(
+                path,
+                build_id.as_deref(),
+                symbols.is_empty(),
+                cfg.debug_dirs,
             ))
         };
         Ok(ElfImage {
@@ -265,6 +259,27 @@ impl ElfImage {
     }
 }
 
+/// Why a stripped binary's samples may find no name.
+pub(crate) fn stripped_note(
+    path: &Path,
+    build_id: Option<&[u8]>,
+    no_symbols: bool,
+    debug_dirs: &[PathBuf],
+) -> String {
+    let id = build_id.map_or_else(|| "none".to_owned(), hex);
+    format!(
+        "{} has no .symtab{} and no debug file was found under {} (build-id {id}); \
+         unnamed samples shown as offsets: install its debug symbols",
+        path.display(),
+        if no_symbols {
+            " or .dynsym"
+        } else {
+            " (only exported names)"
+        },
+        dirs_list(debug_dirs)
+    )
+}
+
 fn dirs_list(dirs: &[PathBuf]) -> String {
     if dirs.is_empty() {
         return "(no debug dirs)".to_owned();
@@ -277,15 +292,15 @@ fn dirs_list(dirs: &[PathBuf]) -> String {
 
 /// Per section index: where the section is (link-time, or module-layout for `ET_REL`) and
 /// whether it holds code.
-struct Sections {
+pub(crate) struct Sections {
     by_index: Vec<Option<SectionInfo>>,
 }
 
 #[derive(Clone, Copy)]
-struct SectionInfo {
-    base: u64,
-    size: u64,
-    exec: bool,
+pub(crate) struct SectionInfo {
+    pub base: u64,
+    pub size: u64,
+    pub exec: bool,
 }
 
 impl Sections {
@@ -324,7 +339,17 @@ impl Sections {
         Sections { by_index }
     }
 
-    fn get(&self, index: object::SectionIndex) -> Option<SectionInfo> {
+    /// A non-relocatable file's sections from their headers, in index
+    /// order: (address, size, executable).
+    pub fn from_headers(headers: impl Iterator<Item = (u64, u64, bool)>) -> Sections {
+        Sections {
+            by_index: headers
+                .map(|(base, size, exec)| Some(SectionInfo { base, size, exec }))
+                .collect(),
+        }
+    }
+
+    pub fn get(&self, index: object::SectionIndex) -> Option<SectionInfo> {
         self.by_index.get(index.0).copied().flatten()
     }
 }
@@ -392,7 +417,7 @@ fn collect<'data, 'file>(
 /// (`DIR/.build-id/ab/cdef….debug`, build-id checked), then by debuglink (next to the
 /// binary, in its `.debug/` subdirectory, and `DIR/<binary's directory>/NAME`, CRC checked),
 /// as gdb does.
-fn find_debug_file(
+pub(crate) fn find_debug_file(
     bin_path: &Path,
     build_id: Option<&[u8]>,
     debuglink: Option<(&[u8], u32)>,

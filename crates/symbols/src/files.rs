@@ -36,8 +36,9 @@ pub fn open_regular(path: &Path) -> io::Result<(std::fs::File, std::fs::Metadata
     Ok((f, m))
 }
 
-/// Reads the regular file `path` whole, if at most `max` bytes.
-pub fn read_regular(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+/// Opens the regular file `path` if it is at most `max` bytes and not
+/// mostly holes.
+pub fn open_bounded(path: &Path, max: u64) -> io::Result<(std::fs::File, std::fs::Metadata)> {
     let (f, m) = open_regular(path)?;
     let len = m.len();
     if len > max {
@@ -49,6 +50,13 @@ pub fn read_regular(path: &Path, max: u64) -> io::Result<Vec<u8>> {
             m.blocks().saturating_mul(512)
         )));
     }
+    Ok((f, m))
+}
+
+/// Reads the regular file `path` whole, if [`open_bounded`] accepts it.
+pub fn read_regular(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let (f, m) = open_bounded(path, max)?;
+    let len = m.len();
     let mut data = Vec::with_capacity(len as usize);
     f.take(len).read_to_end(&mut data)?;
     Ok(data)

@@ -77,6 +77,7 @@ mod cache;
 mod demangle;
 mod dwarf;
 mod elf;
+mod elf_range;
 mod error;
 mod files;
 mod kallsyms;

@@ -264,13 +264,19 @@ impl Symbolizer {
         out
     }
 
-    /// Finds the file for an ELF request and checks it is the recorded one.
-    fn find_elf(&self, req: &BinaryRequest, b: &mut Builder) -> Option<Arc<ElfImage>> {
+    /// Finds the file for an ELF request and checks it is the recorded one; the image
+    /// answers at least for `offsets`.
+    fn find_elf(
+        &self,
+        req: &BinaryRequest,
+        offsets: &[u64],
+        b: &mut Builder,
+    ) -> Option<Arc<ElfImage>> {
         let cfg = self.load_config();
         let path = self.host_path(&req.path);
         let expect = req.build_id.as_deref();
         // (what is wrong with `path`, is it a change rather than a missing file)
-        let problem: (String, bool) = match self.cache.load(&path, expect, &cfg) {
+        let problem: (String, bool) = match self.cache.load(&path, expect, &cfg, offsets) {
             Ok(Loaded::Image(image, inode)) => {
                 // Inodes only mean something for the recorded file itself, not a sysroot copy.
                 let check_inode = expect.is_none() && self.opts.sysroot.is_none();
@@ -299,7 +305,9 @@ impl Symbolizer {
         };
         if let Some(id) = expect {
             for candidate in self.build_id_candidates(&req.path, id) {
-                if let Ok(Loaded::Image(image, _)) = self.cache.load(&candidate, Some(id), &cfg) {
+                if let Ok(Loaded::Image(image, _)) =
+                    self.cache.load(&candidate, Some(id), &cfg, offsets)
+                {
                     if image.has_segments() {
                         let what = if problem.1 {
                             problem.0.clone()
@@ -324,7 +332,7 @@ impl Symbolizer {
     }
 
     fn symbolize_elf(&self, mut b: Builder, req: &BinaryRequest, offsets: &[u64]) -> BinaryResult {
-        match self.find_elf(req, &mut b) {
+        match self.find_elf(req, offsets, &mut b) {
             Some(image) => self.resolve_in_image(b, &image, offsets),
             None => b.unresolved(offsets),
         }
@@ -552,7 +560,7 @@ impl Symbolizer {
         if is_ko && ko.is_file() {
             match self
                 .cache
-                .load(&ko, req.build_id.as_deref(), &self.load_config())
+                .load(&ko, req.build_id.as_deref(), &self.load_config(), offsets)
             {
                 Ok(Loaded::Image(image, _)) if image.relocatable => {
                     b.warn(format!(

@@ -115,14 +115,14 @@ impl Aggregate {
         if other.counts.len() > self.counts.len() {
             std::mem::swap(&mut self.counts, &mut other.counts);
         }
-        self.counts.reserve(other.counts.len());
+        // No reserve for all of `other`: most of its keys are already here
+        // (the hot ones), and reserving for them doubled the peak.
         for (k, v) in other.counts {
             *self.counts.entry(k).or_insert(0) += v;
         }
         if other.stack_counts.len() > self.stack_counts.len() {
             std::mem::swap(&mut self.stack_counts, &mut other.stack_counts);
         }
-        self.stack_counts.reserve(other.stack_counts.len());
         for (k, v) in other.stack_counts {
             *self.stack_counts.entry(k).or_insert(0) += v;
         }

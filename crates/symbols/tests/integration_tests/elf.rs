@@ -444,6 +444,9 @@ fn sysroot_prefixes_recorded_paths() {
     assert_eq!(r.name_at(0), Some("alpha"));
 }
 
+/// With `--debug-info` a binary is read whole (DWARF needs it) and parsed
+/// once per symbolizer. (Without, each request reads only the symbol
+/// tables by range, for its offsets: see the next test.)
 #[test]
 fn cache_parses_each_binary_once_across_calls_and_threads() {
     let f = Fixture::new();
@@ -454,7 +457,10 @@ fn cache_parses_each_binary_once_across_calls_and_threads() {
         &f.dir.join("libc2.so"),
         &["-O1", "-shared", "-fPIC"],
     );
-    let s = symbolizer(isolated());
+    let s = symbolizer(SymbolizerOptions {
+        debug_info: true,
+        ..isolated()
+    });
     let oa = offset_of(&a, "alpha", 0);
     let ol = offset_of(&lib, "lib_fn", 0);
     let requests = || {
@@ -491,6 +497,42 @@ fn cache_parses_each_binary_once_across_calls_and_threads() {
     let r = s.symbolize(&BinaryRequest::elf(&a), &[offset_of(&a, "beta", 0)]);
     assert_eq!(r.name_at(0), Some("beta"));
     assert_eq!(s.cache_stats().binaries_parsed, 3);
+}
+
+/// Without `--debug-info` each request reads its binary's symbol tables by
+/// range for just its offsets: the same answers as with the whole file,
+/// and a rebuilt binary is seen at once.
+#[test]
+fn without_debug_info_each_request_reads_only_what_its_offsets_need() {
+    let f = Fixture::new();
+    let a = f.build("a", &["-O1"]);
+    let oa = offset_of(&a, "alpha", 0);
+    let ob = offset_of(&a, "beta", 0);
+    let ranged = symbolizer(isolated());
+    let whole = symbolizer(SymbolizerOptions {
+        debug_info: true,
+        ..isolated()
+    });
+    let r = ranged.symbolize(&BinaryRequest::elf(&a), &[oa, ob, oa + 1]);
+    let w = whole.symbolize(&BinaryRequest::elf(&a), &[oa, ob, oa + 1]);
+    assert_eq!(
+        (r.name_at(0), r.name_at(1), r.name_at(2)),
+        (Some("alpha"), Some("beta"), Some("alpha"))
+    );
+    assert_eq!(r.symbols.len(), 2);
+    for (x, y) in r.symbols.iter().zip(&w.symbols) {
+        assert_eq!(
+            (&x.name, x.start, x.size, x.file_offset),
+            (&y.name, y.start, y.size, y.file_offset)
+        );
+    }
+    assert_eq!(ranged.cache_stats().binaries_parsed, 1);
+    let _ = ranged.symbolize(&BinaryRequest::elf(&a), &[oa]);
+    assert_eq!(
+        ranged.cache_stats().binaries_parsed,
+        2,
+        "not kept: read again"
+    );
 }
 
 #[test]

@@ -1,0 +1,510 @@
+//! Symbol tables read by range: what a report without `--debug-info`
+//! needs of an ELF file, without reading the file.
+//!
+//! A binary's code and data are most of its bytes (librustc_driver: 154 MB
+//! of which 24 MB are symbol tables; a profkit binary built with debug info:
+//! 37 MB of which 1 MB). Reading whole files made a report of a `cargo
+//! build` hold ~450 MB. Here:
+//!
+//! - headers, program headers, section headers and notes are read through
+//!   `object`'s [`ReadCache`] (small ranges, cached for the parse);
+//! - `.symtab` and `.dynsym` are streamed entry by entry (24 bytes each)
+//!   through a 64 KiB buffer, keeping only the function symbols, each as
+//!   its address, size, section and the file position of its name;
+//! - each string table is streamed once, in name order, for what choosing
+//!   among aliases needs (length, leading underscores) and to drop names
+//!   that are no function (`$x`, `.L…`, empty);
+//! - names themselves are read when a sample lands in a symbol
+//!   ([`NameFile`]), a few hundred of a table's 100,000.
+//!
+//! So a binary costs its function count × ~56 bytes while it is in use,
+//! whatever its size. Files this does not cover (ELF32, big-endian,
+//! relocatable `.ko`, extended section indices, stripped binaries with a
+//! debug file, `--debug-info`) return `None` and are read whole as before.
+
+use std::fs::File;
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use object::elf;
+use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
+use object::{Endianness, ReadCache};
+
+use crate::elf::{find_debug_file, ElfImage, LoadConfig, Sections, Segment};
+use crate::error::Error;
+use crate::table::{Candidate, SymbolTable};
+use crate::types::SymbolOrigin;
+
+/// The longest name read (a longer one is cut there).
+const MAX_NAME: usize = 64 << 10;
+
+/// Reads names (NUL-terminated) at file positions.
+struct NameReader {
+    file: File,
+}
+
+impl NameReader {
+    /// The name at `pos` (lossy UTF-8; at most [`MAX_NAME`] bytes).
+    fn read(&self, pos: u64) -> String {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 256];
+        while out.len() < MAX_NAME {
+            let n = match self.file.read_at(&mut buf, pos + out.len() as u64) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            match memchr::memchr(0, &buf[..n]) {
+                Some(end) => {
+                    out.extend_from_slice(&buf[..end]);
+                    break;
+                }
+                None => out.extend_from_slice(&buf[..n]),
+            }
+        }
+        out.truncate(MAX_NAME);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+}
+
+/// One function symbol of a table, as the whole-file path's `collect`
+/// chooses them (names aside).
+#[derive(Clone, Copy)]
+struct Func {
+    start: u64,
+    /// As recorded (0: unsized).
+    size: u64,
+    /// The end of its section: an unsized symbol's end is at most this.
+    limit: u64,
+    /// File position of the name.
+    name_at: u64,
+    origin: SymbolOrigin,
+    /// Rank bits known from the entry (size 0, NOTYPE, binding).
+    rank: u64,
+}
+
+/// A symbol table's place in the file and its string table's.
+struct Table {
+    origin: SymbolOrigin,
+    at: u64,
+    size: u64,
+    str_at: u64,
+    str_size: u64,
+}
+
+/// What the headers of an ELF64 little-endian file say, read by range
+/// through `object`'s low-level API (its `ElfFile` would read both symbol
+/// tables whole to parse).
+struct Headers {
+    build_id: Option<Vec<u8>>,
+    debuglink: Option<(Vec<u8>, u32)>,
+    relocatable: bool,
+    segments: Vec<Segment>,
+    layout: Sections,
+    tables: Vec<Table>,
+    extended_indices: bool,
+}
+
+/// The headers of `file`; `None` when it is not ELF64 little-endian (the
+/// whole-file path reads it, and words any error).
+fn headers(file: &File) -> Option<Headers> {
+    type Elf = elf::FileHeader64<Endianness>;
+    let cache = ReadCache::new(file);
+    let header = Elf::parse(&cache).ok()?;
+    let endian = header.endian().ok()?;
+    if endian != Endianness::Little {
+        return None;
+    }
+    let sections = header.sections(endian, &cache).ok()?;
+    let mut build_id = None;
+    for s in sections.iter() {
+        if let Ok(Some(mut notes)) = s.notes(endian, &cache) {
+            while let Ok(Some(note)) = notes.next() {
+                if note.name() == elf::ELF_NOTE_GNU && note.n_type(endian) == elf::NT_GNU_BUILD_ID {
+                    build_id = Some(note.desc().to_vec());
+                }
+            }
+        }
+        if build_id.is_some() {
+            break;
+        }
+    }
+    let phdrs = header.program_headers(endian, &cache).ok()?;
+    if build_id.is_none() && sections.is_empty() {
+        for p in phdrs {
+            if let Ok(Some(mut notes)) = p.notes(endian, &cache) {
+                while let Ok(Some(note)) = notes.next() {
+                    if note.name() == elf::ELF_NOTE_GNU
+                        && note.n_type(endian) == elf::NT_GNU_BUILD_ID
+                    {
+                        build_id = Some(note.desc().to_vec());
+                    }
+                }
+            }
+        }
+    }
+    let segments = phdrs
+        .iter()
+        .filter(|p| p.p_type(endian) == elf::PT_LOAD && p.p_filesz(endian) > 0)
+        .map(|p| Segment {
+            file_offset: p.p_offset(endian),
+            file_size: p.p_filesz(endian),
+            vaddr: p.p_vaddr(endian),
+        })
+        .collect();
+    let debuglink = sections
+        .section_by_name(endian, b".gnu_debuglink")
+        .and_then(|(_, s)| s.data(endian, &cache).ok())
+        .and_then(|d| {
+            let end = memchr::memchr(0, d)?;
+            let at = (end + 1).next_multiple_of(4);
+            let crc = u32::from_le_bytes(d.get(at..at + 4)?.try_into().ok()?);
+            Some((d[..end].to_vec(), crc))
+        });
+    let layout = Sections::from_headers(sections.iter().map(|s| {
+        (
+            s.sh_addr(endian),
+            s.sh_size(endian),
+            s.sh_flags(endian) & u64::from(elf::SHF_EXECINSTR) != 0,
+        )
+    }));
+    let mut tables = Vec::new();
+    for (kind, origin) in [
+        (elf::SHT_SYMTAB, SymbolOrigin::Symtab),
+        (elf::SHT_DYNSYM, SymbolOrigin::Dynsym),
+    ] {
+        let Some(s) = sections.iter().find(|s| s.sh_type(endian) == kind) else {
+            continue;
+        };
+        let Ok(strtab) = sections.section(object::SectionIndex(s.sh_link(endian) as usize)) else {
+            continue;
+        };
+        tables.push(Table {
+            origin,
+            at: s.sh_offset(endian),
+            size: s.sh_size(endian),
+            str_at: strtab.sh_offset(endian),
+            str_size: strtab.sh_size(endian),
+        });
+    }
+    Some(Headers {
+        build_id,
+        debuglink,
+        relocatable: header.e_type(endian) == elf::ET_REL,
+        segments,
+        layout,
+        tables,
+        extended_indices: sections
+            .iter()
+            .any(|s| s.sh_type(endian) == elf::SHT_SYMTAB_SHNDX),
+    })
+}
+
+/// The build-id of `file`, if it is an ELF64 little-endian file (`None`:
+/// another kind, for the whole-file path).
+pub(crate) fn build_id(file: &File) -> Option<Option<Vec<u8>>> {
+    headers(file).map(|h| h.build_id)
+}
+
+/// Parses `file` (the regular file `path`, metadata `meta`) for the
+/// symbols that cover the file offsets `wanted` (and their aliases),
+/// reading only headers, the symbol tables and those symbols' names:
+/// every wanted offset finds the symbol the whole table would give it.
+/// `None` when it is a kind of file this does not cover (the caller reads
+/// it whole).
+///
+/// Three streamed passes over the tables: every function's start (an
+/// unsized symbol ends at the next start, so all are needed), then the
+/// starts of the symbols covering a wanted address, then every symbol at
+/// one of those starts (among aliases the lowest rank wins, and that
+/// needs their names).
+pub(crate) fn parse(
+    path: &Path,
+    file: &File,
+    meta: &std::fs::Metadata,
+    cfg: &LoadConfig<'_>,
+    wanted: &[u64],
+) -> Result<Option<ElfImage>, Error> {
+    if cfg.debug_info {
+        return Ok(None);
+    }
+    let Some(h) = headers(file) else {
+        return Ok(None);
+    };
+    if h.relocatable || h.extended_indices {
+        return Ok(None);
+    }
+    let io = |e| Error::io(path, e);
+    let Headers {
+        build_id,
+        debuglink,
+        segments,
+        layout,
+        tables,
+        ..
+    } = h;
+
+    // Pass 1: every start (and how many functions .symtab has).
+    let mut starts = Vec::new();
+    let mut from_symtab = 0;
+    for t in &tables {
+        for_each_function(file, t, &layout, meta.len(), |f| {
+            starts.push(f.start);
+            from_symtab += usize::from(t.origin == SymbolOrigin::Symtab);
+        })
+        .map_err(io)?;
+    }
+    if from_symtab == 0 {
+        // Stripped: a debug file's table, if there is one, is read whole.
+        let link = debuglink
+            .as_ref()
+            .map(|(name, crc)| (name.as_slice(), *crc));
+        if find_debug_file(path, build_id.as_deref(), link, cfg.debug_dirs).is_some() {
+            return Ok(None);
+        }
+    }
+    let any_function = !starts.is_empty();
+    starts.sort_unstable();
+    starts.dedup();
+    let end_of = |f: &Func| -> u64 {
+        if f.size > 0 {
+            return f.start.saturating_add(f.size);
+        }
+        let i = starts.partition_point(|&s| s <= f.start);
+        let next = starts.get(i).copied().unwrap_or(u64::MAX);
+        next.min(f.limit).max(f.start.saturating_add(1))
+    };
+    let mut want: Vec<u64> = wanted
+        .iter()
+        .filter_map(|&o| to_vaddr(&segments, o))
+        .collect();
+    want.sort_unstable();
+    want.dedup();
+
+    // Pass 2: the starts of the symbols that cover a wanted address.
+    let mut covering = Vec::new();
+    for t in &tables {
+        for_each_function(file, t, &layout, meta.len(), |f| {
+            let i = want.partition_point(|&w| w < f.start);
+            if want.get(i).is_some_and(|&w| w < end_of(&f)) {
+                covering.push(f.start);
+            }
+        })
+        .map_err(io)?;
+    }
+    covering.sort_unstable();
+    covering.dedup();
+
+    // Pass 3: every symbol at those starts, in table order, named.
+    let names = NameReader {
+        file: file.try_clone().map_err(io)?,
+    };
+    let mut cands = Vec::new();
+    for t in &tables {
+        for_each_function(file, t, &layout, meta.len(), |f| {
+            if covering.binary_search(&f.start).is_err() || f.name_at >= t.str_at + t.str_size {
+                return;
+            }
+            let name = names.read(f.name_at);
+            if name.is_empty() || name.starts_with('$') || name.starts_with(".L") {
+                return;
+            }
+            let underscores = name.bytes().take_while(|&b| b == b'_').count().min(255) as u64;
+            cands.push(Candidate {
+                start: f.start,
+                // The end the whole table gives it, from all starts.
+                size: Some(end_of(&f) - f.start),
+                limit: Some(f.limit),
+                name: name.as_str().into(),
+                origin: f.origin,
+                rank: f.rank | (underscores << 24) | (name.len().min(0xff_ffff) as u64),
+            });
+        })
+        .map_err(io)?;
+    }
+    drop(starts);
+    let symbols = SymbolTable::build(cands);
+    let sparse_note = (from_symtab == 0).then(|| {
+        crate::elf::stripped_note(path, build_id.as_deref(), !any_function, cfg.debug_dirs)
+    });
+    Ok(Some(ElfImage {
+        path: path.to_owned(),
+        build_id,
+        relocatable: false,
+        segments,
+        symbols,
+        debug_file: None,
+        sparse_note,
+        notes: Vec::new(),
+        dwarf: None,
+    }))
+}
+
+/// A file offset's link-time address (`ElfImage::to_vaddr`).
+fn to_vaddr(segments: &[Segment], off: u64) -> Option<u64> {
+    segments
+        .iter()
+        .find(|s| off >= s.file_offset && off - s.file_offset < s.file_size)
+        .map(|s| s.vaddr + (off - s.file_offset))
+}
+
+/// Streams the symbol table `t` (`Elf64_Sym` entries, 24 bytes each,
+/// through a 64 KiB buffer) and calls `f` with each function symbol, as
+/// the whole-file path's `collect` chooses them (`object`'s
+/// `is_definition` and a Text or Unknown kind, in an executable section).
+fn for_each_function(
+    file: &File,
+    t: &Table,
+    layout: &Sections,
+    file_len: u64,
+    mut f: impl FnMut(Func),
+) -> std::io::Result<()> {
+    let size = t.size.min(file_len.saturating_sub(t.at));
+    let mut file = file;
+    file.seek(SeekFrom::Start(t.at))?;
+    let mut r = BufReader::with_capacity(64 << 10, file.take(size));
+    let mut sym = [0u8; 24];
+    let mut first = true;
+    loop {
+        match r.read_exact(&mut sym) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(e),
+        }
+        if std::mem::take(&mut first) {
+            continue; // the null symbol
+        }
+        let st_name = u32::from_le_bytes(sym[0..4].try_into().expect("4 bytes"));
+        let st_info = sym[4];
+        let st_shndx = u16::from_le_bytes(sym[6..8].try_into().expect("2 bytes"));
+        let st_value = u64::from_le_bytes(sym[8..16].try_into().expect("8 bytes"));
+        let st_size = u64::from_le_bytes(sym[16..24].try_into().expect("8 bytes"));
+        let (bind, kind) = (st_info >> 4, st_info & 0xf);
+        if st_shndx == elf::SHN_UNDEF || st_shndx >= elf::SHN_LORESERVE {
+            continue;
+        }
+        let notype = match kind {
+            elf::STT_FUNC => false,
+            elf::STT_NOTYPE if st_size != 0 => true,
+            _ => continue,
+        };
+        let Some(section) = layout.get(object::SectionIndex(usize::from(st_shndx))) else {
+            continue;
+        };
+        if !section.exec || st_name == 0 {
+            continue;
+        }
+        let binding = if bind == elf::STB_LOCAL { 2 } else { 0 };
+        f(Func {
+            start: st_value,
+            size: st_size,
+            limit: section.base + section.size,
+            name_at: t.str_at + u64::from(st_name),
+            origin: t.origin,
+            rank: (u64::from(st_size == 0) << 40) | (u64::from(notype) << 36) | (binding << 32),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> LoadConfig<'static> {
+        LoadConfig {
+            debug_dirs: &[],
+            debug_info: false,
+        }
+    }
+
+    /// The file offsets of every executable segment of `whole`, one in
+    /// `step` bytes.
+    fn offsets(whole: &ElfImage, step: usize) -> Vec<u64> {
+        whole
+            .segments
+            .iter()
+            .flat_map(|s| (s.file_offset..s.file_offset + s.file_size).step_by(step))
+            .collect()
+    }
+
+    /// Every wanted offset gets the same symbol (name, start, size, origin)
+    /// from the table read by range as from the file read whole; returns
+    /// how many were named and the ranged table's size.
+    fn same_as_whole(path: &Path, step: usize) -> (usize, usize) {
+        let data = std::fs::read(path).unwrap();
+        let whole = ElfImage::parse(path, &data, &cfg()).unwrap();
+        let wanted = offsets(&whole, step);
+        let (f, m) = crate::files::open_bounded(path, crate::files::MAX_BINARY_BYTES).unwrap();
+        let ranged = parse(path, &f, &m, &cfg(), &wanted)
+            .unwrap()
+            .expect("an ELF64 file");
+        assert_eq!(ranged.build_id, whole.build_id);
+        assert_eq!(ranged.sparse_note, whole.sparse_note);
+        let mut named = 0;
+        for &off in &wanted {
+            let a = whole.to_vaddr(off);
+            assert_eq!(a, ranged.to_vaddr(off));
+            let pick = |img: &ElfImage| {
+                a.and_then(|a| img.symbols.lookup(a)).map(|i| {
+                    let e = img.symbols.entry(i);
+                    (e.name.to_string(), e.start, e.size(), e.origin)
+                })
+            };
+            let w = pick(&whole);
+            assert_eq!(w, pick(&ranged), "{} at offset {off:#x}", path.display());
+            named += usize::from(w.is_some());
+        }
+        (named, ranged.symbols.len())
+    }
+
+    #[test]
+    fn a_table_read_by_range_names_every_wanted_address_as_the_whole_file() {
+        // This test binary: a .symtab of thousands of Rust functions,
+        // every address wanted (one in 61 bytes).
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        assert!(same_as_whole(&exe, 61).0 > 1000);
+        // Shared libraries as distributions ship them (.dynsym only).
+        for lib in [
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/lib64/ld-linux-x86-64.so.2",
+        ] {
+            if Path::new(lib).exists() {
+                same_as_whole(Path::new(lib), 61);
+            }
+        }
+    }
+
+    #[test]
+    fn a_table_read_by_range_holds_only_the_symbols_wanted() {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let data = std::fs::read(&exe).unwrap();
+        let whole = ElfImage::parse(&exe, &data, &cfg()).unwrap();
+        // Three addresses: at most a few symbols (aliases included).
+        let named: Vec<u64> = offsets(&whole, 61)
+            .into_iter()
+            .filter(|&o| {
+                whole
+                    .to_vaddr(o)
+                    .and_then(|a| whole.symbols.lookup(a))
+                    .is_some()
+            })
+            .collect();
+        let some: Vec<u64> = named
+            .iter()
+            .step_by(named.len() / 3)
+            .take(3)
+            .copied()
+            .collect();
+        let (f, m) = crate::files::open_bounded(&exe, crate::files::MAX_BINARY_BYTES).unwrap();
+        let ranged = parse(&exe, &f, &m, &cfg(), &some).unwrap().unwrap();
+        assert!(whole.symbols.len() > 1000);
+        assert!(
+            (1..=12).contains(&ranged.symbols.len()),
+            "{} symbols kept for 3 addresses",
+            ranged.symbols.len()
+        );
+        let none = parse(&exe, &f, &m, &cfg(), &[]).unwrap().unwrap();
+        assert!(none.symbols.is_empty());
+    }
+}

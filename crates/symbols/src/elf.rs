@@ -413,16 +413,25 @@ fn collect<'data, 'file>(
     out.len() - before
 }
 
-/// Finds a separate debug file for the binary at `bin_path`: first by build-id
-/// (`DIR/.build-id/ab/cdef….debug`, build-id checked), then by debuglink (next to the
-/// binary, in its `.debug/` subdirectory, and `DIR/<binary's directory>/NAME`, CRC checked),
-/// as gdb does.
-pub(crate) fn find_debug_file(
+/// What makes a candidate the binary's debug file.
+pub(crate) enum DebugCheck {
+    /// Found by build-id: it must carry that build-id.
+    BuildId(Vec<u8>),
+    /// Found by debuglink: its CRC-32 must be this.
+    Crc(u32),
+}
+
+/// Where a separate debug file for the binary at `bin_path` may be, in the
+/// order gdb looks: by build-id (`DIR/.build-id/ab/cdef….debug`), then by
+/// debuglink (next to the binary, in its `.debug/` subdirectory, and
+/// `DIR/<binary's directory>/NAME`), each with its check.
+pub(crate) fn debug_candidates(
     bin_path: &Path,
     build_id: Option<&[u8]>,
     debuglink: Option<(&[u8], u32)>,
     debug_dirs: &[PathBuf],
-) -> Option<(PathBuf, Vec<u8>)> {
+) -> Vec<(PathBuf, DebugCheck)> {
+    let mut out = Vec::new();
     if let Some(id) = build_id.filter(|id| id.len() >= 2) {
         let h = hex(id);
         for dir in debug_dirs {
@@ -430,37 +439,53 @@ pub(crate) fn find_debug_file(
                 .join(".build-id")
                 .join(&h[..2])
                 .join(format!("{}.debug", &h[2..]));
-            let Ok(data) = crate::files::read_regular(&candidate, crate::files::MAX_BINARY_BYTES)
-            else {
-                continue;
-            };
-            if build_id_of(&candidate, &data).ok().flatten().as_deref() == Some(id) {
-                return Some((candidate, data));
-            }
+            out.push((candidate, DebugCheck::BuildId(id.to_vec())));
         }
     }
-    let (name, crc) = debuglink?;
+    let Some((name, crc)) = debuglink else {
+        return out;
+    };
     // A debug link names a file, not a path: no directory part, no `..`
     // (a binary's link to `/dev/zero` or `../../etc/x` is not followed).
     if name.is_empty() || name.contains(&b'/') || name == b"." || name == b".." {
-        return None;
+        return out;
     }
     let name = Path::new(OsStr::from_bytes(name));
     let bin_dir = bin_path.parent().unwrap_or(Path::new("/"));
-    let mut candidates = vec![bin_dir.join(name), bin_dir.join(".debug").join(name)];
+    let mut by_link = vec![bin_dir.join(name), bin_dir.join(".debug").join(name)];
     let abs_dir = std::fs::canonicalize(bin_dir).unwrap_or_else(|_| bin_dir.to_owned());
     let rel_dir = abs_dir.strip_prefix("/").unwrap_or(&abs_dir);
-    candidates.extend(debug_dirs.iter().map(|d| d.join(rel_dir).join(name)));
+    by_link.extend(debug_dirs.iter().map(|d| d.join(rel_dir).join(name)));
     let bin_canon = std::fs::canonicalize(bin_path).ok();
-    for candidate in candidates {
-        if std::fs::canonicalize(&candidate).ok() == bin_canon {
-            continue;
-        }
+    out.extend(
+        by_link
+            .into_iter()
+            .filter(|c| std::fs::canonicalize(c).ok() != bin_canon)
+            .map(|c| (c, DebugCheck::Crc(crc))),
+    );
+    out
+}
+
+/// Finds a separate debug file for the binary at `bin_path`
+/// ([`debug_candidates`]) and reads it whole.
+fn find_debug_file(
+    bin_path: &Path,
+    build_id: Option<&[u8]>,
+    debuglink: Option<(&[u8], u32)>,
+    debug_dirs: &[PathBuf],
+) -> Option<(PathBuf, Vec<u8>)> {
+    for (candidate, check) in debug_candidates(bin_path, build_id, debuglink, debug_dirs) {
         let Ok(data) = crate::files::read_regular(&candidate, crate::files::MAX_BINARY_BYTES)
         else {
             continue;
         };
-        if crc32fast::hash(&data) == crc {
+        let ok = match &check {
+            DebugCheck::BuildId(id) => {
+                build_id_of(&candidate, &data).ok().flatten().as_deref() == Some(id.as_slice())
+            }
+            DebugCheck::Crc(crc) => crc32fast::hash(&data) == *crc,
+        };
+        if ok {
             return Some((candidate, data));
         }
     }

@@ -31,7 +31,7 @@ use object::elf;
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
 use object::{Endianness, ReadCache};
 
-use crate::elf::{find_debug_file, ElfImage, LoadConfig, Sections, Segment};
+use crate::elf::{debug_candidates, DebugCheck, ElfImage, LoadConfig, Sections, Segment};
 use crate::error::Error;
 use crate::table::{Candidate, SymbolTable};
 use crate::types::SymbolOrigin;
@@ -40,11 +40,11 @@ use crate::types::SymbolOrigin;
 const MAX_NAME: usize = 64 << 10;
 
 /// Reads names (NUL-terminated) at file positions.
-struct NameReader {
-    file: File,
+struct NameReader<'a> {
+    file: &'a File,
 }
 
-impl NameReader {
+impl NameReader<'_> {
     /// The name at `pos` (lossy UTF-8; at most [`MAX_NAME`] bytes).
     fn read(&self, pos: u64) -> String {
         let mut out = Vec::new();
@@ -254,14 +254,36 @@ pub(crate) fn parse(
         })
         .map_err(io)?;
     }
+    // Stripped: a debug file's .symtab, read by range the same way.
+    let mut debug = None;
     if from_symtab == 0 {
-        // Stripped: a debug file's table, if there is one, is read whole.
         let link = debuglink
             .as_ref()
             .map(|(name, crc)| (name.as_slice(), *crc));
-        if find_debug_file(path, build_id.as_deref(), link, cfg.debug_dirs).is_some() {
-            return Ok(None);
+        if let Some(found) = find_debug_path(path, build_id.as_deref(), link, cfg.debug_dirs) {
+            let Some(dh) = headers(&found.1) else {
+                return Ok(None); // not ELF64 LE: the whole-file path reads both
+            };
+            let Some(mut t) = dh
+                .tables
+                .into_iter()
+                .find(|t| t.origin == SymbolOrigin::Symtab)
+            else {
+                return Ok(None);
+            };
+            t.origin = SymbolOrigin::DebugFile;
+            for_each_function(&found.1, &t, &dh.layout, found.2, |f| starts.push(f.start))
+                .map_err(io)?;
+            debug = Some((found.0, found.1, found.2, dh.layout, t));
         }
+    }
+    // Every table to look in: (file, its section layout, its length, table).
+    let mut sources: Vec<(&File, &Sections, u64, &Table)> = tables
+        .iter()
+        .map(|t| (file, &layout, meta.len(), t))
+        .collect();
+    if let Some((_, f, len, l, t)) = &debug {
+        sources.push((f, l, *len, t));
     }
     let any_function = !starts.is_empty();
     starts.sort_unstable();
@@ -283,8 +305,8 @@ pub(crate) fn parse(
 
     // Pass 2: the starts of the symbols that cover a wanted address.
     let mut covering = Vec::new();
-    for t in &tables {
-        for_each_function(file, t, &layout, meta.len(), |f| {
+    for &(file, layout, len, t) in &sources {
+        for_each_function(file, t, layout, len, |f| {
             let i = want.partition_point(|&w| w < f.start);
             if want.get(i).is_some_and(|&w| w < end_of(&f)) {
                 covering.push(f.start);
@@ -296,12 +318,10 @@ pub(crate) fn parse(
     covering.dedup();
 
     // Pass 3: every symbol at those starts, in table order, named.
-    let names = NameReader {
-        file: file.try_clone().map_err(io)?,
-    };
     let mut cands = Vec::new();
-    for t in &tables {
-        for_each_function(file, t, &layout, meta.len(), |f| {
+    for &(file, layout, len, t) in &sources {
+        let names = NameReader { file };
+        for_each_function(file, t, layout, len, |f| {
             if covering.binary_search(&f.start).is_err() || f.name_at >= t.str_at + t.str_size {
                 return;
             }
@@ -324,7 +344,7 @@ pub(crate) fn parse(
     }
     drop(starts);
     let symbols = SymbolTable::build(cands);
-    let sparse_note = (from_symtab == 0).then(|| {
+    let sparse_note = (from_symtab == 0 && debug.is_none()).then(|| {
         crate::elf::stripped_note(path, build_id.as_deref(), !any_function, cfg.debug_dirs)
     });
     Ok(Some(ElfImage {
@@ -333,11 +353,49 @@ pub(crate) fn parse(
         relocatable: false,
         segments,
         symbols,
-        debug_file: None,
+        debug_file: debug.as_ref().map(|d| d.0.clone()),
         sparse_note,
         notes: Vec::new(),
         dwarf: None,
     }))
+}
+
+/// The binary's separate debug file ([`debug_candidates`]), checked by
+/// range (its build-id from its headers) or streamed (its CRC), never
+/// held: (path, opened file, length).
+fn find_debug_path(
+    bin_path: &Path,
+    build_id: Option<&[u8]>,
+    debuglink: Option<(&[u8], u32)>,
+    debug_dirs: &[std::path::PathBuf],
+) -> Option<(std::path::PathBuf, File, u64)> {
+    for (candidate, check) in debug_candidates(bin_path, build_id, debuglink, debug_dirs) {
+        let Ok((f, m)) = crate::files::open_bounded(&candidate, crate::files::MAX_BINARY_BYTES)
+        else {
+            continue;
+        };
+        let ok = match &check {
+            DebugCheck::BuildId(id) => {
+                headers(&f).and_then(|h| h.build_id).as_deref() == Some(id.as_slice())
+            }
+            DebugCheck::Crc(crc) => {
+                let mut h = crc32fast::Hasher::new();
+                let mut r = BufReader::with_capacity(64 << 10, (&f).take(m.len()));
+                let mut buf = [0u8; 64 << 10];
+                loop {
+                    match r.read(&mut buf) {
+                        Ok(0) => break h.finalize() == *crc,
+                        Ok(n) => h.update(&buf[..n]),
+                        Err(_) => break false,
+                    }
+                }
+            }
+        };
+        if ok {
+            return Some((candidate, f, m.len()));
+        }
+    }
+    None
 }
 
 /// A file offset's link-time address (`ElfImage::to_vaddr`).
@@ -432,15 +490,20 @@ mod tests {
     /// from the table read by range as from the file read whole; returns
     /// how many were named and the ranged table's size.
     fn same_as_whole(path: &Path, step: usize) -> (usize, usize) {
+        same_as_whole_with(path, step, &cfg())
+    }
+
+    fn same_as_whole_with(path: &Path, step: usize, cfg: &LoadConfig<'_>) -> (usize, usize) {
         let data = std::fs::read(path).unwrap();
-        let whole = ElfImage::parse(path, &data, &cfg()).unwrap();
+        let whole = ElfImage::parse(path, &data, cfg).unwrap();
         let wanted = offsets(&whole, step);
         let (f, m) = crate::files::open_bounded(path, crate::files::MAX_BINARY_BYTES).unwrap();
-        let ranged = parse(path, &f, &m, &cfg(), &wanted)
+        let ranged = parse(path, &f, &m, cfg, &wanted)
             .unwrap()
             .expect("an ELF64 file");
         assert_eq!(ranged.build_id, whole.build_id);
         assert_eq!(ranged.sparse_note, whole.sparse_note);
+        assert_eq!(ranged.debug_file, whole.debug_file);
         let mut named = 0;
         for &off in &wanted {
             let a = whole.to_vaddr(off);

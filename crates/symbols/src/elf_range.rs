@@ -23,7 +23,7 @@
 //! debug file, `--debug-info`) return `None` and are read whole as before.
 
 use std::fs::File;
-use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::io::{BufReader, Read};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
@@ -418,51 +418,58 @@ fn for_each_function(
     mut f: impl FnMut(Func),
 ) -> std::io::Result<()> {
     let size = t.size.min(file_len.saturating_sub(t.at));
-    let mut file = file;
-    file.seek(SeekFrom::Start(t.at))?;
-    let mut r = BufReader::with_capacity(64 << 10, file.take(size));
-    let mut sym = [0u8; 24];
-    let mut first = true;
-    loop {
-        match r.read_exact(&mut sym) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(e),
+    // Whole entries, 2,730 (64 KiB) at a time, by positioned reads.
+    const BLOCK: usize = 24 * 2730;
+    let mut buf = vec![0u8; BLOCK];
+    let mut done = 0u64;
+    while done + 24 <= size {
+        let want = usize::try_from((size - done) / 24 * 24)
+            .unwrap_or(BLOCK)
+            .min(BLOCK);
+        file.read_exact_at(&mut buf[..want], t.at + done)?;
+        for (k, sym) in buf[..want].chunks_exact(24).enumerate() {
+            if done == 0 && k == 0 {
+                continue; // the null symbol
+            }
+            entry(sym, t, layout, &mut f);
         }
-        if std::mem::take(&mut first) {
-            continue; // the null symbol
-        }
-        let st_name = u32::from_le_bytes(sym[0..4].try_into().expect("4 bytes"));
-        let st_info = sym[4];
-        let st_shndx = u16::from_le_bytes(sym[6..8].try_into().expect("2 bytes"));
-        let st_value = u64::from_le_bytes(sym[8..16].try_into().expect("8 bytes"));
-        let st_size = u64::from_le_bytes(sym[16..24].try_into().expect("8 bytes"));
-        let (bind, kind) = (st_info >> 4, st_info & 0xf);
-        if st_shndx == elf::SHN_UNDEF || st_shndx >= elf::SHN_LORESERVE {
-            continue;
-        }
-        let notype = match kind {
-            elf::STT_FUNC => false,
-            elf::STT_NOTYPE if st_size != 0 => true,
-            _ => continue,
-        };
-        let Some(section) = layout.get(object::SectionIndex(usize::from(st_shndx))) else {
-            continue;
-        };
-        if !section.exec || st_name == 0 {
-            continue;
-        }
-        let binding = if bind == elf::STB_LOCAL { 2 } else { 0 };
-        f(Func {
-            start: st_value,
-            size: st_size,
-            limit: section.base + section.size,
-            name_at: t.str_at + u64::from(st_name),
-            origin: t.origin,
-            rank: (u64::from(st_size == 0) << 40) | (u64::from(notype) << 36) | (binding << 32),
-        });
+        done += want as u64;
     }
     Ok(())
+}
+
+/// One `Elf64_Sym` of [`for_each_function`].
+#[inline]
+fn entry(sym: &[u8], t: &Table, layout: &Sections, f: &mut impl FnMut(Func)) {
+    let st_name = u32::from_le_bytes(sym[0..4].try_into().expect("4 bytes"));
+    let st_info = sym[4];
+    let st_shndx = u16::from_le_bytes(sym[6..8].try_into().expect("2 bytes"));
+    let st_value = u64::from_le_bytes(sym[8..16].try_into().expect("8 bytes"));
+    let st_size = u64::from_le_bytes(sym[16..24].try_into().expect("8 bytes"));
+    let (bind, kind) = (st_info >> 4, st_info & 0xf);
+    if st_shndx == elf::SHN_UNDEF || st_shndx >= elf::SHN_LORESERVE {
+        return;
+    }
+    let notype = match kind {
+        elf::STT_FUNC => false,
+        elf::STT_NOTYPE if st_size != 0 => true,
+        _ => return,
+    };
+    let Some(section) = layout.get(object::SectionIndex(usize::from(st_shndx))) else {
+        return;
+    };
+    if !section.exec || st_name == 0 {
+        return;
+    }
+    let binding = if bind == elf::STB_LOCAL { 2 } else { 0 };
+    f(Func {
+        start: st_value,
+        size: st_size,
+        limit: section.base + section.size,
+        name_at: t.str_at + u64::from(st_name),
+        origin: t.origin,
+        rank: (u64::from(st_size == 0) << 40) | (u64::from(notype) << 36) | (binding << 32),
+    });
 }
 
 #[cfg(test)]

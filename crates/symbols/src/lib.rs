@@ -19,7 +19,8 @@
 //!   `module_name` and `build_id_from_notes`, the rules the sync stage's cookies use;
 //! - JIT code from perf maps (`perf-PID.map`), other anonymous code as `anon` ranges;
 //! - demangling of Rust (legacy and v0) and C++ names, switchable off;
-//! - a parse cache so a report reuses each parsed binary, and one rayon task per binary.
+//! - a parse cache so a report with `--debug-info` reuses each parsed binary, and one rayon
+//!   task per binary.
 //!
 //! # Design constraints
 //!
@@ -32,9 +33,15 @@
 //! - **Per symbol, not per sample.** A result holds each symbol hit once and gives every
 //!   offset a [`SymbolId`], so the report aggregates by id. Lookups are a binary search in a
 //!   sorted table built once per binary: O(log n) per offset, never O(offsets × symbols).
-//! - **No `unsafe`.** Files are read whole rather than memory-mapped
-//!   (`memmap2::Mmap::map` is `unsafe`); sections DWARF needs are copied out, so the file's
-//!   bytes are dropped after parsing.
+//! - **Read what is needed, not whole files.** Without `--debug-info` an ELF64 binary is
+//!   read by range (`elf_range.rs`): headers and notes, its symbol tables streamed in
+//!   blocks, and only the names of the symbols that cover a sampled offset; a stripped
+//!   binary's debug file the same way. A report's memory is then its samples and those
+//!   symbols, not the binaries' sizes (a `cargo build` session: 383 MB before, 32 MB).
+//!   Such a table answers only for the offsets it was read for, so it is not cached;
+//!   each binary is one request per report. With `--debug-info` (DWARF) files are read
+//!   whole and parsed once per symbolizer. No `unsafe`: nothing is memory-mapped
+//!   (`memmap2::Mmap::map` is `unsafe`).
 //! - **Untrusted files.** Every file is opened non-blocking and must be a regular file, at
 //!   most 4 GiB (binaries, debug files) or 256 MiB (kallsyms, perf maps), not mostly holes;
 //!   a debug link is a file name looked up beside the binary and in the debug directories,

@@ -214,7 +214,17 @@ pub(crate) fn build_stacks(
             undefined_ids.len()
         ));
     }
-    let mut samples: Vec<StackSample> = merged
+    // Sorted before the samples are made: by (column, pid, tid, locations)
+    // compared in place (leaf, then the shared caller list), the session
+    // last so the order is total; moving 24-byte keys, not samples.
+    let mut merged: Vec<_> = merged.into_iter().collect();
+    merged.sort_unstable_by(|((c1, s1, p1, t1, l1, f1), _), ((c2, s2, p2, t2, l2, f2), _)| {
+        (c1, p1, t1, l1)
+            .cmp(&(c2, p2, t2, l2))
+            .then_with(|| lists[*f1 as usize].cmp(&lists[*f2 as usize]))
+            .then(s1.cmp(s2))
+    });
+    let samples: Vec<StackSample> = merged
         .into_iter()
         .map(|((column, sess, pid, tid, leaf, list), count)| {
             let frames = &lists[list as usize];
@@ -231,9 +241,6 @@ pub(crate) fn build_stacks(
             }
         })
         .collect();
-    samples.sort_by(|a, b| {
-        (a.column, a.pid, a.tid, &a.locations).cmp(&(b.column, b.pid, b.tid, &b.locations))
-    });
     b.out.samples = samples;
     Built {
         stacks: b.out,

@@ -128,6 +128,23 @@ impl<'a> Printable<'a> {
 
 impl Write for Printable<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        // Fast path: the printable run before the first byte that needs a
+        // look (a control byte, or 0xc2 that may start a C1 control) goes
+        // out as it is (a short write; `write_all` comes back for the rest).
+        if !self.pending_c2 {
+            let special = |b: u8| matches!(b, 0x00..=0x08 | 0x0b..=0x1f | 0x7f | 0xc2);
+            match buf.iter().position(|&b| special(b)) {
+                None => {
+                    self.inner.write_all(buf)?;
+                    return Ok(buf.len());
+                }
+                Some(0) => {}
+                Some(i) => {
+                    self.inner.write_all(&buf[..i])?;
+                    return Ok(i);
+                }
+            }
+        }
         let mut out = Vec::with_capacity(buf.len() + 8);
         for &b in buf {
             if std::mem::take(&mut self.pending_c2) {

@@ -152,11 +152,15 @@ pub(crate) fn build_stacks(
     // Each distinct resolved caller list is held once (`lists`) and keys refer
     // to it by index: a frame list is not copied per (key, stack) while
     // merging, only once per merged sample at the end.
-    let mut lists: Vec<Vec<u32>> = vec![Vec::new()];
-    let mut list_id: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
-    list_id.insert(Vec::new(), 0);
+    // (The list and its map entry share one allocation.)
+    let empty: std::rc::Rc<[u32]> = std::rc::Rc::from(Vec::new());
+    let mut lists: Vec<std::rc::Rc<[u32]>> = vec![empty.clone()];
+    let mut list_id: FxHashMap<std::rc::Rc<[u32]>, u32> = FxHashMap::default();
+    list_id.insert(empty, 0);
     let mut frames_of: FxHashMap<(u32, u32), u32> = FxHashMap::default();
-    let mut merged: FxHashMap<(usize, u32, u32, u32, u32, u32), u64> = FxHashMap::default();
+    // (column, session, pid, tid, leaf, caller list) per (key, stack),
+    // merged after sorting: a Vec of 32-byte entries rather than a map.
+    let mut merged: Vec<((usize, u32, u32, u32, u32, u32), u64)> = Vec::new();
     let mut undefined = 0u64;
     let mut undefined_ids: FxHashSet<(u32, u32)> = FxHashSet::default();
     // Deterministic order: the map's order would make location ids (and
@@ -184,12 +188,13 @@ pub(crate) fn build_stacks(
                             Vec::new()
                         }
                     };
-                    let id = match list_id.get(&f) {
+                    let id = match list_id.get(f.as_slice()) {
                         Some(&id) => id,
                         None => {
                             let id = lists.len() as u32;
-                            lists.push(f.clone());
-                            list_id.insert(f, id);
+                            let shared: std::rc::Rc<[u32]> = std::rc::Rc::from(f);
+                            lists.push(shared.clone());
+                            list_id.insert(shared, id);
                             id
                         }
                     };
@@ -203,10 +208,9 @@ pub(crate) fn build_stacks(
             list = id;
         }
         let tid = if by_thread { k.tid } else { 0 };
-        *merged
-            .entry((col, k.sess, k.pid, tid, leaf, list))
-            .or_insert(0) += n;
+        merged.push(((col, k.sess, k.pid, tid, leaf, list), n));
     }
+    drop(list_id);
     if undefined > 0 {
         warnings.push(format!(
             "{undefined} samples refer to {} call stacks whose definition was not read (in an \
@@ -217,12 +221,19 @@ pub(crate) fn build_stacks(
     // Sorted before the samples are made: by (column, pid, tid, locations)
     // compared in place (leaf, then the shared caller list), the session
     // last so the order is total; moving 24-byte keys, not samples.
-    let mut merged: Vec<_> = merged.into_iter().collect();
     merged.sort_unstable_by(|((c1, s1, p1, t1, l1, f1), _), ((c2, s2, p2, t2, l2, f2), _)| {
         (c1, p1, t1, l1)
             .cmp(&(c2, p2, t2, l2))
             .then_with(|| lists[*f1 as usize].cmp(&lists[*f2 as usize]))
             .then(s1.cmp(s2))
+    });
+    // Equal keys are now adjacent: add them up.
+    merged.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 += later.1;
+        }
+        same
     });
     let samples: Vec<StackSample> = merged
         .into_iter()

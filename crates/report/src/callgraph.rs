@@ -128,6 +128,9 @@ impl Builder<'_> {
     }
 }
 
+/// (column, session, pid, tid, leaf location, caller list id).
+type MergeKey = (usize, u32, u32, u32, u32, u32);
+
 /// Symbolizes and merges the stack samples of `agg` (whose
 /// `stack_counts` and `stack_tables` are filled). `column` places a key
 /// (None: filtered out); `by_thread` keeps thread ids apart.
@@ -160,7 +163,7 @@ pub(crate) fn build_stacks(
     let mut frames_of: FxHashMap<(u32, u32), u32> = FxHashMap::default();
     // (column, session, pid, tid, leaf, caller list) per (key, stack),
     // merged after sorting: a Vec of 32-byte entries rather than a map.
-    let mut merged: Vec<((usize, u32, u32, u32, u32, u32), u64)> = Vec::new();
+    let mut merged: Vec<(MergeKey, u64)> = Vec::new();
     let mut undefined = 0u64;
     let mut undefined_ids: FxHashSet<(u32, u32)> = FxHashSet::default();
     // Deterministic order: the map's order would make location ids (and

@@ -156,7 +156,7 @@ impl KernelUse {
             if e.kind == CookieKind::Kernel {
                 w.kernel_base = e.base;
                 w.kernel_offsets.extend(offs);
-            } else {
+            } else if e.kind == CookieKind::Module {
                 w.modules
                     .entry(module_name(&e.path))
                     .or_default()
@@ -332,6 +332,76 @@ mod tests {
 
     fn uid_of(p: &Path) -> u32 {
         std::fs::metadata(p).unwrap().uid()
+    }
+
+    fn entry(cookie: Cookie, kind: CookieKind, path: &str, base: u64) -> CookieEntry {
+        let kernel = kind == CookieKind::Kernel;
+        CookieEntry {
+            cookie,
+            kind,
+            path: path.into(),
+            build_id: kernel.then(|| vec![0xab, 0xcd]),
+            dev: 0,
+            inode: 0,
+            generation: 0,
+            base,
+            pid: None,
+        }
+    }
+
+    /// The kernel's offsets (from `_text`) and each module's absolute
+    /// addresses, by kallsyms' module name; frames and samples alike.
+    #[test]
+    fn kernel_and_module_offsets_become_the_addresses_to_keep() {
+        let mut k = KernelUse::default();
+        k.cookies.insert(
+            1,
+            entry(1, CookieKind::Kernel, "[kernel.kallsyms]", 0xffff_0000),
+        );
+        k.cookies.insert(
+            2,
+            entry(2, CookieKind::Module, "/lib/modules/x/snd-seq.ko", 0xc000),
+        );
+        k.cookies
+            .insert(3, entry(3, CookieKind::User, "/bin/app", 0));
+        k.offsets.insert(1, [0x10, 0x20].into());
+        k.offsets.insert(2, [0x8].into());
+        k.offsets.insert(3, [0x99].into());
+        k.offsets.insert(4, [0x77].into()); // no definition: unknown
+        let w = k.wanted();
+        assert_eq!(
+            (w.kernel_base, w.kernel_offsets.clone()),
+            (0xffff_0000, vec![0x10, 0x20])
+        );
+        assert_eq!(w.modules.len(), 1);
+        assert_eq!(w.modules["snd_seq"], vec![0xc008]);
+        assert_eq!(k.kernel_build_id().as_deref(), Some("abcd"));
+    }
+
+    /// Hidden addresses (kptr_restrict): the copy keeps one all-zero line,
+    /// so a report still says they were hidden, not that symbols are missing.
+    #[test]
+    fn a_hidden_kallsyms_is_kept_as_one_zero_line() {
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join("kallsyms");
+        std::fs::write(&src, "0000000000000000 T _text\n0000000000000000 T f\n").unwrap();
+        let to = d.path().join("copy");
+        assert_eq!(
+            save_trimmed_kallsyms(&src, &to, &KernelUse::default()),
+            Ok(true)
+        );
+        let text = std::fs::read_to_string(&to).unwrap();
+        let (first, rest) = text.split_once('\n').unwrap();
+        assert!(
+            first.starts_with("# profkit kallsyms") && first.contains("hidden"),
+            "{first}"
+        );
+        assert_eq!(rest, "0000000000000000 T _text\n");
+        // A missing source is no copy and no refusal.
+        assert_eq!(
+            save_trimmed_kallsyms(&d.path().join("none"), &to, &KernelUse::default()),
+            Ok(false)
+        );
     }
 
     #[test]

@@ -224,12 +224,14 @@ pub(crate) fn build_stacks(
     // Sorted before the samples are made: by (column, pid, tid, locations)
     // compared in place (leaf, then the shared caller list), the session
     // last so the order is total; moving 24-byte keys, not samples.
-    merged.sort_unstable_by(|((c1, s1, p1, t1, l1, f1), _), ((c2, s2, p2, t2, l2, f2), _)| {
-        (c1, p1, t1, l1)
-            .cmp(&(c2, p2, t2, l2))
-            .then_with(|| lists[*f1 as usize].cmp(&lists[*f2 as usize]))
-            .then(s1.cmp(s2))
-    });
+    merged.sort_unstable_by(
+        |((c1, s1, p1, t1, l1, f1), _), ((c2, s2, p2, t2, l2, f2), _)| {
+            (c1, p1, t1, l1)
+                .cmp(&(c2, p2, t2, l2))
+                .then_with(|| lists[*f1 as usize].cmp(&lists[*f2 as usize]))
+                .then(s1.cmp(s2))
+        },
+    );
     // Equal keys are now adjacent: add them up.
     merged.dedup_by(|later, kept| {
         let same = later.0 == kept.0;

@@ -4,7 +4,7 @@
 #   scripts/bench.sh            everything below, one table after another, appended
 #                               with the date and commit to docs/PERFORMANCE.md
 #   scripts/bench.sh report     profreport against perf report on the same workload
-#   scripts/bench.sh NAME ...   runs scripts/bench/NAME.sh (overhead, record, ...)
+#   scripts/bench.sh NAME ...   runs scripts/bench/NAME.sh (overhead, record, realsys, ...)
 #
 # `report` records testdata/workloads/shares.c (`shares pinned`: both CPUs
 # busy in two functions) once under `perf record` and once under
@@ -28,48 +28,9 @@ usage() {
     exit 2
 }
 
-peak_rss_kb() { # CMD... ; prints "WALL_NS RSS_KB", output of CMD to /dev/null
-    local start end rss
-    if [ -x /usr/bin/time ]; then
-        local f
-        f=$(mktemp)
-        start=$(date +%s%N)
-        /usr/bin/time -v -o "$f" "$@" >/dev/null 2>&1
-        end=$(date +%s%N)
-        rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$f")
-        rm -f "$f"
-    else
-        # No GNU time: poll VmHWM of the process while it runs.
-        start=$(date +%s%N)
-        "$@" >/dev/null 2>&1 &
-        local pid=$! hwm=0 v
-        while kill -0 "$pid" 2>/dev/null; do
-            v=$(awk '/VmHWM/ { print $2 }' "/proc/$pid/status" 2>/dev/null || true)
-            [ -n "$v" ] && [ "$v" -gt "$hwm" ] && hwm=$v
-            sleep 0.001
-        done
-        wait "$pid"
-        end=$(date +%s%N)
-        rss=$hwm
-    fi
-    echo "$((end - start)) $rss"
-}
-
-measure() { # LABEL CMD... ; prints "LABEL MEDIAN_S MAX_RSS_MIB"
-    local label=$1; shift
-    local runs=${BENCH_RUNS:-7} walls=() rss_max=0 out w r
-    "$@" >/dev/null 2>&1 # warm the page cache
-    for _ in $(seq "$runs"); do
-        out=$(peak_rss_kb "$@")
-        w=${out% *}; r=${out#* }
-        walls+=("$w")
-        [ "$r" -gt "$rss_max" ] && rss_max=$r
-    done
-    local median
-    median=$(printf '%s\n' "${walls[@]}" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
-    awk -v l="$label" -v w="$median" -v r="$rss_max" \
-        'BEGIN { printf "%s %.4f %.1f\n", l, w / 1e9, r / 1024 }'
-}
+# peak_rss_kb, measure
+# shellcheck source=scripts/bench/lib.sh
+. scripts/bench/lib.sh
 
 bench_report() {
     local perf=${PERF:-/usr/bin/perf}
@@ -148,6 +109,9 @@ bench_all() {
         echo
         echo "== 6. sync throughput on SimRing against a plain copy of the same bytes"
         cargo bench --quiet -p profkit-sync --bench sync -- --noplot 2>&1 | grep -E 'sync:|^sync/|time:|thrpt:'
+        echo
+        echo "== 7. real system: a cargo build recorded system-wide with -g by both tools; reports, session size, scaling to 10 M samples"
+        scripts/bench/realsys.sh
         echo '```'
     } 2>&1 | tee "$out"
     { echo; cat "$out"; } >>docs/PERFORMANCE.md

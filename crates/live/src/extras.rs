@@ -110,7 +110,7 @@ pub fn save_session_extras(
         );
     }
     for (cookie, offset) in kernel_frames {
-        kernel.offsets.entry(cookie).or_default().insert(offset);
+        kernel.add_frame(cookie, offset);
     }
     let done = save_trimmed_kallsyms(&from.kallsyms, &dir.join(KALLSYMS_COPY), &kernel);
     out.note(&from.kallsyms, KALLSYMS_COPY, done);
@@ -147,6 +147,15 @@ struct KernelUse {
 }
 
 impl KernelUse {
+    /// A caller frame: a return address, which reports name by the byte
+    /// before it (the call), so that byte's symbol is kept too (a call
+    /// that is a function's last instruction returns to the next one).
+    fn add_frame(&mut self, cookie: Cookie, offset: u64) {
+        let offs = self.offsets.entry(cookie).or_default();
+        offs.insert(offset.saturating_sub(1));
+        offs.insert(offset);
+    }
+
     fn wanted(&self) -> KallsymsWanted {
         let mut w = KallsymsWanted::default();
         for (cookie, offs) in &self.offsets {
@@ -364,14 +373,15 @@ mod tests {
         );
         k.cookies
             .insert(3, entry(3, CookieKind::User, "/bin/app", 0));
-        k.offsets.insert(1, [0x10, 0x20].into());
+        k.offsets.insert(1, [0x10].into());
+        k.add_frame(1, 0x20); // a return address: 0x1f is the call
         k.offsets.insert(2, [0x8].into());
         k.offsets.insert(3, [0x99].into());
         k.offsets.insert(4, [0x77].into()); // no definition: unknown
         let w = k.wanted();
         assert_eq!(
             (w.kernel_base, w.kernel_offsets.clone()),
-            (0xffff_0000, vec![0x10, 0x20])
+            (0xffff_0000, vec![0x10, 0x1f, 0x20])
         );
         assert_eq!(w.modules.len(), 1);
         assert_eq!(w.modules["snd_seq"], vec![0xc008]);

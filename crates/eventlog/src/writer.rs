@@ -204,9 +204,17 @@ impl SessionWriter {
         ))
     }
 
-    /// The session file's path.
+    /// The session file's path (as messages name it).
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Names the file `shown` in the messages of later errors: for a file
+    /// opened through a held directory (`/proc/self/fd/N/...`) whose name
+    /// to its user is another.
+    pub fn shown_as(mut self, shown: &Path) -> Self {
+        self.path = shown.to_path_buf();
+        self
     }
 
     /// Bytes in the file (after the last complete write).

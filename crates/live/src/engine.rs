@@ -299,7 +299,7 @@ pub fn run_daemon(cfg: &StartConfig) -> Result<()> {
     dir.remove(SESSION_LOG)?;
     let header = session_header(&c, cfg.sync_interval_ms)?;
     let sink = ReservedSink::create(
-        FileSink::create(session.clone(), header)?,
+        FileSink::create(session.clone(), header)?.shown_as(dir.join(SESSION_LOG)),
         held.join(RESERVE_FILE),
     )?;
     let rec = Recorder::new(sampler, stage, Box::new(sink), RecorderOptions::default())

@@ -31,6 +31,8 @@ pub trait ChunkSink: Send {
 #[derive(Debug)]
 pub struct FileSink {
     path: PathBuf,
+    /// The name messages give it (`path` unless [`FileSink::shown_as`]).
+    shown: PathBuf,
     header: SessionHeader,
     writer: SessionWriter,
 }
@@ -43,10 +45,19 @@ impl FileSink {
     ) -> std::result::Result<Self, profkit_eventlog::Error> {
         let writer = SessionWriter::create(&path, &header)?;
         Ok(Self {
+            shown: path.clone(),
             path,
             header,
             writer,
         })
+    }
+
+    /// Names the file `shown` in every later error (it was created through
+    /// a held directory, `/proc/self/fd/N/...`).
+    pub fn shown_as(mut self, shown: PathBuf) -> Self {
+        self.writer = self.writer.shown_as(&shown);
+        self.shown = shown;
+        self
     }
 }
 
@@ -54,7 +65,7 @@ impl FileSink {
     fn error(&self, action: &'static str, source: profkit_eventlog::Error) -> Error {
         Error::Session {
             action,
-            path: self.path.clone(),
+            path: self.shown.clone(),
             source,
         }
     }
@@ -76,11 +87,12 @@ impl ChunkSink for FileSink {
     }
     fn restart(&mut self) -> Result<()> {
         std::fs::remove_file(&self.path).map_err(|source| Error::Remove {
-            path: self.path.clone(),
+            path: self.shown.clone(),
             source,
         })?;
         self.writer = SessionWriter::create(&self.path, &self.header)
-            .map_err(|source| self.error("creating", source))?;
+            .map_err(|source| self.error("creating", source))?
+            .shown_as(&self.shown);
         Ok(())
     }
 }
@@ -285,5 +297,26 @@ impl EventBuffer {
                 }
                 buf.done.notify_all();
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sink made through a held directory names the user's path in its
+    /// errors, not `/proc/self/fd/N/...`.
+    #[test]
+    fn a_sink_shown_under_another_name_uses_it_in_errors() {
+        let d = tempfile::tempdir().unwrap();
+        let real = d.path().join("session.pkl");
+        let shown = PathBuf::from("/home/user/profkit_data/session.pkl");
+        let mut sink = FileSink::create(real.clone(), SessionHeader::default())
+            .unwrap()
+            .shown_as(shown.clone());
+        std::fs::remove_file(&real).unwrap();
+        let e = sink.restart().unwrap_err().to_string();
+        assert!(e.contains(shown.to_str().unwrap()), "{e}");
+        assert!(!e.contains(real.to_str().unwrap()), "{e}");
     }
 }

@@ -1,26 +1,33 @@
-//! Symbol tables read by range: what a report without `--debug-info`
-//! needs of an ELF file, without reading the file.
+//! Symbol tables read by range, for the offsets a report sampled: what a
+//! report without `--debug-info` needs of an ELF file, without reading
+//! the file.
 //!
-//! A binary's code and data are most of its bytes (librustc_driver: 154 MB
-//! of which 24 MB are symbol tables; a profkit binary built with debug info:
-//! 37 MB of which 1 MB). Reading whole files made a report of a `cargo
-//! build` hold ~450 MB. Here:
+//! A binary's code, data and DWARF are most of its bytes (librustc_driver:
+//! 154 MB of which 24 MB are symbol tables; a profkit binary built with
+//! debug info: 37 MB of which 1 MB). Reading whole files made a report of
+//! a system-wide `cargo build` hold 450 MB. Here:
 //!
-//! - headers, program headers, section headers and notes are read through
-//!   `object`'s [`ReadCache`] (small ranges, cached for the parse);
-//! - `.symtab` and `.dynsym` are streamed entry by entry (24 bytes each)
-//!   through a 64 KiB buffer, keeping only the function symbols, each as
-//!   its address, size, section and the file position of its name;
-//! - each string table is streamed once, in name order, for what choosing
-//!   among aliases needs (length, leading underscores) and to drop names
-//!   that are no function (`$x`, `.L…`, empty);
-//! - names themselves are read when a sample lands in a symbol
-//!   ([`NameFile`]), a few hundred of a table's 100,000.
+//! - the ELF header, program headers, section headers, notes (build-id)
+//!   and `.gnu_debuglink` are read through `object`'s low-level API on a
+//!   [`ReadCache`] (small ranges; its `ElfFile` would parse both symbol
+//!   tables whole);
+//! - `.symtab` and `.dynsym` (or a stripped binary's debug file's
+//!   `.symtab`, found by build-id or debuglink and checked without being
+//!   held) are streamed in 64 KiB blocks of whole 24-byte entries, three
+//!   times: every function start (an unsized symbol ends at the next),
+//!   then the starts of the symbols that cover a sampled address, then
+//!   every symbol at those starts (aliases: the lowest rank wins, as in
+//!   the whole-file path);
+//! - only those symbols' names are read, by positioned reads.
 //!
-//! So a binary costs its function count × ~56 bytes while it is in use,
-//! whatever its size. Files this does not cover (ELF32, big-endian,
-//! relocatable `.ko`, extended section indices, stripped binaries with a
-//! debug file, `--debug-info`) return `None` and are read whole as before.
+//! So a binary costs 8 bytes per function while it is read, plus the
+//! symbols sampled, whatever its size; the image answers only for the
+//! offsets it was read for and is not cached. Files this does not cover
+//! (not ELF64 little-endian, relocatable `.ko`, extended section indices,
+//! a debug file that is not ELF64, `--debug-info`) return `None` and are
+//! read whole as before. Names are looked at only for the symbols kept:
+//! on x86-64 the names the whole-file path drops (`$x`, `.L…`, empty)
+//! belong to symbols `is_definition` already drops (size 0, NOTYPE).
 
 use std::fs::File;
 use std::io::{BufReader, Read};

@@ -262,7 +262,10 @@ mod tests {
     /// Every kind of record written here parses back, field for field.
     #[test]
     fn records_parse_back_in_profkits_layout() {
-        let layout = Layout { callchain: true };
+        let layout = Layout {
+            callchain: true,
+            user_stack: 0,
+        };
         let id = SampleId {
             pid: 7,
             tid: 8,

@@ -213,7 +213,10 @@ pub fn import_perf_data(perf_data: &Path, session: &Path) -> Result<ImportSummar
         .map_or(0, |d| d.as_nanos() as u64);
     let mut imp = Importer {
         stage: None,
-        layout: Layout { callchain: false },
+        layout: Layout {
+            callchain: false,
+            user_stack: 0,
+        },
         facts: FileFacts::default(),
         round_end: None,
         round_time: 0,

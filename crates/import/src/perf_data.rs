@@ -309,8 +309,11 @@ pub(crate) fn read<R: Read + Seek>(
             .map_or(0, |n| n.nr_cpus_online)
             .min(MAX_CLAIMED_CPUS),
     };
+    // The import restates samples without user stacks (DWARF call graphs
+    // of perf.data are not unwound yet: issue 15).
     let layout = Layout {
         callchain: facts.callchain,
+        user_stack: 0,
     };
     sink.start(&facts, layout, queues);
     let build_ids: HashMap<DsoKey, Vec<u8>> =

@@ -48,7 +48,7 @@
 //!
 //! let tmp = tempfile::tempdir()?;
 //! let session = tmp.path().join("session.pkl");
-//! let layout = Layout { callchain: false };
+//! let layout = Layout { callchain: false, user_stack: 0 };
 //! let stage = SyncStage::new(SyncOptions { layout, paths: Default::default(), use_procfs: false });
 //! let sink = FileSink::create(session.clone(), Default::default())?;
 //! let rings = SimRings(vec![profkit_perf::SimRing::new(0, 4096, layout)]);

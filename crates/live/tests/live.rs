@@ -17,7 +17,10 @@ use profkit_sync::{
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-const LAYOUT: Layout = Layout { callchain: false };
+const LAYOUT: Layout = Layout {
+    callchain: false,
+    user_stack: 0,
+};
 
 fn stage() -> SyncStage {
     SyncStage::new(SyncOptions {

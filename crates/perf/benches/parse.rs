@@ -62,7 +62,10 @@ fn reader_attr(layout: Layout) -> PerfEventAttr {
 
 fn bench(c: &mut Criterion) {
     for callchain in [false, true] {
-        let layout = Layout { callchain };
+        let layout = Layout {
+            callchain,
+            user_stack: 0,
+        };
         let (ring, n) = filled(layout);
         let info = RecordParseInfo::new(&reader_attr(layout), Endianness::LittleEndian);
         let mut g = c.benchmark_group(if callchain {

@@ -185,7 +185,16 @@ pub struct SamplerConfig {
     pub data_pages: usize,
     /// Start the events only when the target process calls exec (for `record`).
     pub enable_on_exec: bool,
+    /// Bytes of user stack to copy with the user registers per sample, for
+    /// DWARF unwinding (`Layout::user_stack`); 0 for none. A multiple of 8,
+    /// at most [`MAX_USER_STACK`].
+    pub user_stack: u32,
 }
+
+/// The largest user-stack copy per sample: the kernel keeps a sample under
+/// 64 KiB (its size is a u16), so perf caps `--call-graph dwarf,SIZE` at
+/// 65528 bytes.
+pub const MAX_USER_STACK: u32 = 65528;
 
 /// Default data pages per CPU ring: 128 pages = 512 KiB with 4 KiB pages.
 ///
@@ -209,6 +218,15 @@ impl SamplerConfig {
             callchain: false,
             data_pages: DEFAULT_DATA_PAGES,
             enable_on_exec: false,
+            user_stack: 0,
+        }
+    }
+
+    /// The record layout events opened with this configuration write.
+    pub fn layout(&self) -> crate::Layout {
+        crate::Layout {
+            callchain: self.callchain,
+            user_stack: self.user_stack,
         }
     }
 
@@ -243,6 +261,12 @@ impl SamplerConfig {
             return Err(Error::Config(
                 "--user-only and --kernel-only exclude each other".into(),
             ));
+        }
+        if self.user_stack % 8 != 0 || self.user_stack > MAX_USER_STACK {
+            return Err(Error::Config(format!(
+                "user stack size {} must be a multiple of 8 and at most {MAX_USER_STACK} bytes",
+                self.user_stack
+            )));
         }
         if self.data_pages == 0 || !self.data_pages.is_power_of_two() {
             return Err(Error::Config(format!(
@@ -342,6 +366,16 @@ mod tests {
         let e = c.validate().unwrap_err().to_string();
         assert!(e.contains("maximum sample rate"), "{e}");
         c.rate = Rate::Period(10000);
+        c.user_stack = 8190;
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("multiple of 8"));
+        c.user_stack = 65536;
+        assert!(c.validate().is_err());
+        c.user_stack = 8192;
+        c.validate().unwrap();
         c.data_pages = 3;
         assert!(c
             .validate()

@@ -5,7 +5,9 @@
 //! sample buffers, moved onto `perf_event_open`):
 //!
 //! - [`SamplerConfig`] / [`EventSpec`]: a validated description of what to
-//!   sample (event, frequency or period, target, exclusions, callchains).
+//!   sample (event, frequency or period, target, exclusions, callchains,
+//!   and for DWARF unwinding a copy of the user registers and stack:
+//!   `user_stack`, [`USER_REGS_MASK`]; parsed as [`Sample::user`]).
 //! - [`Sampler`]: one event per online CPU (per CPU and process with
 //!   `-p`), opened disabled and enabled together, each with its own mmap
 //!   ring ([`PerfRing`]); lost counts read back with `PERF_FORMAT_LOST`.
@@ -37,7 +39,7 @@
 //! ```
 //! use profkit_perf::{Layout, Record, RecordRing, SimRecord, SimRing};
 //!
-//! let layout = Layout { callchain: false };
+//! let layout = Layout { callchain: false, user_stack: 0 };
 //! let mut ring = SimRing::new(0, 4096, layout);
 //! ring.push(&SimRecord::Sample {
 //!     ip: 0x401000, pid: 7, tid: 7, time: 1, kernel: false, period: 1, callchain: vec![],
@@ -69,7 +71,7 @@ mod sim;
 
 pub use config::{
     format_cpu_list, online_cpus, parse_cpu_list, EventSpec, Rate, SamplerConfig, Target,
-    DEFAULT_DATA_PAGES, KNOWN_EVENTS,
+    DEFAULT_DATA_PAGES, KNOWN_EVENTS, MAX_USER_STACK,
 };
 pub use error::{
     explain_mmap_error, explain_open_error, monotonic_ns, page_size, read_sysctl, Error,
@@ -77,7 +79,8 @@ pub use error::{
 };
 pub use record::{
     kind, misc, Callchain, Comm, FileId, Layout, Mmap, ParseError, RawRecord, Record, Sample,
-    SampleId, Task, PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER,
+    SampleId, Task, UserStack, PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER,
+    USER_REGS_MASK,
 };
 pub use ring::{ReadStats, RecordRing};
 pub use sampler::{PerfRing, Sampler};

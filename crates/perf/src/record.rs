@@ -88,10 +88,35 @@ pub struct RawRecord<'a> {
 }
 
 /// The record layout profkit opens its events with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Layout {
     /// `PERF_SAMPLE_CALLCHAIN` is part of `sample_type`.
     pub callchain: bool,
+    /// Bytes of user stack each sample copies, with the user registers an
+    /// x86-64 unwinder needs ([`USER_REGS_MASK`]: bp, sp, ip): then
+    /// `PERF_SAMPLE_REGS_USER` and `PERF_SAMPLE_STACK_USER` are part of
+    /// `sample_type`. 0: neither (frame-pointer call graphs or none).
+    pub user_stack: u32,
+}
+
+/// `sample_regs_user` for DWARF unwinding on x86-64: BP, SP and IP (bits
+/// 6, 7 and 8 of `arch/x86/include/uapi/asm/perf_regs.h`); a sample holds
+/// them in bit order.
+pub const USER_REGS_MASK: u64 = 1 << 6 | 1 << 7 | 1 << 8;
+
+/// The user registers and stack bytes of a sample taken with
+/// [`Layout::user_stack`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserStack<'a> {
+    /// Frame pointer (BP).
+    pub bp: u64,
+    /// Stack pointer (SP): `stack` starts here.
+    pub sp: u64,
+    /// Instruction pointer (IP).
+    pub ip: u64,
+    /// The stack from `sp` up, as far as the kernel could copy it (its
+    /// `dyn_size`; bytes past it are stale and are not here).
+    pub stack: &'a [u8],
 }
 
 impl Layout {
@@ -104,6 +129,9 @@ impl Layout {
             | b::PERF_SAMPLE_PERIOD) as u64;
         if self.callchain {
             t |= b::PERF_SAMPLE_CALLCHAIN as u64;
+        }
+        if self.user_stack > 0 {
+            t |= (b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64;
         }
         t
     }
@@ -145,9 +173,23 @@ pub struct Sample<'a> {
     pub cpumode: u16,
     /// The callchain, if the layout has one.
     pub callchain: Callchain<'a>,
+    /// The user registers and stack part (checked; read with
+    /// [`Sample::user`]): empty unless the layout copies user stacks.
+    pub user_part: &'a [u8],
 }
 
-impl Sample<'_> {
+impl<'a> Sample<'a> {
+    /// The user registers and stack, if the layout copies them and the
+    /// sample was taken with a user context (not in a kernel thread).
+    /// (Kept as bytes in the record, checked by the parser and read here,
+    /// so samples of other layouts stay as small as before.)
+    pub fn user(&self) -> Option<UserStack<'a>> {
+        if self.user_part.is_empty() {
+            return None;
+        }
+        user_stack(self.user_part, 0).flatten()
+    }
+
     /// True for samples taken in kernel (or guest kernel / hypervisor) mode.
     pub fn is_kernel(&self) -> bool {
         matches!(
@@ -358,6 +400,35 @@ fn cstr(b: &[u8]) -> &[u8] {
     }
 }
 
+/// The `PERF_SAMPLE_REGS_USER` and `PERF_SAMPLE_STACK_USER` parts of a
+/// sample body from `at`: `abi`, then (abi not 0) the [`USER_REGS_MASK`]
+/// registers; `size`, then (size not 0) `size` bytes and `dyn_size`.
+/// `Some(None)` for a sample without a user context; `None` if malformed.
+/// Out of line: the parser of every other layout stays as small as before.
+#[inline(never)]
+fn user_stack(body: &[u8], at: usize) -> Option<Option<UserStack<'_>>> {
+    let abi = u64_at(body, at)?;
+    let (regs, at) = if abi != 0 {
+        let r = (
+            u64_at(body, at + 8)?,
+            u64_at(body, at + 16)?,
+            u64_at(body, at + 24)?,
+        );
+        (Some(r), at + 32)
+    } else {
+        (None, at + 8)
+    };
+    let size = usize::try_from(u64_at(body, at)?).ok()?;
+    let stack = if size > 0 {
+        let data = body.get(at + 8..(at + 8).checked_add(size)?)?;
+        let dyn_size = u64_at(body, at + 8 + size)?;
+        &data[..usize::try_from(dyn_size).ok()?.min(size)]
+    } else {
+        &[]
+    };
+    Some(regs.map(|(bp, sp, ip)| UserStack { bp, sp, ip, stack }))
+}
+
 fn trailer(body: &[u8]) -> Option<(SampleId, &[u8])> {
     let n = body.len().checked_sub(Layout::TRAILER)?;
     let t = &body[n..];
@@ -395,6 +466,13 @@ impl Layout {
                 } else {
                     Callchain::default()
                 };
+                let user_part: &[u8] = if self.user_stack > 0 {
+                    let end = if self.callchain { 48 + callchain.0.len() } else { 40 };
+                    user_stack(body, end)?;
+                    &body[end..]
+                } else {
+                    &[]
+                };
                 Record::Sample(Sample {
                     ip: u64_at(body, 0)?,
                     pid: u32_at(body, 8)?,
@@ -404,6 +482,7 @@ impl Layout {
                     period: u64_at(body, 32)?,
                     cpumode: r.misc & misc::CPUMODE_MASK,
                     callchain,
+                    user_part,
                 })
             }
             kind::MMAP2 => {

@@ -20,10 +20,7 @@ fn make_attr(config: &SamplerConfig, with_build_id: bool, data_bytes: usize) -> 
         type_: config.event.type_,
         size: std::mem::size_of::<b::perf_event_attr>() as u32,
         config: config.event.config,
-        sample_type: Layout {
-            callchain: config.callchain,
-        }
-        .sample_type(),
+        sample_type: config.layout().sample_type(),
         read_format: b::PERF_FORMAT_LOST as u64,
         ..Default::default()
     };
@@ -38,6 +35,16 @@ fn make_attr(config: &SamplerConfig, with_build_id: bool, data_bytes: usize) -> 
     attr.set_exclude_user(config.exclude_user as u64);
     attr.set_exclude_kernel(config.exclude_kernel as u64);
     attr.set_exclude_hv(1);
+    if config.user_stack > 0 {
+        // DWARF unwinding: the user part of the stack comes from the
+        // copied registers and stack, not the frame-pointer walk (as
+        // `perf record --call-graph dwarf`).
+        attr.sample_regs_user = crate::USER_REGS_MASK;
+        attr.sample_stack_user = config.user_stack;
+        if config.callchain {
+            attr.set_exclude_callchain_user(1);
+        }
+    }
     attr.set_mmap(1);
     attr.set_mmap2(1);
     attr.set_build_id(with_build_id as u64);
@@ -346,9 +353,7 @@ impl Sampler {
         Ok(Self {
             rings,
             extra,
-            layout: Layout {
-                callchain: config.callchain,
-            },
+            layout: config.layout(),
         })
     }
 

@@ -34,6 +34,30 @@ pub enum SimRecord {
         /// Callchain entries (only encoded when the layout has callchains).
         callchain: Vec<u64>,
     },
+    /// A user-mode sample with its user registers and stack bytes (encoded
+    /// as such when the layout copies user stacks, [`Layout::user_stack`];
+    /// else like [`SimRecord::Sample`]).
+    UserSample {
+        /// Instruction pointer (also the IP register).
+        ip: u64,
+        /// Process id.
+        pid: u32,
+        /// Thread id.
+        tid: u32,
+        /// Time.
+        time: u64,
+        /// Period.
+        period: u64,
+        /// Callchain entries (kernel part; only with a callchain layout).
+        callchain: Vec<u64>,
+        /// Frame pointer.
+        bp: u64,
+        /// Stack pointer.
+        sp: u64,
+        /// Stack bytes from `sp` up: the first `layout.user_stack` are
+        /// copied, and the kernel's `dyn_size` is how many of them exist.
+        stack: Vec<u8>,
+    },
     /// MMAP2 in the inode form (`build_id: None`) or build-id form.
     Mmap2 {
         /// Process id.
@@ -155,11 +179,36 @@ fn push_trailer(v: &mut Vec<u8>, pid: u32, tid: u32, time: u64, cpu: u32) {
     push_u32(v, 0);
 }
 
+/// The fields every sample starts with in profkit's layout, and its
+/// callchain when the layout has one.
+fn sample_prefix(
+    v: &mut Vec<u8>,
+    cpu: u32,
+    layout: Layout,
+    (ip, pid, tid, time, period): (u64, u32, u32, u64, u64),
+    callchain: &[u64],
+) {
+    push_u64(v, ip);
+    push_u32(v, pid);
+    push_u32(v, tid);
+    push_u64(v, time);
+    push_u32(v, cpu);
+    push_u32(v, 0);
+    push_u64(v, period);
+    if layout.callchain {
+        push_u64(v, callchain.len() as u64);
+        for ip in callchain {
+            push_u64(v, *ip);
+        }
+    }
+}
+
 impl SimRecord {
     /// The time this record carries (for LOST records written before it).
     pub fn time(&self) -> u64 {
         match self {
             SimRecord::Sample { time, .. }
+            | SimRecord::UserSample { time, .. }
             | SimRecord::Mmap2 { time, .. }
             | SimRecord::Comm { time, .. }
             | SimRecord::Fork { time, .. }
@@ -185,21 +234,51 @@ impl SimRecord {
                 period,
                 callchain,
             } => {
-                push_u64(&mut v, *ip);
-                push_u32(&mut v, *pid);
-                push_u32(&mut v, *tid);
-                push_u64(&mut v, *time);
-                push_u32(&mut v, cpu);
-                push_u32(&mut v, 0);
-                push_u64(&mut v, *period);
-                if layout.callchain {
-                    push_u64(&mut v, callchain.len() as u64);
-                    for ip in callchain {
-                        push_u64(&mut v, *ip);
-                    }
+                sample_prefix(
+                    &mut v,
+                    cpu,
+                    layout,
+                    (*ip, *pid, *tid, *time, *period),
+                    callchain,
+                );
+                if layout.user_stack > 0 {
+                    push_u64(&mut v, 0); // PERF_SAMPLE_REGS_ABI_NONE: no user context
+                    push_u64(&mut v, 0); // no stack copied
                 }
                 let m = if *kernel { misc::KERNEL } else { misc::USER };
                 (kind::SAMPLE, m, v)
+            }
+            SimRecord::UserSample {
+                ip,
+                pid,
+                tid,
+                time,
+                period,
+                callchain,
+                bp,
+                sp,
+                stack,
+            } => {
+                sample_prefix(
+                    &mut v,
+                    cpu,
+                    layout,
+                    (*ip, *pid, *tid, *time, *period),
+                    callchain,
+                );
+                if layout.user_stack > 0 {
+                    push_u64(&mut v, 2); // PERF_SAMPLE_REGS_ABI_64
+                    for r in [*bp, *sp, *ip] {
+                        push_u64(&mut v, r); // USER_REGS_MASK, in bit order
+                    }
+                    let size = layout.user_stack as usize;
+                    push_u64(&mut v, size as u64);
+                    let n = stack.len().min(size);
+                    v.extend_from_slice(&stack[..n]);
+                    v.resize(v.len() + size - n, 0xee); // stale bytes past dyn_size
+                    push_u64(&mut v, n as u64);
+                }
+                (kind::SAMPLE, misc::USER, v)
             }
             SimRecord::Mmap2 {
                 pid,

@@ -54,7 +54,10 @@ fn mmaps(ring: &mut SimRing, t: &mut u64) {
 /// hot processes), and one ring full of their samples: the task changes
 /// about every 50 samples, the binary about every 10.
 fn setup() -> (SyncStage, SimRing, u64) {
-    let layout = Layout { callchain: false };
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+    };
     let mut stage = stage(layout);
     let mut ring = SimRing::new(0, RING, layout);
     let mut t = 1;
@@ -318,7 +321,10 @@ fn kernel_maps(stage: &mut SyncStage) {
 /// Like [`setup`], with call graphs: one ring full of [`CallGraphStream`]
 /// samples, and a stage that has seen the stream's stacks once (steady state).
 fn setup_g() -> (SyncStage, SimRing, u64) {
-    let layout = Layout { callchain: true };
+    let layout = Layout {
+        callchain: true,
+        user_stack: 0,
+    };
     let mut stage = stage(layout);
     kernel_maps(&mut stage);
     let mut ring = SimRing::new(0, RING, layout);
@@ -340,7 +346,10 @@ fn setup_g() -> (SyncStage, SimRing, u64) {
 /// file would hold: 32-byte chunk frames and payloads (samples, stack,
 /// cookie and task definitions, module loads), plus header and footer.
 fn session_size(callchain: bool, samples: usize) -> (u64, u64, u64, u64, usize) {
-    let layout = Layout { callchain };
+    let layout = Layout {
+        callchain,
+        user_stack: 0,
+    };
     let mut stage = stage(layout);
     kernel_maps(&mut stage);
     let mut rings: Vec<SimRing> = (0..4).map(|c| SimRing::new(c, 8 << 20, layout)).collect();

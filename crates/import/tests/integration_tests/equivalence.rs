@@ -63,7 +63,10 @@ fn sample(pid: u32, tid: u32, ip: u64, kernel: bool, callchain: Vec<u64>, time: 
 
 /// Per CPU, the records in ring order (times increasing).
 fn scenario() -> Vec<(u32, Vec<RawRec>)> {
-    let layout = Layout { callchain: true };
+    let layout = Layout {
+        callchain: true,
+        user_stack: 0,
+    };
     let enc = |cpu: u32, recs: Vec<SimRecord>| -> Vec<RawRec> {
         recs.iter().map(|r| r.encode(cpu, layout)).collect()
     };
@@ -228,7 +231,10 @@ fn cookie(ino: u64) -> Cookie {
 
 #[test]
 fn a_simring_scenario_and_its_perf_data_give_the_same_session() {
-    let layout = Layout { callchain: true };
+    let layout = Layout {
+        callchain: true,
+        user_stack: 0,
+    };
     let records = scenario();
 
     // The live path.
@@ -353,7 +359,10 @@ fn a_simring_scenario_and_its_perf_data_give_the_same_session() {
 /// `/sys/kernel/notes`), with device and inode kept in the definition.
 #[test]
 fn build_ids_from_perf_data_give_the_live_cookies() {
-    let layout = Layout { callchain: false };
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+    };
     let app_id = [0xaa; 20];
     let kernel_id = [0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88];
     let recs: Vec<RawRec> = [

@@ -8,7 +8,11 @@ use profkit_perf::Layout;
 use std::path::Path;
 
 fn sample_type() -> u64 {
-    Layout { callchain: false }.sample_type()
+    Layout {
+        callchain: false,
+        user_stack: 0,
+    }
+    .sample_type()
 }
 
 /// The byte offset of the feature table of a file written by the test
@@ -112,7 +116,10 @@ fn an_auxtrace_record_claiming_terabytes_is_refused() {
 #[test]
 fn a_hundred_thousand_mappings_and_a_fork_storm_resolve() {
     use profkit_perf::SimRecord;
-    let layout = Layout { callchain: false };
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+    };
     const MAPS: u64 = 100_000;
     const FORKS: u32 = 5_000;
     let mut recs: Vec<SimRecord> = Vec::new();

@@ -346,3 +346,75 @@ fn unprivileged_open_prints_the_paranoid_level() {
         "{line}"
     );
 }
+
+/// Issue 15 groundwork: events opened with a user-stack size copy the user
+/// registers and stack into each sample, and the copy is this thread's real
+/// stack: the IP register is the sample's IP, and the bytes from SP hold a
+/// return address into this test binary (the caller of `spin`).
+#[test]
+fn user_stack_samples_carry_the_registers_and_the_real_stack() {
+    let text = own_text_ranges();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = Arc::clone(&stop);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        tx.send(gettid()).unwrap();
+        std::hint::black_box(spin(&s2))
+    });
+    let tid = rx.recv().unwrap();
+    // The spinning thread itself (perf_event_open takes a thread id).
+    let mut config = SamplerConfig::new(EventSpec::parse("task-clock").unwrap());
+    config.rate = Rate::Frequency(500);
+    config.target = Target::Pids(vec![tid as i32]);
+    config.user_stack = 8192;
+    config.data_pages = 512;
+    let Some(mut sampler) = open_or_skip(&config) else {
+        stop.store(true, Ordering::Relaxed);
+        worker.join().unwrap();
+        return;
+    };
+    sampler.enable().unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    sampler.disable().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    worker.join().unwrap();
+    let layout = sampler.layout();
+    assert_eq!(layout.user_stack, config.user_stack);
+    let (mut user, mut with_return) = (0, 0);
+    let mut all: std::collections::BTreeMap<String, usize> = Default::default();
+    for ring in sampler.rings_mut() {
+        ring.read_records(|raw| {
+            let p = layout.parse(raw);
+            let what = match &p {
+                Ok(Record::Sample(s)) => format!("sample of {}", s.tid),
+                Ok(_) => "other".into(),
+                Err(e) => format!("{e}"),
+            };
+            *all.entry(what).or_default() += 1;
+            if let Ok(Record::Sample(s)) = p {
+                if s.tid != tid || s.is_kernel() {
+                    return true;
+                }
+                let u = s.user().expect("a user-mode sample has user registers");
+                assert_eq!(u.ip, s.ip);
+                assert!(u.sp != 0 && u.sp % 8 == 0, "sp {:#x}", u.sp);
+                assert!(!u.stack.is_empty() && u.stack.len() <= 8192);
+                user += 1;
+                let returns_here = u.stack.chunks_exact(8).any(|w| {
+                    let a = u64::from_ne_bytes(w.try_into().unwrap());
+                    text.iter().any(|&(lo, hi)| a >= lo && a < hi)
+                });
+                with_return += usize::from(returns_here);
+            }
+            true
+        });
+    }
+    assert!(
+        user > 20,
+        "{user} user samples of the spinning thread {tid}: {all:?}"
+    );
+    assert!(
+        with_return * 10 >= user * 9,
+        "{with_return} of {user} stacks hold a return address into the test binary"
+    );
+}

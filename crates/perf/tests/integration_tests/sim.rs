@@ -2,7 +2,9 @@
 //! buffer size, every record is read exactly once and in order, or counted in
 //! a LOST record; wrapped records arrive intact; partial drains resume.
 
-use profkit_perf::{kind, Layout, RawRecord, Record, RecordRing, SimRecord, SimRing};
+use profkit_perf::{
+    kind, Layout, RawRecord, Record, RecordRing, SimRecord, SimRing, PERF_CONTEXT_KERNEL,
+};
 use proptest::prelude::*;
 
 const TEST_KIND: u32 = 0x7000;
@@ -41,7 +43,10 @@ fn drain(
     read: &mut u64,
 ) {
     let mut taken = 0usize;
-    let layout = Layout { callchain: false };
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+    };
     ring.read_records(|r: RawRecord<'_>| {
         if limit.is_some_and(|l| taken >= l) {
             return false;
@@ -89,7 +94,7 @@ proptest! {
         size_log in 6u32..13,
         ops in prop::collection::vec(op(), 1..60),
     ) {
-        let mut ring = SimRing::new(3, 1 << size_log, Layout { callchain: false });
+        let mut ring = SimRing::new(3, 1 << size_log, Layout { callchain: false, user_stack: 0 });
         let mut produced: Vec<(u64, usize, bool)> = Vec::new();
         let mut next_expected = 0u64;
         let (mut lost_seen, mut read) = (0u64, 0u64);
@@ -122,7 +127,10 @@ proptest! {
 #[test]
 fn typed_records_round_trip_through_the_ring() {
     for callchain in [false, true] {
-        let layout = Layout { callchain };
+        let layout = Layout {
+            callchain,
+            user_stack: 0,
+        };
         let mut ring = SimRing::new(1, 1024, layout);
         let recs = vec![
             SimRecord::Comm {
@@ -225,7 +233,10 @@ fn typed_records_round_trip_through_the_ring() {
 
 #[test]
 fn short_records_are_errors_not_panics() {
-    let layout = Layout { callchain: true };
+    let layout = Layout {
+        callchain: true,
+        user_stack: 0,
+    };
     for k in [
         kind::SAMPLE,
         kind::MMAP2,
@@ -250,7 +261,10 @@ fn short_records_are_errors_not_panics() {
 
 #[test]
 fn lost_record_is_written_where_space_returned() {
-    let layout = Layout { callchain: false };
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+    };
     let mut ring = SimRing::new(0, 256, layout);
     let s = |t| SimRecord::Sample {
         ip: t,
@@ -281,4 +295,93 @@ fn lost_record_is_written_where_space_returned() {
         true
     });
     assert_eq!(kinds, [9, 9, 9, 9, 9, kind::LOST, 9]);
+}
+
+/// Issue 15 groundwork: the user registers and stack of a sample, encoded
+/// as the kernel writes them (abi, bp/sp/ip, size, bytes, dyn_size), parse
+/// back; bytes past `dyn_size` are not handed out; a sample without a user
+/// context (abi 0, size 0) has none; a truncated body is an error.
+#[test]
+fn user_registers_and_stack_round_trip() {
+    let layout = Layout {
+        callchain: true,
+        user_stack: 64,
+    };
+    let stack: Vec<u8> = (0..40u8).collect();
+    let rec = SimRecord::UserSample {
+        ip: 0x401000,
+        pid: 7,
+        tid: 8,
+        time: 9,
+        period: 1,
+        callchain: vec![PERF_CONTEXT_KERNEL, 0xffff_ffff_8100_0000],
+        bp: 0x7ffc_0000_1000,
+        sp: 0x7ffc_0000_0f00,
+        stack: stack.clone(),
+    };
+    let (k, m, body) = rec.encode(0, layout);
+    let raw = RawRecord {
+        kind: k,
+        misc: m,
+        body: &body,
+    };
+    let Ok(Record::Sample(s)) = layout.parse(raw) else {
+        panic!("not a sample");
+    };
+    let u = s.user().expect("user registers");
+    assert_eq!(
+        (u.bp, u.sp, u.ip),
+        (0x7ffc_0000_1000, 0x7ffc_0000_0f00, 0x401000)
+    );
+    assert_eq!(u.stack, &stack[..]);
+    assert_eq!(s.callchain.len(), 2);
+    // A kernel thread's sample: no user context.
+    let kernel = SimRecord::Sample {
+        ip: 0xffff_ffff_8100_0010,
+        pid: 0,
+        tid: 0,
+        time: 10,
+        kernel: true,
+        period: 1,
+        callchain: vec![],
+    };
+    let (k, m, body) = kernel.encode(0, layout);
+    let Ok(Record::Sample(s)) = layout.parse(RawRecord {
+        kind: k,
+        misc: m,
+        body: &body,
+    }) else {
+        panic!("not a sample");
+    };
+    assert_eq!(s.user(), None);
+    // Without user stacks in the layout the same record has none.
+    let plain = Layout {
+        callchain: true,
+        user_stack: 0,
+    };
+    let (k, m, body) = rec.encode(0, plain);
+    let Ok(Record::Sample(s)) = plain.parse(RawRecord {
+        kind: k,
+        misc: m,
+        body: &body,
+    }) else {
+        panic!("not a sample");
+    };
+    assert_eq!(s.user(), None);
+    assert_eq!(plain.sample_type() & (1 << 12 | 1 << 13), 0);
+    assert_eq!(
+        layout.sample_type() & (1 << 12 | 1 << 13),
+        1 << 12 | 1 << 13
+    );
+    // Cut anywhere inside the user part: an error, never a short stack.
+    let (k, m, body) = rec.encode(0, layout);
+    for cut in [body.len() - 8, body.len() - 40, 48 + 16 + 8] {
+        assert!(layout
+            .parse(RawRecord {
+                kind: k,
+                misc: m,
+                body: &body[..cut]
+            })
+            .is_err());
+    }
 }

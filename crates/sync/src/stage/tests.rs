@@ -23,7 +23,10 @@ fn proc_maps_and_mmap2_records_agree_on_anonymous_code() {
          7f2000000000-7f2000010000 r-xp 00000000 00:05 3 /dev/zero (deleted)\n",
     )
     .unwrap();
-    let layout = Layout { callchain: false };
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+    };
     let mut stage = SyncStage::new(SyncOptions {
         layout,
         paths: ProcPaths {

@@ -13,7 +13,10 @@ use profkit_sync::{
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-const G: Layout = Layout { callchain: true };
+const G: Layout = Layout {
+    callchain: true,
+    user_stack: 0,
+};
 const KTEXT: u64 = 0xffff_ffff_8100_0000;
 const KLEN: u64 = 0x100_0000;
 const MODBASE: u64 = 0xffff_ffff_c000_0000;

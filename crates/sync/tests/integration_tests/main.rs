@@ -20,7 +20,10 @@ pub fn sim_stage(layout: Layout) -> SyncStage {
 }
 
 pub fn sim_recorder(dir: &Path, rings: Vec<SimRing>, buffer_bytes: usize) -> Recorder<SimRings> {
-    let layout = Layout { callchain: false };
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+    };
     let header = SessionHeader {
         cpus: rings.iter().map(profkit_perf::RecordRing::cpu).collect(),
         ..Default::default()

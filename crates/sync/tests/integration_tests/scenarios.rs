@@ -67,7 +67,7 @@ proptest! {
         steps in (1u32..4).prop_flat_map(|n| prop::collection::vec(step(n), 1..400)),
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let rings: Vec<SimRing> = (0..ncpu).map(|c| SimRing::new(c, 1 << ring_log, Layout { callchain: false })).collect();
+        let rings: Vec<SimRing> = (0..ncpu).map(|c| SimRing::new(c, 1 << ring_log, Layout { callchain: false, user_stack: 0 })).collect();
         let mut rec = sim_recorder(dir.path(), rings, 64 << 20);
         // Three processes, two file mappings each, all announced on cpu 0.
         let maps = |p: usize, m: usize| (0x400000 + (p as u64) * 0x100000 + (m as u64) * 0x10000, 0x8000u64, (m as u64) * 0x1000, (p * 2 + m) as u64 + 1);
@@ -123,7 +123,10 @@ proptest! {
 
 #[test]
 fn samples_of_an_exited_process_in_another_rings_keep_task_and_binary() {
-    let layout = Layout { callchain: false };
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+    };
     let mut stage = sim_stage(layout);
     let mut rings: Vec<SimRing> = (0..2).map(|c| SimRing::new(c, 4096, layout)).collect();
     rings[0].push(&mmap(7, 0x400000, 0x1000, 0, 42, 1));
@@ -170,7 +173,10 @@ fn samples_of_an_exited_process_in_another_rings_keep_task_and_binary() {
 
 #[test]
 fn a_mapping_seen_on_a_later_cpu_in_the_same_round_still_resolves() {
-    let layout = Layout { callchain: false };
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+    };
     let mut stage = sim_stage(layout);
     let mut rings: Vec<SimRing> = (0..2).map(|c| SimRing::new(c, 4096, layout)).collect();
     rings[0].push(&sample(9, 9, 0x7000_0010, 5));
@@ -201,7 +207,10 @@ fn a_mapping_seen_on_a_later_cpu_in_the_same_round_still_resolves() {
 
 #[test]
 fn unmapped_samples_are_counted_not_dropped_silently() {
-    let layout = Layout { callchain: false };
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+    };
     let mut stage = sim_stage(layout);
     let mut rings = vec![SimRing::new(0, 4096, layout)];
     rings[0].push(&mmap(3, 0x1000, 0x1000, 0, 1, 1));
@@ -268,7 +277,10 @@ fn a_child_whose_fork_comes_a_round_late_resolves_before_and_after_its_exec() {
     // FORK reaches CPU 0's ring after the ring was drained. Pid 4 runs on
     // CPU 1: a sample in the parent's code, its exec, its new binary, a
     // sample there — all in round 1. The FORK arrives in round 2.
-    let layout = Layout { callchain: false };
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+    };
     let mut stage = sim_stage(layout);
     let mut rings = vec![SimRing::new(0, 4096, layout), SimRing::new(1, 4096, layout)];
     rings[0].push(&mmap(3, 0x1000, 0x1000, 0, 1, 1));
@@ -355,7 +367,10 @@ impl Feeder {
 fn a_stalled_writer_costs_only_the_rounds_that_did_not_fit() {
     use profkit_sync::{Recorder, RecorderOptions, SimRings};
     let dir = tempfile::tempdir().unwrap();
-    let layout = Layout { callchain: false };
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+    };
     let gate = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
     let sink = Stalling {
         inner: profkit_sync::FileSink::create(dir.path().join("session.pkl"), Default::default())
@@ -461,7 +476,10 @@ fn a_stalled_writer_costs_only_the_rounds_that_did_not_fit() {
 /// test under load lost the whole fixture this way.)
 #[test]
 fn a_fork_record_drained_after_the_childs_exec_keeps_the_exec_mappings() {
-    let layout = Layout { callchain: false };
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+    };
     let mut stage = sim_stage(layout);
     let mut rings: Vec<SimRing> = (0..2).map(|c| SimRing::new(c, 4096, layout)).collect();
     // The parent and its binary.
@@ -499,7 +517,10 @@ fn a_fork_record_drained_after_the_childs_exec_keeps_the_exec_mappings() {
 
 #[test]
 fn a_thread_seen_before_its_process_exec_gets_the_new_name() {
-    let layout = Layout { callchain: false };
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+    };
     let mut stage = sim_stage(layout);
     let mut rings: Vec<SimRing> = (0..2).map(|c| SimRing::new(c, 4096, layout)).collect();
     rings[0].push(&SimRecord::Comm {
@@ -566,7 +587,10 @@ fn lost_mmaps_are_recovered_from_proc() {
         "00400000-00402000 r-xp 00001000 08:01 99 /no/such/bin\n7f0000000000-7f0000001000 rwxp 00000000 00:00 0 \n",
     )
     .unwrap();
-    let layout = Layout { callchain: false };
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+    };
     let mut stage = profkit_sync::SyncStage::new(profkit_sync::SyncOptions {
         layout,
         paths: profkit_sync::ProcPaths {
@@ -601,7 +625,10 @@ fn lost_mmaps_are_recovered_from_proc() {
 
 #[test]
 fn fork_exec_storms_leave_no_trace_in_the_tables() {
-    let layout = Layout { callchain: false };
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+    };
     let mut stage = sim_stage(layout);
     let mut rings: Vec<SimRing> = (0..2).map(|c| SimRing::new(c, 1 << 16, layout)).collect();
     rings[0].push(&mmap(1, 0x400000, 0x1000, 0, 1, 1));
@@ -688,7 +715,10 @@ impl ChunkSink for Full {
 #[test]
 fn a_failing_sink_surfaces_as_typed_dump_and_footer_errors() {
     use profkit_sync::{Error, Recorder, RecorderOptions, SimRings};
-    let layout = Layout { callchain: false };
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+    };
     let mut rings = vec![SimRing::new(0, 1 << 16, layout)];
     rings[0].push(&mmap(5, 0x400000, 0x10000, 0, 9, 1));
     rings[0].push(&sample(5, 5, 0x400010, 2));

@@ -467,7 +467,11 @@ impl Layout {
                     Callchain::default()
                 };
                 let user_part: &[u8] = if self.user_stack > 0 {
-                    let end = if self.callchain { 48 + callchain.0.len() } else { 40 };
+                    let end = if self.callchain {
+                        48 + callchain.0.len()
+                    } else {
+                        40
+                    };
                     user_stack(body, end)?;
                     &body[end..]
                 } else {

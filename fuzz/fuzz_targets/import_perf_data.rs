@@ -18,9 +18,11 @@ fuzz_target!(|data: &[u8]| {
     }
     let session = dir.path().join("s").join("session.pkl");
     if profkit_import::import_perf_data(&p, &session).is_ok() {
-        let r = profkit_eventlog::SessionReader::open(&session).expect("the import's own session reads");
+        let r = profkit_eventlog::SessionReader::open(&session)
+            .expect("the import's own session reads");
         for c in r.chunks() {
-            r.for_each_sample(c, |_| {}, |_| {}).expect("the import's own chunks decode");
+            r.for_each_sample(c, |_| {}, |_| {})
+                .expect("the import's own chunks decode");
         }
     }
 });

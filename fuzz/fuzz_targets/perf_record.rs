@@ -11,17 +11,33 @@ fuzz_target!(|data: &[u8]| {
     let kind = u32::from_le_bytes([data[0], data[1], data[2], data[3]]) % 32;
     let misc = u16::from_le_bytes([data[4], data[5]]);
     let body = &data[8..];
+    // With and without callchains and user stacks (the stack size from
+    // the input, any multiple of 8 up to 512).
+    let user = (u32::from(data[6]) % 65) * 8;
     for callchain in [false, true] {
-        let layout = Layout { callchain };
-        let _ = layout.parse(RawRecord { kind, misc, body });
+        for user_stack in [0, user] {
+            let layout = Layout {
+                callchain,
+                user_stack,
+            };
+            if let Ok(profkit_perf::Record::Sample(s)) =
+                layout.parse(RawRecord { kind, misc, body })
+            {
+                let _ = s.user();
+            }
+        }
     }
     // Whole records through a small ring, wrapped at arbitrary points.
-    let mut ring = SimRing::new(0, 256, Layout { callchain: true });
+    let layout = Layout {
+        callchain: true,
+        user_stack: 0,
+    };
+    let mut ring = SimRing::new(0, 256, layout);
     for chunk in body.chunks(data[6] as usize % 64 + 8) {
         let n = chunk.len() / 8 * 8;
         ring.push_raw(kind, misc, &chunk[..n]);
         ring.read_records(|r| {
-            let _ = Layout { callchain: true }.parse(r);
+            let _ = layout.parse(r);
             data[7] % 3 != 0
         });
     }

@@ -6,10 +6,14 @@
 //! hang or unbounded memory.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use profkit_report::{build_report, render, Format, NoProgress, ReportOptions, Session, SymbolSources};
+use profkit_report::{
+    build_report, render, Format, NoProgress, ReportOptions, Session, SymbolSources,
+};
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&mode, rest)) = data.split_first() else { return };
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
     let Ok(dir) = tempfile::tempdir() else { return };
     let d = dir.path();
     let mut parts = rest.split(|&b| b == 0xfe);
@@ -31,7 +35,9 @@ fuzz_target!(|data: &[u8]| {
             return;
         }
     }
-    let Ok(session) = Session::open(d) else { return };
+    let Ok(session) = Session::open(d) else {
+        return;
+    };
     let opts = ReportOptions {
         symbols: true,
         stacks: true,

@@ -497,7 +497,7 @@ fn per_image(v: &serde_json::Value) -> std::collections::BTreeMap<String, f64> {
 /// One workload recorded at once by `perf record -a` and `profctl start
 /// -a`: `profreport --import perf.data` and `profreport` on the native
 /// session give each binary of the workload's process the same share
-/// within a point (the process's samples only: idle CPUs are sampled
+/// within 1.5 points (the process's samples only: idle CPUs are sampled
 /// erratically by both). The two recordings go through one resolution
 /// path, the sync stage, so they can only differ by sampling; the
 /// workload works in turns of 10 ms, long against the 250 µs sampling
@@ -593,8 +593,13 @@ fn live_perf_data_import_and_native_session_agree_per_binary() {
             n.get(image).copied().unwrap_or(0.0),
             i.get(image).copied().unwrap_or(0.0),
         );
+        // Quiet: within 0.35 points (6 runs). With the other tests of
+        // this binary running beside it, a gap of 1.13 points was seen
+        // once (kernel 30.53 / 31.67): both samplers see the same process,
+        // at different instants of a contended CPU. A resolution bug costs
+        // whole binaries, or many points.
         assert!(
-            (a - b).abs() <= 1.0,
+            (a - b).abs() <= 1.5,
             "{image}: {a} % natively, {b} % imported"
         );
     }

@@ -163,13 +163,14 @@ impl Cache {
             Ok(f) => f,
             Err(e) => return Some(Cached::Failed(Error::io(path, e).to_string())),
         };
-        let build_id = crate::elf_range::build_id(&file)?;
+        // Not ELF64 little-endian: the whole-file path reads it.
+        let headers = crate::elf_range::headers(&file)?;
         if let Some(want) = expect {
-            if build_id.as_deref() != Some(want) {
-                return Some(Cached::BuildIdOnly(build_id));
+            if headers.build_id.as_deref() != Some(want) {
+                return Some(Cached::BuildIdOnly(headers.build_id));
             }
         }
-        match crate::elf_range::parse(path, &file, &meta, cfg, wanted) {
+        match crate::elf_range::parse(path, &file, &meta, headers, cfg, wanted) {
             Ok(Some(image)) => {
                 self.parses.fetch_add(1, Ordering::Relaxed);
                 Some(Cached::Parsed(Arc::new(image)))

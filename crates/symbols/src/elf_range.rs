@@ -102,8 +102,8 @@ struct Table {
 /// What the headers of an ELF64 little-endian file say, read by range
 /// through `object`'s low-level API (its `ElfFile` would read both symbol
 /// tables whole to parse).
-struct Headers {
-    build_id: Option<Vec<u8>>,
+pub(crate) struct Headers {
+    pub build_id: Option<Vec<u8>>,
     debuglink: Option<(Vec<u8>, u32)>,
     relocatable: bool,
     segments: Vec<Segment>,
@@ -114,7 +114,7 @@ struct Headers {
 
 /// The headers of `file`; `None` when it is not ELF64 little-endian (the
 /// whole-file path reads it, and words any error).
-fn headers(file: &File) -> Option<Headers> {
+pub(crate) fn headers(file: &File) -> Option<Headers> {
     type Elf = elf::FileHeader64<Endianness>;
     let cache = ReadCache::new(file);
     let header = Elf::parse(&cache).ok()?;
@@ -207,13 +207,8 @@ fn headers(file: &File) -> Option<Headers> {
     })
 }
 
-/// The build-id of `file`, if it is an ELF64 little-endian file (`None`:
-/// another kind, for the whole-file path).
-pub(crate) fn build_id(file: &File) -> Option<Option<Vec<u8>>> {
-    headers(file).map(|h| h.build_id)
-}
-
-/// Parses `file` (the regular file `path`, metadata `meta`) for the
+/// Parses `file` (the regular file `path`, metadata `meta`, headers `h`
+/// from [`headers`]) for the
 /// symbols that cover the file offsets `wanted` (and their aliases),
 /// reading only headers, the symbol tables and those symbols' names:
 /// every wanted offset finds the symbol the whole table would give it.
@@ -229,15 +224,13 @@ pub(crate) fn parse(
     path: &Path,
     file: &File,
     meta: &std::fs::Metadata,
+    h: Headers,
     cfg: &LoadConfig<'_>,
     wanted: &[u64],
 ) -> Result<Option<ElfImage>, Error> {
     if cfg.debug_info {
         return Ok(None);
     }
-    let Some(h) = headers(file) else {
-        return Ok(None);
-    };
     if h.relocatable || h.extended_indices {
         return Ok(None);
     }
@@ -268,7 +261,7 @@ pub(crate) fn parse(
             .as_ref()
             .map(|(name, crc)| (name.as_slice(), *crc));
         if let Some(found) = find_debug_path(path, build_id.as_deref(), link, cfg.debug_dirs) {
-            let Some(dh) = headers(&found.1) else {
+            let Some(dh) = found.3 else {
                 return Ok(None); // not ELF64 LE: the whole-file path reads both
             };
             let Some(mut t) = dh
@@ -369,37 +362,40 @@ pub(crate) fn parse(
 
 /// The binary's separate debug file ([`debug_candidates`]), checked by
 /// range (its build-id from its headers) or streamed (its CRC), never
-/// held: (path, opened file, length).
+/// held: (path, opened file, length, its headers if ELF64 little-endian).
 fn find_debug_path(
     bin_path: &Path,
     build_id: Option<&[u8]>,
     debuglink: Option<(&[u8], u32)>,
     debug_dirs: &[std::path::PathBuf],
-) -> Option<(std::path::PathBuf, File, u64)> {
+) -> Option<(std::path::PathBuf, File, u64, Option<Headers>)> {
     for (candidate, check) in debug_candidates(bin_path, build_id, debuglink, debug_dirs) {
         let Ok((f, m)) = crate::files::open_bounded(&candidate, crate::files::MAX_BINARY_BYTES)
         else {
             continue;
         };
-        let ok = match &check {
+        let found = match &check {
             DebugCheck::BuildId(id) => {
-                headers(&f).and_then(|h| h.build_id).as_deref() == Some(id.as_slice())
+                let h = headers(&f);
+                let ok = h.as_ref().and_then(|h| h.build_id.as_deref()) == Some(id.as_slice());
+                ok.then_some(h)
             }
             DebugCheck::Crc(crc) => {
                 let mut h = crc32fast::Hasher::new();
                 let mut r = BufReader::with_capacity(64 << 10, (&f).take(m.len()));
                 let mut buf = [0u8; 64 << 10];
-                loop {
+                let ok = loop {
                     match r.read(&mut buf) {
                         Ok(0) => break h.finalize() == *crc,
                         Ok(n) => h.update(&buf[..n]),
                         Err(_) => break false,
                     }
-                }
+                };
+                ok.then(|| headers(&f))
             }
         };
-        if ok {
-            return Some((candidate, f, m.len()));
+        if let Some(h) = found {
+            return Some((candidate, f, m.len(), h));
         }
     }
     None
@@ -512,7 +508,7 @@ mod tests {
         let whole = ElfImage::parse(path, &data, cfg).unwrap();
         let wanted = offsets(&whole, step);
         let (f, m) = crate::files::open_bounded(path, crate::files::MAX_BINARY_BYTES).unwrap();
-        let ranged = parse(path, &f, &m, cfg, &wanted)
+        let ranged = parse(path, &f, &m, headers(&f).unwrap(), cfg, &wanted)
             .unwrap()
             .expect("an ELF64 file");
         assert_eq!(ranged.build_id, whole.build_id);
@@ -574,14 +570,18 @@ mod tests {
             .copied()
             .collect();
         let (f, m) = crate::files::open_bounded(&exe, crate::files::MAX_BINARY_BYTES).unwrap();
-        let ranged = parse(&exe, &f, &m, &cfg(), &some).unwrap().unwrap();
+        let ranged = parse(&exe, &f, &m, headers(&f).unwrap(), &cfg(), &some)
+            .unwrap()
+            .unwrap();
         assert!(whole.symbols.len() > 1000);
         assert!(
             (1..=12).contains(&ranged.symbols.len()),
             "{} symbols kept for 3 addresses",
             ranged.symbols.len()
         );
-        let none = parse(&exe, &f, &m, &cfg(), &[]).unwrap().unwrap();
+        let none = parse(&exe, &f, &m, headers(&f).unwrap(), &cfg(), &[])
+            .unwrap()
+            .unwrap();
         assert!(none.symbols.is_empty());
     }
 }

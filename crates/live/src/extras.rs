@@ -343,40 +343,22 @@ mod tests {
         std::fs::metadata(p).unwrap().uid()
     }
 
-    fn entry(cookie: Cookie, kind: CookieKind, path: &str, base: u64) -> CookieEntry {
-        let kernel = kind == CookieKind::Kernel;
-        CookieEntry {
-            cookie,
-            kind,
-            path: path.into(),
-            build_id: kernel.then(|| vec![0xab, 0xcd]),
-            dev: 0,
-            inode: 0,
-            generation: 0,
-            base,
-            pid: None,
-        }
-    }
-
     /// The kernel's offsets (from `_text`) and each module's absolute
     /// addresses, by kallsyms' module name; frames and samples alike.
     #[test]
     fn kernel_and_module_offsets_become_the_addresses_to_keep() {
         let mut k = KernelUse::default();
-        k.cookies.insert(
-            1,
-            entry(1, CookieKind::Kernel, "[kernel.kallsyms]", 0xffff_0000),
-        );
-        k.cookies.insert(
-            2,
-            entry(2, CookieKind::Module, "/lib/modules/x/snd-seq.ko", 0xc000),
-        );
-        k.cookies
-            .insert(3, entry(3, CookieKind::User, "/bin/app", 0));
-        k.offsets.insert(1, [0x10].into());
-        k.add_frame(1, 0x20); // a return address: 0x1f is the call
-        k.offsets.insert(2, [0x8].into());
-        k.offsets.insert(3, [0x99].into());
+        let kernel = profkit_eventlog::kernel_entry(0xffff_0000, Some(vec![0xab, 0xcd]));
+        let module = profkit_eventlog::module_entry("snd-seq", 0xc000, None);
+        let user = profkit_eventlog::file_entry("/bin/app", None, 8, 1, 0);
+        let (kc, mc, uc) = (kernel.cookie, module.cookie, user.cookie);
+        for e in [kernel, module, user] {
+            k.cookies.insert(e.cookie, e);
+        }
+        k.offsets.insert(kc, [0x10].into());
+        k.add_frame(kc, 0x20); // a return address: 0x1f is the call
+        k.offsets.insert(mc, [0x8].into());
+        k.offsets.insert(uc, [0x99].into());
         k.offsets.insert(4, [0x77].into()); // no definition: unknown
         let w = k.wanted();
         assert_eq!(

@@ -115,9 +115,14 @@ fn header() -> SessionHeader {
 }
 
 fn engine(s: &Setup) -> LiveEngine<SimRings> {
+    engine_in(&s.dir).with_extras(s.extras.clone())
+}
+
+/// An engine over [`rings`] writing `dir/session.pkl` (with its reserve).
+fn engine_in(dir: &std::path::Path) -> LiveEngine<SimRings> {
     let sink = ReservedSink::create(
-        FileSink::create(s.session.clone(), header()).unwrap(),
-        s.dir.join(RESERVE_FILE),
+        FileSink::create(dir.join("session.pkl"), header()).unwrap(),
+        dir.join(RESERVE_FILE),
     )
     .unwrap();
     let rec = Recorder::new(
@@ -127,7 +132,7 @@ fn engine(s: &Setup) -> LiveEngine<SimRings> {
         RecorderOptions::default(),
     )
     .unwrap();
-    LiveEngine::new(rec, s.session.clone()).with_extras(s.extras.clone())
+    LiveEngine::new(rec, dir.join("session.pkl"))
 }
 
 fn cpu(sum: &Summary, c: u32) -> &profkit_live::CpuSummary {
@@ -423,20 +428,7 @@ fn a_daemon_killed_after_its_footer_leaves_a_session_stop_reports_as_finished() 
 /// An engine working in `s.dir` through its held descriptor.
 fn held_engine(s: &Setup) -> LiveEngine<SimRings> {
     let dir = profkit_daemon::SessionDir::open(&s.dir).unwrap();
-    let held = dir.held_path();
-    let sink = ReservedSink::create(
-        FileSink::create(held.join("session.pkl"), header()).unwrap(),
-        held.join(RESERVE_FILE),
-    )
-    .unwrap();
-    let rec = Recorder::new(
-        SimRings(rings()),
-        stage(),
-        Box::new(sink),
-        RecorderOptions::default(),
-    )
-    .unwrap();
-    LiveEngine::new(rec, held.join("session.pkl"))
+    engine_in(&dir.held_path())
         .with_session_dir(dir)
         .with_extras(s.extras.clone())
         .with_dir_check_interval(Duration::ZERO)

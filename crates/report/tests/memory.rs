@@ -111,20 +111,12 @@ fn a_report_costs_the_symbol_tables_of_what_it_names_not_the_binary() {
     )
     .unwrap();
     let mut enc = ChunkEncoder::new();
-    enc.event(&Event::CookieDef(CookieEntry {
-        cookie: 7,
-        kind: CookieKind::User,
-        path: bin.to_str().unwrap().into(),
-        build_id: None,
-        dev: 0,
-        inode: 0,
-        generation: 0,
-        base: 0,
-        pid: None,
-    }));
+    let binary = file_entry(bin.to_str().unwrap(), None, 0, 0, 0);
+    let cookie = binary.cookie;
+    enc.event(&Event::CookieDef(binary));
     for &off in offsets.iter().step_by(FUNCTIONS / 2000) {
         for _ in 0..5 {
-            enc.sample(0, 10, 10, false, 7, off + 4);
+            enc.sample(0, 10, 10, false, cookie, off + 4);
         }
     }
     w.append_chunk(0, 1, enc.bytes()).unwrap();

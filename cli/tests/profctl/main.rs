@@ -914,6 +914,35 @@ fn fork_exec_and_thread_storms_do_not_grow_the_daemon() {
     }
 }
 
+/// `profctl archive` of the session `ds` (it must say "archived"),
+/// unpacked into `tmp/elsewhere`, which it returns.
+fn archive_and_unpack(tmp: &Path, ds: &Path) -> PathBuf {
+    let tar_path = tmp.join("session.tar");
+    let o = profctl(
+        tmp,
+        &[
+            "archive",
+            "--session-dir",
+            ds.to_str().unwrap(),
+            "-o",
+            tar_path.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("archived"), "{}", text(&o));
+    let there = tmp.join("elsewhere");
+    std::fs::create_dir(&there).unwrap();
+    assert!(Command::new("tar")
+        .arg("-xf")
+        .arg(&tar_path)
+        .arg("-C")
+        .arg(&there)
+        .status()
+        .unwrap()
+        .success());
+    there
+}
+
 #[test]
 fn an_archived_session_symbolizes_elsewhere_after_the_binary_is_gone() {
     if !perf_ok() {
@@ -960,30 +989,8 @@ fn an_archived_session_symbolizes_elsewhere_after_the_binary_is_gone() {
         ],
     );
     assert!(o.status.success(), "{}", text(&o));
-    let tar_path = tmp.path().join("session.tar");
-    let o = profctl(
-        tmp.path(),
-        &[
-            "archive",
-            "--session-dir",
-            ds.to_str().unwrap(),
-            "-o",
-            tar_path.to_str().unwrap(),
-        ],
-    );
-    assert!(o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("archived"), "{}", text(&o));
     // Elsewhere: unpack, and the original binary is gone.
-    let there = tmp.path().join("elsewhere");
-    std::fs::create_dir(&there).unwrap();
-    assert!(Command::new("tar")
-        .arg("-xf")
-        .arg(&tar_path)
-        .arg("-C")
-        .arg(&there)
-        .status()
-        .unwrap()
-        .success());
+    let there = archive_and_unpack(tmp.path(), &ds);
     std::fs::remove_dir_all(&bin_dir).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_profreport"))
         .args(["-l", "--no-progress", "--session-dir"])
@@ -1112,28 +1119,7 @@ fn the_trimmed_kallsyms_names_every_kernel_sample_and_frame_as_the_whole_table()
             .collect::<Vec<_>>()
             .join("\n")
     };
-    let tar_path = tmp.path().join("s.tar");
-    let o = profctl(
-        tmp.path(),
-        &[
-            "archive",
-            "--session-dir",
-            ds.to_str().unwrap(),
-            "-o",
-            tar_path.to_str().unwrap(),
-        ],
-    );
-    assert!(o.status.success(), "{}", text(&o));
-    let there = tmp.path().join("elsewhere");
-    std::fs::create_dir(&there).unwrap();
-    assert!(Command::new("tar")
-        .arg("-xf")
-        .arg(&tar_path)
-        .arg("-C")
-        .arg(&there)
-        .status()
-        .unwrap()
-        .success());
+    let there = archive_and_unpack(tmp.path(), &ds);
     for mode in [&["-l"][..], &["-c"][..]] {
         let trimmed = report(&ds, mode);
         let whole = report(&ds, &[mode, &["--kallsyms", "/proc/kallsyms"]].concat());

@@ -50,6 +50,10 @@ pub struct EventConfigDesc {
     pub exclude_kernel: bool,
     /// Call chains requested.
     pub callchain: bool,
+    /// Bytes of user stack copied per sample for DWARF unwinding
+    /// (`--call-graph dwarf,SIZE`); 0: frame-pointer call chains or none.
+    /// Header field appended in version 2, written only when not 0.
+    pub user_stack: u32,
 }
 
 /// What the session file starts with.
@@ -122,6 +126,11 @@ pub struct CpuAccounting {
     /// Call graphs: samples whose stack was longer than the sync stage's
     /// bound and lost its outermost frames. Footer field since version 2.
     pub stacks_truncated: u64,
+    /// DWARF call graphs: samples whose copied user stack (`--call-graph
+    /// dwarf,SIZE`) ended before the unwinder reached the outermost frame;
+    /// their stack ends with an `[unknown]` frame. Footer field appended in
+    /// version 2.
+    pub user_stacks_cut: u64,
 }
 
 impl CpuAccounting {
@@ -322,6 +331,9 @@ pub(crate) fn encode_header(h: &SessionHeader) -> Result<Vec<u8>> {
         push_bool(b, e.exclude_user);
         push_bool(b, e.exclude_kernel);
         push_bool(b, e.callchain);
+        if e.user_stack != 0 {
+            push_uvar(b, u64::from(e.user_stack));
+        }
     });
     push_uvar(&mut body, h.cpus.len() as u64);
     for &c in &h.cpus {
@@ -439,6 +451,11 @@ pub(crate) fn parse_header(data: &[u8], path: &Path) -> Result<(SessionHeader, u
         exclude_user: e.bool("event.exclude_user")?,
         exclude_kernel: e.bool("event.exclude_kernel")?,
         callchain: e.bool("event.callchain")?,
+        user_stack: if e.remaining() == 0 {
+            0
+        } else {
+            e.u32var("event.user_stack")?
+        },
     };
     let n = r.count("cpus", 1)?;
     let mut cpus = Vec::with_capacity(n);
@@ -460,7 +477,7 @@ pub(crate) fn parse_header(data: &[u8], path: &Path) -> Result<(SessionHeader, u
 
 // ---------------------------------------------------------------- footer
 
-const ACCOUNTING_FIELDS: usize = 14;
+const ACCOUNTING_FIELDS: usize = 15;
 
 /// The full footer bytes: magic, body length, body, CRC.
 pub(crate) fn encode_footer(f: &SessionFooter) -> Result<Vec<u8>> {
@@ -486,6 +503,7 @@ pub(crate) fn encode_footer(f: &SessionFooter) -> Result<Vec<u8>> {
                 a.kernel_lost,
                 a.stacks_unknown,
                 a.stacks_truncated,
+                a.user_stacks_cut,
             ];
             for v in fields {
                 push_uvar(b, v);
@@ -542,6 +560,7 @@ fn parse_footer_body(body: &[u8], base: u64) -> Result<SessionFooter> {
             // Fields appended after version 1: absent in older footers.
             stacks_unknown: appended_uvar(&mut a, "stacks_unknown")?,
             stacks_truncated: appended_uvar(&mut a, "stacks_truncated")?,
+            user_stacks_cut: appended_uvar(&mut a, "user_stacks_cut")?,
         });
     }
     Ok(SessionFooter {
@@ -903,6 +922,7 @@ mod tests {
                 exclude_user: false,
                 exclude_kernel: true,
                 callchain: false,
+                user_stack: 0,
             },
             cpus: vec![0, 1, 2, 3],
             start_time_unix_ns: 1_700_000_000_000_000_000,
@@ -940,6 +960,7 @@ mod tests {
                     kernel_lost: 10,
                     stacks_unknown: 11,
                     stacks_truncated: 12,
+                    user_stacks_cut: 13,
                 },
             ],
         }
@@ -1040,6 +1061,16 @@ mod tests {
         assert_eq!(bytes[8..10], [2, 0]);
         assert_eq!(
             parse_header(&bytes, Path::new("x")).unwrap(),
+            (h.clone(), 2, bytes.len())
+        );
+        // DWARF call graphs: the stack size is appended to the event, and
+        // only then (a frame-pointer header is byte for byte as before).
+        let fp_len = bytes.len();
+        h.event.user_stack = 8192;
+        let bytes = encode_header(&h).unwrap();
+        assert_eq!(bytes.len(), fp_len + 2);
+        assert_eq!(
+            parse_header(&bytes, Path::new("x")).unwrap(),
             (h, 2, bytes.len())
         );
     }
@@ -1078,6 +1109,7 @@ mod tests {
         for a in &mut want.accounting {
             a.stacks_unknown = 0;
             a.stacks_truncated = 0;
+            a.user_stacks_cut = 0;
         }
         assert_eq!(got, want);
     }
@@ -1128,7 +1160,7 @@ mod tests {
 
     #[test]
     fn appended_accounting_fields_are_ignored_by_this_reader() {
-        // A newer writer appended a 15th field to each accounting record and
+        // A newer writer appended a 16th field to each accounting record and
         // a field at the end of the footer body: this reader still reads it.
         let f = footer();
         let mut body = Vec::new();
@@ -1153,6 +1185,7 @@ mod tests {
                     a.kernel_lost,
                     a.stacks_unknown,
                     a.stacks_truncated,
+                    a.user_stacks_cut,
                     424_242, // the new field
                 ] {
                     push_uvar(b, v);

@@ -578,6 +578,7 @@ fn event_desc(attr: &AttributeDescription) -> EventConfigDesc {
         exclude_user: a.flags.contains(AttrFlags::EXCLUDE_USER),
         exclude_kernel: a.flags.contains(AttrFlags::EXCLUDE_KERNEL),
         callchain: a.sample_format.contains(SampleFormat::CALLCHAIN),
+        user_stack: 0,
     }
 }
 

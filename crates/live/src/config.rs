@@ -149,6 +149,7 @@ pub(crate) fn session_header(c: &SamplerConfig, sync_interval_ms: u64) -> Result
             exclude_user: c.exclude_user,
             exclude_kernel: c.exclude_kernel,
             callchain: c.callchain,
+            user_stack: c.user_stack,
         },
         cpus: c.cpu_list()?,
         start_time_unix_ns: SystemTime::now()

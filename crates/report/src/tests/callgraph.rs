@@ -29,6 +29,7 @@ fn call_session(dir: &std::path::Path) -> PathBuf {
             name: "cpu-clock".into(),
             frequency: Some(1000),
             callchain: true,
+            user_stack: 0,
             ..Default::default()
         },
         cpus: vec![0, 1],

@@ -2,12 +2,19 @@
 //!
 //! perf.data records have whatever `sample_type` perf chose (and a
 //! `sample_id_all` trailer to match); profkit's rings have one fixed layout
-//! (`IP|TID|TIME|CPU|PERIOD[|CALLCHAIN]`, trailer `{pid, tid, time, cpu}`,
-//! see `profkit_perf::Layout`). Each record the import keeps is written
-//! here in that layout, into the queue of the CPU it was recorded on, and
-//! a round later parsed by `Layout::parse` and handed to
-//! `SyncStage::record`: from there on an imported record and a live one
-//! take the same path.
+//! (`IP|TID|TIME|CPU|PERIOD[|CALLCHAIN][|REGS_USER|STACK_USER]`, trailer
+//! `{pid, tid, time, cpu}`, see `profkit_perf::Layout`). Each record the
+//! import keeps is written here in that layout, into the queue of the CPU
+//! it was recorded on, and a round later parsed by `Layout::parse` and
+//! handed to `SyncStage::record`: from there on an imported record and a
+//! live one take the same path.
+//!
+//! A sample's user registers and stack (`--call-graph dwarf`) are written
+//! in profkit's form: `PERF_SAMPLE_REGS_USER` with
+//! `profkit_perf::USER_REGS_MASK` (bp, sp, ip), then
+//! `PERF_SAMPLE_STACK_USER` of `Layout::user_stack` bytes, perf's copy cut
+//! at its `dyn_size` and zero-padded, so the record is well-formed whatever
+//! size perf copied.
 
 use profkit_perf::{kind, misc, Layout, RawRecord, SampleId};
 use profkit_sync::SyncStage;
@@ -42,6 +49,20 @@ pub(crate) struct MapRecord<'a> {
     pub filename: &'a [u8],
     /// The record's cpumode bits.
     pub cpumode: u16,
+}
+
+/// A perf sample's user registers and stack (`--call-graph dwarf`), as
+/// perf recorded them.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PerfUser<'a> {
+    /// perf's register ABI (`PERF_SAMPLE_REGS_ABI_*`) and BP, SP, IP;
+    /// `None` when the sample has no user context (ABI 0).
+    pub regs: Option<(u64, [u64; 3])>,
+    /// perf's stack copy, all its `size` bytes (not yet cut at
+    /// `dyn_size`); empty when the sample has none.
+    pub stack: &'a [u8],
+    /// perf's `dyn_size`: how many of `stack`'s bytes were copied.
+    pub dyn_size: u64,
 }
 
 /// One round's records per CPU, in profkit's layout.
@@ -98,7 +119,13 @@ impl CpuQueues {
     }
 
     /// Queues a sample; `callchain` is written when `layout` has call
-    /// chains (empty if the sample had none).
+    /// chains (empty if the sample had none), `user` when it copies user
+    /// stacks: the ABI (0 without registers), BP, SP and IP, then
+    /// `layout.user_stack` bytes of stack (perf's up to its `dyn_size`,
+    /// zeros after) and the `dyn_size` that says how many are real, or a
+    /// size of 0 when perf copied no stack. True if the sample was written
+    /// with registers and a stack of at least one byte (one the sync stage
+    /// can unwind).
     #[allow(clippy::too_many_arguments)]
     pub fn sample(
         &mut self,
@@ -108,7 +135,8 @@ impl CpuQueues {
         id: &SampleId,
         period: u64,
         callchain: impl ExactSizeIterator<Item = u64>,
-    ) {
+        user: &PerfUser<'_>,
+    ) -> bool {
         let v = &mut self.body;
         u64s(v, ip);
         u32s(v, id.pid);
@@ -123,8 +151,34 @@ impl CpuQueues {
                 u64s(v, a);
             }
         }
+        let mut unwindable = false;
+        if layout.user_stack > 0 {
+            let regs = user.regs.filter(|&(abi, _)| abi != 0);
+            match regs {
+                Some((abi, regs)) => {
+                    u64s(v, abi);
+                    for r in regs {
+                        u64s(v, r);
+                    }
+                }
+                None => u64s(v, 0),
+            }
+            if user.stack.is_empty() {
+                u64s(v, 0);
+            } else {
+                let size = layout.user_stack as usize;
+                let dyn_size = usize::try_from(user.dyn_size).unwrap_or(usize::MAX);
+                let n = dyn_size.min(user.stack.len()).min(size);
+                u64s(v, size as u64);
+                v.extend_from_slice(&user.stack[..n]);
+                v.resize(v.len() + (size - n), 0);
+                u64s(v, n as u64);
+                unwindable = regs.is_some() && n > 0;
+            }
+        }
         self.samples += 1;
         self.push(id.cpu, kind::SAMPLE, cpumode);
+        unwindable
     }
 
     /// Queues a mapping (MMAP2 with a file identity, MMAP without).
@@ -255,6 +309,24 @@ impl CpuQueues {
 pub(crate) const PROT_EXEC: u32 = 4;
 
 #[cfg(test)]
+impl CpuQueues {
+    /// The records queued for `cpu`: (type, misc, body).
+    pub fn records(&self, cpu: u32) -> Vec<(u32, u16, Vec<u8>)> {
+        let bytes = &self.queues[&cpu];
+        let mut recs = Vec::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            let kind = u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap());
+            let misc = u16::from_ne_bytes(bytes[at + 4..at + 6].try_into().unwrap());
+            let len = u32::from_ne_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+            recs.push((kind, misc, bytes[at + 12..at + 12 + len].to_vec()));
+            at += 12 + len;
+        }
+        recs
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use profkit_perf::{FileId as PFileId, Record};
@@ -280,6 +352,7 @@ mod tests {
             &id,
             5,
             [1u64, 2, 3].into_iter(),
+            &PerfUser::default(),
         );
         q.map(
             &MapRecord {
@@ -300,17 +373,7 @@ mod tests {
         q.task(true, 7, 1, 9, 8, &id);
         q.lost(4, 17, &id);
         q.throttle(false, 4, &id);
-        let bytes = q.queues[&3].clone();
-        let mut recs = Vec::new();
-        let mut at = 0;
-        while at < bytes.len() {
-            let kind = u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap());
-            let misc = u16::from_ne_bytes(bytes[at + 4..at + 6].try_into().unwrap());
-            let len = u32::from_ne_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
-            let body = bytes[at + 12..at + 12 + len].to_vec();
-            at += 12 + len;
-            recs.push((kind, misc, body));
-        }
+        let recs = q.records(3);
         let parsed: Vec<Record<'_>> = recs
             .iter()
             .map(|(kind, misc, body)| {
@@ -365,5 +428,134 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    /// perf's user registers and stack, restated, parse back as the same
+    /// registers and the stack up to perf's `dyn_size`, whatever size perf
+    /// copied; a sample without them parses as one without a user context.
+    #[test]
+    fn user_stacks_parse_back_cut_at_dyn_size() {
+        let layout = Layout {
+            callchain: true,
+            user_stack: 64,
+        };
+        let id = SampleId {
+            pid: 7,
+            tid: 8,
+            time: 99,
+            cpu: 1,
+        };
+        let perf_stack: Vec<u8> = (1..=96).collect();
+        let regs = Some((2, [0x7ffe_0100, 0x7ffe_0000, 0x40_1234]));
+        // (perf's part, the ABI and stack bytes expected back (`None`: no
+        // user context), whether it can be unwound)
+        let cases = [
+            // perf copied as much as the layout: cut at dyn_size.
+            (
+                PerfUser {
+                    regs,
+                    stack: &perf_stack[..64],
+                    dyn_size: 40,
+                },
+                Some((2, 40)),
+                true,
+            ),
+            // perf copied less (the kernel shortens a copy that would
+            // not fit a record): padded to the layout's size.
+            (
+                PerfUser {
+                    regs: Some((1, [1, 2, 3])),
+                    stack: &perf_stack[..24],
+                    dyn_size: 24,
+                },
+                Some((1, 24)),
+                true,
+            ),
+            // perf copied more, and claims more than it copied.
+            (
+                PerfUser {
+                    regs,
+                    stack: &perf_stack,
+                    dyn_size: 1 << 40,
+                },
+                Some((2, 64)),
+                true,
+            ),
+            // The copy failed at once: registers, no stack bytes.
+            (
+                PerfUser {
+                    regs,
+                    stack: &perf_stack[..64],
+                    dyn_size: 0,
+                },
+                Some((2, 0)),
+                false,
+            ),
+            // No user context (a kernel thread): no registers, no stack.
+            (PerfUser::default(), None, false),
+            // ABI 0 given with registers: none written.
+            (
+                PerfUser {
+                    regs: Some((0, [1, 2, 3])),
+                    stack: &[],
+                    dyn_size: 0,
+                },
+                None,
+                false,
+            ),
+        ];
+        let mut q = CpuQueues::default();
+        let mut unwindable = Vec::new();
+        for (user, _, _) in &cases {
+            let chain = [profkit_perf::PERF_CONTEXT_KERNEL, 0xffff_1000];
+            unwindable.push(q.sample(
+                layout,
+                misc::USER,
+                0x40_1234,
+                &id,
+                1,
+                chain.into_iter(),
+                user,
+            ));
+        }
+        assert_eq!(q.samples(), cases.len());
+        let recs = q.records(1);
+        assert_eq!(recs.len(), cases.len());
+        for (i, ((user, want, can), (kind, misc, body))) in cases.iter().zip(&recs).enumerate() {
+            assert_eq!(unwindable[i], *can, "case {i}");
+            let r = RawRecord {
+                kind: *kind,
+                misc: *misc,
+                body,
+            };
+            let Ok(Record::Sample(s)) = layout.parse(r) else {
+                panic!("case {i}: {:?}", layout.parse(r))
+            };
+            assert_eq!(
+                (s.ip, s.pid, s.tid, s.time, s.period),
+                (0x40_1234, 7, 8, 99, 1)
+            );
+            assert_eq!(s.callchain.len(), 2, "case {i}");
+            let abi = u64::from_ne_bytes(s.user_part[..8].try_into().unwrap());
+            match *want {
+                Some((want_abi, n)) => {
+                    let (_, [bp, sp, ip]) = user.regs.unwrap();
+                    let u = s.user().unwrap_or_else(|| panic!("case {i}"));
+                    assert_eq!((abi, u.bp, u.sp, u.ip), (want_abi, bp, sp, ip), "case {i}");
+                    assert_eq!(u.stack, &user.stack[..n], "case {i}");
+                    // abi, 3 registers, size, 64 bytes, dyn_size: the
+                    // record is as long as the layout says.
+                    assert_eq!(s.user_part.len(), 8 * 5 + 64 + 8, "case {i}");
+                }
+                None => {
+                    assert_eq!(s.user(), None, "case {i}");
+                    assert_eq!(s.user_part, &[0u8; 16][..], "case {i}: abi 0, size 0");
+                }
+            }
+        }
+        // Bytes past dyn_size are zeros, not perf's.
+        let (_, _, body) = &recs[0];
+        let stack_at = body.len() - 8 - 64;
+        assert_eq!(&body[stack_at + 40..stack_at + 64], &[0u8; 24][..]);
     }
 }

@@ -25,7 +25,20 @@
 //! - a sample that resolves to nothing is counted as the live path counts
 //!   it (`lost_no_mapping`, `lost_no_task`, with `Lost` markers); stacks
 //!   met with an unknown frame or cut at 256 frames are counted in
-//!   `stacks_unknown` and `stacks_truncated`.
+//!   `stacks_unknown` and `stacks_truncated`;
+//! - user stacks (`perf record --call-graph dwarf`): when the first
+//!   event copies them with the BP, SP and IP registers, the layout copies
+//!   `sample_stack_user` bytes (perf's 8192 by default; rounded up to a
+//!   multiple of 8, at most `profkit_perf::MAX_USER_STACK`) and each
+//!   sample is restated with perf's register ABI, BP, SP, IP and its stack
+//!   up to perf's `dyn_size` (zero-padded to the layout's size): the sync
+//!   stage takes them as it takes a live `--call-graph dwarf` session's
+//!   samples. The session header's `user_stack` says the size, and
+//!   [`ImportSummary::user_stacks`] counts the samples with one. perf's
+//!   call chain of such a sample holds its kernel part only. A file whose
+//!   user stacks cannot be restated (no BP, SP or IP among its registers,
+//!   a size of 0) is imported without them, with a line in
+//!   [`ImportSummary::warnings`].
 //!
 //! The result is a session file like a recorded one: a header from perf's
 //! feature sections, one chunk per round, a footer with the stage's
@@ -123,6 +136,12 @@ pub struct ImportSummary {
     pub bad_records: u64,
     /// Rounds (chunks) written.
     pub rounds: u64,
+    /// Samples written with user registers and a user stack
+    /// (`--call-graph dwarf`), which the sync stage can unwind.
+    pub user_stacks: u64,
+    /// What the import left out of the session, and why, to be shown to
+    /// the user (e.g. user stacks it could not restate).
+    pub warnings: Vec<String>,
 }
 
 struct Importer {

@@ -3,17 +3,17 @@
 //! the build-id table.
 
 use linux_perf_data::linux_perf_event_reader::{
-    AttrFlags, CpuMode, Endianness, EventRecord, HardwareEventId, PerfEventType, RecordType,
-    SampleFormat, SamplingPolicy, SoftwareCounterType,
+    AttrFlags, CpuMode, Endianness, EventRecord, HardwareEventId, PerfEventAttr, PerfEventType,
+    RecordParseInfo, RecordType, SampleFormat, SampleRecord, SamplingPolicy, SoftwareCounterType,
 };
 use linux_perf_data::{AttributeDescription, DsoKey, PerfFileReader, PerfFileRecord};
 use profkit_eventlog::EventConfigDesc;
-use profkit_perf::{Layout, SampleId};
+use profkit_perf::{Layout, SampleId, MAX_USER_STACK, USER_REGS_MASK};
 use std::collections::HashMap;
 use std::io::{BufReader, Read, Seek};
 use std::path::Path;
 
-use crate::layout::{CpuQueues, FileId, MapRecord, PROT_EXEC};
+use crate::layout::{CpuQueues, FileId, MapRecord, PerfUser, PROT_EXEC};
 use crate::{Error, ImportSummary, Result};
 
 /// What the file says about itself, for the session header.
@@ -26,6 +26,10 @@ pub(crate) struct FileFacts {
     pub online_cpus: u32,
     /// `PERF_SAMPLE_CALLCHAIN` is in the first event's `sample_type`.
     pub callchain: bool,
+    /// Bytes of user stack the samples are restated with
+    /// (`Layout::user_stack`): the first event's `sample_stack_user` when
+    /// it copies user stacks with BP, SP and IP (`--call-graph dwarf`).
+    pub user_stack: u32,
 }
 
 /// One record of the file, handed on in profkit's layout.
@@ -280,8 +284,22 @@ pub(crate) fn read<R: Read + Seek>(
         mut record_iter,
     } = reader;
     let attrs = perf_file.event_attributes();
+    let user_stack = match attrs.first().map(|a| user_stack_of(a.attributes())) {
+        Some(Ok(n)) => n,
+        Some(Err(why)) => {
+            summary.warnings.push(format!(
+                "user stacks (--call-graph dwarf) not imported: {why}"
+            ));
+            0
+        }
+        None => 0,
+    };
     let facts = FileFacts {
-        event: attrs.first().map(event_desc).unwrap_or_default(),
+        event: attrs
+            .first()
+            .map(|a| event_desc(a, user_stack))
+            .unwrap_or_default(),
+        user_stack,
         callchain: attrs.first().is_some_and(|a| {
             a.attributes()
                 .sample_format
@@ -309,11 +327,9 @@ pub(crate) fn read<R: Read + Seek>(
             .map_or(0, |n| n.nr_cpus_online)
             .min(MAX_CLAIMED_CPUS),
     };
-    // The import restates samples without user stacks (DWARF call graphs
-    // of perf.data are not unwound yet: issue 15).
     let layout = Layout {
         callchain: facts.callchain,
-        user_stack: 0,
+        user_stack: facts.user_stack,
     };
     sink.start(&facts, layout, queues);
     let build_ids: HashMap<DsoKey, Vec<u8>> =
@@ -411,15 +427,26 @@ pub(crate) fn read<R: Read + Seek>(
                     if let Some(c) = &s.callchain {
                         chain.extend((0..c.len()).filter_map(|i| c.get(i)));
                     }
+                    let (body, stack);
+                    let user = if layout.user_stack > 0 {
+                        body = record.data.as_slice();
+                        stack = s.user_stack.map(|(d, n)| (d.as_slice(), n));
+                        perf_user(&s, &body, stack.as_ref(), &record.parse_info)
+                    } else {
+                        PerfUser::default()
+                    };
                     sink.before(id.time, queues);
-                    queues.sample(
+                    if queues.sample(
                         layout,
                         cpumode,
                         ip,
                         &id,
                         s.period.unwrap_or(1),
                         chain.iter().copied(),
-                    );
+                        &user,
+                    ) {
+                        summary.user_stacks += 1;
+                    }
                 }
                 EventRecord::Mmap(m) => {
                     let path = m.path.as_slice();
@@ -532,7 +559,87 @@ fn parse_mmap2(b: &[u8], misc: u16, little: bool) -> Option<(MapRecord<'static>,
     ))
 }
 
-fn event_desc(attr: &AttributeDescription) -> EventConfigDesc {
+/// `PERF_REG_X86_BP`, `_SP`, `_IP`: the bits of [`USER_REGS_MASK`].
+const REG_BP: u64 = 6;
+const REG_SP: u64 = 7;
+const REG_IP: u64 = 8;
+
+/// The `Layout::user_stack` a file whose first event is `a` is restated
+/// with: 0 when its samples copy no user stack; its `sample_stack_user`
+/// (rounded up to a multiple of 8, at most [`MAX_USER_STACK`], as the
+/// kernel and perf keep it anyway) when they copy one with BP, SP and IP;
+/// why not, when they copy one that cannot be restated.
+fn user_stack_of(a: &PerfEventAttr) -> std::result::Result<u32, String> {
+    let f = a.sample_format;
+    if !f.contains(SampleFormat::STACK_USER) {
+        return Ok(0);
+    }
+    if !f.contains(SampleFormat::REGS_USER) || a.sample_regs_user & USER_REGS_MASK != USER_REGS_MASK
+    {
+        return Err(format!(
+            "the samples copy user stacks without the BP, SP and IP registers (sample_regs_user {:#x})",
+            if f.contains(SampleFormat::REGS_USER) {
+                a.sample_regs_user
+            } else {
+                0
+            }
+        ));
+    }
+    if a.sample_stack_user == 0 {
+        return Err("the samples copy 0 bytes of user stack".into());
+    }
+    Ok(a.sample_stack_user
+        .checked_next_multiple_of(8)
+        .unwrap_or(u32::MAX)
+        .min(MAX_USER_STACK))
+}
+
+/// A sample's user registers and stack as perf wrote them; `stack` is the
+/// sample's stack copy (a part of `body`, the sample's bytes) and its
+/// `dyn_size`. Without a stack copy (a sample of another event) it has
+/// neither: its ABI cannot be found, and without a stack it cannot be
+/// unwound.
+fn perf_user<'a>(
+    s: &SampleRecord<'_>,
+    body: &[u8],
+    stack: Option<&'a (std::borrow::Cow<'_, [u8]>, u64)>,
+    info: &RecordParseInfo,
+) -> PerfUser<'a> {
+    let Some((stack, dyn_size)) = stack.map(|(d, n)| (&d[..], *n)) else {
+        return PerfUser::default();
+    };
+    let regs = s.user_regs.as_ref().and_then(|r| {
+        let regs = [r.get(REG_BP)?, r.get(REG_SP)?, r.get(REG_IP)?];
+        let big = info.endian == Endianness::BigEndian;
+        let abi = regs_abi(body, stack, usize::from(info.user_regs_count), big)?;
+        Some((abi, regs))
+    });
+    PerfUser {
+        regs,
+        stack,
+        dyn_size,
+    }
+}
+
+/// A sample's register ABI (`PERF_SAMPLE_REGS_ABI_*`), which
+/// linux-perf-event-reader reads but does not keep: in the sample, the
+/// ABI word, `nregs` registers and the stack's `size` word come right
+/// before the stack copy, which is `stack` (a part of `body`). `None` if
+/// `stack` is not within `body` (a sample without a stack copy) or the
+/// `size` word before it does not match it.
+fn regs_abi(body: &[u8], stack: &[u8], nregs: usize, big: bool) -> Option<u64> {
+    let off = (stack.as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
+    if off.checked_add(stack.len())? > body.len() {
+        return None;
+    }
+    let size_at = off.checked_sub(8)?;
+    if uint_at::<8>(body, size_at, big)? != stack.len() as u64 {
+        return None;
+    }
+    uint_at::<8>(body, size_at.checked_sub(8 * (nregs + 1))?, big)
+}
+
+fn event_desc(attr: &AttributeDescription, user_stack: u32) -> EventConfigDesc {
     let a = attr.attributes();
     let (type_, config, default_name) = match a.type_ {
         PerfEventType::Software(c) => {
@@ -578,13 +685,14 @@ fn event_desc(attr: &AttributeDescription) -> EventConfigDesc {
         exclude_user: a.flags.contains(AttrFlags::EXCLUDE_USER),
         exclude_kernel: a.flags.contains(AttrFlags::EXCLUDE_KERNEL),
         callchain: a.sample_format.contains(SampleFormat::CALLCHAIN),
-        user_stack: 0,
+        user_stack,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use profkit_perf::{RawRecord, Record};
 
     #[test]
     fn mmap2_with_an_overlong_build_id_is_the_inode_form() {
@@ -615,5 +723,209 @@ mod tests {
         let (m, _) = parse_mmap2(&short, 1 << 14, true).unwrap();
         assert_eq!(m.file_id, Some(FileId::BuildId(short[36..40].to_vec())));
         assert!(parse_mmap2(&b[..50], 0, true).is_none());
+    }
+
+    /// A perf.data file (little-endian) with one event (cpu-clock, a
+    /// `PERF_ATTR_SIZE_VER3` attribute with `sample_regs_user` and
+    /// `sample_stack_user`) and `samples`, the bodies of user-mode
+    /// `PERF_RECORD_SAMPLE`s.
+    fn perf_file(
+        sample_type: u64,
+        regs_user: u64,
+        stack_user: u32,
+        samples: &[Vec<u8>],
+    ) -> Vec<u8> {
+        const ATTR_SIZE: u64 = 96;
+        let mut data = Vec::new();
+        for body in samples {
+            data.extend_from_slice(&9u32.to_le_bytes()); // PERF_RECORD_SAMPLE
+            data.extend_from_slice(&profkit_perf::misc::USER.to_le_bytes());
+            data.extend_from_slice(&u16::try_from(8 + body.len()).unwrap().to_le_bytes());
+            data.extend_from_slice(body);
+        }
+        let mut f = Vec::new();
+        let u64s = |f: &mut Vec<u8>, x: u64| f.extend_from_slice(&x.to_le_bytes());
+        let u32s = |f: &mut Vec<u8>, x: u32| f.extend_from_slice(&x.to_le_bytes());
+        let attr_entry = ATTR_SIZE + 16;
+        f.extend_from_slice(b"PERFILE2");
+        u64s(&mut f, 104);
+        u64s(&mut f, attr_entry);
+        u64s(&mut f, 104);
+        u64s(&mut f, attr_entry);
+        u64s(&mut f, 104 + attr_entry);
+        u64s(&mut f, data.len() as u64);
+        f.resize(f.len() + 16 + 32, 0); // no event types, no features
+        u32s(&mut f, 1); // PERF_TYPE_SOFTWARE
+        u32s(&mut f, ATTR_SIZE as u32);
+        u64s(&mut f, 0); // cpu-clock
+        u64s(&mut f, 1000); // sample_freq
+        u64s(&mut f, sample_type);
+        u64s(&mut f, 0); // read_format
+        u64s(&mut f, 1 << 10 | 1 << 18); // freq, sample_id_all
+        f.resize(f.len() + 32, 0); // wakeup, bp_type, config1, config2, branch_sample_type
+        u64s(&mut f, regs_user);
+        u32s(&mut f, stack_user);
+        u32s(&mut f, 0); // clockid
+        f.resize(f.len() + 16, 0); // the ids section: none
+        f.extend_from_slice(&data);
+        f
+    }
+
+    /// A sink that keeps the layout and facts it is given.
+    #[derive(Default)]
+    struct Keep(Option<(FileFacts, Layout)>);
+    impl Sink for Keep {
+        fn start(&mut self, facts: &FileFacts, layout: Layout, _: &mut CpuQueues) {
+            self.0 = Some((facts.clone(), layout));
+        }
+        fn before(&mut self, _: u64, _: &mut CpuQueues) {}
+        fn build_id(&mut self, _: &str, _: Vec<u8>) {}
+    }
+
+    fn import(file: &[u8]) -> (CpuQueues, Keep, ImportSummary) {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("perf.data");
+        std::fs::write(&path, file).unwrap();
+        let (mut q, mut sink, mut summary) = Default::default();
+        read(open(&path).unwrap(), &mut q, &mut sink, &mut summary);
+        (q, sink, summary)
+    }
+
+    const IP: u64 = 1;
+    const TID: u64 = 1 << 1;
+    const TIME: u64 = 1 << 2;
+    const ADDR: u64 = 1 << 3;
+    const CPU: u64 = 1 << 7;
+    const PERIOD: u64 = 1 << 8;
+    const REGS_USER: u64 = 1 << 12;
+    const STACK_USER: u64 = 1 << 13;
+    const DATA_SRC: u64 = 1 << 15;
+    /// perf's `--call-graph dwarf` register mask on x86-64.
+    const PERF_REGS: u64 = 0xff0fff;
+
+    /// A sample as perf writes it with `IP|TID|TIME|ADDR|CPU|PERIOD|
+    /// REGS_USER|STACK_USER|DATA_SRC` and the registers of `mask`
+    /// (register `i` holds `base + i`): `abi` 0 writes no registers, an
+    /// empty `stack` no copy.
+    fn perf_sample(mask: u64, abi: u64, base: u64, stack: &[u8], dyn_size: u64) -> Vec<u8> {
+        // ip, pid 5 and tid 6, time, addr, cpu 2, period, abi
+        let mut words = vec![0x40_1234, 5 | 6 << 32, 1000, 0xdead, 2, 1, abi];
+        if abi != 0 {
+            words.extend((0..64).filter(|i| mask & 1 << i != 0).map(|i| base + i));
+        }
+        words.push(stack.len() as u64);
+        let mut v: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        v.extend_from_slice(stack);
+        if !stack.is_empty() {
+            v.extend_from_slice(&dyn_size.to_le_bytes());
+        }
+        v.extend_from_slice(&0x1e05u64.to_le_bytes()); // data_src
+        v
+    }
+
+    /// A perf.data of `--call-graph dwarf` samples reaches the queues in
+    /// profkit's layout: the attribute's stack size, each sample's ABI,
+    /// BP, SP, IP and stack up to its `dyn_size`.
+    #[test]
+    fn dwarf_samples_are_restated_with_their_registers_and_stacks() {
+        let st = IP | TID | TIME | ADDR | CPU | PERIOD | REGS_USER | STACK_USER | DATA_SRC;
+        let stack: Vec<u8> = (0..64).map(|i| i as u8 ^ 0x5a).collect();
+        let samples = [
+            perf_sample(PERF_REGS, 2, 0x100, &stack, 48),
+            // A 32-bit task, with a copy shorter than asked for.
+            perf_sample(PERF_REGS, 1, 0x200, &stack[..16], 16),
+            // A kernel thread: no user context.
+            perf_sample(PERF_REGS, 0, 0, &[], 0),
+            // A dyn_size beyond the copy.
+            perf_sample(PERF_REGS, 2, 0x300, &stack, 4096),
+        ];
+        let (q, sink, summary) = import(&perf_file(st, PERF_REGS, 64, &samples));
+        let (facts, layout) = sink.0.unwrap();
+        assert_eq!(
+            layout,
+            Layout {
+                callchain: false,
+                user_stack: 64
+            }
+        );
+        assert_eq!((facts.user_stack, facts.event.user_stack), (64, 64));
+        assert_eq!(
+            (summary.samples, summary.user_stacks, summary.bad_records),
+            (4, 3, 0)
+        );
+        assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
+        let got: Vec<_> = q
+            .records(2)
+            .iter()
+            .map(|(kind, misc, body)| {
+                let r = RawRecord {
+                    kind: *kind,
+                    misc: *misc,
+                    body,
+                };
+                let Ok(Record::Sample(s)) = layout.parse(r) else {
+                    panic!("{:?}", layout.parse(r))
+                };
+                assert_eq!(
+                    (s.ip, s.pid, s.tid, s.time, s.cpu),
+                    (0x40_1234, 5, 6, 1000, 2)
+                );
+                let abi = u64::from_ne_bytes(s.user_part[..8].try_into().unwrap());
+                (abi, s.user().map(|u| (u.bp, u.sp, u.ip, u.stack.to_vec())))
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (2, Some((0x106, 0x107, 0x108, stack[..48].to_vec()))),
+                (1, Some((0x206, 0x207, 0x208, stack[..16].to_vec()))),
+                (0, None),
+                (2, Some((0x306, 0x307, 0x308, stack.clone()))),
+            ]
+        );
+    }
+
+    /// A file whose user stacks cannot be restated is imported without
+    /// them, and says so; a stack size that is not a multiple of 8 is
+    /// rounded up.
+    #[test]
+    fn user_stacks_that_cannot_be_restated_are_left_out_with_a_warning() {
+        let st = IP | TID | TIME | ADDR | CPU | PERIOD | REGS_USER | STACK_USER | DATA_SRC;
+        for (regs, size, want, warning) in [
+            (
+                PERF_REGS & !(1 << 6),
+                64,
+                0,
+                Some("without the BP, SP and IP"),
+            ),
+            (PERF_REGS, 0, 0, Some("0 bytes of user stack")),
+            (PERF_REGS, 60, 64, None),
+        ] {
+            let sample = perf_sample(regs, 2, 0x100, &[7; 64], 64);
+            let (q, sink, summary) = import(&perf_file(st, regs, size, &[sample]));
+            let (facts, layout) = sink.0.unwrap();
+            assert_eq!((layout.user_stack, facts.event.user_stack), (want, want));
+            match warning {
+                Some(w) => {
+                    assert_eq!(summary.warnings.len(), 1, "{:?}", summary.warnings);
+                    assert!(summary.warnings[0].contains(w), "{:?}", summary.warnings);
+                    assert_eq!(summary.user_stacks, 0);
+                }
+                None => {
+                    assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
+                    assert_eq!(summary.user_stacks, 1);
+                }
+            }
+            let recs = q.records(2);
+            let Ok(Record::Sample(s)) = layout.parse(RawRecord {
+                kind: recs[0].0,
+                misc: recs[0].1,
+                body: &recs[0].2,
+            }) else {
+                panic!()
+            };
+            assert_eq!(s.ip, 0x40_1234);
+            assert_eq!(s.user().is_some(), want > 0);
+        }
     }
 }

@@ -70,6 +70,7 @@ pub(crate) struct PerfUser<'a> {
 pub(crate) struct CpuQueues {
     queues: BTreeMap<u32, Vec<u8>>,
     samples: usize,
+    user_stack_bytes: usize,
     body: Vec<u8>,
 }
 
@@ -106,6 +107,12 @@ impl CpuQueues {
     /// Samples queued in this round.
     pub fn samples(&self) -> usize {
         self.samples
+    }
+
+    /// Bytes of user stack queued in this round: `Layout::user_stack` for
+    /// each sample with a stack copy.
+    pub fn user_stack_bytes(&self) -> usize {
+        self.user_stack_bytes
     }
 
     fn push(&mut self, cpu: u32, kind: u32, misc: u16) {
@@ -173,6 +180,7 @@ impl CpuQueues {
                 v.extend_from_slice(&user.stack[..n]);
                 v.resize(v.len() + (size - n), 0);
                 u64s(v, n as u64);
+                self.user_stack_bytes += size;
                 unwindable = regs.is_some() && n > 0;
             }
         }
@@ -301,6 +309,7 @@ impl CpuQueues {
             q.clear();
         }
         self.samples = 0;
+        self.user_stack_bytes = 0;
         bad
     }
 }
@@ -519,6 +528,8 @@ mod tests {
             ));
         }
         assert_eq!(q.samples(), cases.len());
+        // Four samples with a stack copy, of the layout's size each.
+        assert_eq!(q.user_stack_bytes(), 4 * 64);
         let recs = q.records(1);
         assert_eq!(recs.len(), cases.len());
         for (i, ((user, want, can), (kind, misc, body))) in cases.iter().zip(&recs).enumerate() {

@@ -57,7 +57,10 @@
 //!   stage's per-round rules (a sample whose mapping comes later in the
 //!   round is retried at its end; an exited process lives one more round)
 //!   act as they do live; a round also ends at 65 536 samples so that a
-//!   burst (or a file without times) keeps chunks and memory bounded.
+//!   burst (or a file without times) keeps chunks and memory bounded, and
+//!   at 64 MiB of user stacks queued ([`ROUND_USER_STACK_BYTES`]): perf's
+//!   8 KiB copies end a round at 8,192 samples, where 65 536 would hold
+//!   512 MiB. Files without user stacks never reach that limit.
 //! - **Bad input is counted, not fatal, and costs what the file holds.**
 //!   The file is opened non-blocking and must be a regular file; before
 //!   linux-perf-data sees it, every header section and feature section
@@ -112,6 +115,11 @@ use std::path::{Path, PathBuf};
 pub const ROUND_NS: u64 = 250_000_000;
 /// Most samples in one round.
 pub const ROUND_SAMPLES: usize = 65_536;
+/// Most bytes of user stack (`--call-graph dwarf` copies) queued in one
+/// round: perf's default copy of 8 KiB a sample ends a round at 8,192
+/// samples, where [`ROUND_SAMPLES`] would queue 512 MiB. Files without
+/// user stacks never reach it.
+pub const ROUND_USER_STACK_BYTES: usize = 64 << 20;
 
 /// What an import found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -157,6 +165,23 @@ struct Importer {
 }
 
 impl Importer {
+    fn new() -> Self {
+        Importer {
+            stage: None,
+            layout: Layout {
+                callchain: false,
+                user_stack: 0,
+            },
+            facts: FileFacts::default(),
+            round_end: None,
+            round_time: 0,
+            first_time: None,
+            last_time: 0,
+            chunks: Vec::new(),
+            bad_records: 0,
+        }
+    }
+
     /// Ends a round; `last`: the file's last, where nothing may wait.
     fn end_round(&mut self, queues: &mut CpuQueues, last: bool) {
         let Some(stage) = self.stage.as_mut() else {
@@ -188,7 +213,8 @@ impl Sink for Importer {
     }
 
     fn before(&mut self, time: u64, queues: &mut CpuQueues) {
-        if queues.samples() >= ROUND_SAMPLES {
+        if queues.samples() >= ROUND_SAMPLES || queues.user_stack_bytes() >= ROUND_USER_STACK_BYTES
+        {
             self.end_round(queues, false);
         }
         if time == 0 {
@@ -230,20 +256,7 @@ pub fn import_perf_data(perf_data: &Path, session: &Path) -> Result<ImportSummar
         .and_then(|m| m.modified().ok())
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos() as u64);
-    let mut imp = Importer {
-        stage: None,
-        layout: Layout {
-            callchain: false,
-            user_stack: 0,
-        },
-        facts: FileFacts::default(),
-        round_end: None,
-        round_time: 0,
-        first_time: None,
-        last_time: 0,
-        chunks: Vec::new(),
-        bad_records: 0,
-    };
+    let mut imp = Importer::new();
     let mut queues = CpuQueues::default();
     let mut summary = ImportSummary::default();
     perf_data::read(reader, &mut queues, &mut imp, &mut summary);
@@ -309,6 +322,55 @@ pub fn import_perf_data(perf_data: &Path, session: &Path) -> Result<ImportSummar
 #[cfg(test)]
 mod tests {
     use super::*;
+    use layout::PerfUser;
+    use profkit_perf::{misc, SampleId};
+
+    /// Rounds (chunks) `n` samples at one time make, each with `stack`
+    /// (none if empty) as its user stack.
+    fn rounds(layout: Layout, n: usize, stack: &[u8]) -> usize {
+        let mut imp = Importer::new();
+        let mut q = CpuQueues::default();
+        imp.start(&FileFacts::default(), layout, &mut q);
+        let id = SampleId {
+            pid: 1,
+            tid: 1,
+            time: 1000,
+            cpu: 0,
+        };
+        let user = PerfUser {
+            regs: Some((2, [1, 2, 3])),
+            stack,
+            dyn_size: stack.len() as u64,
+        };
+        for _ in 0..n {
+            imp.before(id.time, &mut q);
+            q.sample(layout, misc::USER, 0x1000, &id, 1, [].into_iter(), &user);
+        }
+        imp.end_round(&mut q, true);
+        imp.chunks.len()
+    }
+
+    /// A round ends at ROUND_SAMPLES samples, and at
+    /// ROUND_USER_STACK_BYTES of user stacks: 8,192 perf-sized (8 KiB)
+    /// copies, not 512 MiB of them.
+    #[test]
+    fn a_round_ends_at_its_samples_or_user_stack_bytes() {
+        let dwarf = Layout {
+            callchain: true,
+            user_stack: 8192,
+        };
+        let per_round = ROUND_USER_STACK_BYTES / 8192;
+        assert_eq!(per_round, 8192);
+        assert_eq!(rounds(dwarf, per_round, &[1; 8192]), 1);
+        assert_eq!(rounds(dwarf, per_round + 1, &[1; 8192]), 2);
+        assert_eq!(rounds(dwarf, 2 * per_round + 1, &[1; 8192]), 3);
+        // Samples without a stack copy count by number only.
+        assert_eq!(rounds(dwarf, per_round + 1, &[]), 1);
+        assert_eq!(rounds(dwarf, ROUND_SAMPLES + 1, &[]), 2);
+        let flat = Layout::default();
+        assert_eq!(rounds(flat, ROUND_SAMPLES, &[]), 1);
+        assert_eq!(rounds(flat, ROUND_SAMPLES + 1, &[]), 2);
+    }
 
     #[test]
     fn a_file_that_is_not_perf_data_is_an_import_error() {

@@ -87,6 +87,8 @@
 
 pub mod binfile;
 mod buffer;
+#[allow(dead_code)] // until the DWARF unwinder calls it
+pub(crate) mod cfi_check;
 mod cookies;
 mod error;
 mod kernel;

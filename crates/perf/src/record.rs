@@ -108,6 +108,9 @@ pub const USER_REGS_MASK: u64 = 1 << 6 | 1 << 7 | 1 << 8;
 /// [`Layout::user_stack`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UserStack<'a> {
+    /// The registers' ABI as the kernel gave it: 2 (`PERF_SAMPLE_REGS_ABI_64`)
+    /// for a 64-bit task, 1 (`_32`) for a 32-bit one.
+    pub abi: u64,
     /// Frame pointer (BP).
     pub bp: u64,
     /// Stack pointer (SP): `stack` starts here.
@@ -120,6 +123,12 @@ pub struct UserStack<'a> {
 }
 
 impl Layout {
+    /// Samples carry a call stack: a callchain, a copied user stack, or both.
+    #[inline]
+    pub fn has_stacks(&self) -> bool {
+        self.callchain || self.user_stack > 0
+    }
+
     /// `sample_type` bits for this layout.
     pub fn sample_type(&self) -> u64 {
         let mut t = (b::PERF_SAMPLE_IP
@@ -426,7 +435,13 @@ fn user_stack(body: &[u8], at: usize) -> Option<Option<UserStack<'_>>> {
     } else {
         &[]
     };
-    Some(regs.map(|(bp, sp, ip)| UserStack { bp, sp, ip, stack }))
+    Some(regs.map(|(bp, sp, ip)| UserStack {
+        abi,
+        bp,
+        sp,
+        ip,
+        stack,
+    }))
 }
 
 fn trailer(body: &[u8]) -> Option<(SampleId, &[u8])> {

@@ -3,6 +3,10 @@
 //! same ring bytes, and encoded bytes per sample; without and with call
 //! graphs (`-g`).
 //!
+//! And with DWARF call graphs (`sync_dwarf`): a stack recorded by gdb
+//! (testdata/unwind) unwound through its binary's `.eh_frame` for every
+//! sample, the cost the daemon pays per sample at sync time.
+//!
 //! Run: `cargo bench -p profkit-sync --bench sync`
 //!
 //! After measuring, it prints the size of sessions recorded from the
@@ -475,6 +479,99 @@ fn bench(c: &mut Criterion) {
     }
 }
 
+/// The gdb-recorded stack of testdata/unwind: (ip, sp, bp, mapping
+/// start, end, pgoff, stack bytes).
+fn recorded_stack() -> (u64, u64, u64, u64, u64, u64, Vec<u8>) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/unwind");
+    let text = std::fs::read_to_string(dir.join("callgraph-O2-nofp.stack")).unwrap();
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+    let (mut r, mut m, mut stack) = ([0; 3], [0; 3], Vec::new());
+    let mut in_stack = false;
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        match w[0] {
+            "ip" => r[0] = hex(w[1]),
+            "sp" => r[1] = hex(w[1]),
+            "bp" => r[2] = hex(w[1]),
+            "map" => m = [hex(w[1]), hex(w[2]), hex(w[3])],
+            "stack" => in_stack = true,
+            _ if in_stack => w.iter().for_each(|v| stack.extend(hex(v).to_le_bytes())),
+            _ => {}
+        }
+    }
+    (r[0], r[1], r[2], m[0], m[1], m[2], stack)
+}
+
+/// DWARF call graphs: a stage that has read the recorded stack's binary,
+/// and one ring full of samples carrying that stack (512 bytes each).
+fn setup_dwarf() -> (SyncStage, SimRing, u64) {
+    let layout = Layout {
+        callchain: true,
+        user_stack: 512,
+    };
+    let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/unwind/callgraph-O2-nofp");
+    let build_id = profkit_sync::binfile::read_build_id_at(&bin).expect("a build-id");
+    let (ip, sp, bp, start, end, pgoff, stack) = recorded_stack();
+    let mut stage = stage(layout);
+    let mut ring = SimRing::new(0, RING, layout);
+    assert!(ring.push(&SimRecord::Mmap2 {
+        pid: 77,
+        tid: 77,
+        addr: start,
+        len: end - start,
+        pgoff,
+        ino: 0,
+        build_id: Some(build_id),
+        prot: 5,
+        filename: bin.to_str().unwrap().into(),
+        time: 1,
+    }));
+    stage.round(std::slice::from_mut(&mut ring), 2);
+    let mut n = 0;
+    while ring.push(&SimRecord::UserSample {
+        ip,
+        pid: 77,
+        tid: 77,
+        time: 3,
+        period: 1,
+        callchain: vec![],
+        bp,
+        sp,
+        stack: stack.clone(),
+    }) {
+        n += 1;
+    }
+    let mut warm = ring.clone();
+    stage.round(std::slice::from_mut(&mut warm), 0);
+    assert_eq!(stage.unwind_stats().binaries, 1);
+    (stage, ring, n)
+}
+
+fn dwarf(c: &mut Criterion) {
+    let (mut stage, ring, n) = setup_dwarf();
+    let before = stage.unwind_stats();
+    let chunk = stage.round(std::slice::from_mut(&mut ring.clone()), 0);
+    let after = stage.unwind_stats();
+    eprintln!(
+        "sync dwarf: {n} samples of {} ring bytes each -> {:.2} encoded bytes/sample, \
+         {:.1} frames unwound per sample",
+        ring.pending() as u64 / n,
+        chunk.bytes.len() as f64 / chunk.samples() as f64,
+        (after.frames - before.frames) as f64 / n as f64,
+    );
+    let mut g = c.benchmark_group("sync_dwarf");
+    g.throughput(Throughput::Elements(n));
+    g.bench_function("round", |b| {
+        b.iter_batched(
+            || ring.clone(),
+            |mut r| black_box(stage.round(std::slice::from_mut(&mut r), 0).bytes.len()),
+            BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+}
+
 /// 100,000 mappings of one process, the way a hostile or unusual
 /// workload can lay them out (issue 13.8): a whole table must cost
 /// about n log n, whatever the order.
@@ -531,6 +628,6 @@ fn map_table(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(4));
-    targets = bench, map_table
+    targets = bench, dwarf, map_table
 }
 criterion_main!(benches);

@@ -115,30 +115,15 @@ pub fn build_id_of(f: File) -> Option<Vec<u8>> {
     obj.build_id().ok().flatten().map(|b| b.to_vec())
 }
 
-type Request = MappedBinary;
 type Answer = Result<Option<Vec<u8>>, Refused>;
 
-/// Build-id reads on a worker thread, each waited for at most a timeout.
-///
-/// A read that times out leaves its worker busy: the next read reuses it
-/// if it has answered since (a slow disk), else abandons it to its read (a
-/// FUSE file that never answers) and starts another; after
-/// [`MAX_STUCK_READS`] abandoned workers no more build-ids are read.
+/// Build-id reads on a worker thread, each waited for at most a timeout
+/// ([`TimedWorker`]).
 #[derive(Debug)]
 pub struct BuildIdReader {
-    worker: Option<Worker>,
-    timeout: Duration,
-    stuck: u32,
+    worker: TimedWorker<MappedBinary, Answer>,
     /// Reads refused, by reason (unopenable, not regular, other file, timed out).
     pub refused: [u64; 4],
-}
-
-#[derive(Debug)]
-struct Worker {
-    tx: Sender<Request>,
-    rx: Receiver<Answer>,
-    /// A request it has not answered yet.
-    busy: bool,
 }
 
 impl Default for BuildIdReader {
@@ -151,31 +136,69 @@ impl BuildIdReader {
     /// A reader that waits at most `timeout` per build-id.
     pub fn new(timeout: Duration) -> Self {
         BuildIdReader {
-            worker: None,
-            timeout,
-            stuck: 0,
+            worker: TimedWorker::new("profkit-buildid", timeout, |b| {
+                open_mapped(&b).map(build_id_of)
+            }),
             refused: [0; 4],
         }
     }
 
     /// The build-id of `b`: `Ok(None)` for a binary without one.
     pub fn read(&mut self, b: MappedBinary) -> Answer {
-        let r = self.ask(b);
+        let r = self.worker.ask(b).unwrap_or(Err(Refused::TimedOut));
         if let Err(why) = r {
             self.refused[why as usize] += 1;
         }
         r
     }
+}
 
-    fn spawn() -> Option<Worker> {
-        let (req_tx, req_rx) = channel::<Request>();
-        let (ans_tx, ans_rx) = channel::<Answer>();
+/// One kind of file read on a worker thread, each waited for at most a
+/// timeout, so that no file (a FUSE file that never answers, a slow disk)
+/// stalls the sync stage.
+///
+/// A read that times out leaves its worker busy: the next read reuses it
+/// if it has answered since (a slow disk), else abandons it to its read (a
+/// FUSE file that never answers) and starts another; after
+/// [`MAX_STUCK_READS`] abandoned workers no more reads are made.
+#[derive(Debug)]
+pub(crate) struct TimedWorker<Q, A> {
+    worker: Option<Worker<Q, A>>,
+    name: &'static str,
+    read: fn(Q) -> A,
+    pub(crate) timeout: Duration,
+    pub(crate) stuck: u32,
+}
+
+#[derive(Debug)]
+struct Worker<Q, A> {
+    tx: Sender<Q>,
+    rx: Receiver<A>,
+    /// A request it has not answered yet.
+    busy: bool,
+}
+
+impl<Q: Send + 'static, A: Send + 'static> TimedWorker<Q, A> {
+    /// A worker thread named `name` that answers each request with `read`.
+    pub(crate) fn new(name: &'static str, timeout: Duration, read: fn(Q) -> A) -> Self {
+        TimedWorker {
+            worker: None,
+            name,
+            read,
+            timeout,
+            stuck: 0,
+        }
+    }
+
+    fn spawn(&self) -> Option<Worker<Q, A>> {
+        let (req_tx, req_rx) = channel::<Q>();
+        let (ans_tx, ans_rx) = channel::<A>();
+        let read = self.read;
         std::thread::Builder::new()
-            .name("profkit-buildid".into())
+            .name(self.name.into())
             .spawn(move || {
-                for b in req_rx {
-                    let a = open_mapped(&b).map(build_id_of);
-                    if ans_tx.send(a).is_err() {
+                for q in req_rx {
+                    if ans_tx.send(read(q)).is_err() {
                         return;
                     }
                 }
@@ -188,7 +211,9 @@ impl BuildIdReader {
         })
     }
 
-    fn ask(&mut self, b: MappedBinary) -> Answer {
+    /// The answer to `q`, or None if it did not come in time (or reading
+    /// has stopped after too many reads that never came back).
+    pub(crate) fn ask(&mut self, q: Q) -> Option<A> {
         // A worker still on an earlier read: reuse it if it has answered
         // since, else leave it to that read.
         if let Some(w) = &mut self.worker {
@@ -202,27 +227,25 @@ impl BuildIdReader {
             }
         }
         if self.stuck >= MAX_STUCK_READS {
-            return Err(Refused::TimedOut);
+            return None;
         }
         if self.worker.is_none() {
-            self.worker = Self::spawn();
+            self.worker = self.spawn();
         }
-        let Some(w) = self.worker.as_mut() else {
-            return Err(Refused::TimedOut);
-        };
-        if w.tx.send(b).is_err() {
+        let w = self.worker.as_mut()?;
+        if w.tx.send(q).is_err() {
             self.worker = None;
-            return Err(Refused::TimedOut);
+            return None;
         }
         match w.rx.recv_timeout(self.timeout) {
-            Ok(a) => a,
+            Ok(a) => Some(a),
             Err(RecvTimeoutError::Timeout) => {
                 w.busy = true;
-                Err(Refused::TimedOut)
+                None
             }
             Err(RecvTimeoutError::Disconnected) => {
                 self.worker = None;
-                Err(Refused::TimedOut)
+                None
             }
         }
     }
@@ -319,10 +342,10 @@ mod tests {
         assert_eq!(r.read(at(&exe)), Err(Refused::TimedOut));
         // Once it has answered, the same worker serves the next read.
         std::thread::sleep(Duration::from_millis(500));
-        r.timeout = Duration::from_secs(10);
+        r.worker.timeout = Duration::from_secs(10);
         let want = build_id_of(File::open(&exe).unwrap());
         assert_eq!(r.read(at(&exe)), Ok(want));
-        assert_eq!(r.stuck, 0);
+        assert_eq!(r.worker.stuck, 0);
         // A reader with time gets the answer.
         let mut r = BuildIdReader::new(Duration::from_secs(10));
         let want = build_id_of(File::open(&exe).unwrap());

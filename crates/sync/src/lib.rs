@@ -31,6 +31,12 @@
 //!   unresolvable frame kept as `[unknown]`), and identical stacks share
 //!   one session-wide id whose `StackDef` is written once, lazily, like a
 //!   cookie definition ([`StackStats`] documents the table's memory bound).
+//!   With DWARF call graphs (`Layout::user_stack`), a sample's copied
+//!   user registers and stack are unwound right here (`unwind`, with
+//!   framehop and each binary's `.eh_frame`/`.debug_frame`, read once per
+//!   session and checked first) into return addresses that resolve like
+//!   frame-pointer ones; the stack bytes never leave the stage
+//!   ([`UnwindStats`]).
 //! - [`EventBuffer`]: the bounded in-memory global event buffer between the
 //!   sync stage (producer, never blocks) and the writer thread (consumer),
 //!   and [`Recorder`], which ties rings, stage, buffer and writer together
@@ -87,8 +93,7 @@
 
 pub mod binfile;
 mod buffer;
-#[allow(dead_code)] // until the DWARF unwinder calls it
-pub(crate) mod cfi_check;
+mod cfi_check;
 mod cookies;
 mod error;
 mod kernel;
@@ -97,6 +102,7 @@ mod procfs;
 mod recorder;
 mod stacks;
 mod stage;
+mod unwind;
 
 pub use buffer::{BufferState, ChunkSink, EventBuffer, FileSink};
 pub use cookies::{
@@ -115,3 +121,4 @@ pub use stacks::{
     resolve_chain, ChainInfo, StackStats, DEFAULT_STACK_TABLE_BYTES, MAX_STACK_FRAMES,
 };
 pub use stage::{Chunk, SyncOptions, SyncStage, TableSizes};
+pub use unwind::{UnwindStats, CFI_TIMEOUT, MAX_CFI_SECTION};

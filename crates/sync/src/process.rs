@@ -169,6 +169,24 @@ impl Process {
 
     #[cold]
     fn resolve_slow(&self, ip: u64, time: u64, live: Option<&Map>) -> Option<(Cookie, u64)> {
+        self.map_slow(ip, time, live)
+            .map(|m| (m.cookie, m.offset(ip)))
+    }
+
+    /// The mapping that covered `ip` at `time`, by the rules of
+    /// [`Process::resolve`] (the DWARF unwinder needs the mapping itself:
+    /// where its binary was loaded).
+    #[inline]
+    pub fn map_at(&self, ip: u64, time: u64) -> Option<&Map> {
+        let m = covering(&self.live, ip);
+        match m {
+            Some(m) if m.since <= time => Some(m),
+            _ => self.map_slow(ip, time, m),
+        }
+    }
+
+    #[cold]
+    fn map_slow<'a>(&'a self, ip: u64, time: u64, live: Option<&'a Map>) -> Option<&'a Map> {
         // A retired mapping that was live at `time`.
         if let Some((m, _)) = self
             .retired
@@ -176,7 +194,7 @@ impl Process {
             .filter(|(m, _)| m.start <= ip && ip < m.end && m.since <= time && time < m.until)
             .max_by_key(|(m, _)| m.since)
         {
-            return Some((m.cookie, m.offset(ip)));
+            return Some(m);
         }
         // A whole address space that ended (exec) after `time`.
         let mut best: Option<&Map> = None;
@@ -190,12 +208,12 @@ impl Process {
                 }
             }
         }
-        if let Some(m) = best {
-            return Some((m.cookie, m.offset(ip)));
+        if best.is_some() {
+            return best;
         }
         // The live mapping appeared after the sample's time (clock skew
         // between CPUs, or a record order we could not see): still the best answer.
-        live.map(|m| (m.cookie, m.offset(ip)))
+        live
     }
 
     /// Live mappings, by address.

@@ -40,11 +40,13 @@ use crate::cookies::CookieTable;
 use crate::kernel::KernelMaps;
 use crate::process::{IntMap, ProcessTable, Unresolved};
 use crate::procfs::{read_all_processes, read_process, ProcPaths};
-use crate::stacks::{resolve_chain, StackIds, StackStats};
+use crate::stacks::{resolve_chain, StackIds, StackStats, MAX_STACK_FRAMES};
+use crate::unwind::{source_of, DwarfUnwinder, UnwindEnd, UnwindStats};
 use profkit_eventlog::{
     unknown_entry, ChunkEncoder, Cookie, CookieEntry, CpuAccounting, Event, Frame, LostKind,
+    COOKIE_UNKNOWN,
 };
-use profkit_perf::{Layout, RawRecord, Record, RecordRing};
+use profkit_perf::{Layout, RawRecord, Record, RecordRing, UserStack, PERF_CONTEXT_USER};
 use std::collections::{BTreeMap, HashMap};
 
 mod maps;
@@ -99,8 +101,43 @@ struct Deferred {
     time: u64,
     /// The raw callchain (empty without call graphs).
     chain: Vec<u64>,
+    /// The copied user registers and stack (DWARF call graphs), unwound
+    /// when the sample resolves.
+    user: Option<DeferredUser>,
     /// Already retried at the end of an earlier round.
     carried: bool,
+}
+
+/// A deferred sample's user registers and stack, owned.
+#[derive(Debug, Clone)]
+struct DeferredUser {
+    abi: u64,
+    bp: u64,
+    sp: u64,
+    ip: u64,
+    stack: Vec<u8>,
+}
+
+impl DeferredUser {
+    fn new(u: &UserStack<'_>) -> Self {
+        DeferredUser {
+            abi: u.abi,
+            bp: u.bp,
+            sp: u.sp,
+            ip: u.ip,
+            stack: u.stack.to_vec(),
+        }
+    }
+
+    fn get(&self) -> UserStack<'_> {
+        UserStack {
+            abi: self.abi,
+            bp: self.bp,
+            sp: self.sp,
+            ip: self.ip,
+            stack: &self.stack,
+        }
+    }
 }
 
 /// How many entries the stage's per-task tables hold.
@@ -151,6 +188,10 @@ pub struct SyncStage {
     stacks: StackIds,
     /// Scratch for one sample's resolved frames.
     frames: Vec<Frame>,
+    /// Scratch for one sample's callchain with its unwound user part.
+    chain: Vec<u64>,
+    /// The DWARF unwinder, made at the first copied user stack.
+    unwinder: Option<Box<DwarfUnwinder>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -193,6 +234,8 @@ impl SyncStage {
             cur_cookie: None,
             stacks: StackIds::default(),
             frames: Vec::new(),
+            chain: Vec::new(),
+            unwinder: None,
         }
     }
 
@@ -397,8 +440,17 @@ impl SyncStage {
             }
             match res {
                 Ok((cookie, off)) => {
-                    let stack = if self.opts.layout.callchain {
-                        self.stack_of(d.cpu, d.pid, d.ip, d.time, false, d.chain.into_iter())
+                    let stack = if self.opts.layout.has_stacks() {
+                        let user = d.user.as_ref().map(DeferredUser::get);
+                        self.stack_with_user(
+                            d.cpu,
+                            d.pid,
+                            d.ip,
+                            d.time,
+                            false,
+                            d.chain.iter().copied(),
+                            user.as_ref(),
+                        )
                     } else {
                         None
                     };
@@ -588,7 +640,9 @@ impl SyncStage {
 
     /// The stack id of a sample's callers, resolved from its raw `chain`
     /// (its definition written first if this session file has not had it
-    /// yet); None when the sample has no caller.
+    /// yet); None when the sample has no caller. `end`: how the DWARF
+    /// unwind of its user part ended (`Complete` for frame pointers).
+    #[allow(clippy::too_many_arguments)]
     fn stack_of(
         &mut self,
         cpu: u32,
@@ -597,9 +651,10 @@ impl SyncStage {
         time: u64,
         kernel: bool,
         chain: impl Iterator<Item = u64>,
+        end: UnwindEnd,
     ) -> Option<u32> {
         let mut frames = std::mem::take(&mut self.frames);
-        let info = resolve_chain(
+        let mut info = resolve_chain(
             chain,
             ip,
             kernel,
@@ -608,6 +663,23 @@ impl SyncStage {
             time,
             &mut frames,
         );
+        if end != UnwindEnd::Complete && !info.truncated {
+            // An unwind that stopped short: the stack ends with `[unknown]`
+            // (unless it already does).
+            if frames.last().is_none_or(|f| f.cookie != COOKIE_UNKNOWN)
+                && frames.len() < MAX_STACK_FRAMES
+            {
+                frames.push(Frame {
+                    cookie: COOKIE_UNKNOWN,
+                    offset: 0,
+                    kernel: false,
+                });
+            }
+            match end {
+                UnwindEnd::Cut => self.acct(cpu).user_stacks_cut += 1,
+                _ => info.unknown = true,
+            }
+        }
         if info.unknown || info.truncated {
             let a = self.acct(cpu);
             a.stacks_unknown += u64::from(info.unknown);
@@ -627,6 +699,56 @@ impl SyncStage {
         };
         self.frames = frames;
         stack
+    }
+
+    /// [`SyncStage::stack_of`] for a sample that may carry a copied user
+    /// stack (DWARF call graphs): the kernel part of `chain` (a user part
+    /// in it is dropped), then the user stack unwound here.
+    #[allow(clippy::too_many_arguments)]
+    fn stack_with_user(
+        &mut self,
+        cpu: u32,
+        pid: u32,
+        ip: u64,
+        time: u64,
+        kernel: bool,
+        chain: impl Iterator<Item = u64>,
+        user: Option<&UserStack<'_>>,
+    ) -> Option<u32> {
+        let Some(u) = user.filter(|_| self.opts.layout.user_stack > 0) else {
+            return self.stack_of(cpu, pid, ip, time, kernel, chain, UnwindEnd::Complete);
+        };
+        let mut c = std::mem::take(&mut self.chain);
+        c.clear();
+        c.extend(chain.take_while(|&a| a != PERF_CONTEXT_USER));
+        let unwinder = self.unwinder.get_or_insert_with(Default::default);
+        let known = &self.known;
+        let proc_root = self
+            .opts
+            .use_procfs
+            .then_some(self.opts.paths.proc_root.as_path());
+        let end = unwinder.unwind(
+            u,
+            self.opts.layout.user_stack,
+            self.procs.get(pid),
+            time,
+            |m| {
+                known
+                    .get(&m.cookie)
+                    .and_then(|e| source_of(e, m, pid, proc_root))
+            },
+            &mut c,
+        );
+        let stack = self.stack_of(cpu, pid, ip, time, kernel, c.iter().copied(), end);
+        self.chain = c;
+        stack
+    }
+
+    /// The DWARF unwinder's counters (zero without DWARF call graphs).
+    pub fn unwind_stats(&self) -> UnwindStats {
+        self.unwinder
+            .as_ref()
+            .map_or_else(UnwindStats::default, |u| u.stats())
     }
 
     /// Writes a `StackDef`, after the definitions of the cookies it uses.
@@ -726,7 +848,15 @@ impl SyncStage {
         let cpu = s.cpu;
         let stack_of = |this: &mut Self, kernel: bool| {
             if G {
-                this.stack_of(cpu, s.pid, s.ip, s.time, kernel, s.callchain.iter())
+                this.stack_with_user(
+                    cpu,
+                    s.pid,
+                    s.ip,
+                    s.time,
+                    kernel,
+                    s.callchain.iter(),
+                    s.user().as_ref(),
+                )
             } else {
                 None
             }
@@ -770,6 +900,11 @@ impl SyncStage {
                     } else {
                         Vec::new()
                     },
+                    user: if G && self.opts.layout.user_stack > 0 {
+                        s.user().as_ref().map(DeferredUser::new)
+                    } else {
+                        None
+                    },
                     carried: false,
                 });
             }
@@ -799,7 +934,7 @@ impl SyncStage {
                 self.acct(cpu).samples_received += 1;
                 // Two copies of the sample path: without call graphs it
                 // is exactly the resolve-and-encode path, with no stack work.
-                if self.opts.layout.callchain {
+                if self.opts.layout.has_stacks() {
                     self.stack_sample(s);
                 } else {
                     self.sample::<false>(s);

@@ -194,3 +194,27 @@ impl Drop for ThrowawayUser {
             .status();
     }
 }
+
+/// File-offset ranges `[start, end)` of the named functions of an ELF
+/// file (its symbol table): where samples and frames of those functions
+/// fall. Panics on a missing symbol (a fixture that did not build right).
+pub fn function_ranges(path: &std::path::Path, names: &[&str]) -> Vec<(u64, u64)> {
+    use object::{Object, ObjectSegment, ObjectSymbol};
+    let data = std::fs::read(path).unwrap();
+    let obj = object::File::parse(&*data).unwrap();
+    names
+        .iter()
+        .map(|name| {
+            let sym = obj
+                .symbols()
+                .find(|s| s.name() == Ok(name))
+                .unwrap_or_else(|| panic!("no symbol {name}"));
+            let seg = obj
+                .segments()
+                .find(|g| g.address() <= sym.address() && sym.address() < g.address() + g.size())
+                .unwrap();
+            let start = sym.address() - seg.address() + seg.file_range().0;
+            (start, start + sym.size())
+        })
+        .collect()
+}

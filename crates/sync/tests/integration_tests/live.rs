@@ -6,6 +6,7 @@ use crate::decode;
 use profkit_eventlog::{CookieKind, Event, SessionHeader};
 use profkit_perf::{EventSpec, Rate, SamplerConfig};
 use profkit_sync::{FileSink, Recorder, RecorderOptions, SyncOptions, SyncStage};
+use profkit_testsupport::function_ranges;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -138,28 +139,6 @@ fn samples_after_dlopen_resolve_to_the_library() {
         .iter()
         .filter(|x| x.cookie == lib_cookie)
         .all(|x| x.offset < len));
-}
-
-/// File-offset ranges of the named functions of an ELF file.
-fn function_ranges(path: &Path, names: &[&str]) -> Vec<(u64, u64)> {
-    use object::{Object, ObjectSegment, ObjectSymbol};
-    let data = std::fs::read(path).unwrap();
-    let obj = object::File::parse(&*data).unwrap();
-    names
-        .iter()
-        .map(|name| {
-            let sym = obj
-                .symbols()
-                .find(|s| s.name() == Ok(name))
-                .unwrap_or_else(|| panic!("no symbol {name}"));
-            let seg = obj
-                .segments()
-                .find(|g| g.address() <= sym.address() && sym.address() < g.address() + g.size())
-                .unwrap();
-            let start = sym.address() - seg.address() + seg.file_range().0;
-            (start, start + sym.size())
-        })
-        .collect()
 }
 
 /// Live kernel, call graphs: a frame-pointer program spends its time in
@@ -309,4 +288,132 @@ fn user_cookie(s: &crate::Decoded, path: &Path) -> Option<u64> {
         }
         _ => None,
     })
+}
+
+/// Live kernel, DWARF call graphs: the bundled qsort workload, built
+/// without frame pointers (like glibc, which its comparator is called
+/// from), sorts once from `sort_once` and twice from `sort_twice` a round.
+/// Unwound at sync time, the comparator's samples reach `main` through
+/// glibc's qsort and split 1 : 2 between the callers; no stack bytes reach
+/// the session.
+#[test]
+fn dwarf_call_stacks_through_glibc_qsort_reach_main_in_the_known_ratio() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/workloads/qsort.c");
+    let exe = d.join("qsort");
+    if !cc(&[
+        "-O2",
+        "-fomit-frame-pointer",
+        "-o",
+        exe.to_str().unwrap(),
+        src.to_str().unwrap(),
+    ]) {
+        panic!("cc could not build the qsort fixture");
+    }
+    let ranges = function_ranges(&exe, &["by_key", "sort_once", "sort_twice", "main"]);
+    let within = |off: u64, i: usize| ranges[i].0 <= off && off < ranges[i].1;
+    let caller_in = |off: u64, i: usize| within(off.wrapping_sub(1), i);
+
+    let mut config = SamplerConfig::new(EventSpec::parse("cpu-clock").unwrap());
+    config.rate = Rate::Frequency(1000);
+    config.callchain = true;
+    config.user_stack = 8192;
+    config.data_pages = 4096;
+    let Some(sampler) = profkit_testsupport::open_or_skip(&config) else {
+        return;
+    };
+    let layout = sampler.layout();
+    assert_eq!(layout.user_stack, 8192);
+    let mut stage = SyncStage::new(SyncOptions {
+        layout,
+        paths: Default::default(),
+        use_procfs: true,
+    });
+    stage.seed_from_proc();
+    let mut header = SessionHeader::default();
+    header.event.callchain = true;
+    header.event.user_stack = 8192;
+    let session = d.join("session.pkl");
+    let sink = FileSink::create(session.clone(), header).unwrap();
+    let mut rec =
+        Recorder::new(sampler, stage, Box::new(sink), RecorderOptions::default()).unwrap();
+    rec.source_mut().enable().unwrap();
+    let mut child = Command::new(&exe).arg("80").spawn().unwrap();
+    let pid = child.id();
+    let mut slowest = Duration::ZERO;
+    loop {
+        std::thread::sleep(Duration::from_millis(250));
+        let t = std::time::Instant::now();
+        rec.round();
+        slowest = slowest.max(t.elapsed());
+        if let Some(st) = child.try_wait().unwrap() {
+            assert!(st.success(), "the fixture failed: {st}");
+            break;
+        }
+    }
+    let unwind = rec.stage().unwind_stats();
+    let status = rec.stop().unwrap();
+
+    let r = profkit_eventlog::SessionReader::open(&session).unwrap();
+    assert_eq!(r.header().event.user_stack, 8192);
+    let s = decode(&session);
+    let table = r.stack_table();
+    let prog = user_cookie(&s, &exe).expect("the program's cookie is defined");
+    let in_cmp: Vec<_> = s
+        .samples
+        .iter()
+        .filter(|x| x.pid == pid && !x.kernel && x.cookie == prog && within(x.offset, 0))
+        .collect();
+    let (mut to_main, mut once, mut twice) = (0, 0, 0);
+    for x in &in_cmp {
+        let Some(frames) = x.stack.and_then(|id| table.get(id)) else {
+            continue;
+        };
+        let ours = |i: usize| {
+            frames
+                .iter()
+                .any(|f| f.cookie == prog && !f.kernel && caller_in(f.offset, i))
+        };
+        to_main += usize::from(ours(3));
+        once += usize::from(ours(1));
+        twice += usize::from(ours(2));
+    }
+    let total: u64 = status.accounting.iter().map(|a| a.samples_written).sum();
+    let lost: u64 = status.accounting.iter().map(|a| a.lost_total()).sum();
+    let cut: u64 = status.accounting.iter().map(|a| a.user_stacks_cut).sum();
+    let unknown: u64 = status.accounting.iter().map(|a| a.stacks_unknown).sum();
+    let len = std::fs::metadata(&session).unwrap().len();
+    eprintln!(
+        "live dwarf: {} comparator samples: {to_main} reach main, {once} via sort_once, \
+         {twice} via sort_twice; session {len} bytes, {total} samples ({:.2} bytes/sample), \
+         {lost} lost, {cut} stacks cut, {unknown} unknown; slowest round {slowest:?}; \
+         unwinder {unwind:?}",
+        in_cmp.len(),
+        len as f64 / total as f64,
+    );
+    assert!(
+        in_cmp.len() > 200,
+        "only {} comparator samples",
+        in_cmp.len()
+    );
+    assert!(
+        to_main as f64 >= in_cmp.len() as f64 * 0.95,
+        "{to_main} of {} comparator samples reach main",
+        in_cmp.len()
+    );
+    let share = once as f64 / (once + twice) as f64;
+    assert!(
+        (share - 1.0 / 3.0).abs() < 0.03,
+        "sort_once's share {share:.3} (want 1/3): {once} once, {twice} twice"
+    );
+    // Whole-system losses to unresolvable samples of other processes may
+    // happen; none to a full ring or buffer.
+    let ring: u64 = status
+        .accounting
+        .iter()
+        .map(|a| a.lost_ring + a.lost_overflow + a.kernel_lost)
+        .sum();
+    assert_eq!(ring, 0, "{:?}", status.accounting);
+    assert!(unwind.binaries >= 2, "{unwind:?}");
 }

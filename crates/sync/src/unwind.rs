@@ -1,0 +1,673 @@
+//! DWARF unwinding of copied user stacks, at sync time.
+//!
+//! With `--call-graph dwarf` each sample carries the user registers (ip,
+//! sp, bp) and a copy of the user stack from sp up. This module turns them
+//! into return addresses right away, in the sync stage, with the unwind
+//! information (`.eh_frame` with `.eh_frame_hdr`, else `.debug_frame`) of
+//! the binaries the process maps, so that the stack bytes never reach the
+//! disk: the log stores resolved frames, exactly as for frame pointers.
+//!
+//! The unwinder is framehop's (samply's). How it is used here:
+//!
+//! - **One unwinder per binary, in the binary's own addresses.** Each
+//!   binary's sections are read once per session and cached by cookie; its
+//!   framehop module is placed at its stated addresses (SVMAs), not where a
+//!   process loaded it. A frame's address is moved into the binary's
+//!   addresses by the load bias of the process's mapping (from the process
+//!   table, which already knows which mapping covers each address at the
+//!   sample's time) before the binary's unwinder is asked; registers and
+//!   the stack stay in the process's addresses. So nothing is rebuilt when
+//!   a process maps or unmaps something, processes share the work, and
+//!   exited processes' samples still unwind.
+//! - **Reading binaries never stalls the stage.** Sections are read on a
+//!   worker thread ([`crate::binfile::TimedWorker`]) through
+//!   [`crate::binfile::open_mapped`] (the mapped file itself via
+//!   `/proc/PID/map_files`, no symlinks, no FIFOs), waited for at most
+//!   [`CFI_TIMEOUT`]; a binary whose build-id is known must have that
+//!   build-id. `[vdso]` is read from this process's own vdso (the same
+//!   kernel image for every 64-bit process).
+//! - **Untrusted unwind information is checked first**
+//!   ([`crate::cfi_check`]): CFI expressions with branches (a backward
+//!   `DW_OP_skip` makes framehop's expression evaluation loop forever) or
+//!   that do not parse make the binary's information refused, counted in
+//!   [`UnwindStats::refused`]; its frames then fall back to the frame
+//!   pointer, as JIT code does.
+//! - **JIT and anonymous code** (no unwind information): the frame pointer
+//!   for that step (framehop's fallback rule), then DWARF again.
+//! - **Bounded per sample**: at most [`crate::MAX_STACK_FRAMES`] + 1 steps,
+//!   each a rule-cache lookup or one FDE evaluation.
+//!
+//! framehop's rule cache is keyed by a process-wide 16-bit module
+//! generation, bumped for every unwinder built: before 2^16 builds could
+//! make two binaries share a generation, the cache and every unwinder are
+//! rebuilt from the sections already held ([`GENERATIONS_BEFORE_RESET`]).
+
+use crate::binfile::{build_id_of, open_mapped, MappedBinary, TimedWorker};
+use crate::cfi_check::{check_cfi, framehop_bases, CfiSection};
+use crate::process::{Map, MapKind, Process};
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
+use profkit_eventlog::Cookie;
+use profkit_perf::{UserStack, PERF_CONTEXT_USER};
+use rustc_hash::FxHashMap;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long the stage waits for one binary's unwind sections.
+pub const CFI_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Largest unwind section read (`.eh_frame`, `.debug_frame`): larger ones
+/// are refused (the largest seen here, librustc_driver's, is ~10 MiB).
+pub const MAX_CFI_SECTION: u64 = 256 << 20;
+
+/// framehop generations used before the cache and unwinders are rebuilt
+/// (its counter is 16 bits; each binary's unwinder uses two).
+const GENERATIONS_BEFORE_RESET: u32 = 30_000;
+
+/// `PERF_SAMPLE_REGS_ABI_64`: the only ABI unwound (x86-64).
+const ABI_64: u64 = 2;
+
+/// Section bytes as framehop holds them: shared, never copied again.
+type Data = Arc<[u8]>;
+
+/// Where a binary's unwind information is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CfiSource {
+    /// A mapped file, and the build-id it must have if one is known.
+    File {
+        /// How to open it.
+        binary: MappedBinary,
+        /// Its build-id, when the cookie was derived from one.
+        build_id: Option<Vec<u8>>,
+    },
+    /// The kernel's vdso, read from this process's own mapping.
+    Vdso,
+}
+
+/// A binary's unwind sections and load segments, as read.
+#[derive(Debug, Clone)]
+pub(crate) struct CfiSections {
+    /// The address the module's relative addresses count from.
+    base_svma: u64,
+    /// Addresses of executable code (the module's range).
+    code: Range<u64>,
+    text_svma: Option<Range<u64>>,
+    got_svma: Option<Range<u64>>,
+    eh_frame_svma: Option<Range<u64>>,
+    eh_frame: Option<Data>,
+    eh_frame_hdr_svma: Option<Range<u64>>,
+    eh_frame_hdr: Option<Data>,
+    debug_frame: Option<Data>,
+    /// Executable LOAD segments first: (file offset, address, file size).
+    segments: Vec<(u64, u64, u64)>,
+}
+
+impl CfiSections {
+    fn bytes(&self) -> usize {
+        [&self.eh_frame, &self.eh_frame_hdr, &self.debug_frame]
+            .iter()
+            .map(|d| d.as_ref().map_or(0, |d| d.len()))
+            .sum()
+    }
+
+    fn unwinder(&self) -> UnwinderX86_64<Data> {
+        let info = ExplicitModuleSectionInfo {
+            base_svma: self.base_svma,
+            text_svma: self.text_svma.clone(),
+            got_svma: self.got_svma.clone(),
+            eh_frame_svma: self.eh_frame_svma.clone(),
+            eh_frame: self.eh_frame.clone(),
+            eh_frame_hdr_svma: self.eh_frame_hdr_svma.clone(),
+            eh_frame_hdr: self.eh_frame_hdr.clone(),
+            debug_frame: self.debug_frame.clone(),
+            ..Default::default()
+        };
+        let mut u = UnwinderX86_64::new();
+        // Placed at its own addresses: avma == svma.
+        u.add_module(Module::new(
+            String::new(),
+            self.code.clone(),
+            self.base_svma,
+            info,
+        ));
+        u
+    }
+
+    /// What to subtract from an address of mapping `m` to get the
+    /// binary's own address.
+    fn bias(&self, m: &Map) -> u64 {
+        let page = |o: u64| o & !0xfff;
+        let svma_at_start = self
+            .segments
+            .iter()
+            .find(|&&(off, _, size)| page(off) <= m.pgoff && m.pgoff < off.saturating_add(size))
+            .map(|&(off, vaddr, _)| vaddr.wrapping_sub(off).wrapping_add(m.pgoff))
+            .unwrap_or(m.pgoff);
+        m.start.wrapping_sub(svma_at_start)
+    }
+}
+
+/// Why a binary's unwind information is not used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CfiMissing {
+    /// The file could not be opened (see [`crate::binfile::Refused`]) or
+    /// parsed, or is not the binary the cookie names.
+    Unreadable,
+    /// It has no `.eh_frame` or `.debug_frame`.
+    NoCfi,
+    /// Its unwind information failed the check (hostile or corrupt).
+    Refused(String),
+    /// Reading it took longer than [`CFI_TIMEOUT`].
+    TimedOut,
+}
+
+/// The unwinder's counters (`SyncStage::unwind_stats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnwindStats {
+    /// User stacks unwound.
+    pub stacks: u64,
+    /// Return addresses found.
+    pub frames: u64,
+    /// Binaries whose unwind information was read.
+    pub binaries: u64,
+    /// Bytes of unwind sections held.
+    pub bytes: u64,
+    /// Binaries without unwind information (frame-pointer fallback).
+    pub without_cfi: u64,
+    /// Binaries that could not be read (or not in time).
+    pub unreadable: u64,
+    /// Binaries whose unwind information failed the check.
+    pub refused: u64,
+    /// Times the rule cache and unwinders were rebuilt (generation wrap).
+    pub resets: u64,
+}
+
+/// How an unwind ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UnwindEnd {
+    /// At the outermost frame (or the frame limit).
+    Complete,
+    /// The next step needed stack beyond the copied bytes: the copy size
+    /// cut it (`user_stacks_cut`).
+    Cut,
+    /// The next step could not be made (no rule, a bad address, a 32-bit
+    /// task): the stack ends with `[unknown]` (`stacks_unknown`).
+    Failed,
+}
+
+type CfiAnswer = Result<CfiSections, CfiMissing>;
+
+/// The sync stage's DWARF unwinder: per-binary unwind information by
+/// cookie, one rule cache.
+pub(crate) struct DwarfUnwinder {
+    binaries: FxHashMap<Cookie, Result<(CfiSections, UnwinderX86_64<Data>), CfiMissing>>,
+    /// Unwinds anonymous code and binaries without information: framehop's
+    /// frame-pointer fallback.
+    empty: UnwinderX86_64<Data>,
+    cache: CacheX86_64,
+    generations: u32,
+    reader: TimedWorker<CfiSource, CfiAnswer>,
+    stats: UnwindStats,
+}
+
+impl std::fmt::Debug for DwarfUnwinder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DwarfUnwinder")
+            .field("binaries", &self.binaries.len())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl Default for DwarfUnwinder {
+    fn default() -> Self {
+        Self::new(CFI_TIMEOUT)
+    }
+}
+
+impl DwarfUnwinder {
+    pub(crate) fn new(timeout: Duration) -> Self {
+        DwarfUnwinder {
+            binaries: FxHashMap::default(),
+            empty: UnwinderX86_64::new(),
+            cache: CacheX86_64::new(),
+            generations: 1,
+            reader: TimedWorker::new("profkit-cfi", timeout, read_cfi),
+            stats: UnwindStats::default(),
+        }
+    }
+
+    pub(crate) fn stats(&self) -> UnwindStats {
+        self.stats
+    }
+
+    /// Rebuilds the cache and every unwinder when framehop's 16-bit
+    /// generation counter could come round again.
+    fn maybe_reset(&mut self) {
+        if self.generations < GENERATIONS_BEFORE_RESET {
+            return;
+        }
+        self.cache = CacheX86_64::new();
+        self.empty = UnwinderX86_64::new();
+        self.generations = 1;
+        for b in self.binaries.values_mut().flatten() {
+            b.1 = b.0.unwinder();
+            self.generations += 2;
+        }
+        self.stats.resets += 1;
+    }
+
+    /// Reads (once) the unwind information of the binary `cookie`.
+    fn load(&mut self, cookie: Cookie, source: impl FnOnce() -> Option<CfiSource>) {
+        if self.binaries.contains_key(&cookie) {
+            return;
+        }
+        self.maybe_reset();
+        let answer = match source() {
+            Some(s) => self.reader.ask(s).unwrap_or(Err(CfiMissing::TimedOut)),
+            None => Err(CfiMissing::Unreadable),
+        };
+        let entry = match answer {
+            Ok(sections) => {
+                self.stats.binaries += 1;
+                self.stats.bytes += sections.bytes() as u64;
+                self.generations += 2;
+                let u = sections.unwinder();
+                Ok((sections, u))
+            }
+            Err(why) => {
+                match why {
+                    CfiMissing::NoCfi => self.stats.without_cfi += 1,
+                    CfiMissing::Refused(_) => self.stats.refused += 1,
+                    CfiMissing::Unreadable | CfiMissing::TimedOut => self.stats.unreadable += 1,
+                }
+                Err(why)
+            }
+        };
+        self.binaries.insert(cookie, entry);
+    }
+
+    /// Unwinds one copied user stack, appending `PERF_CONTEXT_USER`, the
+    /// user ip and the return addresses (innermost first) to `out`: the
+    /// user part of a callchain, as the kernel writes it for frame
+    /// pointers. `copy_size` is the size the events asked for (a stack
+    /// needing bytes beyond a full copy was cut by it). `source` tells
+    /// where a binary met for the first time is read from.
+    pub(crate) fn unwind(
+        &mut self,
+        user: &UserStack<'_>,
+        copy_size: u32,
+        process: Option<&Process>,
+        time: u64,
+        mut source: impl FnMut(&Map) -> Option<CfiSource>,
+        out: &mut Vec<u64>,
+    ) -> UnwindEnd {
+        out.push(PERF_CONTEXT_USER);
+        out.push(user.ip);
+        if user.abi != ABI_64 {
+            return UnwindEnd::Failed;
+        }
+        self.stats.stacks += 1;
+        let stack = user.stack;
+        let sp0 = user.sp;
+        let mut read_stack = |addr: u64| -> Result<u64, ()> {
+            let off = usize::try_from(addr.checked_sub(sp0).ok_or(())?).map_err(|_| ())?;
+            let b = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
+            Ok(u64::from_le_bytes(b.try_into().map_err(|_| ())?))
+        };
+        let mut regs = UnwindRegsX86_64::new(user.ip, user.sp, user.bp);
+        let mut addr = FrameAddress::from_instruction_pointer(user.ip);
+        let limit = out.len() + crate::MAX_STACK_FRAMES + 1;
+        while out.len() < limit {
+            let map = process.and_then(|p| p.map_at(addr.address_for_lookup(), time));
+            if map.is_none() {
+                // Outside every mapping: the unwind has lost the real
+                // frames (what follows would be stack data).
+                return UnwindEnd::Failed;
+            }
+            let mut bias = 0;
+            if let Some(m) = map.filter(|m| m.kind == MapKind::File) {
+                self.load(m.cookie, || source(m));
+                if let Some(Ok((sections, _))) = self.binaries.get(&m.cookie) {
+                    bias = sections.bias(m);
+                }
+            }
+            let unwinder = match map.and_then(|m| self.binaries.get(&m.cookie)) {
+                Some(Ok((_, u))) if map.is_some_and(|m| m.kind == MapKind::File) => u,
+                _ => &self.empty,
+            };
+            let moved = match addr {
+                FrameAddress::InstructionPointer(a) => {
+                    Some(FrameAddress::from_instruction_pointer(a.wrapping_sub(bias)))
+                }
+                FrameAddress::ReturnAddress(a) => {
+                    FrameAddress::from_return_address(u64::from(a).wrapping_sub(bias))
+                }
+            };
+            let Some(moved) = moved else {
+                return UnwindEnd::Failed;
+            };
+            match unwinder.unwind_frame(moved, &mut regs, &mut self.cache, &mut read_stack) {
+                Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
+                    Some(next) => {
+                        self.stats.frames += 1;
+                        out.push(ra);
+                        addr = next;
+                    }
+                    None => return UnwindEnd::Complete,
+                },
+                Ok(None) => return UnwindEnd::Complete,
+                Err(framehop::Error::CouldNotReadStack(at))
+                    if stack.len() as u64 >= u64::from(copy_size)
+                        && at >= sp0.saturating_add(stack.len() as u64) =>
+                {
+                    return UnwindEnd::Cut
+                }
+                Err(_) => return UnwindEnd::Failed,
+            }
+        }
+        UnwindEnd::Complete
+    }
+}
+
+/// Reads a binary's unwind sections (on the reader's worker thread).
+fn read_cfi(source: CfiSource) -> CfiAnswer {
+    match source {
+        CfiSource::Vdso => {
+            let bytes = own_vdso().ok_or(CfiMissing::Unreadable)?;
+            sections_of(&*bytes)
+        }
+        CfiSource::File { binary, build_id } => {
+            let f = open_mapped(&binary).map_err(|_| CfiMissing::Unreadable)?;
+            if let Some(want) = build_id {
+                let again = f.try_clone().map_err(|_| CfiMissing::Unreadable)?;
+                if build_id_of(again).as_deref() != Some(&want[..]) {
+                    return Err(CfiMissing::Unreadable);
+                }
+            }
+            let cache = object::read::ReadCache::new(f);
+            sections_of(&cache)
+        }
+    }
+}
+
+/// This process's `[vdso]` image (the kernel's, the same for every 64-bit
+/// process), read through `/proc/self/mem`.
+fn own_vdso() -> Option<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let line = maps.lines().find(|l| l.ends_with("[vdso]"))?;
+    let (start, end) = line.split(' ').next()?.split_once('-')?;
+    let start = u64::from_str_radix(start, 16).ok()?;
+    let end = u64::from_str_radix(end, 16).ok()?;
+    let len = usize::try_from(end.checked_sub(start)?).ok()?;
+    if len > 1 << 20 {
+        return None;
+    }
+    let mut mem = std::fs::File::open("/proc/self/mem").ok()?;
+    mem.seek(SeekFrom::Start(start)).ok()?;
+    let mut buf = vec![0; len];
+    mem.read_exact(&mut buf).ok()?;
+    Some(buf)
+}
+
+/// The unwind sections and load segments of an ELF file.
+fn sections_of<'d, R: object::ReadRef<'d>>(data: R) -> CfiAnswer {
+    use object::{Object, ObjectSection, ObjectSegment, SegmentFlags};
+    let obj = object::File::parse(data).map_err(|_| CfiMissing::Unreadable)?;
+    if obj.architecture() != object::Architecture::X86_64 {
+        return Err(CfiMissing::NoCfi);
+    }
+    let range = |s: &object::Section<'d, '_, R>| s.address()..s.address().saturating_add(s.size());
+    let read = |s: &object::Section<'d, '_, R>| -> Result<Data, CfiMissing> {
+        if s.size() > MAX_CFI_SECTION {
+            return Err(CfiMissing::Refused(format!(
+                "its {} is {} bytes, over the {} MiB this reads",
+                s.name().unwrap_or("?"),
+                s.size(),
+                MAX_CFI_SECTION >> 20
+            )));
+        }
+        let d = s.uncompressed_data().map_err(|_| CfiMissing::Unreadable)?;
+        Ok(Arc::from(&d[..]))
+    };
+    let mut segments = Vec::new();
+    let mut code: Option<Range<u64>> = None;
+    for seg in obj.segments() {
+        let (off, size) = seg.file_range();
+        let exec = matches!(seg.flags(), SegmentFlags::Elf { p_flags } if p_flags & object::elf::PF_X != 0);
+        if exec {
+            let r = seg.address()..seg.address().saturating_add(seg.size());
+            code = Some(match code {
+                Some(c) => c.start.min(r.start)..c.end.max(r.end),
+                None => r,
+            });
+            segments.insert(0, (off, seg.address(), size));
+        } else {
+            segments.push((off, seg.address(), size));
+        }
+    }
+    let code = code.ok_or(CfiMissing::NoCfi)?;
+    let section = |name: &str| obj.section_by_name(name).filter(|s| s.size() > 0);
+    let eh = section(".eh_frame");
+    let hdr = section(".eh_frame_hdr");
+    let eh_frame = eh.as_ref().map(read).transpose()?;
+    let debug_frame = match eh {
+        Some(_) => None,
+        None => section(".debug_frame").as_ref().map(read).transpose()?,
+    };
+    if eh_frame.is_none() && debug_frame.is_none() {
+        return Err(CfiMissing::NoCfi);
+    }
+    let eh_frame_svma = eh.as_ref().map(range);
+    let eh_frame_hdr = match (&eh_frame, &hdr) {
+        (Some(_), Some(h)) => Some(read(h)?),
+        _ => None,
+    };
+    let eh_frame_hdr_svma = hdr.as_ref().map(range);
+    let text_svma = section(".text").as_ref().map(range);
+    let got_svma = section(".got").as_ref().map(range);
+    // The bases framehop decodes pointers with: the check must see the
+    // same pointers.
+    let start = |r: &Option<Range<u64>>| r.as_ref().map_or(0, |r| r.start);
+    let bases = framehop_bases(
+        start(&eh_frame_svma),
+        eh_frame_hdr
+            .as_ref()
+            .map_or(0, |_| start(&eh_frame_hdr_svma)),
+        start(&text_svma),
+        start(&got_svma),
+    );
+    let refused = |e: crate::cfi_check::CfiRefusal| CfiMissing::Refused(e.to_string());
+    if let Some(d) = &eh_frame {
+        let hdr = eh_frame_hdr.as_deref();
+        check_cfi(CfiSection::EhFrame { hdr }, d, &bases).map_err(refused)?;
+    }
+    if let Some(d) = &debug_frame {
+        check_cfi(CfiSection::DebugFrame, d, &bases).map_err(refused)?;
+    }
+    Ok(CfiSections {
+        base_svma: code.start & !0xfff,
+        code,
+        text_svma,
+        got_svma,
+        eh_frame_hdr,
+        eh_frame_hdr_svma: eh_frame_hdr_svma.filter(|_| eh_frame.is_some()),
+        eh_frame_svma,
+        eh_frame,
+        debug_frame,
+        segments,
+    })
+}
+
+/// Where the unwind information of the binary of mapping `m`, with cookie
+/// entry `entry`, is read from; None for code no file holds.
+pub(crate) fn source_of(
+    entry: &profkit_eventlog::CookieEntry,
+    m: &Map,
+    pid: u32,
+    proc_root: Option<&std::path::Path>,
+) -> Option<CfiSource> {
+    use profkit_eventlog::CookieKind;
+    match entry.kind {
+        CookieKind::Vdso => Some(CfiSource::Vdso),
+        CookieKind::User => Some(CfiSource::File {
+            binary: MappedBinary {
+                path: PathBuf::from(&entry.path),
+                map_file: proc_root
+                    .map(|r| r.join(format!("{pid}/map_files/{:x}-{:x}", m.start, m.end))),
+                identity: ((entry.dev, entry.inode) != (0, 0)).then_some((entry.dev, entry.inode)),
+            },
+            build_id: entry.build_id.clone().filter(|b| !b.is_empty()),
+        }),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::Process;
+    use profkit_perf::PERF_CONTEXT_USER;
+    use std::path::Path;
+
+    fn testdata(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../testdata/unwind")
+            .join(name)
+    }
+
+    /// A stack snapshot as `testdata/unwind/*.stack` holds it.
+    struct Snapshot {
+        bt: Vec<String>,
+        ip: u64,
+        sp: u64,
+        bp: u64,
+        map: (u64, u64, u64),
+        stack: Vec<u8>,
+    }
+
+    fn snapshot(name: &str) -> Snapshot {
+        let text = std::fs::read_to_string(testdata(name)).unwrap();
+        let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+        let mut s = Snapshot {
+            bt: Vec::new(),
+            ip: 0,
+            sp: 0,
+            bp: 0,
+            map: (0, 0, 0),
+            stack: Vec::new(),
+        };
+        let mut in_stack = false;
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let w: Vec<&str> = line.split_whitespace().collect();
+            match w.as_slice() {
+                ["bt", names @ ..] => s.bt = names.iter().map(|n| n.to_string()).collect(),
+                ["ip", v] => s.ip = hex(v),
+                ["sp", v] => s.sp = hex(v),
+                ["bp", v] => s.bp = hex(v),
+                ["map", a, b, c] => s.map = (hex(a), hex(b), hex(c)),
+                ["stack"] => in_stack = true,
+                words if in_stack => {
+                    for v in words {
+                        s.stack.extend_from_slice(&hex(v).to_le_bytes());
+                    }
+                }
+                _ => panic!("bad snapshot line {line:?}"),
+            }
+        }
+        s
+    }
+
+    /// The function of the binary at `path` that file offset `off` is in.
+    fn function_at(path: &Path, off: u64) -> Option<String> {
+        use object::{Object, ObjectSegment, ObjectSymbol};
+        let data = std::fs::read(path).unwrap();
+        let obj = object::File::parse(&*data).unwrap();
+        let seg = obj.segments().find(|g| {
+            let (o, n) = g.file_range();
+            o <= off && off < o + n
+        })?;
+        let addr = off - seg.file_range().0 + seg.address();
+        obj.symbols()
+            .find(|s| s.address() <= addr && addr < s.address() + s.size())
+            .and_then(|s| s.name().ok().map(str::to_string))
+    }
+
+    /// Unwinds the snapshot's first `len` stack bytes, asked for with
+    /// `copy_size`: the return addresses' functions and how it ended.
+    fn unwind(s: &Snapshot, len: usize, copy_size: u32) -> (Vec<String>, UnwindEnd) {
+        let bin = testdata("callgraph-O2-nofp");
+        let map = Map {
+            start: s.map.0,
+            end: s.map.1,
+            pgoff: s.map.2,
+            cookie: 7,
+            kind: MapKind::File,
+            since: 0,
+            until: u64::MAX,
+        };
+        let mut p = Process::default();
+        p.map(map, 0);
+        let mut u = DwarfUnwinder::default();
+        let user = UserStack {
+            abi: ABI_64,
+            bp: s.bp,
+            sp: s.sp,
+            ip: s.ip,
+            stack: &s.stack[..len],
+        };
+        let mut out = Vec::new();
+        let source = |_: &Map| {
+            Some(CfiSource::File {
+                binary: MappedBinary {
+                    path: bin.clone(),
+                    map_file: None,
+                    identity: None,
+                },
+                build_id: None,
+            })
+        };
+        let end = u.unwind(&user, copy_size, Some(&p), 1, source, &mut out);
+        assert_eq!(out[..2], [PERF_CONTEXT_USER, s.ip]);
+        assert_eq!(u.stats().binaries, 1);
+        let names = out[2..]
+            .iter()
+            .map(|&ra| match p.map_at(ra, 1) {
+                Some(m) => function_at(&bin, m.offset(ra - 1)).unwrap_or("?".into()),
+                None => format!("{ra:#x}"),
+            })
+            .collect();
+        (names, end)
+    }
+
+    #[test]
+    fn a_recorded_stack_without_frame_pointers_unwinds_as_gdb_did() {
+        let s = snapshot("callgraph-O2-nofp.stack");
+        assert_eq!(s.bt, ["tick", "c", "b", "main"]);
+        let (names, end) = unwind(&s, s.stack.len(), 8192);
+        // gdb's callers, then main's caller in libc, which this process
+        // table does not map: the unwind stops there, short.
+        assert_eq!(names[..3], s.bt[1..]);
+        assert_eq!(names.len(), 4, "{names:?}");
+        assert!(names[3].starts_with("0x7f"), "{names:?}");
+        assert_eq!(end, UnwindEnd::Failed);
+    }
+
+    #[test]
+    fn a_stack_copy_too_short_for_the_next_frame_is_counted_as_cut() {
+        let s = snapshot("callgraph-O2-nofp.stack");
+        // tick and c keep nothing on the stack but their return address:
+        // two words reach b; the third step needs the third word.
+        let (names, end) = unwind(&s, 16, 16);
+        assert_eq!(names, ["c", "b"]);
+        assert_eq!(end, UnwindEnd::Cut);
+        // The same 16 bytes, but all the kernel could copy (the stack's
+        // top): not a cut, a failed step.
+        let (names, end) = unwind(&s, 16, 8192);
+        assert_eq!(names, ["c", "b"]);
+        assert_eq!(end, UnwindEnd::Failed);
+    }
+}

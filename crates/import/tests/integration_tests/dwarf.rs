@@ -1,11 +1,13 @@
 //! A real `perf record --call-graph dwarf` file: its samples' user
 //! registers and stacks reach the sync stage in profkit's layout, and the
-//! session says how much stack each sample copied. Skipped with a printed
+//! session says how much stack each sample copied; the sync stage unwinds
+//! them, so the callers of the workload's hot function are named through
+//! code without frame pointers, in the workload's known ratio. Skipped with a printed
 //! reason when perf or a C compiler is missing or perf events cannot be
 //! opened, unless PROFKIT_REQUIRE_PERF=1 (CI), where that is a failure.
 
 use profkit_eventlog::SessionReader;
-use profkit_testsupport::{perf_ok, skip};
+use profkit_testsupport::{function_ranges, perf_ok, skip};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -103,4 +105,58 @@ fn a_dwarf_perf_data_is_imported_with_its_user_stacks() {
     let r = SessionReader::open(&session).unwrap();
     assert_eq!(r.header().event.user_stack, 8192);
     assert!(r.header().event.callchain);
+
+    // c's samples, unwound at import: c <- a|b <- main, b twice a's share.
+    let ranges = function_ranges(&workload, &["c", "a", "b", "main"]);
+    let caller_in = |off: u64, i: usize| {
+        let off = off.wrapping_sub(1);
+        ranges[i].0 <= off && off < ranges[i].1
+    };
+    let table = r.stack_table();
+    let mut prog = None;
+    let mut samples = Vec::new();
+    for c in r.chunks() {
+        r.for_each_sample(
+            c,
+            |s| samples.push(*s),
+            |m| match m {
+                profkit_eventlog::Event::CookieDef(e) if Path::new(&e.path) == workload => {
+                    prog = Some(e.cookie)
+                }
+                _ => {}
+            },
+        )
+        .unwrap();
+    }
+    let prog = prog.expect("the workload's cookie is defined");
+    let in_c: Vec<_> = samples
+        .iter()
+        .filter(|s| {
+            s.cookie == prog && !s.kernel && ranges[0].0 <= s.offset && s.offset < ranges[0].1
+        })
+        .collect();
+    let (mut to_main, mut via_a, mut via_b) = (0, 0, 0);
+    for s in &in_c {
+        let frames = s.stack.and_then(|id| table.get(id)).unwrap_or(&[]);
+        let has = |i| {
+            frames
+                .iter()
+                .any(|f| f.cookie == prog && !f.kernel && caller_in(f.offset, i))
+        };
+        to_main += usize::from(has(3));
+        via_a += usize::from(has(1));
+        via_b += usize::from(has(2));
+    }
+    eprintln!(
+        "{} samples in c: {to_main} reach main, {via_a} via a, {via_b} via b",
+        in_c.len()
+    );
+    assert!(in_c.len() >= 300, "{} samples in c", in_c.len());
+    assert!(
+        to_main * 100 >= in_c.len() * 95,
+        "{to_main} of {} reach main",
+        in_c.len()
+    );
+    let share = via_a as f64 / (via_a + via_b) as f64;
+    assert!((share - 1.0 / 3.0).abs() < 0.05, "a's share {share:.3}");
 }

@@ -133,6 +133,7 @@ fn start_config(a: &StartArgs, pid_override: Option<u32>) -> Result<StartConfig>
         pids: a.pid.clone(),
         cpus: a.cpu.as_deref().map(parse_cpu_list).transpose()?,
         callgraph: a.callgraph,
+        user_stack: 0,
         sync_interval_ms: a.sync_interval,
         buffer_pages: a.buffer_pages,
         user_only: a.user_only,

@@ -101,7 +101,11 @@ impl StartConfig {
             {
                 let mut user = c;
                 user.exclude_kernel = true;
-                drop(Sampler::open(&user).map_err(|_| e)?);
+                // Refused again: the first refusal says why. Anything else
+                // (a ring too large to lock) is the user-space events' own
+                // problem, and hiding it behind the kernel's refusal would
+                // send the user after the wrong cause.
+                drop(Sampler::open(&user).map_err(|u| if is_permission(&u) { e } else { u })?);
                 self.user_only = true;
                 Ok(Some(format!(
                     "profkit: kernel samples excluded: {} (kernel samples of a process need <= 1, or CAP_PERFMON); recording user space only",

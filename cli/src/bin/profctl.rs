@@ -9,8 +9,8 @@ use profkit_daemon::{
     SESSION_LOG,
 };
 use profkit_live::{
-    finalize_dead, perf_is_usage, run_daemon, ExtrasSources, Rate, StartConfig, Summary,
-    DEFAULT_FREQUENCY, SYSTEM_DEBUG_DIR,
+    finalize_dead, perf_is_usage, run_daemon, CallGraph, DwarfRing, ExtrasSources, Rate,
+    StartConfig, Summary, DEFAULT_FREQUENCY, SYSTEM_DEBUG_DIR,
 };
 use profkit_perf::parse_cpu_list;
 use serde_json::Value;
@@ -21,7 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-const EXIT_CODES: &str = "EXIT STATUS:\n  0  success\n  1  the operation failed (no daemon, no permission, I/O error)\n  2  bad command line\n  record: the recorded command's own exit status\n\nEXAMPLES:\n  profctl start -F 1000            sample the whole system at 1 kHz into ./profkit_data\n  profctl dump; profctl status     flush to disk now; show counters\n  profctl stop                     finish and print the summary\n  profctl record -- make -j2       profile one command and its children";
+const EXIT_CODES: &str = "EXIT STATUS:\n  0  success\n  1  the operation failed (no daemon, no permission, I/O error)\n  2  bad command line\n  record: the recorded command's own exit status\n\nEXAMPLES:\n  profctl start -F 1000            sample the whole system at 1 kHz into ./profkit_data\n  profctl dump; profctl status     flush to disk now; show counters\n  profctl stop                     finish and print the summary\n  profctl record -- make -j2       profile one command and its children
+  profctl record --call-graph dwarf -- ./app   with call graphs, also through code built without frame pointers";
 
 #[derive(Parser, Debug)]
 #[command(name = "profctl", version, about = "Control profkit's system-wide sampling daemon", after_help = EXIT_CODES)]
@@ -59,15 +60,21 @@ struct StartArgs {
     /// Only these CPUs (e.g. 0-3,6).
     #[arg(short = 'C', long)]
     cpu: Option<String>,
-    /// Record callchains.
+    /// Record call graphs with frame pointers (the same as --call-graph fp).
     #[arg(short = 'g')]
     callgraph: bool,
+    /// Record call graphs: fp (frame pointers), dwarf (copy 8192 bytes of
+    /// user stack per sample, unwound with DWARF) or dwarf,SIZE (SIZE bytes, a
+    /// multiple of 8 up to 65528).
+    #[arg(long, value_name = "MODE", value_parser = call_graph)]
+    call_graph: Option<CallGraph>,
     /// Milliseconds between sync rounds.
     #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(10..=60000))]
     sync_interval: u64,
-    /// Data pages per CPU ring (power of two).
-    #[arg(long, default_value_t = profkit_perf::DEFAULT_DATA_PAGES)]
-    buffer_pages: usize,
+    /// Data pages per CPU ring (power of two) [default: 128; with --call-graph
+    /// dwarf, room for two sync intervals of samples, at most 64 MiB].
+    #[arg(long, value_name = "N")]
+    buffer_pages: Option<usize>,
     /// Only user-space samples.
     #[arg(long, conflicts_with = "kernel_only")]
     user_only: bool,
@@ -119,22 +126,46 @@ enum Cmd {
     Daemon { config: String },
 }
 
+/// Parses `--call-graph` (clap calls this, so a bad value exits 2 with the message).
+fn call_graph(s: &str) -> Result<CallGraph, String> {
+    CallGraph::parse(s).map_err(|e| e.to_string())
+}
+
 /// The domain configuration of `start`/`record`: everything the daemon
-/// child needs, validated here where the user sees the message.
-fn start_config(a: &StartArgs, pid_override: Option<u32>) -> Result<StartConfig> {
+/// child needs, validated here where the user sees the message; and the
+/// ring chosen for DWARF call graphs when `--buffer-pages` is not given.
+fn start_config(
+    a: &StartArgs,
+    pid_override: Option<u32>,
+) -> Result<(StartConfig, Option<DwarfRing>)> {
+    let call_graph = CallGraph::resolve(a.callgraph, a.call_graph)?;
+    let rate = match (a.freq, a.period) {
+        (_, Some(p)) => Rate::Period(p),
+        (Some(f), None) => Rate::Frequency(f),
+        (None, None) => Rate::Frequency(DEFAULT_FREQUENCY),
+    };
+    let ring = match (a.buffer_pages, call_graph) {
+        (None, Some(CallGraph::Dwarf { stack_size })) => Some(DwarfRing::choose(
+            rate,
+            a.sync_interval,
+            stack_size,
+            profkit_perf::page_size(),
+        )),
+        _ => None,
+    };
     let mut c = StartConfig {
         session_dir: a.dir.session_dir.clone(),
         event: a.event.clone(),
-        rate: match (a.freq, a.period) {
-            (_, Some(p)) => Rate::Period(p),
-            (Some(f), None) => Rate::Frequency(f),
-            (None, None) => Rate::Frequency(DEFAULT_FREQUENCY),
-        },
+        rate,
         pids: a.pid.clone(),
         cpus: a.cpu.as_deref().map(parse_cpu_list).transpose()?,
-        callgraph: a.callgraph,
+        callgraph: call_graph.is_some(),
+        user_stack: call_graph.map_or(0, CallGraph::user_stack),
         sync_interval_ms: a.sync_interval,
-        buffer_pages: a.buffer_pages,
+        buffer_pages: a
+            .buffer_pages
+            .or(ring.map(|r| r.pages))
+            .unwrap_or(profkit_perf::DEFAULT_DATA_PAGES),
         user_only: a.user_only,
         kernel_only: a.kernel_only,
         enable_on_exec: a.enable_on_exec,
@@ -144,13 +175,24 @@ fn start_config(a: &StartArgs, pid_override: Option<u32>) -> Result<StartConfig>
         c.enable_on_exec = true;
     }
     c.sampler_config()?;
-    Ok(c)
+    Ok((c, ring))
 }
 
 /// Starts the daemon and waits until sampling is live.
 fn start(a: &StartArgs, pid_override: Option<u32>) -> Result<u32> {
-    let mut c = start_config(a, pid_override)?;
-    if let Some(note) = c.probe()? {
+    let (mut c, ring) = start_config(a, pid_override)?;
+    if let Some(r) = &ring {
+        eprintln!("profkit: {r}");
+    }
+    let note = match (c.probe(), ring) {
+        (Err(e), Some(r)) if e.is_locked_memory() => {
+            let mlock_kb = profkit_perf::read_sysctl("kernel.perf_event_mlock_kb")
+                .and_then(|kb| u64::try_from(kb).ok());
+            return Err(anyhow::Error::new(e).context(r.mlock_advice(mlock_kb)));
+        }
+        (probed, _) => probed?,
+    };
+    if let Some(note) = note {
         eprintln!("{note}");
     }
     let dir = SessionDir::create(&c.session_dir)?;
@@ -395,6 +437,9 @@ fn wait_command(
 }
 
 fn record(a: &StartArgs, command: &[String]) -> Result<ExitCode> {
+    // The flags, checked before the command is started (the events are
+    // opened on it later).
+    start_config(a, None)?;
     let which = Command::new("sh")
         .arg("-c")
         .arg("command -v \"$1\"")

@@ -42,7 +42,7 @@ EXAMPLES:
   profreport -l --format json > r.json
   profreport --merge run1 run2 -l      two sessions added up
 
-CALL GRAPHS (sessions recorded with `profctl record -g`):
+CALL GRAPHS (sessions recorded with `profctl record -g` or `--call-graph dwarf`):
   profreport -c                        callers and callees of each function (opreport -c)
   profreport -c -t 1 --children        ... functions with at least 1 % inclusive, by inclusive share
   profreport -l --children             flat profile with an inclusive column (perf report --children)
@@ -168,7 +168,8 @@ struct Opt {
     /// pprof (gzipped profile.proto).
     #[arg(long, value_name = "FMT", value_parser = format, default_value = "text")]
     format: Format,
-    /// Call graph: each function with its callers and callees (needs a session recorded with -g).
+    /// Call graph: each function with its callers and callees (needs a session recorded with -g
+    /// or --call-graph).
     #[arg(short = 'c', long, conflicts_with = "timeline")]
     callgraph: bool,
     /// Inclusive samples (the function and everything it called) per symbol; sort and cut by them.

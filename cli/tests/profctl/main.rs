@@ -427,6 +427,156 @@ fn bad_values_exit_2_with_a_message_naming_them() {
 }
 
 #[test]
+fn bad_call_graph_values_exit_2_before_anything_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("s");
+    let ran = tmp.path().join("ran");
+    let touch = format!("touch {}", ran.display());
+    let record = |mode: &'static [&'static str]| -> Vec<String> {
+        let mut a: Vec<String> = ["record"]
+            .iter()
+            .chain(mode)
+            .map(|s| s.to_string())
+            .collect();
+        a.extend(["--".into(), "sh".into(), "-c".into(), touch.clone()]);
+        a
+    };
+    let start = |mode: &[&str]| -> Vec<String> {
+        ["start"]
+            .iter()
+            .chain(mode)
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            start(&["--call-graph", "dwarf,8190"]),
+            "'dwarf,8190' for '--call-graph <MODE>': the stack size 8190 must be a multiple of 8 (e.g. dwarf,8192)",
+        ),
+        (
+            record(&["--call-graph", "dwarf,8190"]),
+            "the stack size 8190 must be a multiple of 8",
+        ),
+        (
+            start(&["--call-graph", "lbr"]),
+            "unknown call-graph mode 'lbr': use fp (frame pointers, as -g), dwarf",
+        ),
+        (
+            record(&["--call-graph=dwarf,65536"]),
+            "above the kernel's limit of 65528 bytes",
+        ),
+        (start(&["--call-graph", "dwarf,0"]), "at least 8 bytes"),
+        (
+            start(&["--call-graph", "dwarf,8k"]),
+            "'8k' is not a number of bytes",
+        ),
+        (
+            start(&["-g", "--call-graph", "dwarf"]),
+            "-g means frame-pointer call graphs (--call-graph fp), not --call-graph dwarf,8192",
+        ),
+        (
+            record(&["-g", "--call-graph", "dwarf,4096"]),
+            "give --call-graph dwarf,4096 alone",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
+        a.extend(["--session-dir", ds.to_str().unwrap()]);
+        let o = profctl(tmp.path(), &a);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains(want), "{args:?}: {}", text(&o));
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr)
+                .trim_end()
+                .lines()
+                .count(),
+            1,
+            "{args:?}: {}",
+            text(&o)
+        );
+        // Refused before a daemon, a session or the command.
+        assert!(!ds.exists(), "{args:?} made the session directory");
+        assert!(!ran.exists(), "{args:?} ran the command");
+    }
+}
+
+#[test]
+fn record_with_dwarf_call_graphs_copies_user_stacks() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("s");
+    let o = profctl(
+        tmp.path(),
+        &[
+            "record",
+            "--call-graph",
+            "dwarf",
+            "-F",
+            "4000",
+            "--session-dir",
+            d.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let pages = (16 << 20) / profkit_perf::page_size();
+    assert!(
+        stderr.contains(&format!(
+            "dwarf call graphs: 16 MiB ring per CPU ({pages} pages) for 8192-byte stacks at 4000 Hz"
+        )),
+        "{}",
+        text(&o)
+    );
+    let (r, dec) = decode(&session(tmp.path()));
+    assert!(r.footer().is_some());
+    assert_eq!(r.header().event.user_stack, 8192);
+    assert!(
+        r.header().event.callchain,
+        "the kernel part comes from the callchain"
+    );
+    assert!(dec.per_cpu_pid.values().sum::<u64>() > 50);
+    let o = Command::new(env!("CARGO_BIN_EXE_profreport"))
+        .args(["--no-progress", "--session-dir"])
+        .arg(&d)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).lines().any(
+            |l| l.starts_with("Event:") && l.ends_with("; call graph: dwarf, 8192-byte stacks")
+        ),
+        "{}",
+        text(&o)
+    );
+
+    // An explicit --buffer-pages is kept: no ring is chosen.
+    let o = profctl(
+        tmp.path(),
+        &[
+            "record",
+            "--call-graph",
+            "dwarf,4096",
+            "--buffer-pages",
+            "64",
+            "--session-dir",
+            d.to_str().unwrap(),
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!text(&o).contains("ring per CPU"), "{}", text(&o));
+    let r = SessionReader::open(session(tmp.path())).unwrap();
+    assert_eq!(r.header().event.user_stack, 4096);
+}
+
+#[test]
 fn cycles_without_a_pmu_suggests_cpu_clock() {
     if !perf_ok() {
         return;
@@ -614,6 +764,69 @@ fn unprivileged_record_falls_back_to_user_space_and_says_why() {
     let (r, d) = decode(&tmp.path().join("s/session.pkl"));
     assert!(r.header().event.exclude_kernel);
     assert!(d.per_cpu_pid.values().sum::<u64>() > 0);
+}
+
+#[test]
+fn an_unprivileged_dwarf_record_whose_ring_cannot_be_locked_says_what_fits() {
+    if !perf_ok() {
+        return;
+    }
+    // Below 0 anyone may lock any ring; above 2 a user opens nothing.
+    let paranoid = profkit_perf::read_sysctl("kernel.perf_event_paranoid");
+    if !matches!(paranoid, Some(0..=2)) {
+        eprintln!("SKIP: needs perf_event_paranoid 0, 1 or 2 (paranoid {paranoid:?})");
+        return;
+    }
+    // A user of its own: the locked-memory allowance is per user.
+    let Some(user) = profkit_testsupport::ThrowawayUser::create() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let own = tmp.path().join("user");
+    std::fs::create_dir(&own).unwrap();
+    user.give(&own);
+    let bin = own.join("profctl");
+    std::fs::copy(PROFCTL, &bin).unwrap();
+    // RLIMIT_MEMLOCK 64 KiB: the kernel.perf_event_mlock_kb allowance is
+    // all there is, whatever the limit the tests run with.
+    let run = |flags: &[&str]| {
+        user.command("/bin/sh")
+            .args(["-c", "ulimit -l 64 && exec \"$@\"", "sh"])
+            .arg(&bin)
+            .args(["record", "--call-graph", "dwarf"])
+            .args(flags)
+            .args(["--session-dir", "s", "--", "sh", "-c"])
+            .arg("i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done")
+            .current_dir(&own)
+            .env("HOME", &own)
+            .output()
+            .unwrap()
+    };
+    let o = run(&["-F", "4000"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    // The ring is named, not the kernel samples a fallback dropped.
+    assert!(!out.contains("no permission"), "{out}");
+    assert!(
+        out.contains("dwarf call graphs: the 16 MiB ring per CPU chosen for 8192-byte stacks at 4000 Hz is more memory than this user may lock")
+            && out.contains("kernel.perf_event_mlock_kb is")
+            && out.contains("could not map the"),
+        "{out}"
+    );
+    // What it suggests works.
+    let (_, example) = out.split_once("e.g. ").unwrap_or_else(|| panic!("{out}"));
+    let words: Vec<&str> = example.split_whitespace().take(4).collect();
+    let [b, pages, f, hz] = words[..] else {
+        panic!("{out}")
+    };
+    assert_eq!((b, f), ("--buffer-pages", "-F"), "{out}");
+    let hz = hz.trim_end_matches(':');
+    let o = run(&["--buffer-pages", pages, "-F", hz]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = SessionReader::open(own.join("s/session.pkl")).unwrap();
+    assert_eq!(r.header().event.user_stack, 8192);
 }
 
 /// Unmounts a tmpfs when the test ends, however it ends.

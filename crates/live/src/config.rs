@@ -35,8 +35,13 @@ pub struct StartConfig {
     pub pids: Vec<i32>,
     /// Only these CPUs; `None`: all online CPUs.
     pub cpus: Option<Vec<u32>>,
-    /// Record callchains.
+    /// Record call graphs: frame pointers, or DWARF when `user_stack` is
+    /// not 0 (which implies a call graph).
     pub callgraph: bool,
+    /// DWARF call graphs: bytes of user stack copied per sample
+    /// (`--call-graph dwarf,SIZE`); 0 for none.
+    #[serde(default)]
+    pub user_stack: u32,
     /// Milliseconds between sync rounds.
     pub sync_interval_ms: u64,
     /// Data pages per CPU ring (a power of two).
@@ -65,7 +70,10 @@ impl StartConfig {
             c.target = Target::Pids(self.pids.clone());
         }
         c.cpus = self.cpus.clone();
-        c.callchain = self.callgraph;
+        // With DWARF call graphs the callchain still gives the kernel part
+        // of the stack (the user part is the copied stack's).
+        c.callchain = self.callgraph || self.user_stack > 0;
+        c.user_stack = self.user_stack;
         c.data_pages = self.buffer_pages;
         c.exclude_kernel = self.user_only;
         c.exclude_user = self.kernel_only;
@@ -93,7 +101,11 @@ impl StartConfig {
             {
                 let mut user = c;
                 user.exclude_kernel = true;
-                drop(Sampler::open(&user).map_err(|_| e)?);
+                // Refused again: the first refusal says why. Anything else
+                // (a ring too large to lock) is the user-space events' own
+                // problem, and hiding it behind the kernel's refusal would
+                // send the user after the wrong cause.
+                drop(Sampler::open(&user).map_err(|u| if is_permission(&u) { e } else { u })?);
                 self.user_only = true;
                 Ok(Some(format!(
                     "profkit: kernel samples excluded: {} (kernel samples of a process need <= 1, or CAP_PERFMON); recording user space only",
@@ -201,6 +213,7 @@ mod tests {
             pids: vec![],
             cpus: None,
             callgraph: false,
+            user_stack: 0,
             sync_interval_ms: 250,
             buffer_pages: profkit_perf::DEFAULT_DATA_PAGES,
             user_only: false,
@@ -216,6 +229,8 @@ mod tests {
         c.pids = vec![42, 43];
         c.cpus = Some(vec![0, 1]);
         c.rate = Rate::Period(10_000);
+        c.callgraph = true;
+        c.user_stack = 16384;
         let text = c.to_json();
         assert!(!text.contains('\n'), "{text}");
         let back = StartConfig::from_json(&text).unwrap();
@@ -246,6 +261,22 @@ mod tests {
         assert!(s.exclude_kernel && !s.exclude_user && s.callchain && s.enable_on_exec);
         assert_eq!(s.rate, profkit_perf::Rate::Period(500));
 
+        assert_eq!(s.user_stack, 0);
+
+        c.user_stack = 8192;
+        let s = c.sampler_config().unwrap();
+        assert!(
+            s.callchain,
+            "the kernel part of a DWARF stack is the callchain's"
+        );
+        assert_eq!(s.user_stack, 8192);
+        assert_eq!(s.layout().user_stack, 8192);
+        c.callgraph = false;
+        assert!(c.sampler_config().unwrap().callchain);
+        c.user_stack = 8190;
+        assert!(c.sampler_config().unwrap_err().is_usage());
+        c.user_stack = 0;
+
         c.buffer_pages = 3;
         let e = c.sampler_config().unwrap_err();
         assert!(e.is_usage(), "{e}");
@@ -266,5 +297,20 @@ mod tests {
         assert_eq!(h.event.frequency, Some(DEFAULT_FREQUENCY));
         assert_eq!(h.event.period, None);
         assert_eq!(h.event.name, "cpu-clock");
+        assert!(!h.event.callchain);
+        assert_eq!(h.event.user_stack, 0);
+        c.user_stack = 4096;
+        let h = session_header(&c.sampler_config().unwrap(), 100).unwrap();
+        assert!(h.event.callchain);
+        assert_eq!(h.event.user_stack, 4096);
+    }
+
+    #[test]
+    fn a_configuration_without_user_stack_reads_as_none() {
+        // What a profctl from before DWARF call graphs handed its daemon.
+        let mut v: serde_json::Value = serde_json::from_str(&config().to_json()).unwrap();
+        v.as_object_mut().unwrap().remove("user_stack").unwrap();
+        let c = StartConfig::from_json(&v.to_string()).unwrap();
+        assert_eq!(c, config());
     }
 }

@@ -52,6 +52,10 @@ pub enum Error {
         /// Why it was refused.
         source: serde_json::Error,
     },
+    /// A `--call-graph` value that is not `fp`, `dwarf` or `dwarf,SIZE`, or
+    /// one `-g` contradicts; the message names the value and one that works.
+    #[error("{0}")]
+    CallGraph(String),
     /// `archive` while a daemon still writes the session.
     #[error("a daemon is still recording into {dir}: run `profctl stop` first")]
     StillRecording {
@@ -89,8 +93,17 @@ impl Error {
     pub fn is_usage(&self) -> bool {
         match self {
             Error::Perf(e) => perf_is_usage(e),
+            Error::CallGraph(_) => true,
             _ => false,
         }
+    }
+
+    /// Whether the error is a ring buffer that could not be mapped for
+    /// want of locked memory (`kernel.perf_event_mlock_kb` and
+    /// `RLIMIT_MEMLOCK`, for a user without root or `CAP_IPC_LOCK`).
+    pub fn is_locked_memory(&self) -> bool {
+        matches!(self, Error::Perf(profkit_perf::Error::Mmap { source, .. })
+            if matches!(source.raw_os_error(), Some(libc::EPERM | libc::ENOMEM)))
     }
 }
 
@@ -119,5 +132,22 @@ mod tests {
         let cause = e.source().expect("the cause is the source").to_string();
         assert!(cause.contains("No space left"), "{cause}");
         assert!(!e.is_usage());
+        assert!(!e.is_locked_memory());
+    }
+
+    #[test]
+    fn a_ring_refused_for_locked_memory_is_told_apart() {
+        let mmap = |errno| {
+            Error::Perf(profkit_perf::Error::Mmap {
+                cpu: 0,
+                source: std::io::Error::from_raw_os_error(errno),
+                message: String::new(),
+            })
+        };
+        assert!(mmap(libc::EPERM).is_locked_memory());
+        assert!(mmap(libc::ENOMEM).is_locked_memory());
+        assert!(!mmap(libc::EINVAL).is_locked_memory());
+        assert!(!mmap(libc::EPERM).is_usage());
+        assert!(Error::CallGraph("x".into()).is_usage());
     }
 }

@@ -6,6 +6,9 @@
 //!   user-space fallback of [`StartConfig::probe`]) and handed to the
 //!   daemon process as one JSON argument (paths as bytes: a non-UTF-8
 //!   session directory arrives unchanged).
+//! - [`CallGraph`]: `-g` and `--call-graph fp|dwarf[,SIZE]` (perf's
+//!   syntax), and [`DwarfRing`], the ring a DWARF call graph gets when
+//!   `--buffer-pages` is not given.
 //! - [`LiveEngine`]: `profkit-sync`'s [`Recorder`](profkit_sync::Recorder)
 //!   behind `profkit-daemon`'s [`Engine`](profkit_daemon::Engine), generic
 //!   over the ring source ([`WakeSource`]: the live `Sampler`, or
@@ -68,6 +71,7 @@
 #![deny(missing_docs)]
 
 mod archive;
+mod callgraph;
 mod config;
 mod engine;
 mod error;
@@ -76,6 +80,9 @@ mod finalize;
 mod summary;
 
 pub use archive::{archive, Archived, SYSTEM_DEBUG_DIR};
+pub use callgraph::{
+    CallGraph, DwarfRing, DEFAULT_DWARF_STACK, DWARF_SAMPLE_OVERHEAD, MAX_DWARF_RING_BYTES,
+};
 pub use config::{Rate, StartConfig, DEFAULT_FREQUENCY};
 pub use engine::{
     run_daemon, LiveEngine, ReservedSink, WakeSource, DIR_CHECK_INTERVAL, RESERVE_BYTES,

@@ -25,7 +25,7 @@
 //!   `perf-PID.map` files and an unpacked `profctl archive`'s `debug/` tree;
 //! - the loss summary (from the footer's accounting, else from the Lost
 //!   markers), the timeline, and the renderers ([`render`]: text, JSON, CSV);
-//! - call graphs of sessions recorded with `-g`: samples aggregated per
+//! - call graphs of sessions recorded with `-g` or `--call-graph`: samples aggregated per
 //!   (key, stack id), each distinct stack's frames symbolized once, then the
 //!   symbolized [`Stacks`] ([`ReportOptions::stacks`]), opreport's caller/callee
 //!   blocks ([`CallGraph`], `--callgraph`) and inclusive samples per row
@@ -97,20 +97,29 @@
 //!
 //! # Output formats
 //!
-//! Text is opreport's layout: a header (sessions and their state, event and
-//! rate, time span, samples, loss per CPU with a warning line above
-//! 0.01 %, unreadable chunks), then one `samples %` column pair (one per
-//! CPU with `--separate=cpu`, headed `cpu:N`), then the thread, location,
-//! application, image and symbol columns that apply. JSON is one object:
+//! Text is opreport's layout: a header (sessions and their state, event,
+//! rate and how call graphs were recorded, time span, samples, loss per
+//! CPU with a warning line above 0.01 %, the footer's stack counts when
+//! any is not 0, unreadable chunks), then one `samples %` column pair (one
+//! per CPU with `--separate=cpu`, headed `cpu:N`), then the thread,
+//! location, application, image and symbol columns that apply. JSON is one
+//! object:
 //!
 //! ```text
-//! { "event", "frequency" | null, "period" | null, "total_samples", "samples_read",
+//! { "event", "frequency" | null, "period" | null,
+//!   "call_graph": null | { "mode": "fp" } | { "mode": "dwarf", "user_stack": bytes },
+//!   "total_samples", "samples_read",
 //!   "samples_unreadable" | null, "lost": { "total", "percent", "source", "per_cpu": { "0": n, … } },
+//!   "stacks"?: { "unknown", "truncated", "user_stacks_cut" },
 //!   "start_time", "start_time_unix_ns", "duration_s", "sessions": [...], "bad_chunks": [...],
 //!   "warnings": [...],
 //!   "rows": [ { "samples", "percent", "image", "app", "symbol", "cpu", "tgid", "tid", "comm",
 //!               "vma"?, "location"? } ]            (or "timeline": {...} with --timeline) }
 //! ```
+//!
+//! `stacks` (the footers' `stacks_unknown`, `stacks_truncated` and
+//! `user_stacks_cut`, summed over CPUs and sessions) is there only when one
+//! of them is not 0.
 //!
 //! Rows are the text report's rows, flattened ([`flat_rows`]): one per
 //! (row, CPU) with samples under `--separate=cpu`, percent within that CPU;
@@ -145,8 +154,9 @@
 //!
 //! It does not record, talk to the daemon, or follow a growing session (a
 //! report is a snapshot: run it again to see more). It does not unwind
-//! (stacks are what the recorder's frame-pointer walk gave; see
-//! `docs/FORMAT.md` for its limits) and annotates no source. `--callgraph`
+//! (stacks are what the recorder gave: the kernel's frame-pointer walk, or
+//! the sync stage's DWARF unwinding; see `docs/FORMAT.md` for their
+//! limits) and annotates no source. `--callgraph`
 //! and `--children` are per function: they do not split by thread or
 //! application. `--import` reads file-mode perf.data without compressed
 //! (`-z`) records; it does not read pipe output. Command-line parsing
@@ -201,9 +211,9 @@ pub use diff::{diff_reports, write_diff, Diff, DiffRow};
 pub use error::{Error, Result};
 pub use export::{collapsed_lines, write_collapsed, write_flamegraph};
 pub use model::{
-    BadChunkInfo, CallArc, CallEntry, CallGraph, Column, CpuLoss, Function, Header, Location,
-    Mapping, Report, Row, SessionInfo, SessionTimeline, ShownColumns, StackSample, Stacks, Symbol,
-    Timeline, TimelineLine,
+    BadChunkInfo, CallArc, CallEntry, CallGraph, CallGraphMode, Column, CpuLoss, Function, Header,
+    Location, Mapping, Report, Row, SessionInfo, SessionTimeline, ShownColumns, StackCounts,
+    StackSample, Stacks, Symbol, Timeline, TimelineLine,
 };
 pub use options::{ReportOptions, SymbolSources};
 pub use render::{

@@ -52,6 +52,69 @@ pub struct CpuLoss {
     pub percent: f64,
 }
 
+/// How a session's call graphs were recorded (its header's event
+/// `callchain` and `user_stack`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "mode")]
+pub enum CallGraphMode {
+    /// The kernel's frame-pointer walk (`-g`, `--call-graph fp`).
+    #[serde(rename = "fp")]
+    FramePointers,
+    /// DWARF unwinding of a copy of each sample's user stack
+    /// (`--call-graph dwarf,SIZE`).
+    #[serde(rename = "dwarf")]
+    Dwarf {
+        /// Bytes of user stack copied per sample.
+        user_stack: u32,
+    },
+}
+
+impl CallGraphMode {
+    /// The mode of a session whose event is `event`; `None` without call
+    /// graphs.
+    pub fn of(event: &profkit_eventlog::EventConfigDesc) -> Option<Self> {
+        match (event.callchain, event.user_stack) {
+            (_, n) if n > 0 => Some(CallGraphMode::Dwarf { user_stack: n }),
+            (true, _) => Some(CallGraphMode::FramePointers),
+            (false, _) => None,
+        }
+    }
+}
+
+/// `frame pointers`, `dwarf, 8192-byte stacks`.
+impl std::fmt::Display for CallGraphMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallGraphMode::FramePointers => f.write_str("frame pointers"),
+            CallGraphMode::Dwarf { user_stack } => write!(f, "dwarf, {user_stack}-byte stacks"),
+        }
+    }
+}
+
+/// What the sync stage counted about the samples' stacks (the footer's
+/// accounting, summed over CPUs and sessions). The samples are all in the
+/// report; their stacks are shorter than the real ones.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StackCounts {
+    /// Stacks that met a frame in no known binary: it is kept as one
+    /// `[unknown]` frame and the rest of that part of the stack dropped
+    /// (`stacks_unknown`).
+    pub unknown: u64,
+    /// Stacks longer than the sync stage's bound: their outermost frames
+    /// were dropped (`stacks_truncated`).
+    pub truncated: u64,
+    /// DWARF call graphs: user stacks the copy ended before the outermost
+    /// frame was reached (`user_stacks_cut`).
+    pub user_stacks_cut: u64,
+}
+
+impl StackCounts {
+    /// Whether every count is 0.
+    pub fn is_zero(&self) -> bool {
+        *self == StackCounts::default()
+    }
+}
+
 /// The report's header.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Header {
@@ -63,6 +126,9 @@ pub struct Header {
     pub frequency: Option<u64>,
     /// Events per sample, in period mode.
     pub period: Option<u64>,
+    /// How call graphs were recorded (the first session's); `None`
+    /// without.
+    pub call_graph: Option<CallGraphMode>,
     /// Wall-clock start, ns since the Unix epoch.
     pub start_unix_ns: u64,
     /// Length of the session(s), ns.
@@ -82,6 +148,8 @@ pub struct Header {
     pub lost_percent: f64,
     /// Where the loss figures come from: `footer` or `markers`.
     pub lost_source: String,
+    /// The stack accounting of the sessions' footers (0 without one).
+    pub stacks: StackCounts,
     /// Unreadable parts of the session file(s).
     pub bad_chunks: Vec<BadChunkInfo>,
 }

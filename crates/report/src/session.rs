@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use profkit_eventlog::SessionReader;
 
 use crate::error::{Error, Result};
+use crate::model::CallGraphMode;
 
 /// The file name of the session log inside a session directory.
 pub const SESSION_FILE: &str = "session.pkl";
@@ -162,6 +163,16 @@ pub(crate) fn check_merge(sessions: &[Session], warnings: &mut Vec<String>) -> R
                 second_path: s.reader().path().to_path_buf(),
                 second: e.name.clone(),
             });
+        }
+        let (m0, m) = (CallGraphMode::of(e0), CallGraphMode::of(e));
+        if m != m0 {
+            let name = |m: Option<CallGraphMode>| m.map_or("none".to_owned(), |m| m.to_string());
+            warnings.push(format!(
+                "merged sessions record call graphs differently ({} and {}): the header shows \
+                 the first's",
+                name(m0),
+                name(m)
+            ));
         }
         if (e.frequency, e.period) != (e0.frequency, e0.period) {
             warnings.push(format!(

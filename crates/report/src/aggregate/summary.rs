@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::Aggregate;
 use crate::model::{
-    BadChunkInfo, CpuLoss, Header, SessionInfo, SessionTimeline, Timeline, TimelineLine,
+    BadChunkInfo, CallGraphMode, CpuLoss, Header, SessionInfo, SessionTimeline, StackCounts,
+    Timeline, TimelineLine,
 };
 use crate::session::{Liveness, Session};
 use crate::spec::ProfileSpec;
@@ -45,6 +46,7 @@ pub(crate) fn header(
     let mut unreadable = Some(0u64);
     let (mut with_footer, mut without_footer) = (0, 0);
     let mut problems = false;
+    let mut stacks = StackCounts::default();
     for (i, s) in sessions.iter().enumerate() {
         let r = s.reader();
         let h = r.header();
@@ -74,6 +76,9 @@ pub(crate) fn header(
                     let e = cpus.entry(a.cpu).or_insert((0, 0));
                     add(&mut e.0, a.samples_written);
                     add(&mut e.1, a.lost_total());
+                    add(&mut stacks.unknown, a.stacks_unknown);
+                    add(&mut stacks.truncated, a.stacks_truncated);
+                    add(&mut stacks.user_stacks_cut, a.user_stacks_cut);
                 }
                 let written: u64 = f
                     .accounting
@@ -209,6 +214,7 @@ pub(crate) fn header(
         event: first.map(|h| h.event.name.clone()).unwrap_or_default(),
         frequency: first.and_then(|h| h.event.frequency),
         period: first.and_then(|h| h.event.period),
+        call_graph: first.and_then(|h| CallGraphMode::of(&h.event)),
         start_unix_ns: if start == u64::MAX { 0 } else { start },
         duration_ns: end.saturating_sub(start),
         samples_read,
@@ -223,6 +229,7 @@ pub(crate) fn header(
             _ => "footer and markers",
         }
         .to_owned(),
+        stacks,
         bad_chunks: bad,
     };
     (header, read_per_cpu)

@@ -27,7 +27,11 @@ fn header_lines(h: &Header) -> String {
             info.path, info.state, info.target
         );
     }
-    let _ = writeln!(s, "Event:    {}, {}", h.event, rate(h));
+    let call_graph = match h.call_graph {
+        Some(m) => format!("; call graph: {m}"),
+        None => String::new(),
+    };
+    let _ = writeln!(s, "Event:    {}, {}{call_graph}", h.event, rate(h));
     let _ = writeln!(
         s,
         "Time:     {}, {:.3} s",
@@ -64,6 +68,22 @@ fn header_lines(h: &Header) -> String {
             per_cpu.join(", ")
         }
     );
+    if !h.stacks.is_zero() {
+        let st = &h.stacks;
+        let _ = writeln!(
+            s,
+            "Stacks:   {} with an [unknown] frame, {} truncated (too deep), {} user stacks cut \
+             at the copied size{}",
+            st.unknown,
+            st.truncated,
+            st.user_stacks_cut,
+            if st.user_stacks_cut > 0 {
+                " (a larger --call-graph dwarf,SIZE keeps more)"
+            } else {
+                ""
+            }
+        );
+    }
     for c in &h.cpus {
         if c.percent > 0.01 {
             let _ = writeln!(

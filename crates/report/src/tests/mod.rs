@@ -53,13 +53,28 @@ fn write_session(
     chunks: &[(Vec<Event>, Vec<S>)],
     footer: Option<SessionFooter>,
 ) -> PathBuf {
-    let header = SessionHeader {
-        host: "test".into(),
-        event: EventConfigDesc {
+    write_session_of(
+        dir,
+        EventConfigDesc {
             name: "cpu-clock".into(),
             frequency: Some(1000),
             ..Default::default()
         },
+        chunks,
+        footer,
+    )
+}
+
+/// [`write_session`] with another event (call graphs, a rate).
+fn write_session_of(
+    dir: &std::path::Path,
+    event: EventConfigDesc,
+    chunks: &[(Vec<Event>, Vec<S>)],
+    footer: Option<SessionFooter>,
+) -> PathBuf {
+    let header = SessionHeader {
+        host: "test".into(),
+        event,
         cpus: vec![0, 1],
         start_time_unix_ns: 1_795_379_395_000_000_000,
         start_monotonic_ns: 1_000_000_000,

@@ -327,6 +327,176 @@ fn json_and_csv_rows() {
     );
 }
 
+/// A session recorded with call graphs (`user_stack` 0: frame pointers)
+/// whose footer counts stacks: `counts` per CPU (unknown, truncated, cut).
+fn stack_session(dir: &std::path::Path, user_stack: u32, counts: [(u64, u64, u64); 2]) {
+    let acc = |cpu: u32, (unknown, truncated, cut): (u64, u64, u64)| CpuAccounting {
+        cpu,
+        samples_written: 2,
+        stacks_unknown: unknown,
+        stacks_truncated: truncated,
+        user_stacks_cut: cut,
+        ..Default::default()
+    };
+    write_session_of(
+        dir,
+        EventConfigDesc {
+            name: "cpu-clock".into(),
+            frequency: Some(1000),
+            callchain: true,
+            user_stack,
+            ..Default::default()
+        },
+        &[(
+            vec![def(APP, CookieKind::User, "/usr/bin/app", 0, None)],
+            vec![
+                (0, 10, 10, false, APP, 0x10, 2),
+                (1, 10, 10, false, APP, 0x20, 2),
+            ],
+        )],
+        Some(SessionFooter {
+            rounds: 1,
+            accounting: vec![acc(0, counts[0]), acc(1, counts[1])],
+            ..Default::default()
+        }),
+    );
+}
+
+fn json(r: &Report) -> serde_json::Value {
+    let mut out = Vec::new();
+    write_json(r, &mut out).unwrap();
+    serde_json::from_slice(&out).unwrap()
+}
+
+#[test]
+fn a_flat_session_shows_no_call_graph_and_no_stack_counts() {
+    let d = tempfile::tempdir().unwrap();
+    standard(d.path(), true);
+    let r = report_with(d.path(), ReportOptions::default());
+    assert_eq!(r.header.call_graph, None);
+    assert!(r.header.stacks.is_zero());
+    let t = text(&r);
+    assert!(
+        t.contains("Event:    cpu-clock, sampled at 1000 Hz per CPU\n"),
+        "{t}"
+    );
+    assert!(!t.contains("call graph") && !t.contains("Stacks:"), "{t}");
+    let v = json(&r);
+    assert_eq!(v["call_graph"], serde_json::Value::Null);
+    assert!(v.get("stacks").is_none(), "{v}");
+}
+
+#[test]
+fn frame_pointer_call_graphs_and_their_stack_counts_are_shown() {
+    let d = tempfile::tempdir().unwrap();
+    stack_session(d.path(), 0, [(2, 1, 0), (1, 0, 0)]);
+    let r = report_with(d.path(), ReportOptions::default());
+    assert_eq!(r.header.call_graph, Some(CallGraphMode::FramePointers));
+    assert_eq!(
+        r.header.stacks,
+        StackCounts {
+            unknown: 3,
+            truncated: 1,
+            user_stacks_cut: 0
+        }
+    );
+    let t = text(&r);
+    assert!(
+        t.contains("Event:    cpu-clock, sampled at 1000 Hz per CPU; call graph: frame pointers\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains(
+            "Stacks:   3 with an [unknown] frame, 1 truncated (too deep), 0 user stacks cut at \
+             the copied size\n"
+        ),
+        "{t}"
+    );
+    // After the loss line, before the table.
+    let (lost, stacks) = (t.find("Lost:").unwrap(), t.find("Stacks:").unwrap());
+    assert!(lost < stacks && stacks < t.find("samples ").unwrap(), "{t}");
+    let v = json(&r);
+    assert_eq!(v["call_graph"], serde_json::json!({"mode": "fp"}));
+    assert_eq!(
+        v["stacks"],
+        serde_json::json!({"unknown": 3, "truncated": 1, "user_stacks_cut": 0})
+    );
+}
+
+#[test]
+fn dwarf_call_graphs_show_their_stack_size_and_cut_user_stacks() {
+    let d = tempfile::tempdir().unwrap();
+    stack_session(d.path(), 8192, [(0, 0, 4), (0, 0, 0)]);
+    let r = report_with(d.path(), ReportOptions::default());
+    assert_eq!(
+        r.header.call_graph,
+        Some(CallGraphMode::Dwarf { user_stack: 8192 })
+    );
+    let t = text(&r);
+    assert!(
+        t.contains("per CPU; call graph: dwarf, 8192-byte stacks\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains(
+            "0 with an [unknown] frame, 0 truncated (too deep), 4 user stacks cut at the \
+             copied size (a larger --call-graph dwarf,SIZE keeps more)\n"
+        ),
+        "{t}"
+    );
+    let v = json(&r);
+    assert_eq!(
+        v["call_graph"],
+        serde_json::json!({"mode": "dwarf", "user_stack": 8192})
+    );
+    assert_eq!(v["stacks"]["user_stacks_cut"], 4);
+    // A call-graph session whose stacks were all whole: the mode, no counts.
+    let d = tempfile::tempdir().unwrap();
+    stack_session(d.path(), 8192, [(0, 0, 0), (0, 0, 0)]);
+    let r = report_with(d.path(), ReportOptions::default());
+    assert!(text(&r).contains("call graph: dwarf"));
+    assert!(!text(&r).contains("Stacks:"));
+    assert!(json(&r).get("stacks").is_none());
+}
+
+#[test]
+fn merged_stack_counts_add_up_and_different_modes_are_a_warning() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    stack_session(a.path(), 8192, [(1, 2, 3), (0, 0, 1)]);
+    stack_session(b.path(), 0, [(10, 0, 0), (0, 20, 0)]);
+    let sessions = vec![
+        Session::open(a.path()).unwrap(),
+        Session::open(b.path()).unwrap(),
+    ];
+    let r = build_report(
+        &sessions,
+        &ReportOptions::default(),
+        &sources(),
+        &NoProgress,
+    )
+    .unwrap();
+    assert_eq!(
+        r.header.stacks,
+        StackCounts {
+            unknown: 11,
+            truncated: 22,
+            user_stacks_cut: 4
+        }
+    );
+    assert_eq!(
+        r.header.call_graph,
+        Some(CallGraphMode::Dwarf { user_stack: 8192 })
+    );
+    assert!(
+        r.warnings.iter().any(|w| w.contains(
+            "record call graphs differently (dwarf, 8192-byte stacks and frame pointers)"
+        )),
+        "{:?}",
+        r.warnings
+    );
+}
+
 #[test]
 fn wrong_version_names_both_versions() {
     let d = tempfile::tempdir().unwrap();

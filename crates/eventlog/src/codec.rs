@@ -49,6 +49,8 @@ pub mod tag {
     pub const THROTTLE: u8 = 0x24;
     /// Marker `StackDef` (since version 2): len uvar + body.
     pub const STACK_DEF: u8 = 0x25;
+    /// Marker `StackDefOn` (since version 3): len uvar + body.
+    pub const STACK_DEF_ON: u8 = 0x26;
     /// First `CookieSwitch` back-reference tag: slot = tag - COOKIE_REF_BASE.
     pub const COOKIE_REF_BASE: u8 = 0x40;
     /// Last `CookieSwitch` back-reference tag.

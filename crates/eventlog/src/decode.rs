@@ -199,7 +199,8 @@ impl<'a> Core<'a> {
             | tag::MODULE_LOAD
             | tag::LOST
             | tag::THROTTLE
-            | tag::STACK_DEF => {
+            | tag::STACK_DEF
+            | tag::STACK_DEF_ON => {
                 let len = self.uvar("marker length")?;
                 let start = self.pos;
                 let avail = (self.buf.len() - start) as u64;
@@ -764,7 +765,7 @@ mod tests {
 
     #[test]
     fn unknown_and_reserved_tags_are_rejected_with_offset() {
-        for t in [tag::INVALID, 0x16, 0x26, 0x06, 0x1f, 0x3f, 0x80, 0xff] {
+        for t in [tag::INVALID, 0x16, 0x27, 0x06, 0x1f, 0x3f, 0x80, 0xff] {
             let mut enc = ChunkEncoder::new();
             enc.sample(0, 1, 1, false, 1, 1);
             let at = enc.bytes().len() as u64;
@@ -1128,6 +1129,16 @@ mod tests {
             }),
             (any::<u32>(), prop::collection::vec(arb_frame(), 0..40))
                 .prop_map(|(id, frames)| Event::StackDef { id, frames }),
+            (
+                any::<u32>(),
+                any::<u32>(),
+                prop::collection::vec(arb_frame(), 0..40)
+            )
+                .prop_map(|(id, parent, frames)| Event::StackDefOn {
+                    id,
+                    parent,
+                    frames
+                }),
         ]
     }
 

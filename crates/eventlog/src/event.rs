@@ -223,6 +223,19 @@ pub enum Event {
         /// Caller frames, innermost (the sampled function's caller) first.
         frames: Vec<Frame>,
     },
+    /// Defines stack `id` as `frames` (innermost first) followed by the
+    /// frames of stack `parent`, defined earlier in the session (`parent <
+    /// id`): a stack sharing its outer part with one already written costs
+    /// only its own frames. Written for DWARF call graphs, whose deep,
+    /// varied stacks (recursion) share long outer parts. Since version 3.
+    StackDefOn {
+        /// The stack id samples refer to.
+        id: u32,
+        /// The stack whose frames follow `frames`.
+        parent: u32,
+        /// This stack's own innermost frames.
+        frames: Vec<Frame>,
+    },
     /// The kernel throttled (or unthrottled) sampling on `cpu`.
     Throttle {
         /// The CPU.

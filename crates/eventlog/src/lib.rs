@@ -181,5 +181,5 @@ pub use session::{
     CHUNK_MAGIC, FILE_MAGIC, FOOTER_MAGIC, FORMAT_VERSION, FRAME_HEADER_LEN, MAX_PAYLOAD_LEN,
     MIN_READ_VERSION,
 };
-pub use stacks::StackTable;
+pub use stacks::{StackTable, ON_FRAME_BUDGET};
 pub use writer::{Resume, SessionWriter};

@@ -220,6 +220,11 @@ pub(crate) fn push_marker(out: &mut Vec<u8>, ev: &Event) {
             push_stack_def(&mut body, *id, frames);
             tag::STACK_DEF
         }
+        Event::StackDefOn { id, parent, frames } => {
+            push_uvar(&mut body, u64::from(*id));
+            push_stack_def(&mut body, *parent, frames);
+            tag::STACK_DEF_ON
+        }
         Event::CpuSwitch { .. }
         | Event::TaskSwitch { .. }
         | Event::Mode { .. }
@@ -241,6 +246,7 @@ pub(crate) fn read_marker(t: u8, body: &[u8], base: u64) -> Result<Event> {
         tag::LOST => "Lost",
         tag::THROTTLE => "Throttle",
         tag::STACK_DEF => "StackDef",
+        tag::STACK_DEF_ON => "StackDefOn",
         _ => {
             return Err(Error::UnknownTag {
                 tag: t,
@@ -282,6 +288,13 @@ pub(crate) fn read_marker(t: u8, body: &[u8], base: u64) -> Result<Event> {
             }
         }
         tag::STACK_DEF => read_stack_def(&mut r)?,
+        tag::STACK_DEF_ON => {
+            let id = r.u32var("id")?;
+            match read_stack_def(&mut r)? {
+                Event::StackDef { id: parent, frames } => Event::StackDefOn { id, parent, frames },
+                _ => unreachable!("read_stack_def gives a StackDef"),
+            }
+        }
         _ => Event::Throttle {
             cpu: r.u32var("cpu")?,
             time: r.uvar("time")?,

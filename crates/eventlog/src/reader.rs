@@ -212,12 +212,11 @@ impl<B: AsRef<[u8]>> SessionReader<B> {
                 self.payload(c),
                 |_| {},
                 |m| {
-                    if let Event::StackDef { id, frames } = m {
-                        t.insert(id, frames);
-                    }
+                    t.add(&m);
                 },
             );
         }
+        t.settle();
         t
     }
 }

@@ -15,7 +15,7 @@ pub const FILE_MAGIC: [u8; 8] = *b"PROFKIT\0";
 /// call stacks (`StackSample`, `StackDef`); a session is written in the
 /// lowest version that can hold it ([`SessionHeader::format_version`]), so
 /// sessions without call graphs are still version 1.
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
 /// Oldest format version this build reads.
 pub const MIN_READ_VERSION: u16 = 1;
 /// Magic of a chunk frame.
@@ -83,7 +83,9 @@ impl SessionHeader {
     /// tags, which readers of version 1 cannot decode, so they must refuse
     /// the file up front), else 1 (readable by every build).
     pub fn format_version(&self) -> u16 {
-        if self.event.callchain {
+        if self.event.user_stack > 0 {
+            3
+        } else if self.event.callchain {
             2
         } else {
             1
@@ -1064,14 +1066,16 @@ mod tests {
             (h.clone(), 2, bytes.len())
         );
         // DWARF call graphs: the stack size is appended to the event, and
-        // only then (a frame-pointer header is byte for byte as before).
+        // only then (a frame-pointer header is byte for byte as before);
+        // version 3 (stacks may be defined on a parent, `StackDefOn`).
         let fp_len = bytes.len();
         h.event.user_stack = 8192;
         let bytes = encode_header(&h).unwrap();
         assert_eq!(bytes.len(), fp_len + 2);
+        assert_eq!(bytes[8..10], [3, 0]);
         assert_eq!(
             parse_header(&bytes, Path::new("x")).unwrap(),
-            (h, 2, bytes.len())
+            (h, 3, bytes.len())
         );
     }
 
@@ -1253,14 +1257,14 @@ mod tests {
                 Error::UnsupportedVersion {
                     found: 7,
                     min: 1,
-                    max: 2,
+                    max: 3,
                     ..
                 }
             ),
             "{err}"
         );
         assert!(
-            err.to_string().contains("version 7") && err.to_string().contains("1 to 2"),
+            err.to_string().contains("version 7") && err.to_string().contains("1 to 3"),
             "{err}"
         );
         let mut flipped = full.clone();

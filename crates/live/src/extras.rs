@@ -97,7 +97,7 @@ pub fn save_session_extras(
                     }
                     _ => {}
                 },
-                Event::StackDef { frames, .. } => {
+                Event::StackDef { frames, .. } | Event::StackDefOn { frames, .. } => {
                     kernel_frames.extend(
                         frames
                             .iter()

@@ -247,6 +247,22 @@ impl StackIds {
         Some((id, true))
     }
 
+    /// The stack to define stack `id` (`frames`) on (`StackDefOn`): the
+    /// longest proper outer part of `frames` that is itself a stack already
+    /// defined in this session file, with a smaller id; and that part's
+    /// length. Probes each suffix (at most `MAX_STACK_FRAMES` lookups, on
+    /// a new definition only).
+    #[cold]
+    pub(crate) fn parent_of(&self, id: u32, frames: &[Frame]) -> Option<(u32, usize)> {
+        let n = frames.len();
+        (1..n).rev().find_map(|m| {
+            self.map
+                .get(&frames[n - m..])
+                .filter(|e| e.emitted == self.epoch && e.id < id)
+                .map(|e| (e.id, m))
+        })
+    }
+
     /// A new session file: every stack is defined again when next used.
     pub(crate) fn reset(&mut self) {
         self.epoch = self.epoch.wrapping_add(1).max(1);
@@ -498,5 +514,23 @@ mod tests {
         t.next_id = u64::from(u32::MAX) + 1;
         assert_eq!(t.id(&[user(9)]), None);
         assert_eq!(t.id(&c), Some((2, false)), "known stacks keep their id");
+    }
+
+    #[test]
+    fn a_stack_is_defined_on_its_longest_outer_part_written_in_this_file() {
+        let mut ids = StackIds::default();
+        let s = |o: &[u64]| o.iter().map(|&x| user(x)).collect::<Vec<_>>();
+        let (outer, _) = ids.id(&s(&[3, 2, 1])).unwrap();
+        let (mid, _) = ids.id(&s(&[2, 1])).unwrap();
+        let (deep, _) = ids.id(&s(&[5, 4, 3, 2, 1])).unwrap();
+        // [2, 1] has a larger id than [3, 2, 1]: not its parent.
+        assert_eq!(ids.parent_of(outer, &s(&[3, 2, 1])), None);
+        assert_eq!(ids.parent_of(deep, &s(&[5, 4, 3, 2, 1])), Some((outer, 3)));
+        assert_eq!(ids.parent_of(mid, &s(&[2, 1])), None);
+        // A new file: nothing is written in it yet, so no parent.
+        ids.reset();
+        assert_eq!(ids.parent_of(deep, &s(&[5, 4, 3, 2, 1])), None);
+        assert_eq!(ids.id(&s(&[3, 2, 1])), Some((outer, true)));
+        assert_eq!(ids.parent_of(deep, &s(&[5, 4, 3, 2, 1])), Some((outer, 3)));
     }
 }

@@ -365,6 +365,7 @@ impl SyncStage {
                 | Event::Comm { .. }
                 | Event::ModuleLoad { .. }
                 | Event::StackDef { .. }
+                | Event::StackDefOn { .. }
         ) {
             self.meta.push(e);
         }
@@ -761,9 +762,23 @@ impl SyncStage {
                 self.ensure_defined(f.cookie);
             }
         }
-        self.marker(Event::StackDef {
-            id,
-            frames: frames.to_vec(),
+        // DWARF stacks are deep and varied (recursion): each is written on
+        // the longest outer part already written (`StackDefOn`, version 3).
+        let parent = if self.opts.layout.user_stack > 0 {
+            self.stacks.parent_of(id, frames)
+        } else {
+            None
+        };
+        self.marker(match parent {
+            Some((parent, shared)) => Event::StackDefOn {
+                id,
+                parent,
+                frames: frames[..frames.len() - shared].to_vec(),
+            },
+            None => Event::StackDef {
+                id,
+                frames: frames.to_vec(),
+            },
         });
     }
 

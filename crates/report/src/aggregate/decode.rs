@@ -80,17 +80,26 @@ impl Sink for StackSink<'_> {
 pub(super) trait StackDefs {
     /// One stack definition.
     fn define(&mut self, id: u32, frames: Vec<Frame>);
+    /// One stack defined on a parent (`StackDefOn`).
+    fn define_on(&mut self, id: u32, parent: u32, frames: Vec<Frame>);
 }
 
 impl StackDefs for StackTable {
     fn define(&mut self, id: u32, frames: Vec<Frame>) {
         self.insert(id, frames);
     }
+
+    fn define_on(&mut self, id: u32, parent: u32, frames: Vec<Frame>) {
+        self.insert_on(id, parent, frames);
+    }
 }
 
 impl StackDefs for () {
     #[inline(always)]
     fn define(&mut self, _id: u32, _frames: Vec<Frame>) {}
+
+    #[inline(always)]
+    fn define_on(&mut self, _id: u32, _parent: u32, _frames: Vec<Frame>) {}
 }
 
 /// Counts per CPU in a small vector indexed by CPU (CPU numbers are
@@ -245,6 +254,7 @@ fn decode_into<S: Sink, D: StackDefs>(
             } => maps.push((sess, pid, cookie)),
             Event::Lost { cpu, count, .. } => lost.add(cpu, count),
             Event::StackDef { id, frames } => defs.define(id, frames),
+            Event::StackDefOn { id, parent, frames } => defs.define_on(id, parent, frames),
             _ => {}
         },
     );

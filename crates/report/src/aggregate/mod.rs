@@ -185,12 +185,18 @@ pub(crate) fn aggregate(
     // end, and with high-cardinality keys (a million distinct offsets)
     // merging costs as much as filling.
     let min_len = work.len() / (4 * rayon::current_num_threads()).max(1);
-    work.par_iter()
+    let mut agg = work
+        .par_iter()
         .with_min_len(min_len.max(1))
         .fold(Aggregate::default, |mut acc, &(sess, reader, chunk)| {
             decode_chunk(&mut acc, sess, reader, chunk, shape, spec, filter_task);
             progress.advance(1);
             acc
         })
-        .reduce(Aggregate::default, Aggregate::merge)
+        .reduce(Aggregate::default, Aggregate::merge);
+    // Stacks defined on a parent in a chunk decoded after theirs.
+    for t in agg.stack_tables.values_mut() {
+        t.settle();
+    }
+    agg
 }

@@ -357,8 +357,20 @@ fn dwarf_call_stacks_through_glibc_qsort_reach_main_in_the_known_ratio() {
 
     let r = profkit_eventlog::SessionReader::open(&session).unwrap();
     assert_eq!(r.header().event.user_stack, 8192);
+    assert_eq!(r.version(), 3);
     let s = decode(&session);
     let table = r.stack_table();
+    // The recursion's stacks are written on their outer parts.
+    let on = s
+        .markers
+        .iter()
+        .filter(|(_, m)| matches!(m, Event::StackDefOn { .. }))
+        .count();
+    assert!(
+        on > 0 && table.unresolved() == 0,
+        "{on} StackDefOn, {} unresolved",
+        table.unresolved()
+    );
     let prog = user_cookie(&s, &exe).expect("the program's cookie is defined");
     let in_cmp: Vec<_> = s
         .samples

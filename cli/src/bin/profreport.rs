@@ -589,6 +589,9 @@ fn run(cfg: Config) -> Result<()> {
                     summary.skipped
                 );
             }
+            for w in &summary.warnings {
+                eprintln!("profreport: warning: {}: {w}", perf_data.display());
+            }
             let mut s = Session::open(&scratch.0).context("reading the imported session")?;
             s.set_liveness(Liveness::NotRunning);
             sessions.push(s);

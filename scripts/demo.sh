@@ -16,3 +16,10 @@ echo "== profreport -l"
 target/release/profreport -l --session-dir "$out/profkit_data"
 echo "== profreport --separate=cpu"
 target/release/profreport --separate=cpu --session-dir "$out/profkit_data"
+# Call graphs through code without frame pointers: glibc's qsort called
+# from two callers (1 : 2), unwound with DWARF CFI at sync time.
+cc -O2 -fomit-frame-pointer -o "$out/qsort" testdata/workloads/qsort.c
+echo "== profctl record --call-graph dwarf -- qsort"
+target/release/profctl record --call-graph dwarf --session-dir "$out/profkit_dwarf" -- "$out/qsort" 80
+echo "== profreport -l --children -t 1"
+target/release/profreport -l --children -t 1 --session-dir "$out/profkit_dwarf"

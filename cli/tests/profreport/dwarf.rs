@@ -1,0 +1,302 @@
+//! Live, DWARF call graphs: workloads built without frame pointers are
+//! recorded with `profctl record --call-graph dwarf` (8192 bytes of user
+//! stack per sample, unwound at sync time from each binary's .eh_frame),
+//! and every report that shows stacks (collapsed stacks, the flame graph,
+//! inclusive shares) must name the callers in the workloads' known ratios.
+//!
+//! - `qsort.c`: a comparator called back from glibc's qsort.
+//!
+//! Gated like `live.rs`: skipped with a printed reason when perf events
+//! cannot be opened or there is no compiler, a failure under
+//! PROFKIT_REQUIRE_PERF=1.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::util::*;
+
+use profkit_testsupport::{perf_ok, skip};
+
+/// A `--build-id` of its own for each build: two identical builds share a
+/// build-id, hence a cookie, and the sync stage names a cookie after the
+/// first path it saw the binary at — possibly another test's copy, deleted
+/// by the time of the report (see `live.rs`).
+fn unique_build_id() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "-Wl,--build-id=0x{:08x}{:08x}{nanos:032x}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Runs a compiler; false after [`skip`] says why it did not work.
+fn compile(cmd: &mut Command, what: &str) -> bool {
+    match cmd.status() {
+        Ok(s) if s.success() => true,
+        Ok(s) => skip(format!("{what} failed ({s}): {cmd:?}")),
+        Err(e) => skip(format!("no {what} ({e})")),
+    }
+}
+
+/// `cc -O2 -fomit-frame-pointer ARGS` in `dir`, with a build-id of its own.
+fn cc(dir: &Path, args: &[&str]) -> bool {
+    compile(
+        Command::new("cc")
+            .args(["-O2", "-fomit-frame-pointer", &unique_build_id()])
+            .args(args)
+            .current_dir(dir),
+        "C compiler (cc)",
+    )
+}
+
+/// A workload source of `testdata/workloads/`, absolute.
+fn workload(name: &str) -> PathBuf {
+    testdata().join("workloads").join(name)
+}
+
+/// `profctl record --call-graph dwarf -F 4000 -- CMD` in `dir`, into
+/// `dir/s`.
+fn record_dwarf(dir: &Path, cmd: &[&str]) {
+    let mut all = vec![
+        "record",
+        "--call-graph",
+        "dwarf",
+        "-F",
+        "4000",
+        "--session-dir",
+        "s",
+        "--",
+    ];
+    all.extend_from_slice(cmd);
+    let run = profctl(dir, &all);
+    assert_eq!(
+        run.code, 0,
+        "profctl record --call-graph dwarf: {}{}",
+        run.stdout, run.stderr
+    );
+}
+
+/// profreport on `dir/s` with `args`.
+fn report(dir: &Path, args: &[&str]) -> Run {
+    let s = dir.join("s");
+    let mut all = vec!["--session-dir", s.to_str().unwrap()];
+    all.extend_from_slice(args);
+    profreport(&all).expect(0)
+}
+
+/// The folded stacks of `dir/s`, outermost frame (the command name) first,
+/// with their sample counts.
+fn collapsed(dir: &Path) -> Vec<(Vec<String>, u64)> {
+    let run = report(dir, &["--format", "collapsed"]);
+    run.stdout
+        .lines()
+        .map(|l| {
+            let (stack, n) = l
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("not a folded stack: {l:?}"));
+            let n = n.parse().unwrap_or_else(|e| panic!("count of {l:?}: {e}"));
+            (stack.split(';').map(str::to_owned).collect(), n)
+        })
+        .collect()
+}
+
+/// `-l --children` as JSON: inclusive samples per symbol.
+fn inclusive(dir: &Path) -> (serde_json::Value, BTreeMap<String, u64>) {
+    let v = report(dir, &["-l", "--children", "--format", "json"]).json();
+    let mut by = BTreeMap::new();
+    for r in rows(&v) {
+        *by.entry(r["symbol"].as_str().unwrap().to_owned())
+            .or_default() += r["inclusive"].as_u64().unwrap();
+    }
+    (v, by)
+}
+
+/// Session bytes per sample of `dir/s`.
+fn bytes_per_sample(dir: &Path, samples: u64) -> f64 {
+    let len = std::fs::metadata(dir.join("s/session.pkl")).unwrap().len();
+    len as f64 / samples.max(1) as f64
+}
+
+/// Every `<title>` of an SVG (a frame's "NAME (N samples, P%)"), checking
+/// on the way that the whole document parses as XML.
+fn svg_titles(svg: &str) -> Vec<String> {
+    use quick_xml::events::Event;
+    let mut r = quick_xml::Reader::from_str(svg);
+    let mut titles = Vec::new();
+    let mut in_title = false;
+    loop {
+        match r
+            .read_event()
+            .unwrap_or_else(|e| panic!("SVG does not parse at byte {}: {e}", r.buffer_position()))
+        {
+            Event::Start(e) => {
+                in_title = e.name().as_ref() == b"title";
+                if in_title {
+                    titles.push(String::new());
+                }
+            }
+            Event::End(_) => in_title = false,
+            Event::Text(t) if in_title => {
+                titles
+                    .last_mut()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(t.as_ref()));
+            }
+            Event::GeneralRef(g) if in_title => {
+                let g = String::from_utf8_lossy(g.as_ref()).into_owned();
+                titles.last_mut().unwrap().push_str(&format!("&{g};"));
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    titles
+}
+
+/// A flame-graph title split into the frame's name and its samples.
+fn frame_of(title: &str) -> Option<(&str, u64)> {
+    let (name, rest) = title.rsplit_once(" (")?;
+    let n = rest.split_once(" samples")?.0.replace(',', "");
+    Some((name, n.parse().ok()?))
+}
+
+/// `part` of `whole`, in percent.
+fn pct(part: u64, whole: u64) -> f64 {
+    part as f64 * 100.0 / whole.max(1) as f64
+}
+
+/// qsort.c through glibc's qsort (built without frame pointers, like
+/// glibc): the comparator's stacks read main → sort_once|sort_twice →
+/// qsort_r → msort_with_tmp… → by_key in the collapsed output and the flame
+/// graph, and sort_once : sort_twice is 1 : 2.
+#[test]
+fn live_dwarf_qsort_collapsed_stacks_flame_graph_and_inclusive_shares() {
+    let _rec = recording();
+    if !perf_ok() {
+        return;
+    }
+    let d = tempdir();
+    let src = workload("qsort.c");
+    if !cc(d.path(), &["-o", "qsort", src.to_str().unwrap()]) {
+        return;
+    }
+    // About 2 s of work: ~8000 samples at 4 kHz, so the sampling error of a
+    // 1/3 share is about half a point.
+    let exe = d.path().join("qsort");
+    record_dwarf(d.path(), &[exe.to_str().unwrap(), "80"]);
+
+    // Collapsed stacks through the comparator. glibc 2.36's qsort jumps to
+    // qsort_r (a tail call, so qsort is not on the stack); an older or
+    // newer one may keep it: allowed, not required.
+    let stacks = collapsed(d.path());
+    let (mut in_cmp, mut good, mut once, mut twice) = (0u64, 0u64, 0u64, 0u64);
+    let mut bad: Vec<(String, u64)> = Vec::new();
+    for (frames, n) in &stacks {
+        let Some(k) = frames.iter().position(|f| f == "by_key") else {
+            continue;
+        };
+        in_cmp += n;
+        let reads_right = frames[..k].iter().rposition(|f| f == "main").and_then(|m| {
+            let (caller, mut rest) = frames.get(m + 1..k)?.split_first()?;
+            let caller = caller.as_str();
+            if rest.first().is_some_and(|f| f == "qsort") {
+                rest = &rest[1..];
+            }
+            let ok = matches!(caller, "sort_once" | "sort_twice")
+                && rest.first().is_some_and(|f| f == "qsort_r")
+                && rest.len() >= 2
+                && rest[1..].iter().all(|f| f.starts_with("msort_with_tmp"));
+            ok.then_some(caller)
+        });
+        match reads_right {
+            Some("sort_once") => once += n,
+            Some(_) => twice += n,
+            None => bad.push((frames.join(";"), *n)),
+        }
+        good += u64::from(reads_right.is_some()) * n;
+    }
+
+    let (v, incl) = inclusive(d.path());
+    let total = v["total_samples"].as_u64().unwrap();
+    let lost = v["lost"]["total"].as_u64().unwrap_or(0);
+    let i = |s: &str| incl.get(s).copied().unwrap_or(0);
+    let (s_once, s_twice) = (i("sort_once"), i("sort_twice"));
+    let incl_once = pct(s_once, s_once + s_twice);
+    let stack_once = pct(once, once + twice);
+    bad.sort_by_key(|s| std::cmp::Reverse(s.1));
+    eprintln!(
+        "qsort dwarf: {total} samples ({lost} lost), {:.2} session bytes/sample; \
+         by_key in {in_cmp}: {good} ({:.2} %) read main → sort_* → qsort_r → msort_with_tmp… → by_key, \
+         {once} via sort_once ({stack_once:.2} %), {twice} via sort_twice; \
+         inclusive sort_once {s_once}, sort_twice {s_twice} (sort_once {incl_once:.2} % of both), \
+         main {}, qsort_r {}, by_key {}; other by_key stacks: {:?}",
+        bytes_per_sample(d.path(), total),
+        pct(good, in_cmp),
+        i("main"),
+        i("qsort_r"),
+        i("by_key"),
+        &bad[..bad.len().min(3)],
+    );
+    assert!(in_cmp > 1000, "only {in_cmp} samples in by_key");
+    assert!(
+        good as f64 >= in_cmp as f64 * 0.95,
+        "{good} of {in_cmp} by_key samples read main → sort_* → qsort_r → msort_with_tmp… → by_key; \
+         others: {bad:?}"
+    );
+    assert!(
+        (stack_once - 100.0 / 3.0).abs() <= 3.0,
+        "by_key via sort_once: {stack_once:.2} % (want 33.3 ± 3)"
+    );
+    // Inclusive shares: all the sorting (by_key and msort) is under one of
+    // the two callers, 1 : 2.
+    assert!(
+        (incl_once - 100.0 / 3.0).abs() <= 3.0,
+        "inclusive sort_once {s_once}, sort_twice {s_twice}: {incl_once:.2} % (want 33.3 ± 3)"
+    );
+    assert!(
+        (pct(s_twice, s_once + s_twice) - 200.0 / 3.0).abs() <= 3.0,
+        "inclusive sort_twice"
+    );
+
+    // The flame graph has the same frames, and by_key's boxes add up to its
+    // inclusive samples.
+    let svg_path = d.path().join("x.svg");
+    report(
+        d.path(),
+        &["--format", "flamegraph", "-o", svg_path.to_str().unwrap()],
+    );
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    let frames: Vec<(String, u64)> = svg_titles(&svg)
+        .iter()
+        .filter_map(|t| frame_of(t).map(|(s, n)| (s.to_owned(), n)))
+        .collect();
+    let has = |p: &dyn Fn(&str) -> bool| frames.iter().any(|(s, _)| p(s));
+    for name in ["main", "sort_once", "sort_twice", "qsort_r", "by_key"] {
+        assert!(has(&|s| s == name), "no {name} frame in the flame graph");
+    }
+    assert!(
+        has(&|s| s.starts_with("msort_with_tmp")),
+        "no msort_with_tmp* frame in the flame graph"
+    );
+    let boxes: u64 = frames
+        .iter()
+        .filter(|(s, _)| s == "by_key")
+        .map(|(_, n)| n)
+        .sum();
+    eprintln!(
+        "qsort dwarf: flame graph {} bytes, {} frames; by_key boxes add up to {boxes}",
+        svg.len(),
+        frames.len()
+    );
+    assert_eq!(
+        boxes,
+        i("by_key"),
+        "by_key's boxes against its inclusive samples"
+    );
+}

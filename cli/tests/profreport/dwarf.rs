@@ -4,7 +4,8 @@
 //! and every report that shows stacks (collapsed stacks, the flame graph,
 //! inclusive shares) must name the callers in the workloads' known ratios.
 //!
-//! - `qsort.c`: a comparator called back from glibc's qsort.
+//! - `qsort.c`: a comparator called back from glibc's qsort;
+//! - `libhot.c` + `shlib_main.c`: a hot path in a shared library.
 //!
 //! Gated like `live.rs`: skipped with a printed reason when perf events
 //! cannot be opened or there is no compiler, a failure under
@@ -298,5 +299,113 @@ fn live_dwarf_qsort_collapsed_stacks_flame_graph_and_inclusive_shares() {
         boxes,
         i("by_key"),
         "by_key's boxes against its inclusive samples"
+    );
+}
+
+/// libhot.so's hot path (built without frame pointers, called through the
+/// PLT from a program built without them): its samples reach main through
+/// outer_a (1 call a round) and outer_b (2 calls).
+#[test]
+fn live_dwarf_shared_library_hot_path_reaches_main_callers_1_to_2() {
+    let _rec = recording();
+    if !perf_ok() {
+        return;
+    }
+    let d = tempdir();
+    let (lib, prog) = (workload("libhot.c"), workload("shlib_main.c"));
+    if !cc(
+        d.path(),
+        &["-shared", "-fPIC", "-o", "libhot.so", lib.to_str().unwrap()],
+    ) || !cc(
+        d.path(),
+        &[
+            "-o",
+            "shlib_main",
+            prog.to_str().unwrap(),
+            "-L.",
+            "-lhot",
+            "-Wl,-rpath,$ORIGIN",
+        ],
+    ) {
+        return;
+    }
+    // About 2 s of work (10 ms a round): ~8000 samples at 4 kHz.
+    let exe = d.path().join("shlib_main");
+    record_dwarf(d.path(), &[exe.to_str().unwrap(), "200"]);
+
+    let (v, incl) = inclusive(d.path());
+    let total = v["total_samples"].as_u64().unwrap();
+    let lost = v["lost"]["total"].as_u64().unwrap_or(0);
+    // The hot functions are the library's.
+    for f in ["hot_entry", "hot_inner"] {
+        let image = rows(&v)
+            .iter()
+            .find(|r| r["symbol"] == f)
+            .map(|r| r["image"].clone())
+            .unwrap_or_else(|| panic!("no row for {f}; warnings {}", v["warnings"]));
+        assert_eq!(image, "libhot.so", "{f}'s image");
+    }
+    let (own_entry, own_inner) = (samples_of(&v, "hot_entry"), samples_of(&v, "hot_inner"));
+    let i = |s: &str| incl.get(s).copied().unwrap_or(0);
+    let (a, b) = (i("outer_a"), i("outer_b"));
+
+    // Folded stacks through the library: main → outer_a|outer_b →
+    // hot_entry, then hot_inner if the sample is in it.
+    let (mut in_lib, mut good, mut via_a, mut via_b) = (0u64, 0u64, 0u64, 0u64);
+    let mut bad: Vec<(String, u64)> = Vec::new();
+    for (frames, n) in collapsed(d.path()) {
+        let Some(e) = frames.iter().position(|f| f == "hot_entry") else {
+            continue;
+        };
+        in_lib += n;
+        let inner_ok = frames
+            .iter()
+            .position(|f| f == "hot_inner")
+            .is_none_or(|k| k == e + 1);
+        let caller = (e >= 2 && frames[e - 2] == "main" && inner_ok)
+            .then(|| frames[e - 1].as_str())
+            .filter(|c| matches!(*c, "outer_a" | "outer_b"));
+        match caller {
+            Some("outer_a") => via_a += n,
+            Some(_) => via_b += n,
+            None => bad.push((frames.join(";"), n)),
+        }
+        good += u64::from(caller.is_some()) * n;
+    }
+    bad.sort_by_key(|s| std::cmp::Reverse(s.1));
+    let incl_a = pct(a, a + b);
+    let stack_a = pct(via_a, via_a + via_b);
+    let entry_share = pct(own_entry, own_entry + own_inner);
+    eprintln!(
+        "shlib dwarf: {total} samples ({lost} lost), {:.2} session bytes/sample; \
+         library: hot_inner {own_inner}, hot_entry {own_entry} self ({entry_share:.2} % in hot_entry); \
+         {good} of {in_lib} ({:.2} %) read main → outer_* → hot_entry, \
+         {via_a} via outer_a ({stack_a:.2} %), {via_b} via outer_b; \
+         inclusive outer_a {a}, outer_b {b} (outer_a {incl_a:.2} %), main {}, hot_entry {}; \
+         other stacks: {:?}",
+        bytes_per_sample(d.path(), total),
+        pct(good, in_lib),
+        i("main"),
+        i("hot_entry"),
+        &bad[..bad.len().min(3)],
+    );
+    assert!(in_lib > 1000, "only {in_lib} samples in the library");
+    assert!(
+        good as f64 >= in_lib as f64 * 0.95,
+        "{good} of {in_lib} library samples reach main through outer_a|outer_b; others: {bad:?}"
+    );
+    assert!(
+        (stack_a - 100.0 / 3.0).abs() <= 3.0,
+        "via outer_a {via_a}, via outer_b {via_b}: {stack_a:.2} % (want 33.3 ± 3)"
+    );
+    assert!(
+        (incl_a - 100.0 / 3.0).abs() <= 3.0,
+        "inclusive outer_a {a}, outer_b {b}: {incl_a:.2} % (want 33.3 ± 3)"
+    );
+    // hot_entry runs an eighth of hot_inner's loop itself: 1/9 of the
+    // library's time, with a frame of its own (rbx pushed).
+    assert!(
+        (entry_share - 100.0 / 9.0).abs() <= 3.0,
+        "hot_entry's own share {entry_share:.2} % (want 11.1 ± 3)"
     );
 }

@@ -5,7 +5,8 @@
 //! inclusive shares) must name the callers in the workloads' known ratios.
 //!
 //! - `qsort.c`: a comparator called back from glibc's qsort;
-//! - `libhot.c` + `shlib_main.c`: a hot path in a shared library.
+//! - `libhot.c` + `shlib_main.c`: a hot path in a shared library;
+//! - `inline.rs`: a Rust program whose hot code is inlined.
 //!
 //! Gated like `live.rs`: skipped with a printed reason when perf events
 //! cannot be opened or there is no compiler, a failure under
@@ -407,5 +408,157 @@ fn live_dwarf_shared_library_hot_path_reaches_main_callers_1_to_2() {
     assert!(
         (entry_share - 100.0 / 9.0).abs() <= 3.0,
         "hot_entry's own share {entry_share:.2} % (want 11.1 ± 3)"
+    );
+}
+
+/// inline.rs, built by rustc without frame pointers: `hot` (its work all
+/// inlined from `helper`) reaches `inline::main` through the Rust runtime's
+/// frames and through its callers (which reach it through the inlined
+/// `dispatch`) 1 : 2; `-l --debug-info` puts `hot` at its source line.
+///
+/// profreport does not show inlined functions as frames of their own (not
+/// in stacks, not in `-l --debug-info`, which gives the line of the
+/// symbol's start): this checks that inlined code is counted in the
+/// function it was inlined into, and allows, without requiring, `dispatch`
+/// and `helper` frames in the stacks.
+#[test]
+fn live_dwarf_rust_inlined_code_counts_in_its_function_and_reaches_main() {
+    let _rec = recording();
+    if !perf_ok() {
+        return;
+    }
+    let d = tempdir();
+    let src = workload("inline.rs");
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let link_arg = format!("link-arg={}", unique_build_id());
+    if !compile(
+        Command::new(&rustc)
+            .args([
+                "--edition",
+                "2021",
+                "-C",
+                "opt-level=2",
+                "-C",
+                "debuginfo=2",
+                "-C",
+                "force-frame-pointers=no",
+                "-C",
+                &link_arg,
+                "-o",
+                "inline",
+            ])
+            .arg(&src)
+            .current_dir(d.path()),
+        "Rust compiler (rustc)",
+    ) {
+        return;
+    }
+    // About 2 s of work (10 ms a round): ~8000 samples at 4 kHz.
+    let exe = d.path().join("inline");
+    record_dwarf(d.path(), &[exe.to_str().unwrap(), "200"]);
+
+    // -l --debug-info: hot at the line of `fn hot`, holding nearly all of
+    // the program's samples (helper's code is hot's).
+    let text = std::fs::read_to_string(&src).unwrap();
+    let line = 1 + text
+        .lines()
+        .position(|l| l.starts_with("fn hot("))
+        .expect("fn hot in inline.rs");
+    let v = report(d.path(), &["-l", "--debug-info", "--format", "json"]).json();
+    let total = v["total_samples"].as_u64().unwrap();
+    let lost = v["lost"]["total"].as_u64().unwrap_or(0);
+    let hot = rows(&v)
+        .into_iter()
+        .find(|r| r["symbol"] == "inline::hot")
+        .unwrap_or_else(|| panic!("no row for inline::hot; warnings {}", v["warnings"]));
+    let in_prog: u64 = rows(&v)
+        .iter()
+        .filter(|r| r["image"] == "inline")
+        .map(|r| r["samples"].as_u64().unwrap())
+        .sum();
+    let own = hot["samples"].as_u64().unwrap();
+    let location = hot["location"].as_str().unwrap_or("").to_owned();
+    let named_inlined: Vec<String> = rows(&v)
+        .iter()
+        .filter_map(|r| r["symbol"].as_str())
+        .filter(|s| s.contains("helper") || s.contains("dispatch"))
+        .map(str::to_owned)
+        .collect();
+
+    // Stacks: main (the C entry) … std's runtime … inline::main →
+    // caller_once|caller_twice → [dispatch] → hot → [helper].
+    let stacks = collapsed(d.path());
+    let shown = |name: &str| {
+        stacks
+            .iter()
+            .filter(|(f, _)| f.iter().any(|x| x == name))
+            .map(|(_, n)| n)
+            .sum::<u64>()
+    };
+    let (dispatch_frames, helper_frames) = (shown("inline::dispatch"), shown("inline::helper"));
+    let (mut in_hot, mut good, mut once, mut twice) = (0u64, 0u64, 0u64, 0u64);
+    let mut bad: Vec<(String, u64)> = Vec::new();
+    for (frames, n) in &stacks {
+        let Some(h) = frames.iter().position(|f| f == "inline::hot") else {
+            continue;
+        };
+        in_hot += n;
+        let mut up = h;
+        if up > 0 && frames[up - 1] == "inline::dispatch" {
+            up -= 1;
+        }
+        let caller = (up >= 2
+            && frames[up - 2] == "inline::main"
+            && frames[..up - 2].iter().any(|f| f == "main"))
+        .then(|| frames[up - 1].as_str())
+        .filter(|c| matches!(*c, "inline::caller_once" | "inline::caller_twice"));
+        match caller {
+            Some("inline::caller_once") => once += n,
+            Some(_) => twice += n,
+            None => bad.push((frames.join(";"), *n)),
+        }
+        good += u64::from(caller.is_some()) * n;
+    }
+    bad.sort_by_key(|s| std::cmp::Reverse(s.1));
+    let (_, incl) = inclusive(d.path());
+    let i = |s: &str| incl.get(s).copied().unwrap_or(0);
+    let (c1, c2) = (i("inline::caller_once"), i("inline::caller_twice"));
+    let incl_once = pct(c1, c1 + c2);
+    let stack_once = pct(once, once + twice);
+    eprintln!(
+        "inline dwarf: {total} samples ({lost} lost), {:.2} session bytes/sample; \
+         -l -g: inline::hot {own} of the program's {in_prog} ({:.2} %) at {location:?} (fn hot is line {line}); \
+         rows naming helper/dispatch: {named_inlined:?}; stacks with an inline::dispatch frame {dispatch_frames}, \
+         with inline::helper {helper_frames}; {good} of {in_hot} hot stacks ({:.2} %) read \
+         main … inline::main → caller_* → hot, {once} via caller_once ({stack_once:.2} %), {twice} via caller_twice; \
+         inclusive caller_once {c1}, caller_twice {c2} (caller_once {incl_once:.2} %), inline::main {}, main {}; \
+         other stacks: {:?}",
+        bytes_per_sample(d.path(), total),
+        pct(own, in_prog),
+        pct(good, in_hot),
+        i("inline::main"),
+        i("main"),
+        &bad[..bad.len().min(3)],
+    );
+    assert!(
+        location.ends_with(&format!("inline.rs:{line}")),
+        "inline::hot at {location:?}, want inline.rs:{line}"
+    );
+    assert!(
+        own as f64 >= in_prog as f64 * 0.95,
+        "inline::hot has {own} of the program's {in_prog} samples"
+    );
+    assert!(in_hot > 1000, "only {in_hot} samples in inline::hot");
+    assert!(
+        good as f64 >= in_hot as f64 * 0.95,
+        "{good} of {in_hot} samples in hot read main … inline::main → caller_* → hot; others: {bad:?}"
+    );
+    assert!(
+        (stack_once - 100.0 / 3.0).abs() <= 3.0,
+        "hot via caller_once {once}, via caller_twice {twice}: {stack_once:.2} % (want 33.3 ± 3)"
+    );
+    assert!(
+        (incl_once - 100.0 / 3.0).abs() <= 3.0,
+        "inclusive caller_once {c1}, caller_twice {c2}: {incl_once:.2} % (want 33.3 ± 3)"
     );
 }

@@ -135,6 +135,31 @@ impl CfiSections {
         u
     }
 
+    /// Whether an FDE covers the binary's address `svma`: None when that
+    /// cannot be told (no `.eh_frame_hdr`, or it does not answer).
+    fn covers(&self, svma: u64) -> Option<bool> {
+        use gimli::{EhFrame, EhFrameHdr, LittleEndian, UnwindSection};
+        let (eh, hdr) = (self.eh_frame.as_deref()?, self.eh_frame_hdr.as_deref()?);
+        let start = |r: &Option<Range<u64>>| r.as_ref().map_or(0, |r| r.start);
+        let bases = framehop_bases(
+            start(&self.eh_frame_svma),
+            start(&self.eh_frame_hdr_svma),
+            start(&self.text_svma),
+            start(&self.got_svma),
+        );
+        let parsed = EhFrameHdr::new(hdr, LittleEndian).parse(&bases, 8).ok()?;
+        let mut eh_frame = EhFrame::new(eh, LittleEndian);
+        eh_frame.set_address_size(8);
+        match parsed
+            .table()?
+            .fde_for_address(&eh_frame, &bases, svma, EhFrame::cie_from_offset)
+        {
+            Ok(_) => Some(true),
+            Err(gimli::Error::NoUnwindInfoForAddress) => Some(false),
+            Err(_) => None,
+        }
+    }
+
     /// What to subtract from an address of mapping `m` to get the
     /// binary's own address.
     fn bias(&self, m: &Map) -> u64 {
@@ -320,11 +345,22 @@ impl DwarfUnwinder {
         let mut regs = UnwindRegsX86_64::new(user.ip, user.sp, user.bp);
         let mut addr = FrameAddress::from_instruction_pointer(user.ip);
         let limit = out.len() + crate::MAX_STACK_FRAMES + 1;
+        // The binary and own address of the frame `addr` was found from.
+        let mut from: Option<(Cookie, u64)> = None;
         while out.len() < limit {
             let map = process.and_then(|p| p.map_at(addr.address_for_lookup(), time));
             if map.is_none() {
                 // Outside every mapping: the unwind has lost the real
-                // frames (what follows would be stack data).
+                // frames (what follows would be stack data). Unless the
+                // frame it came from is code its binary gives no unwind
+                // information for although it has some (the dynamic
+                // loader's `_start`, hand-written entry code): that is the
+                // outermost frame, and this "caller" came from the
+                // frame-pointer fallback. perf's stacks end there too.
+                if self.is_entry_code(from) {
+                    out.pop();
+                    return UnwindEnd::Complete;
+                }
                 return UnwindEnd::Failed;
             }
             let mut bias = 0;
@@ -349,6 +385,9 @@ impl DwarfUnwinder {
             let Some(moved) = moved else {
                 return UnwindEnd::Failed;
             };
+            from = map
+                .filter(|m| m.kind == MapKind::File)
+                .map(|m| (m.cookie, moved.address_for_lookup()));
             match unwinder.unwind_frame(moved, &mut regs, &mut self.cache, &mut read_stack) {
                 Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
                     Some(next) => {
@@ -365,10 +404,22 @@ impl DwarfUnwinder {
                 {
                     return UnwindEnd::Cut
                 }
+                // A step from entry code that fails is the end, as above.
+                Err(_) if self.is_entry_code(from) => return UnwindEnd::Complete,
                 Err(_) => return UnwindEnd::Failed,
             }
         }
         UnwindEnd::Complete
+    }
+
+    /// Whether `frame` (binary, own address) is code its binary has unwind
+    /// information for, but not at that address (an FDE-less entry point).
+    #[cold]
+    fn is_entry_code(&self, frame: Option<(Cookie, u64)>) -> bool {
+        frame.and_then(|(c, a)| match self.binaries.get(&c) {
+            Some(Ok((s, _))) => s.covers(a),
+            _ => None,
+        }) == Some(false)
     }
 }
 
@@ -669,5 +720,34 @@ mod tests {
         let (names, end) = unwind(&s, 16, 8192);
         assert_eq!(names, ["c", "b"]);
         assert_eq!(end, UnwindEnd::Failed);
+    }
+
+    #[test]
+    fn entry_code_without_unwind_information_is_told_apart() {
+        // The dynamic loader's entry point (`_start`) has no FDE, its
+        // other code has: the unwinder ends a stack there instead of
+        // following the frame pointer into garbage.
+        use object::{Object, ObjectSymbol};
+        // The real file: the unwinder opens no path through a symlink.
+        let ld = std::fs::canonicalize("/lib64/ld-linux-x86-64.so.2").unwrap();
+        let data = std::fs::read(&ld).unwrap();
+        let obj = object::File::parse(&*data).unwrap();
+        let entry = obj.entry();
+        let covered = obj
+            .dynamic_symbols()
+            .find(|s| s.name() == Ok("_dl_allocate_tls"))
+            .map(|s| s.address() + 4)
+            .expect("ld.so exports _dl_allocate_tls");
+        let s = read_cfi(CfiSource::File {
+            binary: MappedBinary {
+                path: ld,
+                map_file: None,
+                identity: None,
+            },
+            build_id: None,
+        })
+        .unwrap();
+        assert_eq!(s.covers(entry), Some(false), "entry {entry:#x}");
+        assert_eq!(s.covers(covered), Some(true));
     }
 }

@@ -249,6 +249,23 @@ fn print_summary(s: &Summary) {
     if not_regular + other_file + timed_out > 0 {
         println!("note: build-ids not read for {} mapped binaries ({not_regular} not a regular file, {other_file} another file than the one mapped, {timed_out} timed out; {unopenable} unopenable): they are identified by device and inode", not_regular + other_file + timed_out + unopenable);
     }
+    let u = &s.unwind;
+    if u.stacks > 0 {
+        println!(
+            "DWARF call graphs: {} user stacks unwound at sync time ({:.1} frames each) with the unwind information of {} binaries ({:.1} MiB held)",
+            u.stacks,
+            u.frames as f64 / u.stacks as f64,
+            u.binaries,
+            u.bytes as f64 / (1 << 20) as f64
+        );
+        if u.without_cfi + u.unreadable + u.refused > 0 {
+            println!("note: {} binaries were stepped through by their frame pointer: {} without unwind information, {} unreadable or slower than 1 s, {} refused as hostile or corrupt", u.without_cfi + u.unreadable + u.refused, u.without_cfi, u.unreadable, u.refused);
+        }
+    }
+    let cut: u64 = s.cpus.iter().map(|c| c.user_stacks_cut).sum();
+    if cut > 0 {
+        println!("note: {cut} user stacks were deeper than the copied stack bytes and end with [unknown]: raise --call-graph dwarf,SIZE (at most 65528) to see them whole");
+    }
     for c in &s.cpus {
         if c.lost_pct > 0.01 {
             println!("warning: cpu {} lost {:.3}% of its samples (ring {}, event buffer {}, disk {}, no mapping {}, no task {}, unreported by LOST records {})",

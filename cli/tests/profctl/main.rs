@@ -533,6 +533,14 @@ fn record_with_dwarf_call_graphs_copies_user_stacks() {
         "{}",
         text(&o)
     );
+    // The stop summary says what the unwinder did.
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.lines().any(|l| l.starts_with("DWARF call graphs: ")
+            && l.contains(" user stacks unwound at sync time")),
+        "{}",
+        text(&o)
+    );
     let (r, dec) = decode(&session(tmp.path()));
     assert!(r.footer().is_some());
     assert_eq!(r.header().event.user_stack, 8192);

@@ -32,6 +32,49 @@ pub struct CpuSummary {
     pub kernel_lost: u64,
     /// Throttle events.
     pub throttle_events: u64,
+    /// Stacks with an `[unknown]` frame.
+    #[serde(default)]
+    pub stacks_unknown: u64,
+    /// Stacks cut at the most frames a stack keeps.
+    #[serde(default)]
+    pub stacks_truncated: u64,
+    /// DWARF user stacks cut at the copy size.
+    #[serde(default)]
+    pub user_stacks_cut: u64,
+}
+
+/// The DWARF unwinder's counters ([`profkit_sync::UnwindStats`]), all
+/// zero without DWARF call graphs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnwindSummary {
+    /// User stacks unwound.
+    pub stacks: u64,
+    /// Return addresses found.
+    pub frames: u64,
+    /// Binaries whose unwind information was read.
+    pub binaries: u64,
+    /// Bytes of unwind sections held by the daemon.
+    pub bytes: u64,
+    /// Binaries without unwind information (frame-pointer fallback).
+    pub without_cfi: u64,
+    /// Binaries that could not be read, or not in time.
+    pub unreadable: u64,
+    /// Binaries whose unwind information failed the check.
+    pub refused: u64,
+}
+
+impl From<&profkit_sync::UnwindStats> for UnwindSummary {
+    fn from(u: &profkit_sync::UnwindStats) -> Self {
+        UnwindSummary {
+            stacks: u.stacks,
+            frames: u.frames,
+            binaries: u.binaries,
+            bytes: u.bytes,
+            without_cfi: u.without_cfi,
+            unreadable: u.unreadable,
+            refused: u.refused,
+        }
+    }
 }
 
 impl From<&CpuAccounting> for CpuSummary {
@@ -55,6 +98,9 @@ impl From<&CpuAccounting> for CpuSummary {
             lost_reconcile: a.lost_reconcile,
             kernel_lost: a.kernel_lost,
             throttle_events: a.throttle_events,
+            stacks_unknown: a.stacks_unknown,
+            stacks_truncated: a.stacks_truncated,
+            user_stacks_cut: a.user_stacks_cut,
         }
     }
 }
@@ -104,6 +150,9 @@ pub struct Summary {
     /// renamed binary's path), another file than the one mapped, timed out.
     #[serde(default)]
     pub build_ids_refused: [u64; 4],
+    /// DWARF call graphs: what the unwinder did.
+    #[serde(default)]
+    pub unwind: UnwindSummary,
     /// The finished session (stop only).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionSummary>,
@@ -124,6 +173,7 @@ impl Summary {
             stack_table_bytes: st.stacks.bytes,
             cpus: st.accounting.iter().map(CpuSummary::from).collect(),
             build_ids_refused: st.build_ids_refused,
+            unwind: UnwindSummary::from(&st.unwind),
             session: None,
         }
     }

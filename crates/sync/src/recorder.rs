@@ -91,6 +91,8 @@ pub struct RecorderStatus {
     /// behind a symlink), not a regular file, another file than the one
     /// mapped, timed out ([`crate::binfile::Refused`]).
     pub build_ids_refused: [u64; 4],
+    /// The DWARF unwinder's counters (all zero without DWARF call graphs).
+    pub unwind: crate::UnwindStats,
 }
 
 /// Rings, stage, buffer and writer. See the module docs.
@@ -178,6 +180,7 @@ impl<S: RingSource> Recorder<S> {
             tables: self.stage.table_sizes(),
             stacks: self.stage.stack_stats(),
             build_ids_refused: self.stage.build_id_refusals(),
+            unwind: self.stage.unwind_stats(),
         }
     }
 

@@ -252,7 +252,7 @@ fn print_summary(s: &Summary) {
     let u = &s.unwind;
     if u.stacks > 0 {
         println!(
-            "DWARF call graphs: {} user stacks unwound at sync time ({:.1} frames each) with the unwind information of {} binaries ({:.1} MiB held)",
+            "DWARF call graphs: {} user stacks unwound at sync time ({:.1} frames each) with the unwind information of {} binaries ({:.1} MiB read)",
             u.stacks,
             u.frames as f64 / u.stacks as f64,
             u.binaries,

@@ -53,7 +53,7 @@ pub struct UnwindSummary {
     pub frames: u64,
     /// Binaries whose unwind information was read.
     pub binaries: u64,
-    /// Bytes of unwind sections held by the daemon.
+    /// Bytes of unwind sections read (a binary read again after a flush counts again).
     pub bytes: u64,
     /// Binaries without unwind information (frame-pointer fallback).
     pub without_cfi: u64,

@@ -121,4 +121,4 @@ pub use stacks::{
     resolve_chain, ChainInfo, StackStats, DEFAULT_STACK_TABLE_BYTES, MAX_STACK_FRAMES,
 };
 pub use stage::{Chunk, SyncOptions, SyncStage, TableSizes};
-pub use unwind::{UnwindStats, CFI_TIMEOUT, MAX_CFI_SECTION};
+pub use unwind::{UnwindStats, CFI_TIMEOUT, MAX_CFI_HELD, MAX_CFI_SECTION};

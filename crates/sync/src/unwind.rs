@@ -62,6 +62,12 @@ pub const CFI_TIMEOUT: Duration = Duration::from_secs(1);
 /// are refused (the largest seen here, librustc_driver's, is ~10 MiB).
 pub const MAX_CFI_SECTION: u64 = 256 << 20;
 
+/// Most bytes of unwind sections held at once: past it, every binary's
+/// sections are dropped and read again when next needed
+/// ([`UnwindStats::flushes`]), so a daemon that meets ever new binaries
+/// keeps a bounded cache (a Rust toolchain's librustc_driver holds 10 MiB).
+pub const MAX_CFI_HELD: u64 = 512 << 20;
+
 /// framehop generations used before the cache and unwinders are rebuilt
 /// (its counter is 16 bits; each binary's unwinder uses two).
 const GENERATIONS_BEFORE_RESET: u32 = 30_000;
@@ -197,7 +203,7 @@ pub struct UnwindStats {
     pub frames: u64,
     /// Binaries whose unwind information was read.
     pub binaries: u64,
-    /// Bytes of unwind sections held.
+    /// Bytes of unwind sections read (over the session).
     pub bytes: u64,
     /// Binaries without unwind information (frame-pointer fallback).
     pub without_cfi: u64,
@@ -207,6 +213,8 @@ pub struct UnwindStats {
     pub refused: u64,
     /// Times the rule cache and unwinders were rebuilt (generation wrap).
     pub resets: u64,
+    /// Times the held sections were dropped at [`MAX_CFI_HELD`].
+    pub flushes: u64,
 }
 
 /// How an unwind ended.
@@ -233,6 +241,8 @@ pub(crate) struct DwarfUnwinder {
     empty: UnwinderX86_64<Data>,
     cache: CacheX86_64,
     generations: u32,
+    /// Bytes of sections held now.
+    held: u64,
     reader: TimedWorker<CfiSource, CfiAnswer>,
     stats: UnwindStats,
 }
@@ -259,6 +269,7 @@ impl DwarfUnwinder {
             empty: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
             generations: 1,
+            held: 0,
             reader: TimedWorker::new("profkit-cfi", timeout, read_cfi),
             stats: UnwindStats::default(),
         }
@@ -296,8 +307,15 @@ impl DwarfUnwinder {
         };
         let entry = match answer {
             Ok(sections) => {
+                let n = sections.bytes() as u64;
+                if self.held + n > MAX_CFI_HELD {
+                    self.binaries.retain(|_, b| b.is_err());
+                    self.held = 0;
+                    self.stats.flushes += 1;
+                }
+                self.held += n;
                 self.stats.binaries += 1;
-                self.stats.bytes += sections.bytes() as u64;
+                self.stats.bytes += n;
                 self.generations += 2;
                 let u = sections.unwinder();
                 Ok((sections, u))

@@ -175,6 +175,11 @@ struct Opt {
     /// Inclusive samples (the function and everything it called) per symbol; sort and cut by them.
     #[arg(long, conflicts_with = "timeline")]
     children: bool,
+    /// Do not expand call-graph frames into their inlined functions. By default (as perf's
+    /// --inline) stacks, -c and --children show each function inlined into a frame as a
+    /// frame of its own, `NAME (inlined)`, read from the binary's DWARF (or its debug file).
+    #[arg(long)]
+    no_inline: bool,
     /// Write the report to FILE instead of standard output (with --format flamegraph
     /// --separate=cpu: one FILE-cpuN.svg per CPU).
     #[arg(short = 'o', long, value_name = "FILE")]
@@ -323,6 +328,7 @@ fn validate(opt: Opt) -> Result<Config, String> {
             callgraph: opt.callgraph,
             children: opt.children,
             stacks: format.needs_stacks(),
+            inline: !opt.no_inline,
         },
         sources: SymbolSources {
             kallsyms: opt.kallsyms,

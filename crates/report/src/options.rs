@@ -49,6 +49,12 @@ pub struct ReportOptions {
     /// Keep the symbolized stacks in [`Report::stacks`] (for the collapsed,
     /// flame graph and pprof outputs). Implies `symbols`.
     pub stacks: bool,
+    /// Expand each frame of a call stack into its inlined functions
+    /// (innermost first, then the real function), read from the binary's
+    /// DWARF, as perf's `--inline` (on by default; `--no-inline`). Only
+    /// call-graph outputs use it (stacks, `--callgraph`, `--children`);
+    /// a binary without DWARF keeps its frames as they are.
+    pub inline: bool,
 }
 
 impl ReportOptions {
@@ -78,6 +84,7 @@ impl Default for ReportOptions {
             callgraph: false,
             children: false,
             stacks: false,
+            inline: true,
         }
     }
 }

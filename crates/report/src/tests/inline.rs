@@ -117,6 +117,7 @@ fn inlined_frames_expand_leaf_and_callers_in_every_stack_output() {
     session(d.path(), &bin);
     let stacks = ReportOptions {
         stacks: true,
+        inline: true,
         ..Default::default()
     };
     // Folded stacks: outer → via (inlined) → leaf → inner (inlined).
@@ -134,7 +135,7 @@ fn inlined_frames_expand_leaf_and_callers_in_every_stack_output() {
             10
         )]
     );
-    // Without: the symbols only, as before.
+    // Without (the default): the symbols only.
     let off = inline_report(
         d.path(),
         ReportOptions {
@@ -186,6 +187,7 @@ fn inlined_functions_are_nodes_of_the_call_graph_and_of_children() {
         ReportOptions {
             callgraph: true,
             children: true,
+            inline: true,
             ..Default::default()
         },
     );
@@ -265,6 +267,7 @@ fn flat_profiles_do_not_read_inlined_frames() {
         d.path(),
         ReportOptions {
             symbols: true,
+            inline: true,
             ..Default::default()
         },
     );

@@ -84,7 +84,7 @@ fn session(dir: &Path, bin: &Path) {
         target: "command inl".into(),
         ..Default::default()
     };
-    let mut w = SessionWriter::create(&dir.join(SESSION_FILE), &header).unwrap();
+    let mut w = SessionWriter::create(dir.join(SESSION_FILE), &header).unwrap();
     let mut enc = ChunkEncoder::new();
     enc.event(&def(APP, CookieKind::User, bin.to_str().unwrap(), 0, None));
     enc.event(&comm(APP_PID, APP_PID, "inl", true));
@@ -104,7 +104,7 @@ fn session(dir: &Path, bin: &Path) {
 }
 
 fn inline_report(dir: &Path, opts: ReportOptions) -> Report {
-    let s = Session::open(&dir.join(SESSION_FILE)).unwrap();
+    let s = Session::open(dir.join(SESSION_FILE)).unwrap();
     build_report(&[s], &opts, &SymbolSources::default(), &NoProgress).unwrap()
 }
 

@@ -47,6 +47,7 @@ CALL GRAPHS (sessions recorded with `profctl record -g` or `--call-graph dwarf`)
   profreport -c -t 1 --children        ... functions with at least 1 % inclusive, by inclusive share
   profreport -l --children             flat profile with an inclusive column (perf report --children)
   profreport --format collapsed        folded stacks, for flamegraph.pl and friends
+  profreport --format collapsed --inline   ... with inlined functions as frames, `NAME (inlined)`
   profreport --format flamegraph > out.svg
   profreport --format flamegraph --separate=cpu -o out.svg   out-cpu0.svg, out-cpu1.svg, ...
   profreport --format pprof > profile.pb.gz                   go tool pprof, Pyroscope, Parca
@@ -175,6 +176,12 @@ struct Opt {
     /// Inclusive samples (the function and everything it called) per symbol; sort and cut by them.
     #[arg(long, conflicts_with = "timeline")]
     children: bool,
+    /// Expand call-graph frames into their inlined functions, as perf's --inline: stacks, -c
+    /// and --children show each function inlined into a frame as a frame of its own,
+    /// `NAME (inlined)`, from the binary's DWARF (or its debug file). Costs time and memory:
+    /// binaries are read whole.
+    #[arg(long, conflicts_with = "timeline")]
+    inline: bool,
     /// Write the report to FILE instead of standard output (with --format flamegraph
     /// --separate=cpu: one FILE-cpuN.svg per CPU).
     #[arg(short = 'o', long, value_name = "FILE")]
@@ -323,6 +330,7 @@ fn validate(opt: Opt) -> Result<Config, String> {
             callgraph: opt.callgraph,
             children: opt.children,
             stacks: format.needs_stacks(),
+            inline: opt.inline,
         },
         sources: SymbolSources {
             kallsyms: opt.kallsyms,

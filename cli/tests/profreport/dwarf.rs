@@ -95,7 +95,14 @@ fn report(dir: &Path, args: &[&str]) -> Run {
 /// The folded stacks of `dir/s`, outermost frame (the command name) first,
 /// with their sample counts.
 fn collapsed(dir: &Path) -> Vec<(Vec<String>, u64)> {
-    let run = report(dir, &["--format", "collapsed"]);
+    collapsed_with(dir, &[])
+}
+
+/// [`collapsed`] with more arguments (`--inline`).
+fn collapsed_with(dir: &Path, more: &[&str]) -> Vec<(Vec<String>, u64)> {
+    let mut args = vec!["--format", "collapsed"];
+    args.extend_from_slice(more);
+    let run = report(dir, &args);
     run.stdout
         .lines()
         .map(|l| {
@@ -110,7 +117,14 @@ fn collapsed(dir: &Path) -> Vec<(Vec<String>, u64)> {
 
 /// `-l --children` as JSON: inclusive samples per symbol.
 fn inclusive(dir: &Path) -> (serde_json::Value, BTreeMap<String, u64>) {
-    let v = report(dir, &["-l", "--children", "--format", "json"]).json();
+    inclusive_with(dir, &[])
+}
+
+/// [`inclusive`] with more arguments (`--inline`).
+fn inclusive_with(dir: &Path, more: &[&str]) -> (serde_json::Value, BTreeMap<String, u64>) {
+    let mut args = vec!["-l", "--children", "--format", "json"];
+    args.extend_from_slice(more);
+    let v = report(dir, &args).json();
     let mut by = BTreeMap::new();
     for r in rows(&v) {
         *by.entry(r["symbol"].as_str().unwrap().to_owned())
@@ -416,11 +430,12 @@ fn live_dwarf_shared_library_hot_path_reaches_main_callers_1_to_2() {
 /// frames and through its callers (which reach it through the inlined
 /// `dispatch`) 1 : 2; `-l --debug-info` puts `hot` at its source line.
 ///
-/// profreport does not show inlined functions as frames of their own (not
-/// in stacks, not in `-l --debug-info`, which gives the line of the
-/// symbol's start): this checks that inlined code is counted in the
-/// function it was inlined into, and allows, without requiring, `dispatch`
-/// and `helper` frames in the stacks.
+/// Inlined code is counted in the function it was inlined into (`-l
+/// --debug-info` gives the line of the symbol's start; stacks without
+/// `--inline` have no inlined frames); with `--inline`, stacks show
+/// `inline::helper (inlined)` right inside `inline::hot` and
+/// `inline::dispatch (inlined)` between the callers and `hot`, as perf
+/// does, and `--children` counts them as functions.
 #[test]
 fn live_dwarf_rust_inlined_code_counts_in_its_function_and_reaches_main() {
     let _rec = recording();
@@ -485,9 +500,16 @@ fn live_dwarf_rust_inlined_code_counts_in_its_function_and_reaches_main() {
         .map(str::to_owned)
         .collect();
 
-    // Stacks: main (the C entry) … std's runtime … inline::main →
-    // caller_once|caller_twice → [dispatch] → hot → [helper].
-    let stacks = collapsed(d.path());
+    // Stacks with --inline: main (the C entry) … std's runtime …
+    // inline::main → caller_once|caller_twice → dispatch (inlined) → hot →
+    // helper (inlined) (→ what std inlined into helper).
+    let plain = collapsed(d.path());
+    let plain_inlined: u64 = plain
+        .iter()
+        .filter(|(f, _)| f.iter().any(|x| x.ends_with(" (inlined)")))
+        .map(|(_, n)| n)
+        .sum();
+    let stacks = collapsed_with(d.path(), &["--inline"]);
     let shown = |name: &str| {
         stacks
             .iter()
@@ -495,16 +517,28 @@ fn live_dwarf_rust_inlined_code_counts_in_its_function_and_reaches_main() {
             .map(|(_, n)| n)
             .sum::<u64>()
     };
-    let (dispatch_frames, helper_frames) = (shown("inline::dispatch"), shown("inline::helper"));
+    let (dispatch_frames, helper_frames) = (
+        shown("inline::dispatch (inlined)"),
+        shown("inline::helper (inlined)"),
+    );
     let (mut in_hot, mut good, mut once, mut twice) = (0u64, 0u64, 0u64, 0u64);
+    let (mut in_helper, mut in_loop, mut via_dispatch) = (0u64, 0u64, 0u64);
+    let mut inner_other: Vec<(String, u64)> = Vec::new();
     let mut bad: Vec<(String, u64)> = Vec::new();
     for (frames, n) in &stacks {
         let Some(h) = frames.iter().position(|f| f == "inline::hot") else {
             continue;
         };
         in_hot += n;
+        match frames.get(h + 1).map(String::as_str) {
+            Some("inline::helper (inlined)") => in_helper += n,
+            // The `for` loop's counter: Range's next, inlined into hot.
+            Some(f) if f.contains("Range") && f.ends_with("::next (inlined)") => in_loop += n,
+            other => inner_other.push((other.unwrap_or("").to_owned(), *n)),
+        }
         let mut up = h;
-        if up > 0 && frames[up - 1] == "inline::dispatch" {
+        let dispatched = up > 0 && frames[up - 1] == "inline::dispatch (inlined)";
+        if dispatched {
             up -= 1;
         }
         let caller = (up >= 2
@@ -518,9 +552,10 @@ fn live_dwarf_rust_inlined_code_counts_in_its_function_and_reaches_main() {
             None => bad.push((frames.join(";"), *n)),
         }
         good += u64::from(caller.is_some()) * n;
+        via_dispatch += u64::from(caller.is_some() && dispatched) * n;
     }
     bad.sort_by_key(|s| std::cmp::Reverse(s.1));
-    let (_, incl) = inclusive(d.path());
+    let (_, incl) = inclusive_with(d.path(), &["--inline"]);
     let i = |s: &str| incl.get(s).copied().unwrap_or(0);
     let (c1, c2) = (i("inline::caller_once"), i("inline::caller_twice"));
     let incl_once = pct(c1, c1 + c2);
@@ -528,18 +563,26 @@ fn live_dwarf_rust_inlined_code_counts_in_its_function_and_reaches_main() {
     eprintln!(
         "inline dwarf: {total} samples ({lost} lost), {:.2} session bytes/sample; \
          -l -g: inline::hot {own} of the program's {in_prog} ({:.2} %) at {location:?} (fn hot is line {line}); \
-         rows naming helper/dispatch: {named_inlined:?}; stacks with an inline::dispatch frame {dispatch_frames}, \
-         with inline::helper {helper_frames}; {good} of {in_hot} hot stacks ({:.2} %) read \
-         main … inline::main → caller_* → hot, {once} via caller_once ({stack_once:.2} %), {twice} via caller_twice; \
-         inclusive caller_once {c1}, caller_twice {c2} (caller_once {incl_once:.2} %), inline::main {}, main {}; \
+         rows naming helper/dispatch: {named_inlined:?}; --inline: stacks with an inline::dispatch (inlined) frame {dispatch_frames}, \
+         with inline::helper (inlined) {helper_frames}, helper right inside hot {in_helper} of {in_hot} ({:.2} %), \
+         Range::next (inlined) right inside hot {in_loop}, others {:?}; \
+         {good} of {in_hot} hot stacks ({:.2} %) read main … inline::main → caller_* → [dispatch] → hot, \
+         {via_dispatch} through dispatch (inlined); {once} via caller_once ({stack_once:.2} %), {twice} via caller_twice; \
+         inclusive caller_once {c1}, caller_twice {c2} (caller_once {incl_once:.2} %), inline::main {}, main {}, \
+         helper (inlined) {}, dispatch (inlined) {}; without --inline, stacks with an inlined frame: {plain_inlined}; \
          other stacks: {:?}",
         bytes_per_sample(d.path(), total),
         pct(own, in_prog),
+        pct(in_helper, in_hot),
+        &inner_other[..inner_other.len().min(3)],
         pct(good, in_hot),
         i("inline::main"),
         i("main"),
+        i("inline::helper (inlined)"),
+        i("inline::dispatch (inlined)"),
         &bad[..bad.len().min(3)],
     );
+    assert_eq!(plain_inlined, 0, "inlined frames without --inline");
     assert!(
         location.ends_with(&format!("inline.rs:{line}")),
         "inline::hot at {location:?}, want inline.rs:{line}"
@@ -560,5 +603,28 @@ fn live_dwarf_rust_inlined_code_counts_in_its_function_and_reaches_main() {
     assert!(
         (incl_once - 100.0 / 3.0).abs() <= 3.0,
         "inclusive caller_once {c1}, caller_twice {c2}: {incl_once:.2} % (want 33.3 ± 3)"
+    );
+    // The inlined frames, required: helper right inside hot (or, for the
+    // few samples on the loop counter's increment, which DWARF and
+    // addr2line place in Range::next inlined into hot, that), dispatch
+    // between the caller and hot; --children counts them as functions.
+    assert!(
+        (in_helper + in_loop) as f64 >= in_hot as f64 * 0.95,
+        "inline::helper (inlined) right inside inline::hot in {in_helper} of {in_hot} samples, \
+         Range::next (inlined) in {in_loop}"
+    );
+    assert!(
+        in_helper as f64 >= in_hot as f64 * 0.85,
+        "inline::helper (inlined) right inside inline::hot in {in_helper} of {in_hot} samples"
+    );
+    assert!(
+        via_dispatch as f64 >= in_hot as f64 * 0.95,
+        "inline::dispatch (inlined) between caller_* and hot in {via_dispatch} of {in_hot} \
+         samples; others: {bad:?}"
+    );
+    assert!(
+        i("inline::helper (inlined)") as f64 >= in_hot as f64 * 0.85,
+        "inclusive inline::helper (inlined) {} of {in_hot}",
+        i("inline::helper (inlined)")
     );
 }

@@ -39,20 +39,26 @@ use crate::model::*;
 use crate::naming::apps::{Comms, Images};
 use crate::naming::symbolize::Resolved;
 
-/// [`Stacks`] plus, per function, the (cookie, symbol id) it stands for
-/// (so `--children` can find the function's row).
+/// [`Stacks`] plus, per function, the (cookie, symbol id, inlined) it
+/// stands for (so `--children` can find the function's row): `inlined` is 0
+/// for a symbol, else 1 + the inlined function's index in the binary's
+/// [`Resolved::inline_name`]s (its symbol id is then `None`).
 pub(crate) struct Built {
     pub stacks: Stacks,
-    pub keys: Vec<(Cookie, Option<SymbolId>)>,
+    pub keys: Vec<FnKey>,
 }
+
+/// (cookie, symbol id, inlined): see [`Built::keys`].
+pub(crate) type FnKey = (Cookie, Option<SymbolId>, u32);
 
 struct Builder<'a> {
     symbols: &'a FxHashMap<Cookie, Resolved>,
     images: &'a Images<'a>,
     out: Stacks,
-    keys: Vec<(Cookie, Option<SymbolId>)>,
+    keys: Vec<FnKey>,
     mapping_of: FxHashMap<Cookie, u32>,
     function_of: FxHashMap<(Cookie, Option<SymbolId>), u32>,
+    inlined_of: FxHashMap<(Cookie, u32), u32>,
     location_of: FxHashMap<(Cookie, u64), u32>,
 }
 
@@ -107,17 +113,41 @@ impl Builder<'_> {
                     symbol,
                     mapping,
                     start: info.map(|i| i.start),
+                    inlined: false,
                 });
-                self.keys.push((cookie, sym));
+                self.keys.push((cookie, sym, 0));
                 self.function_of.insert((cookie, sym), f);
                 f
             }
         };
+        // Its inline chain: one function per distinct inlined name.
+        let mut inlined = Vec::new();
+        if let Some(r) = resolved.filter(|_| sym.is_some()) {
+            for &i in r.inlined_at(offset) {
+                let f = match self.inlined_of.get(&(cookie, i)) {
+                    Some(&f) => f,
+                    None => {
+                        let f = self.out.functions.len() as u32;
+                        self.out.functions.push(Function {
+                            symbol: Symbol::Named(r.inline_name(i).to_owned()),
+                            mapping: self.function_mapping(function),
+                            start: None,
+                            inlined: true,
+                        });
+                        self.keys.push((cookie, None, i + 1));
+                        self.inlined_of.insert((cookie, i), f);
+                        f
+                    }
+                };
+                inlined.push(f);
+            }
+        }
         let l = self.out.locations.len() as u32;
         self.out.locations.push(Location {
             mapping: self.function_mapping(function),
             offset,
             function,
+            inlined,
         });
         self.location_of.insert((cookie, offset), l);
         l
@@ -150,6 +180,7 @@ pub(crate) fn build_stacks(
         keys: Vec::new(),
         mapping_of: FxHashMap::default(),
         function_of: FxHashMap::default(),
+        inlined_of: FxHashMap::default(),
         location_of: FxHashMap::default(),
     };
     // Each distinct resolved caller list is held once (`lists`) and keys refer
@@ -276,13 +307,11 @@ fn distinct(funcs: &[u32], stamp: &mut [u32], round: u32, mut f: impl FnMut(usiz
     }
 }
 
+/// The functions of a sample's stack, innermost first: each location's
+/// inlined functions, then its own.
 fn functions_of(st: &Stacks, s: &StackSample, out: &mut Vec<u32>) {
     out.clear();
-    out.extend(
-        s.locations
-            .iter()
-            .map(|&l| st.locations[l as usize].function),
-    );
+    out.extend(s.locations.iter().flat_map(|&l| st.frames_of(l)));
 }
 
 /// Inclusive samples per function and column: the samples whose stack
@@ -349,7 +378,8 @@ pub(crate) fn call_graph(b: &Built, total: u64, threshold: f64, by_inclusive: bo
         let func = &st.functions[f as usize];
         (
             st.mappings[func.mapping as usize].name.clone(),
-            func.symbol.to_string(),
+            func.display_name(),
+            func.inlined,
         )
     };
     let mut arcs_in: FxHashMap<u32, Vec<(u32, u64)>> = FxHashMap::default();
@@ -365,10 +395,11 @@ pub(crate) fn call_graph(b: &Built, total: u64, threshold: f64, by_inclusive: bo
             .unwrap_or_default()
             .into_iter()
             .map(|(f, n)| {
-                let (image, symbol) = name(f);
+                let (image, symbol, inlined) = name(f);
                 CallArc {
                     image,
                     symbol,
+                    inlined,
                     samples: n,
                     percent: pct(n, of),
                 }
@@ -393,10 +424,11 @@ pub(crate) fn call_graph(b: &Built, total: u64, threshold: f64, by_inclusive: bo
             below += 1;
             continue;
         }
-        let (image, symbol) = name(f);
+        let (image, symbol, inlined) = name(f);
         entries.push(CallEntry {
             image,
             symbol,
+            inlined,
             self_samples: s,
             self_percent: pct(s, total),
             total: t,

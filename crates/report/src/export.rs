@@ -11,7 +11,13 @@
 //!
 //! A frame is its function's name; a frame in a binary whose symbols could
 //! not be read is `[binary]` (e.g. `[libc.so.6]`), and a caller the
-//! frame-pointer walk could not place is `[unknown]`.
+//! frame-pointer walk could not place is `[unknown]`. A frame inside
+//! inlined code becomes its inline chain, outermost first, each inlined
+//! function named `NAME (inlined)` as perf does:
+//!
+//! ```text
+//! inline;main;inline::caller_once;inline::dispatch (inlined);inline::hot;inline::helper (inlined) 812
+//! ```
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -25,15 +31,23 @@ fn no_stacks() -> io::Error {
     )
 }
 
-/// A frame's text: the function, or `[binary]` when it has no name; never
-/// a `;` or a line break (they would split the line).
+/// A location's text: its function, or `[binary]` when it has no name,
+/// after its inlined functions (outermost first, `;`-separated); a name
+/// never holds a `;` or a line break (they would split the line).
 fn frame(st: &Stacks, loc: u32) -> String {
-    let f = st.function_of(loc);
-    let text = match &f.symbol {
-        Symbol::NoSymbols => format!("[{}]", st.mappings[f.mapping as usize].name),
-        s => s.to_string(),
-    };
-    text.replace(';', ":").replace(['\n', '\r'], " ")
+    let mut out = String::new();
+    for f in st.frames_of(loc).rev() {
+        let f = &st.functions[f as usize];
+        let text = match &f.symbol {
+            Symbol::NoSymbols => format!("[{}]", st.mappings[f.mapping as usize].name),
+            _ => f.display_name(),
+        };
+        if !out.is_empty() {
+            out.push(';');
+        }
+        out.push_str(&text.replace(';', ":").replace(['\n', '\r'], " "));
+    }
+    out
 }
 
 /// The folded lines of `column` (all columns with `None`), merged and in

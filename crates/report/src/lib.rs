@@ -133,6 +133,14 @@
 //! arc (`function_image,function_symbol,relation,samples,percent,image,symbol`,
 //! relation `caller`, `self`, `total` or `callee`).
 //!
+//! With [`ReportOptions::inline`] (`--inline`), call-graph frames are
+//! expanded into their inlined functions (from DWARF): an inlined function
+//! is a function of its own, its `symbol` `NAME (inlined)` in every format,
+//! and JSON rows, call-graph entries and arcs carry `"inlined": true` (the
+//! key is left out otherwise). Its `--children` row has inclusive samples
+//! only (self samples stay with the symbol, as in the flat profile); in
+//! `-c`, the innermost frame of a sample holds its self samples.
+//!
 //! The call-graph text is opreport's `-c` layout: per function, its
 //! callers indented, the function (self samples and share, inclusive
 //! samples and share), its callees indented with `[self]` among them:

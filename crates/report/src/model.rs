@@ -199,8 +199,12 @@ pub struct Row {
     pub app: Option<String>,
     /// The binary.
     pub image: String,
-    /// The symbol (`-l`).
+    /// The symbol (`-l`); `NAME (inlined)` for an inlined function's
+    /// row (`--children`).
     pub symbol: Option<String>,
+    /// With `--children`: the row is an inlined function's (inclusive
+    /// samples only; its self samples are its symbol's).
+    pub inlined: bool,
     /// The symbol's start address (shown with `--show-address`).
     pub vma: Option<u64>,
     /// The symbol's source file and line (`--debug-info`).
@@ -332,8 +336,26 @@ pub struct Function {
     pub symbol: Symbol,
     /// The binary's index in [`Stacks::mappings`].
     pub mapping: u32,
-    /// The symbol's start address, when known.
+    /// The symbol's start address, when known (`None` for an inlined
+    /// function).
     pub start: Option<u64>,
+    /// An inlined function ([`ReportOptions::inline`](crate::ReportOptions::inline)):
+    /// a function of the source whose code was inlined into a symbol of the
+    /// binary; shown `NAME (inlined)`, as perf does.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub inlined: bool,
+}
+
+impl Function {
+    /// The name shown in stacks and call graphs: the symbol, and
+    /// ` (inlined)` after an inlined function's.
+    pub fn display_name(&self) -> String {
+        if self.inlined {
+            format!("{} (inlined)", self.symbol)
+        } else {
+            self.symbol.to_string()
+        }
+    }
 }
 
 /// A code location of [`Stacks`]: an offset in a binary.
@@ -344,8 +366,15 @@ pub struct Location {
     /// The offset looked up: the sample's offset for a sampled location;
     /// the return address minus one (the call instruction) for a caller.
     pub offset: u64,
-    /// Its function's index in [`Stacks::functions`].
+    /// Its function's index in [`Stacks::functions`]: the symbol the
+    /// offset is in.
     pub function: u32,
+    /// The inlined functions at the offset (indexes into
+    /// [`Stacks::functions`]), innermost first: each was inlined into the
+    /// next, the last into `function`. Empty outside inlined code, or
+    /// without [`ReportOptions::inline`](crate::ReportOptions::inline).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inlined: Vec<u32>,
 }
 
 /// Samples that share a call stack, a column and a thread.
@@ -381,9 +410,17 @@ pub struct Stacks {
 }
 
 impl Stacks {
-    /// The function of location `loc`.
+    /// The function of location `loc` (the symbol, not an inlined
+    /// function).
     pub fn function_of(&self, loc: u32) -> &Function {
         &self.functions[self.locations[loc as usize].function as usize]
+    }
+
+    /// The frames of location `loc`, innermost first: its inlined
+    /// functions, then its function (indexes into [`Stacks::functions`]).
+    pub fn frames_of(&self, loc: u32) -> impl DoubleEndedIterator<Item = u32> + '_ {
+        let l = &self.locations[loc as usize];
+        l.inlined.iter().copied().chain(std::iter::once(l.function))
     }
 
     /// Total samples.
@@ -397,8 +434,11 @@ impl Stacks {
 pub struct CallArc {
     /// The binary.
     pub image: String,
-    /// The function.
+    /// The function (`NAME (inlined)` for an inlined function).
     pub symbol: String,
+    /// An inlined function (see [`Function::inlined`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub inlined: bool,
     /// Samples of the entry's function that came through this arc.
     pub samples: u64,
     /// `samples` in percent of the entry's inclusive samples.
@@ -411,8 +451,11 @@ pub struct CallArc {
 pub struct CallEntry {
     /// The binary.
     pub image: String,
-    /// The function.
+    /// The function (`NAME (inlined)` for an inlined function).
     pub symbol: String,
+    /// An inlined function (see [`Function::inlined`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub inlined: bool,
     /// Samples taken in the function itself.
     pub self_samples: u64,
     /// `self_samples` in percent of the report's samples.

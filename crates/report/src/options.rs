@@ -49,6 +49,14 @@ pub struct ReportOptions {
     /// Keep the symbolized stacks in [`Report::stacks`] (for the collapsed,
     /// flame graph and pprof outputs). Implies `symbols`.
     pub stacks: bool,
+    /// Expand each frame of a call stack into its inlined functions
+    /// (innermost first, then the real function), read from the binary's
+    /// DWARF (or its debug file), as perf's `--inline` (`profreport
+    /// --inline`). Only call-graph outputs use it (stacks, `--callgraph`,
+    /// `--children`); a binary without DWARF keeps its frames as they are.
+    /// Off by default: reading DWARF makes the symbolizer read each binary
+    /// whole (a system-wide report: ~10× the time, ~20× the memory).
+    pub inline: bool,
 }
 
 impl ReportOptions {
@@ -78,6 +86,7 @@ impl Default for ReportOptions {
             callgraph: false,
             children: false,
             stacks: false,
+            inline: false,
         }
     }
 }

@@ -15,8 +15,8 @@
 //! | `sample_type` | `samples/count`, and `cpu/nanoseconds` when the session's rate gives a sample's worth of time (frequency *f*: 10⁹/*f* ns; a period of a `*-clock` event: the period in ns); another event's period becomes `EVENT/events` |
 //! | `sample` | one per distinct (stack, column, thread) of [`Stacks`]; locations innermost first; labels `pid`, `tid` (with `--separate=thread`), `cpu` (with `--separate=cpu`), `comm` |
 //! | `mapping` | one per binary: `filename` the recorded path, `build_id` in hex, `has_functions` set (names come symbolized) |
-//! | `location` | one per distinct (binary, offset): kernel and module addresses are real (`base + offset`); a user binary's offsets (file offsets) are placed in a range of their own, `memory_start` = a synthetic base, `file_offset` 0, so `address − memory_start` is the file offset |
-//! | `function` | one per symbol, `name` and `system_name` the shown name (`[binary]` for code of a binary without symbols, as in folded stacks) |
+//! | `location` | one per distinct (binary, offset), its `line`s the inlined functions there innermost first then the symbol (`has_inline_frames` on the mapping when any location of it has inlined functions): kernel and module addresses are real (`base + offset`); a user binary's offsets (file offsets) are placed in a range of their own, `memory_start` = a synthetic base, `file_offset` 0, so `address − memory_start` is the file offset |
+//! | `function` | one per symbol and per inlined function, `name` and `system_name` the shown name (`[binary]` for code of a binary without symbols, as in folded stacks; an inlined function without perf's ` (inlined)`, which pprof shows by itself) |
 //! | `time_nanos`, `duration_nanos`, `period` | the session's start, length and a sample's worth |
 //! | `comment` | the sessions' targets and hosts |
 
@@ -154,7 +154,7 @@ pub struct Location {
     /// The address.
     #[prost(uint64, tag = "3")]
     pub address: u64,
-    /// Functions at the address (innermost inlined first; one here).
+    /// Functions at the address (innermost inlined first, the symbol last).
     #[prost(message, repeated, tag = "4")]
     pub line: Vec<Line>,
 }
@@ -282,9 +282,11 @@ pub fn to_profile(report: &Report) -> io::Result<Profile> {
     // Mappings: real addresses for the kernel and modules, a range of
     // their own for every other binary.
     let mut max_offset = vec![0u64; st.mappings.len()];
+    let mut inline_frames = vec![false; st.mappings.len()];
     for l in &st.locations {
         let m = &mut max_offset[l.mapping as usize];
         *m = (*m).max(l.offset);
+        inline_frames[l.mapping as usize] |= !l.inlined.is_empty();
     }
     let mut starts = Vec::with_capacity(st.mappings.len());
     let mut user_index = 0u64;
@@ -310,6 +312,7 @@ pub fn to_profile(report: &Report) -> io::Result<Profile> {
             filename: strings.get(&m.path),
             build_id: m.build_id.as_deref().map_or(0, |b| strings.get(b)),
             has_functions: true,
+            has_inline_frames: inline_frames[i],
             ..Default::default()
         });
     }
@@ -340,10 +343,15 @@ pub fn to_profile(report: &Report) -> io::Result<Profile> {
             id: i as u64 + 1,
             mapping_id: m as u64 + 1,
             address: starts[m].wrapping_add(offset),
-            line: vec![Line {
-                function_id: u64::from(l.function) + 1,
-                line: 0,
-            }],
+            line: l
+                .inlined
+                .iter()
+                .chain(std::iter::once(&l.function))
+                .map(|&f| Line {
+                    function_id: u64::from(f) + 1,
+                    line: 0,
+                })
+                .collect(),
         });
     }
     let (k_pid, k_tid, k_cpu, k_comm) = (

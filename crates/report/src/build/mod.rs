@@ -314,7 +314,7 @@ fn inclusive_rows(
     let filtered = !opts.spec.images.is_empty() || !opts.spec.exclude_images.is_empty();
     let mut out = FxHashMap::default();
     for (f, v) in incl {
-        let (cookie, sym) = st.keys[f as usize];
+        let (cookie, sym, inlined) = st.keys[f as usize];
         let key = RowKey {
             sess: 0,
             tgid: 0,
@@ -323,6 +323,7 @@ fn inclusive_rows(
             has_app: false,
             image: cookie,
             sym,
+            inlined,
         };
         if filtered && !opts.spec.wants_image(&images.match_path(cookie), None) {
             continue;

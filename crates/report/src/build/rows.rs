@@ -19,6 +19,8 @@ use crate::spec::SortKey;
 
 /// A row before names: which (thread, app, binary, symbol) it counts.
 /// `sym` is `None` for samples in no symbol (or an image summary's row).
+/// `inlined` is 0, or for an inlined function's row (`--children`) 1 + its
+/// index in the image's [`Resolved::inline_name`]s.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) struct RowKey {
     pub sess: u32,
@@ -28,6 +30,7 @@ pub(super) struct RowKey {
     pub has_app: bool,
     pub image: Cookie,
     pub sym: Option<SymbolId>,
+    pub inlined: u32,
 }
 
 /// Places aggregated samples in rows and columns.
@@ -89,6 +92,7 @@ impl Placer<'_> {
             has_app: app.is_some(),
             image: k.cookie,
             sym,
+            inlined: 0,
         };
         let col = if sep.cpu {
             *self.col_of.get(&k.cpu)?
@@ -157,6 +161,9 @@ impl RowMaker<'_> {
     /// One named row, with its inclusive columns under `--children`.
     fn row(&self, key: &RowKey, samples: Vec<u64>, denom: &[u64]) -> Row {
         let (opts, shown, sep) = (self.opts, self.shown, self.opts.separate);
+        if key.inlined != 0 {
+            return self.inlined_row(key, samples, denom);
+        }
         let sym = key
             .sym
             .and_then(|id| self.symbols.get(&key.image).map(|r| (r, id)));
@@ -185,12 +192,50 @@ impl RowMaker<'_> {
             comm: sep
                 .thread
                 .then(|| self.comms.name(key.sess, key.tgid, key.tid).to_owned()),
+            inlined: false,
             children: Vec::new(),
             inclusive: Vec::new(),
             inclusive_percent: Vec::new(),
             inclusive_total: 0,
             inclusive_total_percent: 0.0,
         };
+        self.add_inclusive(&mut row, key, denom);
+        row
+    }
+
+    /// The row of an inlined function (`--children`): no self samples, no
+    /// address or source location of its own.
+    fn inlined_row(&self, key: &RowKey, samples: Vec<u64>, denom: &[u64]) -> Row {
+        let name = self
+            .symbols
+            .get(&key.image)
+            .map(|r| r.inline_name(key.inlined - 1))
+            .unwrap_or_default();
+        let mut row = Row {
+            percent: percents(&samples, denom),
+            total: samples.iter().sum(),
+            total_percent: percent(samples.iter().sum(), denom.iter().sum()),
+            samples,
+            app: None,
+            image: self.images.name(key.image),
+            symbol: Some(format!("{name} (inlined)")),
+            vma: None,
+            location: None,
+            tgid: None,
+            tid: None,
+            comm: None,
+            inlined: true,
+            children: Vec::new(),
+            inclusive: Vec::new(),
+            inclusive_percent: Vec::new(),
+            inclusive_total: 0,
+            inclusive_total_percent: 0.0,
+        };
+        self.add_inclusive(&mut row, key, denom);
+        row
+    }
+
+    fn add_inclusive(&self, row: &mut Row, key: &RowKey, denom: &[u64]) {
         if let Some(incl) = self.inclusive {
             let v = incl
                 .get(key)
@@ -201,7 +246,6 @@ impl RowMaker<'_> {
             row.inclusive_total_percent = percent(row.inclusive_total, denom.iter().sum());
             row.inclusive = v;
         }
-        row
     }
 }
 

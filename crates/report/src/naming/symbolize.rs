@@ -3,6 +3,13 @@
 //! instruction) are symbolized once, one symbolizer per distinct set of
 //! session sources, the kernel and its modules (from kallsyms trimmed by
 //! `profkit_symbols::trim_kallsyms`) in parallel with everything else.
+//!
+//! With call stacks and [`ReportOptions::inline`], the same lookups also
+//! read each offset's inlined frames from DWARF (the symbolizer's
+//! `debug_info`): the names are kept per binary, interned, and each offset
+//! that is inside inlined code keeps its chain (innermost first), so the
+//! call graph can expand a frame into its inline chain without asking the
+//! symbolizer again: still one lookup per distinct (binary, offset).
 
 use std::collections::HashMap;
 
@@ -36,19 +43,50 @@ pub(crate) struct Resolved {
     runs: Vec<(u64, u64, Option<SymbolId>)>,
     /// With `--debug-info`: each symbol's source location.
     locations: HashMap<SymbolId, profkit_symbols::SourceLocation>,
+    /// With inlined frames: the distinct inlined function names.
+    inline_names: Vec<String>,
+    /// With inlined frames: per offset inside inlined code, its inlined
+    /// functions (indexes into `inline_names`), innermost first.
+    inlined: FxHashMap<u64, Box<[u32]>>,
 }
 
 impl Resolved {
     /// `result.offsets` must be in increasing offset order (as requested).
+    /// With `keep_inline`, the inlined frames of each offset are kept
+    /// (those without a function name are left out).
     pub(crate) fn new(
         mut result: BinaryResult,
         locations: HashMap<SymbolId, profkit_symbols::SourceLocation>,
+        keep_inline: bool,
     ) -> Resolved {
         let mut runs: Vec<(u64, u64, Option<SymbolId>)> = Vec::new();
-        for o in &result.offsets {
+        let mut inline_names: Vec<String> = Vec::new();
+        let mut name_index: FxHashMap<String, u32> = FxHashMap::default();
+        let mut inlined: FxHashMap<u64, Box<[u32]>> = FxHashMap::default();
+        for o in &mut result.offsets {
             match runs.last_mut() {
                 Some(last) if last.2 == o.symbol => last.1 = o.offset,
                 _ => runs.push((o.offset, o.offset, o.symbol)),
+            }
+            if !keep_inline || o.inlined.is_empty() || o.symbol.is_none() {
+                continue;
+            }
+            let chain: Box<[u32]> = o
+                .inlined
+                .iter_mut()
+                .filter_map(|f| f.function.take())
+                .map(|name| match name_index.get(&name) {
+                    Some(&i) => i,
+                    None => {
+                        let i = inline_names.len() as u32;
+                        inline_names.push(name.clone());
+                        name_index.insert(name, i);
+                        i
+                    }
+                })
+                .collect();
+            if !chain.is_empty() {
+                inlined.insert(o.offset, chain);
             }
         }
         result.offsets = Vec::new();
@@ -56,7 +94,21 @@ impl Resolved {
             result,
             runs,
             locations,
+            inline_names,
+            inlined,
         }
+    }
+
+    /// The inlined functions at `offset` (indexes for
+    /// [`Resolved::inline_name`]), innermost first; empty outside inlined
+    /// code or without inlined frames.
+    pub(crate) fn inlined_at(&self, offset: u64) -> &[u32] {
+        self.inlined.get(&offset).map_or(&[], |c| c)
+    }
+
+    /// The name of inlined function `i` (from [`Resolved::inlined_at`]).
+    pub(crate) fn inline_name(&self, i: u32) -> &str {
+        &self.inline_names[i as usize]
     }
 
     pub(crate) fn symbol_of(&self, offset: u64) -> Option<SymbolId> {
@@ -153,12 +205,15 @@ pub(crate) fn symbolize(
             }
         }
     }
+    // Inlined frames come from DWARF: the symbolizer reads it for them
+    // too, but only `--debug-info` shows source locations.
+    let inline = opts.inline && opts.wants_stacks();
     // One symbolizer per distinct set of session-specific sources.
     let mut configs: Vec<SymbolizerOptions> = Vec::new();
     let mut config_of_session = Vec::new();
     for s in sessions {
         let o = SymbolizerOptions {
-            debug_info: opts.debug_info,
+            debug_info: opts.debug_info || inline,
             demangle: opts.demangle,
             kallsyms: match (&sources.kallsyms, s.kallsyms_copy()) {
                 (Some(k), _) => KallsymsSource::File(k.clone()),
@@ -216,11 +271,16 @@ pub(crate) fn symbolize(
             ..cfg
         };
         let (kernel_done, other_done) = rayon::join(
-            || run_group(kernel_cfg, kernel, false, progress),
-            || run_group(Ok(other_cfg), other, opts.debug_info, progress),
+            || run_group(kernel_cfg, kernel, false, false, progress),
+            || run_group(Ok(other_cfg), other, opts.debug_info, inline, progress),
         );
         for (cookie, resolved) in kernel_done?.into_iter().chain(other_done?) {
             for w in &resolved.result.warnings {
+                // DWARF read only for inlined frames: a binary without it
+                // is the common case (system libraries), not worth a word.
+                if !opts.debug_info && w.starts_with("no DWARF for ") {
+                    continue;
+                }
                 if !warnings.contains(w) {
                     warnings.push(w.clone());
                 }
@@ -292,11 +352,13 @@ fn kernel_options(
 }
 
 /// Symbolizes one group of requests with a symbolizer of its own; with
-/// `debug_info`, also each symbol's source location.
+/// `debug_info`, also each symbol's source location; with `inline`, keeps
+/// each offset's inlined frames.
 fn run_group(
     cfg: std::result::Result<SymbolizerOptions, profkit_symbols::Error>,
     group: Vec<(Cookie, BinaryRequest, Vec<u64>)>,
     debug_info: bool,
+    inline: bool,
     progress: &dyn Progress,
 ) -> Result<Vec<(Cookie, Resolved)>> {
     if group.is_empty() {
@@ -329,7 +391,7 @@ fn run_group(
                 }
             }
         }
-        out.push((cookie, Resolved::new(result, locations)));
+        out.push((cookie, Resolved::new(result, locations, inline)));
     }
     Ok(out)
 }

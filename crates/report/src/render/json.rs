@@ -23,6 +23,8 @@ struct JsonRow {
     image: String,
     app: Option<String>,
     symbol: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    inlined: bool,
     cpu: Option<u32>,
     tgid: Option<u32>,
     tid: Option<u32>,
@@ -120,6 +122,7 @@ pub fn write_json(report: &Report, w: &mut dyn Write) -> io::Result<()> {
                 image: r.image,
                 app: r.app,
                 symbol: r.symbol,
+                inlined: r.inlined,
                 cpu,
                 tgid: r.tgid,
                 tid: r.tid,

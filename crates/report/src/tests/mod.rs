@@ -202,4 +202,5 @@ fn text(r: &Report) -> String {
 
 mod callgraph;
 mod flat;
+mod inline;
 mod sessions;

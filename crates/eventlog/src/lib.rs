@@ -8,8 +8,9 @@
 //! entries ([`CookieEntry`]) that tie a sample's [`Cookie`] to a binary,
 //! and call stacks: samples that refer to a session-wide stack id
 //! ([`ChunkEncoder::sample_with_stack`], [`ExpandedSample::stack`]) and the
-//! [`Event::StackDef`] markers that define each stack's [`Frame`]s once,
-//! collected by readers into a [`StackTable`]. The byte-exact specification
+//! [`Event::StackDef`] markers that define each stack's [`Frame`]s once
+//! (or [`Event::StackDefOn`], version 3: its own frames on an older
+//! stack), collected by readers into a [`StackTable`]. The byte-exact specification
 //! is `docs/FORMAT.md`.
 //!
 //! Cookie derivation is part of the format too ([`cookie`]): the cookie and

@@ -94,4 +94,4 @@ pub use extras::{
     PERF_MAP_MAX_BYTES,
 };
 pub use finalize::{finalize_dead, Finalized};
-pub use summary::{CpuSummary, SessionSummary, Summary, UnwindSummary};
+pub use summary::{CpuSummary, SessionSummary, Summary, UnattributedExample, UnwindSummary};

@@ -43,6 +43,42 @@ pub struct CpuSummary {
     pub user_stacks_cut: u64,
 }
 
+/// A sample that resolved to nothing ([`profkit_sync::UnattributedSample`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnattributedExample {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// The address, hexadecimal.
+    pub ip: String,
+    /// Sample time (ns, CLOCK_MONOTONIC).
+    pub time: u64,
+    /// Kernel mode.
+    pub kernel: bool,
+    /// "no mapping" or "no task".
+    pub reason: String,
+    /// The process's name, when known.
+    pub comm: Option<String>,
+}
+
+impl From<&profkit_sync::UnattributedSample> for UnattributedExample {
+    fn from(u: &profkit_sync::UnattributedSample) -> Self {
+        UnattributedExample {
+            pid: u.pid,
+            tid: u.tid,
+            ip: format!("{:#x}", u.ip),
+            time: u.time,
+            kernel: u.kernel,
+            reason: match u.reason {
+                profkit_sync::Unresolved::NoMapping => "no mapping".into(),
+                profkit_sync::Unresolved::NoTask => "no task".into(),
+            },
+            comm: u.comm.clone(),
+        }
+    }
+}
+
 /// The DWARF unwinder's counters ([`profkit_sync::UnwindStats`]), all
 /// zero without DWARF call graphs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,6 +189,10 @@ pub struct Summary {
     /// DWARF call graphs: what the unwinder did.
     #[serde(default)]
     pub unwind: UnwindSummary,
+    /// The first samples that resolved to nothing (no mapping, no task),
+    /// as examples: where unattributed samples come from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unattributed: Vec<UnattributedExample>,
     /// The finished session (stop only).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionSummary>,
@@ -174,6 +214,11 @@ impl Summary {
             cpus: st.accounting.iter().map(CpuSummary::from).collect(),
             build_ids_refused: st.build_ids_refused,
             unwind: UnwindSummary::from(&st.unwind),
+            unattributed: st
+                .unattributed
+                .iter()
+                .map(UnattributedExample::from)
+                .collect(),
             session: None,
         }
     }

@@ -111,7 +111,10 @@ pub use cookies::{
 };
 pub use error::{Error, Result};
 pub use kernel::{kernel_entry, module_entry, KernelMaps, LoadedModule};
-pub use process::{IntMap, Map, MapKind, Process, ProcessTable, Unresolved};
+pub use process::{
+    IntMap, Map, MapKind, Process, ProcessTable, UnattributedSample, Unresolved,
+    UNATTRIBUTED_EXAMPLES,
+};
 pub use procfs::{
     dev_number, parse_kernel_text, parse_maps, parse_modules, read_all_processes, read_process,
     KernelModule, ProcMap, ProcPaths, ProcProcess,

@@ -93,6 +93,8 @@ pub struct RecorderStatus {
     pub build_ids_refused: [u64; 4],
     /// The DWARF unwinder's counters (all zero without DWARF call graphs).
     pub unwind: crate::UnwindStats,
+    /// The first samples that resolved to nothing, as examples.
+    pub unattributed: Vec<crate::UnattributedSample>,
 }
 
 /// Rings, stage, buffer and writer. See the module docs.
@@ -181,6 +183,7 @@ impl<S: RingSource> Recorder<S> {
             stacks: self.stage.stack_stats(),
             build_ids_refused: self.stage.build_id_refusals(),
             unwind: self.stage.unwind_stats(),
+            unattributed: self.stage.unattributed_examples().to_vec(),
         }
     }
 

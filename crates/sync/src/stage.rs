@@ -38,7 +38,7 @@
 use crate::binfile::BuildIdReader;
 use crate::cookies::CookieTable;
 use crate::kernel::KernelMaps;
-use crate::process::{IntMap, ProcessTable, Unresolved};
+use crate::process::{IntMap, ProcessTable, UnattributedSample, Unresolved};
 use crate::procfs::{read_all_processes, read_process, ProcPaths};
 use crate::stacks::{resolve_chain, StackIds, StackStats, MAX_STACK_FRAMES};
 use crate::unwind::{source_of, DwarfUnwinder, UnwindEnd, UnwindStats};
@@ -192,6 +192,8 @@ pub struct SyncStage {
     chain: Vec<u64>,
     /// The DWARF unwinder, made at the first copied user stack.
     unwinder: Option<Box<DwarfUnwinder>>,
+    /// The first samples that resolved to nothing, as examples.
+    unattributed: Vec<UnattributedSample>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -236,6 +238,7 @@ impl SyncStage {
             frames: Vec::new(),
             chain: Vec::new(),
             unwinder: None,
+            unattributed: Vec::new(),
         }
     }
 
@@ -464,6 +467,7 @@ impl SyncStage {
                         Unresolved::NoMapping => LostKindKey::NoMapping,
                     };
                     *self.round_lost.entry((d.cpu, key)).or_default() += 1;
+                    self.keep_unattributed(d.pid, d.tid, d.ip, d.time, false, why);
                 }
             }
         }
@@ -745,6 +749,36 @@ impl SyncStage {
         stack
     }
 
+    /// The first samples of the session that resolved to nothing (at most
+    /// [`crate::UNATTRIBUTED_EXAMPLES`]), to tell where they come from.
+    pub fn unattributed_examples(&self) -> &[UnattributedSample] {
+        &self.unattributed
+    }
+
+    #[cold]
+    fn keep_unattributed(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        ip: u64,
+        time: u64,
+        kernel: bool,
+        reason: Unresolved,
+    ) {
+        if self.unattributed.len() < crate::UNATTRIBUTED_EXAMPLES {
+            let comm = self.procs.process_comm(pid).map(str::to_string);
+            self.unattributed.push(UnattributedSample {
+                pid,
+                tid,
+                ip,
+                time,
+                kernel,
+                reason,
+                comm,
+            });
+        }
+    }
+
     /// The DWARF unwinder's counters (zero without DWARF call graphs).
     pub fn unwind_stats(&self) -> UnwindStats {
         self.unwinder
@@ -886,7 +920,8 @@ impl SyncStage {
                     *self
                         .round_lost
                         .entry((cpu, LostKindKey::NoMapping))
-                        .or_default() += 1
+                        .or_default() += 1;
+                    self.keep_unattributed(s.pid, s.tid, s.ip, s.time, true, Unresolved::NoMapping);
                 }
             }
             return;

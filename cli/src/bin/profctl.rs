@@ -258,6 +258,9 @@ fn print_summary(s: &Summary) {
             u.binaries,
             u.bytes as f64 / (1 << 20) as f64
         );
+        if u.frames_while_loading > 0 {
+            println!("note: {} frames were stepped by their frame pointer while their binary's unwind information was being read", u.frames_while_loading);
+        }
         if u.without_cfi + u.unreadable + u.refused > 0 {
             println!("note: {} binaries were stepped through by their frame pointer: {} without unwind information, {} unreadable or slower than 1 s, {} refused as hostile or corrupt", u.without_cfi + u.unreadable + u.refused, u.without_cfi, u.unreadable, u.refused);
         }

@@ -97,6 +97,10 @@ pub struct UnwindSummary {
     pub unreadable: u64,
     /// Binaries whose unwind information failed the check.
     pub refused: u64,
+    /// Frames stepped by the frame pointer while their binary's unwind
+    /// information was still being read.
+    #[serde(default)]
+    pub frames_while_loading: u64,
 }
 
 impl From<&profkit_sync::UnwindStats> for UnwindSummary {
@@ -109,6 +113,7 @@ impl From<&profkit_sync::UnwindStats> for UnwindSummary {
             without_cfi: u.without_cfi,
             unreadable: u.unreadable,
             refused: u.refused,
+            frames_while_loading: u.frames_while_loading,
         }
     }
 }

@@ -20,11 +20,13 @@
 //!   a process maps or unmaps something, processes share the work, and
 //!   exited processes' samples still unwind.
 //! - **Reading binaries never stalls the stage.** Sections are read on a
-//!   worker thread ([`crate::binfile::TimedWorker`]) through
-//!   [`crate::binfile::open_mapped`] (the mapped file itself via
-//!   `/proc/PID/map_files`, no symlinks, no FIFOs), waited for at most
-//!   [`CFI_TIMEOUT`]; a binary whose build-id is known must have that
-//!   build-id. `[vdso]` is read from this process's own vdso (the same
+//!   worker thread through [`crate::binfile::open_mapped`] (the mapped
+//!   file itself via `/proc/PID/map_files`, no symlinks, no FIFOs); the
+//!   stage waits for a new binary at most [`CFI_FIRST_WAIT`], then goes
+//!   on with the frame pointer for that binary's frames until the answer
+//!   is in; a read past [`CFI_TIMEOUT`] is given up (its worker abandoned,
+//!   as the build-id reader does). A binary whose build-id is known must
+//!   have that build-id. `[vdso]` is read from this process's own vdso (the same
 //!   kernel image for every 64-bit process).
 //! - **Untrusted unwind information is checked first**
 //!   ([`crate::cfi_check`]): CFI expressions with branches (a backward
@@ -42,7 +44,7 @@
 //! make two binaries share a generation, the cache and every unwinder are
 //! rebuilt from the sections already held ([`GENERATIONS_BEFORE_RESET`]).
 
-use crate::binfile::{build_id_of, open_mapped, MappedBinary, TimedWorker};
+use crate::binfile::{build_id_of, open_mapped, MappedBinary, MAX_STUCK_READS};
 use crate::cfi_check::{check_cfi, framehop_bases, CfiSection};
 use crate::process::{Map, MapKind, Process};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
@@ -52,11 +54,19 @@ use profkit_perf::{UserStack, PERF_CONTEXT_USER};
 use rustc_hash::FxHashMap;
 use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// How long the stage waits for one binary's unwind sections.
+/// How long a binary's unwind sections may take to read before the read
+/// is given up (the worker is abandoned to it and a new one started).
 pub const CFI_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How long the stage waits for a binary's sections when it first needs
+/// them. A slower read goes on in the background; until it is in, that
+/// binary's frames are stepped by their frame pointer (counted in
+/// [`UnwindStats::frames_while_loading`]), so no read stalls the rings.
+pub const CFI_FIRST_WAIT: Duration = Duration::from_millis(20);
 
 /// Largest unwind section read (`.eh_frame`, `.debug_frame`): larger ones
 /// are refused (the largest seen here, librustc_driver's, is ~10 MiB).
@@ -215,6 +225,9 @@ pub struct UnwindStats {
     pub resets: u64,
     /// Times the held sections were dropped at [`MAX_CFI_HELD`].
     pub flushes: u64,
+    /// Frames stepped by the frame pointer because their binary's unwind
+    /// information was still being read ([`CFI_FIRST_WAIT`]).
+    pub frames_while_loading: u64,
 }
 
 /// How an unwind ended.
@@ -243,8 +256,102 @@ pub(crate) struct DwarfUnwinder {
     generations: u32,
     /// Bytes of sections held now.
     held: u64,
-    reader: TimedWorker<CfiSource, CfiAnswer>,
+    reader: Loader,
     stats: UnwindStats,
+}
+
+/// Reads binaries' unwind sections on a worker thread, several requests
+/// in flight, answers collected when the stage next looks.
+struct Loader {
+    worker: Option<(Sender<(Cookie, CfiSource)>, Receiver<(Cookie, CfiAnswer)>)>,
+    /// Requests sent and not answered yet, with when they were sent.
+    pending: FxHashMap<Cookie, (CfiSource, Instant)>,
+    /// Workers abandoned to a read that never came back.
+    stuck: u32,
+    timeout: Duration,
+}
+
+impl Loader {
+    fn new(timeout: Duration) -> Self {
+        Loader {
+            worker: None,
+            pending: FxHashMap::default(),
+            stuck: 0,
+            timeout,
+        }
+    }
+
+    /// Sends a request; false when reading has stopped (too many stuck
+    /// workers) or no worker could be started.
+    fn request(&mut self, cookie: Cookie, source: CfiSource) -> bool {
+        if self.stuck >= MAX_STUCK_READS {
+            return false;
+        }
+        if self.worker.is_none() {
+            let (req_tx, req_rx) = channel::<(Cookie, CfiSource)>();
+            let (ans_tx, ans_rx) = channel::<(Cookie, CfiAnswer)>();
+            let spawned = std::thread::Builder::new()
+                .name("profkit-cfi".into())
+                .spawn(move || {
+                    for (c, s) in req_rx {
+                        if ans_tx.send((c, read_cfi(s))).is_err() {
+                            return;
+                        }
+                    }
+                });
+            if spawned.is_err() {
+                return false;
+            }
+            self.worker = Some((req_tx, ans_rx));
+        }
+        let Some((tx, _)) = &self.worker else {
+            return false;
+        };
+        if tx.send((cookie, source.clone())).is_err() {
+            self.worker = None;
+            return false;
+        }
+        self.pending.insert(cookie, (source, Instant::now()));
+        true
+    }
+
+    /// The answers in, waiting up to `wait` for the first; a request past
+    /// the timeout is answered `TimedOut`, its worker abandoned and the
+    /// other requests sent to a new one.
+    fn poll(&mut self, wait: Duration) -> Vec<(Cookie, CfiAnswer)> {
+        let mut out = Vec::new();
+        if let Some((_, rx)) = &self.worker {
+            if !wait.is_zero() {
+                if let Ok(a) = rx.recv_timeout(wait) {
+                    out.push(a);
+                }
+            }
+            while let Ok(a) = rx.try_recv() {
+                out.push(a);
+            }
+        }
+        for (c, _) in &out {
+            self.pending.remove(c);
+        }
+        let late = self
+            .pending
+            .iter()
+            .filter(|(_, (_, at))| at.elapsed() > self.timeout)
+            .min_by_key(|(_, (_, at))| *at)
+            .map(|(&c, _)| c);
+        if let Some(c) = late {
+            self.pending.remove(&c);
+            out.push((c, Err(CfiMissing::TimedOut)));
+            self.worker = None;
+            self.stuck += 1;
+            for (c, (s, _)) in std::mem::take(&mut self.pending) {
+                if !self.request(c, s) {
+                    out.push((c, Err(CfiMissing::TimedOut)));
+                }
+            }
+        }
+        out
+    }
 }
 
 impl std::fmt::Debug for DwarfUnwinder {
@@ -270,7 +377,7 @@ impl DwarfUnwinder {
             cache: CacheX86_64::new(),
             generations: 1,
             held: 0,
-            reader: TimedWorker::new("profkit-cfi", timeout, read_cfi),
+            reader: Loader::new(timeout),
             stats: UnwindStats::default(),
         }
     }
@@ -295,16 +402,43 @@ impl DwarfUnwinder {
         self.stats.resets += 1;
     }
 
-    /// Reads (once) the unwind information of the binary `cookie`.
+    /// Reads (once) the unwind information of the binary `cookie`: asks
+    /// for it the first time and waits up to [`CFI_FIRST_WAIT`]; later
+    /// calls take what has come in since.
     fn load(&mut self, cookie: Cookie, source: impl FnOnce() -> Option<CfiSource>) {
         if self.binaries.contains_key(&cookie) {
             return;
         }
-        self.maybe_reset();
-        let answer = match source() {
-            Some(s) => self.reader.ask(s).unwrap_or(Err(CfiMissing::TimedOut)),
-            None => Err(CfiMissing::Unreadable),
+        if self.reader.pending.contains_key(&cookie) {
+            for (c, a) in self.reader.poll(Duration::ZERO) {
+                self.install(c, a);
+            }
+            return;
+        }
+        let Some(s) = source() else {
+            return self.install(cookie, Err(CfiMissing::Unreadable));
         };
+        if !self.reader.request(cookie, s) {
+            return self.install(cookie, Err(CfiMissing::TimedOut));
+        }
+        let deadline = Instant::now() + CFI_FIRST_WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            for (c, a) in self.reader.poll(left) {
+                self.install(c, a);
+            }
+            if !self.reader.pending.contains_key(&cookie) || left.is_zero() {
+                return;
+            }
+        }
+    }
+
+    /// Takes a binary's answer into the table.
+    fn install(&mut self, cookie: Cookie, answer: CfiAnswer) {
+        if self.binaries.contains_key(&cookie) {
+            return;
+        }
+        self.maybe_reset();
         let entry = match answer {
             Ok(sections) => {
                 let n = sections.bytes() as u64;
@@ -390,6 +524,10 @@ impl DwarfUnwinder {
             }
             let unwinder = match map.and_then(|m| self.binaries.get(&m.cookie)) {
                 Some(Ok((_, u))) if map.is_some_and(|m| m.kind == MapKind::File) => u,
+                None if map.is_some_and(|m| m.kind == MapKind::File) => {
+                    self.stats.frames_while_loading += 1;
+                    &self.empty
+                }
                 _ => &self.empty,
             };
             let moved = match addr {

@@ -260,10 +260,13 @@ pub(crate) struct DwarfUnwinder {
     stats: UnwindStats,
 }
 
+/// A loader thread's request and answer channels.
+type LoaderWorker = (Sender<(Cookie, CfiSource)>, Receiver<(Cookie, CfiAnswer)>);
+
 /// Reads binaries' unwind sections on a worker thread, several requests
 /// in flight, answers collected when the stage next looks.
 struct Loader {
-    worker: Option<(Sender<(Cookie, CfiSource)>, Receiver<(Cookie, CfiAnswer)>)>,
+    worker: Option<LoaderWorker>,
     /// Requests sent and not answered yet, with when they were sent.
     pending: FxHashMap<Cookie, (CfiSource, Instant)>,
     /// Workers abandoned to a read that never came back.

@@ -94,3 +94,51 @@ fn proc_maps_and_mmap2_records_agree_on_anonymous_code() {
     };
     assert_eq!(got, [want(42), want(43)].concat());
 }
+
+/// Samples that resolve to nothing are counted, and the first ones kept as
+/// examples (pid, address, why, name) so that their cause can be found.
+#[test]
+fn unattributed_samples_are_kept_as_examples_up_to_the_bound() {
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+    };
+    let mut stage = SyncStage::new(SyncOptions {
+        layout,
+        paths: Default::default(),
+        use_procfs: false,
+    });
+    let mut ring = SimRing::new(0, 1 << 20, layout);
+    assert!(ring.push(&SimRecord::Comm {
+        pid: 7,
+        tid: 7,
+        comm: "sh".into(),
+        exec: false,
+        time: 1,
+    }));
+    for i in 0..40u64 {
+        assert!(ring.push(&SimRecord::Sample {
+            ip: 0x5000 + i,
+            pid: if i == 0 { 8 } else { 7 },
+            tid: if i == 0 { 8 } else { 7 },
+            time: 2 + i,
+            kernel: false,
+            period: 1,
+            callchain: vec![],
+        }));
+    }
+    stage.round(std::slice::from_mut(&mut ring), 100);
+    stage.finish_final_round();
+    let ex = stage.unattributed_examples();
+    assert_eq!(ex.len(), crate::UNATTRIBUTED_EXAMPLES);
+    assert_eq!(
+        (ex[0].pid, ex[0].ip, ex[0].reason, ex[0].comm.as_deref()),
+        (8, 0x5000, Unresolved::NoTask, None)
+    );
+    assert_eq!(
+        (ex[1].pid, ex[1].ip, ex[1].reason, ex[1].comm.as_deref()),
+        (7, 0x5001, Unresolved::NoMapping, Some("sh"))
+    );
+    let a = stage.accounting();
+    assert_eq!(a[0].lost_no_mapping + a[0].lost_no_task, 40);
+}

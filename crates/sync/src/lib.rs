@@ -124,4 +124,6 @@ pub use stacks::{
     resolve_chain, ChainInfo, StackStats, DEFAULT_STACK_TABLE_BYTES, MAX_STACK_FRAMES,
 };
 pub use stage::{Chunk, SyncOptions, SyncStage, TableSizes};
-pub use unwind::{UnwindStats, CFI_TIMEOUT, MAX_CFI_HELD, MAX_CFI_SECTION};
+pub use unwind::{
+    UnwindStats, CFI_FIRST_WAIT, CFI_ROUND_WAIT, CFI_TIMEOUT, MAX_CFI_HELD, MAX_CFI_SECTION,
+};

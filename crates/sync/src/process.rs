@@ -142,6 +142,12 @@ impl Process {
         if m.end <= m.start {
             return; // covers nothing
         }
+        // A mapping from before the latest exec (read late, see
+        // `clear_maps`): it belongs to an address space that has ended.
+        if let Some(exec) = self.exec_time.filter(|&e| m.since != 0 && m.since < e) {
+            self.retired.push((Map { until: exec, ..m }, round));
+            return;
+        }
         let time = m.since;
         let live = Arc::make_mut(&mut self.live);
         while let Some(at) = first_overlap(live, m.start, m.end).map(|o| o.start) {
@@ -166,7 +172,28 @@ impl Process {
     }
 
     /// Ends every live mapping at `time` (exec replaces the address space).
+    ///
+    /// A chain of execs (a shell shim exec'ing a shell exec'ing the real
+    /// program within milliseconds) can migrate between CPUs, and the
+    /// stage reads one CPU's ring before the other's: a newer exec and its
+    /// mappings may come first. An older exec read after a newer one ends
+    /// only the mappings from before it, not the newer address space.
     pub fn clear_maps(&mut self, time: u64, round: u64) {
+        if self.exec_time.is_some_and(|e| e > time) {
+            let live = Arc::make_mut(&mut self.live);
+            let older: Vec<u64> = live
+                .values()
+                .filter(|m| m.since < time)
+                .map(|m| m.start)
+                .collect();
+            for start in older {
+                if let Some(mut m) = live.remove(&start) {
+                    m.until = time;
+                    self.retired.push((m, round));
+                }
+            }
+            return;
+        }
         self.exec_time = Some(time);
         let old = std::mem::take(&mut self.live);
         if !old.is_empty() {
@@ -583,6 +610,22 @@ mod tests {
         t.fork_at(6, 5, 6, 30, 0);
         assert_eq!(t.resolve(6, 0x8100, 31), Err(Unresolved::NoMapping));
         assert_eq!(t.resolve(6, 0x1100, 31), Ok((1, 0x1100)));
+    }
+
+    #[test]
+    fn an_older_exec_read_after_a_newer_one_keeps_both_address_spaces() {
+        let mut p = Process::default();
+        // The newer exec (time 40) and its library, read first...
+        p.clear_maps(40, 0);
+        p.map(m(0x1000, 0x2000, 1, 41), 0);
+        // ...then the older exec (time 10) and its library, from the
+        // other CPU's ring.
+        p.clear_maps(10, 0);
+        p.map(m(0x5000, 0x6000, 2, 11), 0);
+        assert_eq!(p.resolve(0x1100, 45), Some((1, 0x1100)));
+        assert_eq!(p.resolve(0x5100, 12), Some((2, 0x1100)));
+        assert_eq!(p.resolve(0x5100, 45), None);
+        assert_eq!(p.maps().count(), 1);
     }
 
     #[test]

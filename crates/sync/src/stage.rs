@@ -377,6 +377,9 @@ impl SyncStage {
     /// Starts a round: clears the chunk and writes the markers left over
     /// from chunks that could not be stored.
     pub fn begin_round(&mut self, now: u64) {
+        if let Some(u) = &mut self.unwinder {
+            u.begin_round();
+        }
         self.enc.clear();
         self.meta.clear();
         self.round_time = now;

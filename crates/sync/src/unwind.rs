@@ -63,10 +63,16 @@ use std::time::{Duration, Instant};
 pub const CFI_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How long the stage waits for a binary's sections when it first needs
-/// them. A slower read goes on in the background; until it is in, that
-/// binary's frames are stepped by their frame pointer (counted in
-/// [`UnwindStats::frames_while_loading`]), so no read stalls the rings.
-pub const CFI_FIRST_WAIT: Duration = Duration::from_millis(20);
+/// them (libc's take 1.4 ms in a release build). A slower read goes on in
+/// the background; until it is in, that binary's frames are stepped by
+/// their frame pointer (counted in [`UnwindStats::frames_while_loading`]),
+/// so no read stalls the rings.
+pub const CFI_FIRST_WAIT: Duration = Duration::from_millis(100);
+
+/// The most a sync round waits for unwind sections in all, whatever the
+/// number of new binaries: well under the round's share of a DWARF ring
+/// (which holds two rounds).
+pub const CFI_ROUND_WAIT: Duration = Duration::from_millis(150);
 
 /// Largest unwind section read (`.eh_frame`, `.debug_frame`): larger ones
 /// are refused (the largest seen here, librustc_driver's, is ~10 MiB).
@@ -257,6 +263,8 @@ pub(crate) struct DwarfUnwinder {
     /// Bytes of sections held now.
     held: u64,
     reader: Loader,
+    /// What this round may still wait for sections ([`CFI_ROUND_WAIT`]).
+    round_wait: Duration,
     stats: UnwindStats,
 }
 
@@ -381,12 +389,18 @@ impl DwarfUnwinder {
             generations: 1,
             held: 0,
             reader: Loader::new(timeout),
+            round_wait: CFI_ROUND_WAIT,
             stats: UnwindStats::default(),
         }
     }
 
     pub(crate) fn stats(&self) -> UnwindStats {
         self.stats
+    }
+
+    /// A new sync round: its wait budget starts again.
+    pub(crate) fn begin_round(&mut self) {
+        self.round_wait = CFI_ROUND_WAIT;
     }
 
     /// Rebuilds the cache and every unwinder when framehop's 16-bit
@@ -424,16 +438,18 @@ impl DwarfUnwinder {
         if !self.reader.request(cookie, s) {
             return self.install(cookie, Err(CfiMissing::TimedOut));
         }
-        let deadline = Instant::now() + CFI_FIRST_WAIT;
+        let start = Instant::now();
+        let deadline = start + CFI_FIRST_WAIT.min(self.round_wait);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             for (c, a) in self.reader.poll(left) {
                 self.install(c, a);
             }
             if !self.reader.pending.contains_key(&cookie) || left.is_zero() {
-                return;
+                break;
             }
         }
+        self.round_wait = self.round_wait.saturating_sub(start.elapsed());
     }
 
     /// Takes a binary's answer into the table.

@@ -1363,3 +1363,71 @@ fn the_trimmed_kallsyms_names_every_kernel_sample_and_frame_as_the_whole_table()
         );
     }
 }
+
+/// Churn (issue 16's target): chains of execs (a bash script exec'ing a
+/// bash script exec'ing `env sh`, as version-manager shims do) and a fork
+/// loop leave at most 0.01 % of the session unattributed. The race this
+/// once lost samples to (an older exec read after a newer one, the CPUs'
+/// rings being read in turn: 12 of 13,469 samples of 100 such chains with
+/// a release daemon, 60 of 25,000 for 30 pyenv shim runs) depends on
+/// where the scheduler puts each exec; its deterministic test is
+/// `crates/sync/src/process.rs::an_older_exec_read_after_a_newer_one_keeps_both_address_spaces`.
+#[test]
+fn exec_chains_and_fork_loops_leave_no_sample_unattributed() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let d = dir.to_str().unwrap();
+    let _stop = StopOnDrop(std::path::PathBuf::from(d));
+    let s1 = tmp.path().join("s1.sh");
+    let s2 = tmp.path().join("s2.sh");
+    std::fs::write(
+        &s1,
+        format!(
+            "#!/usr/bin/env bash\ni=0; while [ $i -lt 300 ]; do i=$((i+1)); done\nexec {} \"$@\"\n",
+            s2.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &s2,
+        "#!/usr/bin/env bash\ni=0; while [ $i -lt 300 ]; do i=$((i+1)); done\n\
+         exec env sh -c 'i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done'\n",
+    )
+    .unwrap();
+    for f in [&s1, &s2] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let o = profctl(tmp.path(), &["start", "-a", "--session-dir", d]);
+    assert!(o.status.success(), "{}", text(&o));
+    let chains = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "for i in $(seq 150); do {}; done; for i in $(seq 300); do /bin/true; done",
+            s1.display()
+        ))
+        .status()
+        .unwrap();
+    assert!(chains.success());
+    let o = profctl(tmp.path(), &["stop", "--session-dir", d]);
+    assert!(o.status.success(), "{}", text(&o));
+    let (r, _) = decode(&session(tmp.path()));
+    let footer = r.footer().expect("stop writes the footer");
+    let written: u64 = footer.accounting.iter().map(|a| a.samples_written).sum();
+    let unattributed: u64 = footer
+        .accounting
+        .iter()
+        .map(|a| a.lost_no_mapping + a.lost_no_task)
+        .sum();
+    eprintln!("churn: {unattributed} of {written} samples unattributed");
+    assert!(written > 1000, "{}", text(&o));
+    // The issue's bound: at most 0.01 % of the session.
+    assert!(
+        unattributed * 10_000 <= written,
+        "{unattributed} of {written} samples unattributed: {}",
+        text(&o)
+    );
+}

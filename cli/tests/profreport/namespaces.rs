@@ -180,7 +180,9 @@ fn live_jit_map_in_a_private_pid_namespace_and_tmp_is_used() {
     std::fs::create_dir(&host).unwrap();
     system_wide(
         &host,
-        Command::new(&node).args(["--perf-basic-prof", "-e", HOT_JS]),
+        Command::new(&node)
+            .args(["--perf-basic-prof", "-e", HOT_JS])
+            .current_dir(&host),
     );
     let (v, _) = report_l(&host);
     let on_host = samples_starting(&v, "JS:*hotLoopAlpha");
@@ -192,16 +194,19 @@ fn live_jit_map_in_a_private_pid_namespace_and_tmp_is_used() {
     );
     let stop = system_wide(
         &ns,
-        Command::new("unshare").args([
-            "-p",
-            "-f",
-            "-m",
-            "--mount-proc",
-            "sh",
-            "-c",
-            &script,
-            HOT_JS,
-        ]),
+        Command::new("unshare")
+            .args([
+                "-p",
+                "-f",
+                "-m",
+                "--mount-proc",
+                "sh",
+                "-c",
+                &script,
+                HOT_JS,
+            ])
+            // node leaves isolate-*.log files in its working directory.
+            .current_dir(&ns),
     );
     let (v, _) = report_l(&ns);
     let in_ns = samples_starting(&v, "JS:*hotLoopAlpha");

@@ -12,4 +12,5 @@ mod dwarf;
 mod flags;
 mod golden;
 mod live;
+mod namespaces;
 mod util;

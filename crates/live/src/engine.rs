@@ -4,6 +4,7 @@
 use crate::config::{session_header, StartConfig};
 use crate::error::{Error, Result};
 use crate::extras::{save_session_extras, ExtrasSources};
+use crate::keep::{Keeper, KEEP_STOP_WAIT};
 use crate::summary::{SessionSummary, Summary};
 use profkit_daemon::{Daemon, Engine, LoopOptions, SessionDir, SESSION_LOG};
 use profkit_eventlog::SessionFooter;
@@ -118,6 +119,9 @@ pub struct LiveEngine<S: WakeSource> {
     dir_check_interval: Duration,
     dir_gone: bool,
     extras: ExtrasSources,
+    /// Copies binaries and JIT maps of other namespaces (made at the
+    /// first round).
+    keeper: Option<Keeper>,
 }
 
 impl<S: WakeSource> std::fmt::Debug for LiveEngine<S> {
@@ -143,6 +147,7 @@ impl<S: WakeSource> LiveEngine<S> {
             dir_check_interval: DIR_CHECK_INTERVAL,
             dir_gone: false,
             extras: ExtrasSources::default(),
+            keeper: None,
         }
     }
 
@@ -200,13 +205,21 @@ impl<S: WakeSource> LiveEngine<S> {
             .take()
             .ok_or_else(|| Error::Sync(profkit_sync::Error::Sink("already stopped".into())))?;
         let owners: std::collections::HashMap<u32, u32> = rec.stage().anon_owners().collect();
+        self.keep_round(&rec);
         let st = rec.stop()?;
-        let extras = save_session_extras(&self.session, &self.extras, &|pid| {
+        let mut extras = save_session_extras(&self.session, &self.extras, &|pid| {
             owners
                 .get(&pid)
                 .copied()
                 .or_else(|| self.extras.live_process_owner(pid))
         });
+        // After the host's JIT maps: a namespaced process's own map wins.
+        let mut kept = Default::default();
+        if let Some(k) = &mut self.keeper {
+            k.finish(KEEP_STOP_WAIT);
+            extras.refused.append(&mut k.refused);
+            kept = k.kept.clone();
+        }
         let mut s = Summary::of_recorder(&st);
         s.session = Some(SessionSummary {
             duration_s: self.started.elapsed().as_secs_f64(),
@@ -215,8 +228,27 @@ impl<S: WakeSource> LiveEngine<S> {
                 .map(|m| m.len())
                 .unwrap_or(0),
             extras_refused: extras.refused,
+            kept,
         });
         Ok(s)
+    }
+
+    /// Hands the keeper what this round found (binaries other mount
+    /// namespaces hide, JIT maps in other pid namespaces).
+    fn keep_round(&mut self, rec: &Recorder<S>) {
+        if self.keeper.is_none() {
+            let Some(dir) = self.session.parent() else {
+                return;
+            };
+            self.keeper = Some(Keeper::new(
+                dir.to_path_buf(),
+                rec.stage().keep_queue(),
+                self.extras.proc_root.clone(),
+            ));
+        }
+        if let Some(k) = &mut self.keeper {
+            k.round(rec.stage());
+        }
     }
 }
 
@@ -233,7 +265,10 @@ impl<S: WakeSource> Engine for LiveEngine<S> {
             // stops us; stop drains what the rings hold.
             return Ok(());
         }
-        self.rec()?.round();
+        let mut rec = self.rec.take().ok_or_else(|| "stopped".to_owned())?;
+        rec.round();
+        self.keep_round(&rec);
+        self.rec = Some(rec);
         Ok(())
     }
     fn dump(&mut self) -> std::result::Result<(), String> {

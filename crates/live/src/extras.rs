@@ -274,7 +274,7 @@ fn open_checked(
     owner: Option<Option<u32>>,
     max: u64,
 ) -> Result<Option<std::fs::File>, String> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::fs::OpenOptionsExt;
     let src = match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
@@ -285,6 +285,17 @@ fn open_checked(
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err("a symbolic link".into()),
         Err(e) => return Err(e.to_string()),
     };
+    check_opened(src, owner, max).map(Some)
+}
+
+/// [`open_checked`]'s checks on a file opened otherwise (a container's JIT
+/// map): a regular file, owned by `owner` when given, at most `max` bytes.
+pub(crate) fn check_opened(
+    src: std::fs::File,
+    owner: Option<Option<u32>>,
+    max: u64,
+) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::MetadataExt;
     let m = src.metadata().map_err(|e| e.to_string())?;
     if !m.file_type().is_file() {
         return Err("not a regular file".into());
@@ -304,12 +315,12 @@ fn open_checked(
     if m.len() > max {
         return Err(format!("{} bytes, over the {max}-byte limit", m.len()));
     }
-    Ok(Some(src))
+    Ok(src)
 }
 
 /// Writes at most `max` bytes of `src` to a new 0600 file `to` (replacing
 /// it, never following a link); removes it if that fails.
-fn write_new(to: &Path, src: impl std::io::Read, max: u64) -> Result<(), String> {
+pub(crate) fn write_new(to: &Path, src: impl std::io::Read, max: u64) -> Result<(), String> {
     use std::os::unix::fs::OpenOptionsExt;
     let _ = std::fs::remove_file(to);
     let mut dst = std::fs::OpenOptions::new()

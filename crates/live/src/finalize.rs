@@ -54,6 +54,7 @@ pub fn finalize_dead(session_dir: &Path, extras: &ExtrasSources) -> Result<Final
                         session: shown.display().to_string(),
                         session_bytes: std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
                         extras_refused: saved.refused,
+                        kept: Default::default(),
                     }),
                     ..Default::default()
                 },
@@ -132,6 +133,7 @@ pub fn finalize_dead(session_dir: &Path, extras: &ExtrasSources) -> Result<Final
             session: shown.display().to_string(),
             session_bytes: std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
             extras_refused: saved.refused,
+            kept: Default::default(),
         }),
         ..Default::default()
     };

@@ -77,6 +77,7 @@ mod engine;
 mod error;
 mod extras;
 mod finalize;
+mod keep;
 mod summary;
 
 pub use archive::{archive, Archived, SYSTEM_DEBUG_DIR};
@@ -94,4 +95,8 @@ pub use extras::{
     PERF_MAP_MAX_BYTES,
 };
 pub use finalize::{finalize_dead, Finalized};
+pub use keep::{
+    KeptSummary, BINARIES_KEPT_MAX_BYTES, BINARY_KEEP_MAX_BYTES, KEEP_STOP_WAIT,
+    NS_PROCESSES_PER_ROUND,
+};
 pub use summary::{CpuSummary, SessionSummary, Summary, UnattributedExample, UnwindSummary};

@@ -159,6 +159,9 @@ pub struct SessionSummary {
     /// Session extras not copied, each with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extras_refused: Vec<String>,
+    /// Binaries and JIT maps kept from other mount and pid namespaces.
+    #[serde(default)]
+    pub kept: crate::keep::KeptSummary,
 }
 
 /// The recorder's counters as `profctl status` shows them and `stop`
@@ -295,6 +298,7 @@ mod tests {
             session: "d/session.pkl".into(),
             session_bytes: 99,
             extras_refused: vec!["/tmp/perf-1.map: not a regular file".into()],
+            kept: Default::default(),
         });
         let v = s.to_value();
         assert_eq!(v["session"], "d/session.pkl");

@@ -99,6 +99,7 @@ mod error;
 mod kernel;
 mod process;
 mod procfs;
+pub mod reach;
 mod recorder;
 mod stacks;
 mod stage;

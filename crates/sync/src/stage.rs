@@ -167,6 +167,8 @@ pub struct SyncStage {
     anon_owners: IntMap<u32, u32>,
     /// Reads mapped binaries' build-ids without trusting their paths.
     build_id_reader: BuildIdReader,
+    /// Binaries the host cannot reach at their recorded paths (containers).
+    reach: crate::reach::Reacher,
     /// Build-ids known by mapping path from outside the records.
     build_ids: HashMap<String, Vec<u8>>,
     announced: IntMap<u32, ()>,
@@ -216,6 +218,7 @@ impl SyncStage {
             emitted: CookieTable::default(),
             file_cookies: IntMap::default(),
             build_id_reader: BuildIdReader::default(),
+            reach: Default::default(),
             anon_owners: IntMap::default(),
             build_ids: HashMap::new(),
             announced: IntMap::default(),
@@ -340,6 +343,12 @@ impl SyncStage {
     /// Every (pid, uid) of [`SyncStage::anon_owner`].
     pub fn anon_owners(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         self.anon_owners.iter().map(|(&p, &u)| (p, u))
+    }
+
+    /// Binaries the host cannot reach at their recorded paths, to keep
+    /// in the session (a handle on the stage's queue; see `reach`).
+    pub fn keep_queue(&self) -> crate::reach::KeepQueue {
+        self.reach.queue.clone()
     }
 
     /// Build-ids of mapped binaries not read, by reason (see

@@ -90,6 +90,7 @@ impl SyncStage {
                 Some(_) => {}
                 None => {
                     self.known.insert(c, e);
+                    self.check_reach(path, Some(b), None, mapped_by);
                 }
             }
             return c;
@@ -122,13 +123,44 @@ impl SyncStage {
             }
             None => None,
         };
-        let e = file_entry(path, bid, dev, ino, gen);
+        let e = file_entry(path, bid.clone(), dev, ino, gen);
         let c = e.cookie;
-        self.known.entry(c).or_insert(e);
+        if let std::collections::hash_map::Entry::Vacant(v) = self.known.entry(c) {
+            v.insert(e);
+            let identity = identified.then_some((dev, ino));
+            self.check_reach(path, bid.as_deref(), identity, mapped_by);
+        }
         if identified {
             self.file_cookies.insert((dev, ino, gen), c);
         }
         c
+    }
+
+    /// A binary met for the first time in a live session: if its recorded
+    /// path does not lead the host to it (another mount namespace), queue
+    /// it, opened through the process's `map_files`, to be kept in the
+    /// session by build-id (`crate::reach`).
+    fn check_reach(
+        &mut self,
+        path: &str,
+        build_id: Option<&[u8]>,
+        identity: Option<(u64, u64)>,
+        mapped_by: Option<(u32, u64, u64)>,
+    ) {
+        if !self.opts.use_procfs {
+            return;
+        }
+        let b = MappedBinary {
+            path: path.into(),
+            map_file: mapped_by.map(|(pid, start, end)| {
+                self.opts
+                    .paths
+                    .proc_root
+                    .join(format!("{pid}/map_files/{start:x}-{end:x}"))
+            }),
+            identity,
+        };
+        self.reach.check(b, build_id);
     }
 
     pub(super) fn vdso(&mut self) -> Cookie {
@@ -196,7 +228,14 @@ impl SyncStage {
         } else {
             match m.file_id {
                 Some(FileId::BuildId(b)) => (
-                    self.file_cookie(&path, Some(b), 0, 0, 0, None),
+                    self.file_cookie(
+                        &path,
+                        Some(b),
+                        0,
+                        0,
+                        0,
+                        Some((m.pid, m.addr, m.addr.saturating_add(m.len))),
+                    ),
                     MapKind::File,
                 ),
                 Some(FileId::Inode {

@@ -1,0 +1,227 @@
+//! Live, root: containers. A binary run from a tmpfs mounted only inside
+//! `unshare -m` is named after its namespace is gone (the daemon kept it
+//! in the session by build-id), with the shares it has when run from the
+//! host; a JIT map written to a private `/tmp` inside `unshare -p -f -m`
+//! names the JavaScript functions as on the host. Skipped with a printed
+//! reason when perf, cc, unshare or node are missing, unless
+//! PROFKIT_REQUIRE_PERF=1, where that is a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::util::*;
+
+use profkit_testsupport::{perf_ok, skip};
+
+/// Builds testdata/workloads/shares.c into `dir` with a build-id of its own.
+fn build_shares(dir: &Path) -> Option<PathBuf> {
+    let out = dir.join("shares");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let id = format!("-Wl,--build-id=0x{:08x}{nanos:032x}", std::process::id());
+    let st = Command::new("cc")
+        .args([
+            "-O1",
+            "-g",
+            "-fno-omit-frame-pointer",
+            "-pthread",
+            &id,
+            "-o",
+        ])
+        .arg(&out)
+        .arg(testdata().join("workloads/shares.c"))
+        .status();
+    match st {
+        Ok(s) if s.success() => Some(out),
+        Ok(s) => {
+            skip(format!("cc failed on shares.c ({s})"));
+            None
+        }
+        Err(e) => {
+            skip(format!("no C compiler (cc: {e})"));
+            None
+        }
+    }
+}
+
+fn unshare_ok() -> bool {
+    match Command::new("unshare").args(["-m", "true"]).status() {
+        Ok(s) if s.success() => true,
+        Ok(s) => skip(format!("unshare -m true failed ({s})")),
+        Err(e) => skip(format!("no unshare ({e})")),
+    }
+}
+
+/// Starts a system-wide session `s` in `dir`, runs `cmd`, stops it.
+fn system_wide(dir: &Path, cmd: &mut Command) -> String {
+    profctl(dir, &["start", "-a", "-F", "4000", "--session-dir", "s"]).expect(0);
+    let st = cmd.status();
+    let stop = profctl(dir, &["stop", "--session-dir", "s"]).expect(0);
+    assert!(st.as_ref().is_ok_and(|s| s.success()), "{cmd:?}: {st:?}");
+    stop.stdout
+}
+
+fn report_l(dir: &Path) -> (serde_json::Value, String) {
+    let s = dir.join("s");
+    let r = profreport(&[
+        "--session-dir",
+        s.to_str().unwrap(),
+        "--format",
+        "json",
+        "-l",
+    ])
+    .expect(0);
+    (r.json(), r.stderr)
+}
+
+/// f_a's share of f_a + f_b, in percent.
+fn ratio(v: &serde_json::Value) -> f64 {
+    let (a, b) = (samples_of(v, "f_a"), samples_of(v, "f_b"));
+    assert!(
+        a + b > 0,
+        "neither f_a nor f_b named; warnings: {}",
+        v["warnings"]
+    );
+    100.0 * a as f64 / (a + b) as f64
+}
+
+#[test]
+fn live_binary_in_a_private_mount_namespace_is_named_after_it_is_gone() {
+    let _rec = recording();
+    if !perf_ok() || !unshare_ok() {
+        return;
+    }
+    let d = tempdir();
+    let Some(shares) = build_shares(d.path()) else {
+        return;
+    };
+    // From the host.
+    let host = d.path().join("host");
+    std::fs::create_dir(&host).unwrap();
+    system_wide(&host, Command::new(&shares).args(["ratio", "150"]));
+    let (v, _) = report_l(&host);
+    let on_host = ratio(&v);
+    // From a tmpfs only the namespace sees: the host has an empty
+    // directory at that path, then nothing at all.
+    let ns = d.path().join("ns");
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir_all(&ns).unwrap();
+    std::fs::create_dir_all(&mnt).unwrap();
+    let inside = mnt.join("shares");
+    let script = format!(
+        "mount -t tmpfs ns-only {m} && cp {src} {bin} && {bin} ratio 150",
+        m = mnt.display(),
+        src = shares.display(),
+        bin = inside.display()
+    );
+    let stop = system_wide(
+        &ns,
+        Command::new("unshare").args(["-m", "sh", "-c", &script]),
+    );
+    assert!(
+        !inside.exists(),
+        "the host never sees the namespace's tmpfs"
+    );
+    std::fs::remove_dir(&mnt).unwrap();
+    let kept = d.path().join("ns/s/debug/.build-id");
+    assert!(kept.is_dir(), "nothing kept; profctl stop said: {stop}");
+    let (v, warnings) = report_l(&ns);
+    let in_ns = ratio(&v);
+    eprintln!(
+        "f_a share of f_a+f_b: host {on_host:.2} %, private mount namespace {in_ns:.2} % ({} samples); {}",
+        samples_of(&v, "f_a") + samples_of(&v, "f_b"),
+        warnings.lines().find(|l| l.contains("shares")).unwrap_or("")
+    );
+    assert!(
+        (on_host - in_ns).abs() <= 2.0,
+        "host {on_host} % against namespace {in_ns} %"
+    );
+    assert!(
+        warnings.contains("which has the recorded build-id"),
+        "{warnings}"
+    );
+}
+
+fn node() -> Option<PathBuf> {
+    let node = PathBuf::from("/usr/bin/node");
+    if node.exists() {
+        Some(node)
+    } else {
+        skip("no node at /usr/bin/node");
+        None
+    }
+}
+
+const HOT_JS: &str =
+    "function hotLoopAlpha(n){let x=0;for(let i=0;i<n;i++){x=(x*31+i)%1000003;}return x;}\
+const end=Date.now()+1500;let s=0;while(Date.now()<end){s+=hotLoopAlpha(200000);}";
+
+/// Samples of rows whose symbol starts with `prefix`.
+fn samples_starting(v: &serde_json::Value, prefix: &str) -> u64 {
+    rows(v)
+        .iter()
+        .filter(|r| r["symbol"].as_str().is_some_and(|s| s.starts_with(prefix)))
+        .map(|r| r["samples"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+#[test]
+fn live_jit_map_in_a_private_pid_namespace_and_tmp_is_used() {
+    let _rec = recording();
+    if !perf_ok() || !unshare_ok() {
+        return;
+    }
+    let Some(node) = node() else {
+        return;
+    };
+    let d = tempdir();
+    let host = d.path().join("host");
+    std::fs::create_dir(&host).unwrap();
+    system_wide(
+        &host,
+        Command::new(&node)
+            .args(["--perf-basic-prof", "-e", HOT_JS])
+            .current_dir(&host),
+    );
+    let (v, _) = report_l(&host);
+    let on_host = samples_starting(&v, "JS:*hotLoopAlpha");
+    let ns = d.path().join("ns");
+    std::fs::create_dir(&ns).unwrap();
+    let script = format!(
+        "mount -t tmpfs ns-tmp /tmp && exec {} --perf-basic-prof -e \"$0\"",
+        node.display()
+    );
+    let stop = system_wide(
+        &ns,
+        Command::new("unshare")
+            .args([
+                "-p",
+                "-f",
+                "-m",
+                "--mount-proc",
+                "sh",
+                "-c",
+                &script,
+                HOT_JS,
+            ])
+            // node leaves isolate-*.log files in its working directory.
+            .current_dir(&ns),
+    );
+    let (v, _) = report_l(&ns);
+    let in_ns = samples_starting(&v, "JS:*hotLoopAlpha");
+    let maps: Vec<String> = std::fs::read_dir(ns.join("s"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("perf-"))
+        .collect();
+    eprintln!(
+        "JS:*hotLoopAlpha samples: host {on_host}, pid namespace {in_ns}; maps kept {maps:?}"
+    );
+    assert!(on_host > 0, "not named on the host: {}", v["warnings"]);
+    assert!(
+        in_ns * 2 >= on_host,
+        "named in {in_ns} samples in the namespace against {on_host} on the host; stop said: {stop}"
+    );
+}

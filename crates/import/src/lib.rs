@@ -171,6 +171,7 @@ impl Importer {
             layout: Layout {
                 callchain: false,
                 user_stack: 0,
+                cgroup: false,
             },
             facts: FileFacts::default(),
             round_end: None,
@@ -358,6 +359,7 @@ mod tests {
         let dwarf = Layout {
             callchain: true,
             user_stack: 8192,
+            cgroup: false,
         };
         let per_round = ROUND_USER_STACK_BYTES / 8192;
         assert_eq!(per_round, 8192);

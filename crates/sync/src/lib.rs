@@ -66,7 +66,7 @@
 //! use profkit_perf::{Layout, SimRecord, SimRing};
 //! use profkit_sync::{SyncOptions, SyncStage};
 //!
-//! let layout = Layout { callchain: false, user_stack: 0 };
+//! let layout = Layout { callchain: false, user_stack: 0,     cgroup: false, };
 //! let mut stage = SyncStage::new(SyncOptions { layout, paths: Default::default(), use_procfs: false });
 //! let mut rings = vec![SimRing::new(0, 4096, layout)];
 //! rings[0].push(&SimRecord::Mmap2 {

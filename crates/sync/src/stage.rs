@@ -998,7 +998,7 @@ impl SyncStage {
                     throttled,
                 });
             }
-            Record::Switch { .. } | Record::Ksymbol { .. } => {}
+            Record::Switch { .. } | Record::Ksymbol { .. } | Record::Cgroup { .. } => {}
             Record::Unknown { .. } => self.acct(cpu).records_skipped += 1,
         }
     }

@@ -26,6 +26,7 @@ fn proc_maps_and_mmap2_records_agree_on_anonymous_code() {
     let layout = Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     };
     let mut stage = SyncStage::new(SyncOptions {
         layout,

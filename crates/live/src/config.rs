@@ -2,7 +2,7 @@
 //! validated, and handed whole to the daemon process.
 
 use crate::error::{Error, Result};
-use profkit_eventlog::{EventConfigDesc, SessionHeader};
+use profkit_eventlog::{CgroupSource, EventConfigDesc, SessionHeader};
 use profkit_perf::{EventSpec, Sampler, SamplerConfig, Target};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -179,6 +179,11 @@ pub(crate) fn session_header(c: &SamplerConfig, sync_interval_ms: u64) -> Result
                     .collect::<Vec<_>>()
                     .join(",")
             ),
+        },
+        cgroups: match c.cgroups {
+            profkit_perf::CgroupRecording::Off => CgroupSource::None,
+            profkit_perf::CgroupRecording::Sample => CgroupSource::Sample,
+            profkit_perf::CgroupRecording::Proc => CgroupSource::Proc,
         },
     })
 }

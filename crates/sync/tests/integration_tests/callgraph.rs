@@ -366,7 +366,7 @@ proptest! {
                         cpu, pid, tid, kernel,
                         cookie: leaf_frame.cookie,
                         offset: leaf_frame.offset,
-                        stack: None,
+                        stack: None, cgroup: 0,
                     };
                     pending.entry(cpu).or_default().push((s, want));
                 }

@@ -94,6 +94,7 @@
 pub mod binfile;
 mod buffer;
 mod cfi_check;
+mod cgroups;
 mod cookies;
 mod error;
 mod kernel;
@@ -105,6 +106,7 @@ mod stage;
 mod unwind;
 
 pub use buffer::{BufferState, ChunkSink, EventBuffer, FileSink};
+pub use cgroups::MAX_CGROUPS;
 pub use cookies::{
     anon_cookie, build_id_cookie, build_id_from_notes, cookie_hash, file_entry, inode_cookie,
     read_build_id, unknown_entry, vdso_cookie, CookieTable,

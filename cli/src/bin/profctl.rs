@@ -84,6 +84,19 @@ struct StartArgs {
     /// Internal: start events at the target's exec (used by record).
     #[arg(long, hide = true)]
     enable_on_exec: bool,
+    /// Record each sample's cgroup (v2), for `profreport --separate=cgroup`
+    /// (PERF_SAMPLE_CGROUP, kernel 5.7+; else /proc/PID/cgroup per process).
+    #[arg(long)]
+    cgroups: bool,
+    /// Sample only the tasks of this cgroup v2 (a path as in
+    /// /proc/PID/cgroup, e.g. /system.slice, or the directory), as perf's -G.
+    #[arg(
+        short = 'G',
+        long = "cgroup",
+        value_name = "PATH",
+        conflicts_with = "pid"
+    )]
+    cgroup: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -169,6 +182,8 @@ fn start_config(
         user_only: a.user_only,
         kernel_only: a.kernel_only,
         enable_on_exec: a.enable_on_exec,
+        cgroups: a.cgroups,
+        cgroup: a.cgroup.clone(),
     };
     if let Some(p) = pid_override {
         c.pids = vec![p as i32];

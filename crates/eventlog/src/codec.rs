@@ -21,6 +21,9 @@ pub mod tag {
     pub const MODE_KERNEL: u8 = 0x04;
     /// `CookieSwitch` spelled out: cookie u64 LE; fills the next cookie slot.
     pub const COOKIE_SWITCH: u8 = 0x05;
+    /// `CgroupSwitch` (since version 4): cgroup id uvar (0: none); samples
+    /// that follow were taken in this cgroup. Unset by `CpuSwitch`.
+    pub const CGROUP_SWITCH: u8 = 0x06;
     /// `Sample`: absolute offset uvar.
     pub const SAMPLE: u8 = 0x10;
     /// `Sample`: zigzag delta against the last offset of the current cookie slot.
@@ -51,6 +54,8 @@ pub mod tag {
     pub const STACK_DEF: u8 = 0x25;
     /// Marker `StackDefOn` (since version 3): len uvar + body.
     pub const STACK_DEF_ON: u8 = 0x26;
+    /// Marker `CgroupDef` (since version 4): len uvar + body.
+    pub const CGROUP_DEF: u8 = 0x27;
     /// First `CookieSwitch` back-reference tag: slot = tag - COOKIE_REF_BASE.
     pub const COOKIE_REF_BASE: u8 = 0x40;
     /// Last `CookieSwitch` back-reference tag.

@@ -14,6 +14,7 @@ enum Step<'a> {
     Task(u32, u32),
     Mode(bool),
     Cookie(Cookie),
+    Cgroup(u64),
     Sample(u64),
     StackSample(u64, u32),
     Marker { tag: u8, body: &'a [u8], at: usize },
@@ -172,6 +173,7 @@ impl<'a> Core<'a> {
                 self.cur_slot = Some(slot);
                 Step::Cookie(cookie)
             }
+            tag::CGROUP_SWITCH => Step::Cgroup(self.uvar("CgroupSwitch")?),
             tag::MODE_USER => Step::Mode(false),
             tag::MODE_KERNEL => Step::Mode(true),
             tag::TASK_SWITCH => {
@@ -200,7 +202,8 @@ impl<'a> Core<'a> {
             | tag::LOST
             | tag::THROTTLE
             | tag::STACK_DEF
-            | tag::STACK_DEF_ON => {
+            | tag::STACK_DEF_ON
+            | tag::CGROUP_DEF => {
                 let len = self.uvar("marker length")?;
                 let start = self.pos;
                 let avail = (self.buf.len() - start) as u64;
@@ -283,6 +286,7 @@ impl<'a> ChunkDecoder<'a> {
                 Step::Task(pid, tid) => Event::TaskSwitch { pid, tid },
                 Step::Mode(kernel) => Event::Mode { kernel },
                 Step::Cookie(cookie) => Event::CookieSwitch { cookie },
+                Step::Cgroup(id) => Event::CgroupSwitch { id },
                 Step::Sample(offset) => Event::Sample { offset },
                 Step::StackSample(offset, stack) => Event::StackSample { offset, stack },
                 Step::Marker { tag, body, at } => match read_marker(tag, body, at as u64) {
@@ -378,6 +382,7 @@ impl State {
                 self.cur.kernel = k;
                 self.have |= HAVE_MODE;
             }
+            Step::Cgroup(id) => self.cur.cgroup = id,
             Step::Task(pid, tid) => {
                 self.cur.pid = pid;
                 self.cur.tid = tid;
@@ -385,6 +390,7 @@ impl State {
             }
             Step::Cpu(cpu) => {
                 self.cur.cpu = cpu;
+                self.cur.cgroup = 0;
                 self.have = HAVE_CPU;
             }
             Step::Marker { .. } => {}
@@ -765,7 +771,7 @@ mod tests {
 
     #[test]
     fn unknown_and_reserved_tags_are_rejected_with_offset() {
-        for t in [tag::INVALID, 0x16, 0x27, 0x06, 0x1f, 0x3f, 0x80, 0xff] {
+        for t in [tag::INVALID, 0x16, 0x28, 0x07, 0x1f, 0x3f, 0x80, 0xff] {
             let mut enc = ChunkEncoder::new();
             enc.sample(0, 1, 1, false, 1, 1);
             let at = enc.bytes().len() as u64;
@@ -1025,6 +1031,7 @@ mod tests {
                 cookie: 77,
                 offset: 2,
                 stack: None,
+                cgroup: 0,
             }]
         );
         assert_eq!(enc.per_cpu_samples(), [(0, 1)]);
@@ -1084,6 +1091,8 @@ mod tests {
                     cookie,
                     offset,
                     stack,
+                    // Cgroups change now and then, sometimes to none.
+                    cgroup: (cookie ^ offset) % 4,
                 },
             )
     }
@@ -1165,10 +1174,13 @@ mod tests {
         // The model of the state: (cpu, task, mode, cookie).
         type Model = (Option<u32>, Option<(u32, u32)>, Option<bool>, Option<u64>);
         let mut m: Model = (None, None, None, None);
+        // The cgroup state: 0 until set, unset by a CPU switch.
+        let mut cg = 0u64;
         for op in ops {
             match op {
                 Op::Sample(s) => {
                     enc.expanded(s);
+                    cg = s.cgroup;
                     m = (
                         Some(s.cpu),
                         Some((s.pid, s.tid)),
@@ -1180,7 +1192,10 @@ mod tests {
                 Op::State(ev) => {
                     enc.event(ev);
                     match *ev {
-                        Event::CpuSwitch { cpu } => m = (Some(cpu), None, None, None),
+                        Event::CpuSwitch { cpu } => {
+                            m = (Some(cpu), None, None, None);
+                            cg = 0;
+                        }
                         Event::TaskSwitch { pid, tid } => m.1 = Some((pid, tid)),
                         Event::Mode { kernel } => m.2 = Some(kernel),
                         Event::CookieSwitch { cookie } => m.3 = Some(cookie),
@@ -1204,6 +1219,7 @@ mod tests {
                             cookie,
                             offset: *offset,
                             stack: *stack,
+                            cgroup: cg,
                         }));
                     }
                 }

@@ -48,6 +48,9 @@ pub struct ChunkEncoder {
     task: Option<(u32, u32)>,
     kernel: Option<bool>,
     cookie: Option<Cookie>,
+    /// The cgroup of the samples that follow (`CgroupSwitch`), unset by a
+    /// CPU switch.
+    cgroup: Option<u64>,
     /// Slot of `cookie` (meaningful when `cookie` is set).
     cur_slot: usize,
     slots: [Cookie; COOKIE_SLOTS],
@@ -83,6 +86,7 @@ impl ChunkEncoder {
             task: None,
             kernel: None,
             cookie: None,
+            cgroup: None,
             cur_slot: 0,
             slots: [0; COOKIE_SLOTS],
             last_off: [0; COOKIE_SLOTS],
@@ -109,6 +113,7 @@ impl ChunkEncoder {
         self.task = None;
         self.kernel = None;
         self.cookie = None;
+        self.cgroup = None;
         self.cur_slot = 0;
         self.filled = 0;
         self.next_slot = 0;
@@ -208,10 +213,37 @@ impl ChunkEncoder {
         self.put_stack_sample(offset, stack);
     }
 
+    /// Sets the cgroup of the samples that follow (0: none), writing a
+    /// `CgroupSwitch` only when it differs from the encoder's state (a CPU
+    /// switch unsets it). A session that records no cgroups never calls
+    /// this, and its chunks hold no cgroup byte.
+    #[inline]
+    pub fn cgroup(&mut self, id: u64) {
+        if self.cgroup != Some(id) {
+            self.set_cgroup(id);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn set_cgroup(&mut self, id: u64) {
+        self.cgroup = Some(id);
+        let mut tmp = [0u8; 1 + MAX_VARINT];
+        tmp[0] = tag::CGROUP_SWITCH;
+        let n = put_uvar(&mut tmp, 1, id);
+        self.buf.extend_from_slice(&tmp[..n]);
+    }
+
     /// Encodes a sample from its expanded form: [`ChunkEncoder::sample`]
     /// or [`ChunkEncoder::sample_with_stack`] depending on `s.stack`.
     #[inline]
     pub fn expanded(&mut self, s: &ExpandedSample) {
+        if s.cgroup != 0 || self.cgroup.is_some_and(|c| c != 0) {
+            if self.cpu != Some(s.cpu) {
+                self.set_cpu(s.cpu);
+            }
+            self.cgroup(s.cgroup);
+        }
         match s.stack {
             None => self.sample(s.cpu, s.pid, s.tid, s.kernel, s.cookie, s.offset),
             Some(stack) => {
@@ -231,6 +263,7 @@ impl ChunkEncoder {
             Event::TaskSwitch { pid, tid } => self.set_task(pid, tid),
             Event::Mode { kernel } => self.set_mode(kernel),
             Event::CookieSwitch { cookie } => self.set_cookie(cookie),
+            Event::CgroupSwitch { id } => self.set_cgroup(id),
             Event::Sample { offset } => self.put_sample(offset),
             Event::StackSample { offset, stack } => self.put_stack_sample(offset, stack),
             _ => push_marker(&mut self.buf, ev),
@@ -315,6 +348,7 @@ impl ChunkEncoder {
         self.task = None;
         self.kernel = None;
         self.cookie = None;
+        self.cgroup = None;
         let mut tmp = [0u8; 1 + MAX_VARINT];
         tmp[0] = tag::CPU_SWITCH;
         let n = put_uvar(&mut tmp, 1, u64::from(cpu));
@@ -381,6 +415,77 @@ fn add_count(v: &mut Vec<(u32, u64)>, cpu: u32, n: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The cgroup example in docs/FORMAT.md, byte for byte.
+    #[test]
+    fn golden_bytes_of_the_format_md_cgroup_example() {
+        let mut enc = ChunkEncoder::new();
+        enc.event(&Event::CgroupDef {
+            id: 2345,
+            path: "/a".into(),
+        });
+        enc.event(&Event::CpuSwitch { cpu: 2 });
+        enc.cgroup(2345);
+        enc.sample(2, 812, 812, false, 0x1122_3344_5566_7788, 0x1000);
+        enc.cgroup(2345); // unchanged: nothing written
+        enc.sample(2, 813, 813, false, 0x1122_3344_5566_7788, 0x1008);
+        enc.cgroup(0);
+        enc.sample(2, 900, 900, false, 0x1122_3344_5566_7788, 0x1010);
+        #[rustfmt::skip]
+        let want: &[u8] = &[
+            0x27, 0x05, 0xa9, 0x12, 0x02, b'/', b'a', // CgroupDef 2345 "/a"
+            0x01, 0x02,                               // CpuSwitch 2
+            0x06, 0xa9, 0x12,                         // CgroupSwitch 2345
+            0x02, 0xac, 0x06, 0x00,                   // TaskSwitch 812
+            0x03,                                     // Mode user
+            0x05, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
+            0x10, 0x80, 0x20,                         // Sample 0x1000
+            0x02, 0xad, 0x06, 0x00,                   // TaskSwitch 813
+            0x11, 0x10,                               // Sample +8
+            0x06, 0x00,                               // CgroupSwitch none
+            0x02, 0x84, 0x07, 0x00,                   // TaskSwitch 900
+            0x11, 0x10,                               // Sample +8
+        ];
+        assert_eq!(enc.bytes(), want);
+        let got: Vec<ExpandedSample> = crate::Expander::new(enc.bytes())
+            .filter_map(|e| match e.unwrap() {
+                crate::Expanded::Sample(s) => Some(s),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            got.iter().map(|s| (s.pid, s.cgroup)).collect::<Vec<_>>(),
+            [(812, 2345), (813, 2345), (900, 0)]
+        );
+        // A CPU switch unsets the cgroup.
+        let mut p = enc.bytes().to_vec();
+        p.extend_from_slice(&[0x01, 0x03, 0x02, 0x01, 0x00, 0x03, 0x40, 0x10, 0x01]);
+        let mut last = None;
+        crate::for_each_sample(&p, |s| last = Some(*s), |_| {}).unwrap();
+        assert_eq!(last.map(|s| (s.cpu, s.cgroup)), Some((3, 0)));
+    }
+
+    /// A session without cgroups holds no cgroup byte: the encoder's
+    /// cgroup state costs nothing until used.
+    #[test]
+    fn samples_without_cgroups_are_unchanged() {
+        let mut a = ChunkEncoder::new();
+        let mut b = ChunkEncoder::new();
+        for i in 0..100u64 {
+            a.sample((i % 2) as u32, 7, 7, false, 9, i);
+            b.expanded(&ExpandedSample {
+                cpu: (i % 2) as u32,
+                pid: 7,
+                tid: 7,
+                kernel: false,
+                cookie: 9,
+                offset: i,
+                stack: None,
+                cgroup: 0,
+            });
+        }
+        assert_eq!(a.bytes(), b.bytes());
+    }
 
     /// The example in docs/FORMAT.md, byte for byte.
     #[test]

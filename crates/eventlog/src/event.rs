@@ -163,6 +163,13 @@ pub enum Event {
         /// The cookie.
         cookie: Cookie,
     },
+    /// Samples that follow were taken in the cgroup `id` (the cgroup v2
+    /// id, its directory's inode number; 0: no cgroup). Unset by
+    /// `CpuSwitch`. Since version 4.
+    CgroupSwitch {
+        /// The cgroup id.
+        id: u64,
+    },
     /// A sample at this offset within the current cookie's binary.
     Sample {
         /// Offset in the binary (file offset, or relative to `base`).
@@ -236,6 +243,16 @@ pub enum Event {
         /// This stack's own innermost frames.
         frames: Vec<Frame>,
     },
+    /// Names cgroup `id`: its path from the root of the cgroup v2
+    /// hierarchy (`/`, `/system.slice/x.service`). Written once per
+    /// session, before the first chunk that needs it is complete. Since
+    /// version 4.
+    CgroupDef {
+        /// The cgroup id.
+        id: u64,
+        /// Its path (at most [`crate::MAX_CGROUP_PATH`] bytes).
+        path: String,
+    },
     /// The kernel throttled (or unthrottled) sampling on `cpu`.
     Throttle {
         /// The CPU.
@@ -257,6 +274,7 @@ impl Event {
                 | Event::TaskSwitch { .. }
                 | Event::Mode { .. }
                 | Event::CookieSwitch { .. }
+                | Event::CgroupSwitch { .. }
         )
     }
 
@@ -290,4 +308,7 @@ pub struct ExpandedSample {
     /// (see [`crate::StackTable`]); `None` for a sample recorded without
     /// call graph, or whose call chain had no caller frame.
     pub stack: Option<u32>,
+    /// The cgroup the sample was taken in (its id; named by an
+    /// [`Event::CgroupDef`]); 0 when the session does not record cgroups.
+    pub cgroup: u64,
 }

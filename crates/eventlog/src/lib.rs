@@ -84,7 +84,7 @@
 //! let mut got = Vec::new();
 //! let mut markers = Vec::new();
 //! r.for_each_sample(chunk, |s| got.push(*s), |m| markers.push(m))?;
-//! assert_eq!(got[1], ExpandedSample { cpu: 1, pid: 42, tid: 43, kernel: true, cookie: 0xbeef, offset: 0xffff, stack: None });
+//! assert_eq!(got[1], ExpandedSample { cpu: 1, pid: 42, tid: 43, kernel: true, cookie: 0xbeef, offset: 0xffff, stack: None, cgroup: 0, });
 //! assert_eq!(markers, [Event::Lost { cpu: 1, kind: LostKind::Ring, count: 5 }]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -175,12 +175,12 @@ pub use event::{
     COOKIE_NONE, COOKIE_UNKNOWN,
 };
 pub use idlist::{format_id_list, parse_id_list, IdListError};
-pub use markers::MAX_STACK_FRAMES;
+pub use markers::{MAX_CGROUP_PATH, MAX_STACK_FRAMES};
 pub use reader::SessionReader;
 pub use session::{
-    BadChunk, BadReason, ChunkRef, CpuAccounting, EventConfigDesc, SessionFooter, SessionHeader,
-    CHUNK_MAGIC, FILE_MAGIC, FOOTER_MAGIC, FORMAT_VERSION, FRAME_HEADER_LEN, MAX_PAYLOAD_LEN,
-    MIN_READ_VERSION,
+    BadChunk, BadReason, CgroupSource, ChunkRef, CpuAccounting, EventConfigDesc, SessionFooter,
+    SessionHeader, CHUNK_MAGIC, FILE_MAGIC, FOOTER_MAGIC, FORMAT_VERSION, FRAME_HEADER_LEN,
+    MAX_PAYLOAD_LEN, MIN_READ_VERSION,
 };
 pub use stacks::{StackTable, ON_FRAME_BUDGET};
 pub use writer::{Resume, SessionWriter};

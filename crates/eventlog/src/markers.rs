@@ -127,6 +127,10 @@ pub(crate) fn push_stack_def(out: &mut Vec<u8>, id: u32, frames: &[Frame]) {
     }
 }
 
+/// The longest cgroup path a `CgroupDef` holds (the kernel's `PATH_MAX`;
+/// a writer cuts a longer one): readers refuse longer ones as malformed.
+pub const MAX_CGROUP_PATH: usize = 4096;
+
 /// The most frames a stack has (docs/FORMAT.md, "Bounds"): writers drop
 /// the outermost frames of longer stacks; readers refuse longer
 /// definitions as malformed, so a crafted file cannot make a report hold
@@ -225,7 +229,13 @@ pub(crate) fn push_marker(out: &mut Vec<u8>, ev: &Event) {
             push_stack_def(&mut body, *parent, frames);
             tag::STACK_DEF_ON
         }
+        Event::CgroupDef { id, path } => {
+            push_uvar(&mut body, *id);
+            push_str(&mut body, path);
+            tag::CGROUP_DEF
+        }
         Event::CpuSwitch { .. }
+        | Event::CgroupSwitch { .. }
         | Event::TaskSwitch { .. }
         | Event::Mode { .. }
         | Event::CookieSwitch { .. }
@@ -247,6 +257,7 @@ pub(crate) fn read_marker(t: u8, body: &[u8], base: u64) -> Result<Event> {
         tag::THROTTLE => "Throttle",
         tag::STACK_DEF => "StackDef",
         tag::STACK_DEF_ON => "StackDefOn",
+        tag::CGROUP_DEF => "CgroupDef",
         _ => {
             return Err(Error::UnknownTag {
                 tag: t,
@@ -294,6 +305,22 @@ pub(crate) fn read_marker(t: u8, body: &[u8], base: u64) -> Result<Event> {
                 Event::StackDef { id: parent, frames } => Event::StackDefOn { id, parent, frames },
                 _ => unreachable!("read_stack_def gives a StackDef"),
             }
+        }
+        tag::CGROUP_DEF => {
+            let id = r.uvar("id")?;
+            let at = r.offset();
+            let path = r.string("path")?;
+            if path.len() > MAX_CGROUP_PATH {
+                return Err(Error::malformed(
+                    "CgroupDef",
+                    at,
+                    format!(
+                        "path of {} bytes (the format's limit is {MAX_CGROUP_PATH})",
+                        path.len()
+                    ),
+                ));
+            }
+            Event::CgroupDef { id, path }
         }
         _ => Event::Throttle {
             cpu: r.u32var("cpu")?,

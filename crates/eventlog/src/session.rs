@@ -15,7 +15,7 @@ pub const FILE_MAGIC: [u8; 8] = *b"PROFKIT\0";
 /// call stacks (`StackSample`, `StackDef`); a session is written in the
 /// lowest version that can hold it ([`SessionHeader::format_version`]), so
 /// sessions without call graphs are still version 1.
-pub const FORMAT_VERSION: u16 = 3;
+pub const FORMAT_VERSION: u16 = 4;
 /// Oldest format version this build reads.
 pub const MIN_READ_VERSION: u16 = 1;
 /// Magic of a chunk frame.
@@ -75,6 +75,45 @@ pub struct SessionHeader {
     pub sync_interval_ms: u32,
     /// What was profiled: `system-wide`, `pid 123`, `command ls -l`.
     pub target: String,
+    /// How samples' cgroups were recorded (since version 4; absent, read
+    /// as [`CgroupSource::None`], in sessions without cgroups).
+    pub cgroups: CgroupSource,
+}
+
+/// How a session recorded the cgroup of each sample (header field
+/// `cgroups`, a `u8`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum CgroupSource {
+    /// Not recorded (0; the field is not written).
+    #[default]
+    None,
+    /// The kernel's `PERF_SAMPLE_CGROUP` per sample, paths from
+    /// `PERF_RECORD_CGROUP` and the hierarchy at start (1).
+    Sample,
+    /// `/proc/PID/cgroup`, read once per process, on kernels without
+    /// `PERF_SAMPLE_CGROUP` (2).
+    Proc,
+}
+
+impl CgroupSource {
+    /// The header's byte.
+    pub fn code(self) -> u8 {
+        match self {
+            CgroupSource::None => 0,
+            CgroupSource::Sample => 1,
+            CgroupSource::Proc => 2,
+        }
+    }
+
+    /// The source of a header byte; None for unknown values.
+    pub fn from_code(c: u8) -> Option<Self> {
+        Some(match c {
+            0 => CgroupSource::None,
+            1 => CgroupSource::Sample,
+            2 => CgroupSource::Proc,
+            _ => return None,
+        })
+    }
 }
 
 impl SessionHeader {
@@ -83,7 +122,9 @@ impl SessionHeader {
     /// tags, which readers of version 1 cannot decode, so they must refuse
     /// the file up front), else 1 (readable by every build).
     pub fn format_version(&self) -> u16 {
-        if self.event.user_stack > 0 {
+        if self.cgroups != CgroupSource::None {
+            4
+        } else if self.event.user_stack > 0 {
             3
         } else if self.event.callchain {
             2
@@ -345,6 +386,9 @@ pub(crate) fn encode_header(h: &SessionHeader) -> Result<Vec<u8>> {
     push_uvar(&mut body, h.start_monotonic_ns);
     push_uvar(&mut body, u64::from(h.sync_interval_ms));
     push_str(&mut body, &h.target);
+    if h.cgroups != CgroupSource::None {
+        body.push(h.cgroups.code());
+    }
     if body.len() > MAX_BODY_LEN as usize {
         return Err(Error::BodyTooLarge {
             what: "header",
@@ -473,6 +517,19 @@ pub(crate) fn parse_header(data: &[u8], path: &Path) -> Result<(SessionHeader, u
         start_monotonic_ns: r.uvar("start_monotonic_ns")?,
         sync_interval_ms: r.u32var("sync_interval_ms")?,
         target: r.string("target")?,
+        cgroups: if r.remaining() == 0 {
+            CgroupSource::None
+        } else {
+            let at = r.offset();
+            let c = r.u8("cgroups")?;
+            CgroupSource::from_code(c).ok_or_else(|| {
+                Error::malformed(
+                    "header",
+                    at,
+                    format!("unknown cgroup source {c} (this build knows 0..=2)"),
+                )
+            })?
+        },
     };
     Ok((header, version, end))
 }
@@ -931,6 +988,7 @@ mod tests {
             start_monotonic_ns: 123_456_789,
             sync_interval_ms: 250,
             target: "command ls -l".into(),
+            cgroups: Default::default(),
         }
     }
 
@@ -1242,6 +1300,77 @@ mod tests {
     }
 
     #[test]
+    fn a_cgroup_session_is_version_4_and_others_keep_their_bytes() {
+        let h = header();
+        let plain = encode_header(&h).unwrap();
+        assert_eq!(u16::from_le_bytes([plain[8], plain[9]]), h.format_version());
+        assert_ne!(h.format_version(), 4);
+        for src in [CgroupSource::Sample, CgroupSource::Proc] {
+            let c = SessionHeader {
+                cgroups: src,
+                ..h.clone()
+            };
+            let bytes = encode_header(&c).unwrap();
+            assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), 4);
+            // One byte more than the same header without cgroups.
+            assert_eq!(bytes.len(), plain.len() + 1);
+            let (back, v, _) = parse_header(&bytes, Path::new("f")).unwrap();
+            assert_eq!((back, v), (c, 4));
+        }
+        // An unknown source is an error naming it.
+        let mut bad = SessionHeader {
+            cgroups: CgroupSource::Sample,
+            ..h.clone()
+        };
+        bad.target = String::new();
+        let mut bytes = encode_header(&bad).unwrap();
+        let at = bytes.len() - 5;
+        bytes[at] = 9;
+        let n = bytes.len() - 4;
+        let crc = crc32fast::hash(&bytes[..n]);
+        bytes[n..].copy_from_slice(&crc.to_le_bytes());
+        let err = parse_header(&bytes, Path::new("f"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown cgroup source 9"), "{err}");
+    }
+
+    #[test]
+    fn hostile_cgroup_defs_are_bounded() {
+        use crate::codec::{push_uvar, tag};
+        // A path over the limit is malformed, not allocated and kept.
+        let mut p = vec![tag::CGROUP_DEF];
+        let mut body = Vec::new();
+        push_uvar(&mut body, 5);
+        push_uvar(&mut body, (crate::MAX_CGROUP_PATH + 1) as u64);
+        body.extend(std::iter::repeat_n(b'a', crate::MAX_CGROUP_PATH + 1));
+        push_uvar(&mut p, body.len() as u64);
+        p.extend_from_slice(&body);
+        let err = crate::decode_events(&p, |_| {}).unwrap_err().to_string();
+        assert!(err.contains("CgroupDef") && err.contains("4096"), "{err}");
+        // A length beyond the payload is truncation, not an allocation.
+        let p = [tag::CGROUP_DEF, 0x05, 0x01, 0xff, 0xff, 0xff, 0x0f];
+        assert!(crate::decode_events(&p, |_| {}).is_err());
+        // A huge id is fine (u64); an overlong varint is not.
+        let p = [
+            tag::CGROUP_SWITCH,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0x7f,
+        ];
+        assert!(crate::decode_events(&p, |_| {}).is_err());
+        let p = [tag::CGROUP_SWITCH];
+        assert!(crate::decode_events(&p, |_| {}).is_err());
+    }
+
+    #[test]
     fn header_errors() {
         let p = Path::new("f");
         let full = session_bytes(0, false);
@@ -1257,14 +1386,14 @@ mod tests {
                 Error::UnsupportedVersion {
                     found: 7,
                     min: 1,
-                    max: 3,
+                    max: 4,
                     ..
                 }
             ),
             "{err}"
         );
         assert!(
-            err.to_string().contains("version 7") && err.to_string().contains("1 to 3"),
+            err.to_string().contains("version 7") && err.to_string().contains("1 to 4"),
             "{err}"
         );
         let mut flipped = full.clone();

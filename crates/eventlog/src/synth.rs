@@ -256,6 +256,7 @@ pub fn realistic(cfg: &SynthConfig) -> SynthSession {
                             cookie: ce.cookie,
                             offset,
                             stack: None,
+                            cgroup: 0,
                         });
                     }
                 }

@@ -346,6 +346,7 @@ mod tests {
         let layout = Layout {
             callchain: true,
             user_stack: 0,
+            cgroup: false,
         };
         let id = SampleId {
             pid: 7,
@@ -447,6 +448,7 @@ mod tests {
         let layout = Layout {
             callchain: true,
             user_stack: 64,
+            cgroup: false,
         };
         let id = SampleId {
             pid: 7,

@@ -171,6 +171,7 @@ impl Importer {
             layout: Layout {
                 callchain: false,
                 user_stack: 0,
+                cgroup: false,
             },
             facts: FileFacts::default(),
             round_end: None,
@@ -298,6 +299,7 @@ pub fn import_perf_data(perf_data: &Path, session: &Path) -> Result<ImportSummar
         } else {
             format!("perf.data {} ({cmdline})", perf_data.display())
         },
+        cgroups: Default::default(),
     };
     if let Some(parent) = session.parent() {
         std::fs::create_dir_all(parent).map_err(|source| Error::SessionDir {
@@ -358,6 +360,7 @@ mod tests {
         let dwarf = Layout {
             callchain: true,
             user_stack: 8192,
+            cgroup: false,
         };
         let per_round = ROUND_USER_STACK_BYTES / 8192;
         assert_eq!(per_round, 8192);

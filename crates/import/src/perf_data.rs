@@ -330,6 +330,7 @@ pub(crate) fn read<R: Read + Seek>(
     let layout = Layout {
         callchain: facts.callchain,
         user_stack: facts.user_stack,
+        cgroup: false,
     };
     sink.start(&facts, layout, queues);
     let build_ids: HashMap<DsoKey, Vec<u8>> =
@@ -845,7 +846,8 @@ mod tests {
             layout,
             Layout {
                 callchain: false,
-                user_stack: 64
+                user_stack: 64,
+                cgroup: false,
             }
         );
         assert_eq!((facts.user_stack, facts.event.user_stack), (64, 64));

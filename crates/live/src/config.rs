@@ -2,7 +2,7 @@
 //! validated, and handed whole to the daemon process.
 
 use crate::error::{Error, Result};
-use profkit_eventlog::{EventConfigDesc, SessionHeader};
+use profkit_eventlog::{CgroupSource, EventConfigDesc, SessionHeader};
 use profkit_perf::{EventSpec, Sampler, SamplerConfig, Target};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -52,6 +52,14 @@ pub struct StartConfig {
     pub kernel_only: bool,
     /// Start the events at the target's `exec` (`profctl record`).
     pub enable_on_exec: bool,
+    /// Record each sample's cgroup (`--cgroups`): `PERF_SAMPLE_CGROUP`,
+    /// or `/proc/PID/cgroup` on kernels without it.
+    #[serde(default)]
+    pub cgroups: bool,
+    /// Only this cgroup v2 (`-G PATH`, as in `/proc/PID/cgroup` or the
+    /// directory's absolute path).
+    #[serde(default)]
+    pub cgroup: Option<PathBuf>,
 }
 
 /// The default rate when neither `-F` nor `-c` is given.
@@ -78,6 +86,16 @@ impl StartConfig {
         c.exclude_kernel = self.user_only;
         c.exclude_user = self.kernel_only;
         c.enable_on_exec = self.enable_on_exec;
+        if self.cgroups {
+            c.cgroups = if profkit_perf::kernel_samples_cgroups() {
+                profkit_perf::CgroupRecording::Sample
+            } else {
+                profkit_perf::CgroupRecording::Proc
+            };
+        }
+        if let Some(g) = &self.cgroup {
+            c.cgroup_filter = Some(profkit_perf::cgroup_dir(g)?);
+        }
         c.validate()?;
         Ok(c)
     }
@@ -171,6 +189,13 @@ pub(crate) fn session_header(c: &SamplerConfig, sync_interval_ms: u64) -> Result
         start_monotonic_ns: profkit_perf::monotonic_ns(),
         sync_interval_ms: sync_interval_ms as u32,
         target: match &c.target {
+            Target::SystemWide if c.cgroup_filter.is_some() => format!(
+                "cgroup {}",
+                c.cgroup_filter
+                    .as_deref()
+                    .unwrap_or(std::path::Path::new(""))
+                    .display()
+            ),
             Target::SystemWide => "system-wide".into(),
             Target::Pids(p) => format!(
                 "pid {}",
@@ -179,6 +204,11 @@ pub(crate) fn session_header(c: &SamplerConfig, sync_interval_ms: u64) -> Result
                     .collect::<Vec<_>>()
                     .join(",")
             ),
+        },
+        cgroups: match c.cgroups {
+            profkit_perf::CgroupRecording::Off => CgroupSource::None,
+            profkit_perf::CgroupRecording::Sample => CgroupSource::Sample,
+            profkit_perf::CgroupRecording::Proc => CgroupSource::Proc,
         },
     })
 }
@@ -207,6 +237,8 @@ mod tests {
 
     fn config() -> StartConfig {
         StartConfig {
+            cgroups: false,
+            cgroup: None,
             session_dir: "profkit_data".into(),
             event: "cpu-clock".into(),
             rate: Rate::Frequency(DEFAULT_FREQUENCY),

@@ -322,6 +322,7 @@ pub fn run_daemon(cfg: &StartConfig) -> Result<()> {
         paths: Default::default(),
         use_procfs: true,
     });
+    stage.set_cgroups(c.cgroups);
     match &c.target {
         Target::SystemWide => stage.seed_from_proc(),
         Target::Pids(p) => stage.seed_pids(&p.iter().map(|&p| p as u32).collect::<Vec<_>>()),

@@ -20,6 +20,7 @@ use std::time::Duration;
 const LAYOUT: Layout = Layout {
     callchain: false,
     user_stack: 0,
+    cgroup: false,
 };
 
 fn stage() -> SyncStage {

@@ -65,6 +65,7 @@ fn bench(c: &mut Criterion) {
         let layout = Layout {
             callchain,
             user_stack: 0,
+            cgroup: false,
         };
         let (ring, n) = filled(layout);
         let info = RecordParseInfo::new(&reader_attr(layout), Endianness::LittleEndian);

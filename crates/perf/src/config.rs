@@ -189,6 +189,13 @@ pub struct SamplerConfig {
     /// DWARF unwinding (`Layout::user_stack`); 0 for none. A multiple of 8,
     /// at most [`MAX_USER_STACK`].
     pub user_stack: u32,
+    /// How each sample's cgroup is recorded ([`crate::CgroupRecording::Sample`]
+    /// adds `PERF_SAMPLE_CGROUP` to the layout).
+    pub cgroups: crate::CgroupRecording,
+    /// Only tasks of this cgroup v2 directory (`-G`, as
+    /// [`crate::cgroup_dir`] resolved it): the per-CPU events are opened
+    /// with `PERF_FLAG_PID_CGROUP` on it. Only with [`Target::SystemWide`].
+    pub cgroup_filter: Option<std::path::PathBuf>,
 }
 
 /// The largest user-stack copy per sample: the kernel keeps a sample under
@@ -219,6 +226,8 @@ impl SamplerConfig {
             data_pages: DEFAULT_DATA_PAGES,
             enable_on_exec: false,
             user_stack: 0,
+            cgroups: crate::CgroupRecording::Off,
+            cgroup_filter: None,
         }
     }
 
@@ -227,6 +236,7 @@ impl SamplerConfig {
         crate::Layout {
             callchain: self.callchain,
             user_stack: self.user_stack,
+            cgroup: self.cgroups == crate::CgroupRecording::Sample,
         }
     }
 
@@ -292,6 +302,21 @@ impl SamplerConfig {
             let mut seen = std::collections::BTreeSet::new();
             if let Some(dup) = p.iter().find(|&&p| !seen.insert(p)) {
                 return Err(Error::Config(format!("pid {dup} is given more than once")));
+            }
+        }
+        if let Some(dir) = &self.cgroup_filter {
+            if !matches!(self.target, Target::SystemWide) {
+                return Err(Error::Config(
+                    "-G (one cgroup) samples every process of the cgroup: it cannot be \
+                     combined with -p or a command"
+                        .into(),
+                ));
+            }
+            if !crate::is_cgroup2_dir(dir) {
+                return Err(Error::Config(format!(
+                    "-G {}: not a cgroup v2 directory",
+                    dir.display()
+                )));
             }
         }
         if let Some(cpus) = &self.cpus {

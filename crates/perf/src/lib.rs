@@ -39,7 +39,7 @@
 //! ```
 //! use profkit_perf::{Layout, Record, RecordRing, SimRecord, SimRing};
 //!
-//! let layout = Layout { callchain: false, user_stack: 0 };
+//! let layout = Layout { callchain: false, user_stack: 0,     cgroup: false, };
 //! let mut ring = SimRing::new(0, 4096, layout);
 //! ring.push(&SimRecord::Sample {
 //!     ip: 0x401000, pid: 7, tid: 7, time: 1, kernel: false, period: 1, callchain: vec![],
@@ -62,6 +62,7 @@
 //! `profkit-sync`.
 #![deny(missing_docs)]
 
+mod cgroup;
 mod config;
 mod error;
 mod record;
@@ -69,6 +70,10 @@ mod ring;
 mod sampler;
 mod sim;
 
+pub use cgroup::{
+    cgroup2_mount, cgroup2_mount_in, cgroup_dir, is_cgroup2_dir, CgroupRecording,
+    CGROUP2_SUPER_MAGIC,
+};
 pub use config::{
     format_cpu_list, online_cpus, parse_cpu_list, EventSpec, Rate, SamplerConfig, Target,
     DEFAULT_DATA_PAGES, KNOWN_EVENTS, MAX_USER_STACK,
@@ -83,5 +88,5 @@ pub use record::{
     USER_REGS_MASK,
 };
 pub use ring::{ReadStats, RecordRing};
-pub use sampler::{PerfRing, Sampler};
+pub use sampler::{kernel_samples_cgroups, PerfRing, Sampler};
 pub use sim::{SimRecord, SimRing, LOST_RECORD_SIZE};

@@ -38,6 +38,8 @@ pub mod kind {
     pub const SWITCH_CPU_WIDE: u32 = b::PERF_RECORD_SWITCH_CPU_WIDE;
     /// `PERF_RECORD_KSYMBOL`.
     pub const KSYMBOL: u32 = b::PERF_RECORD_KSYMBOL;
+    /// `PERF_RECORD_CGROUP` (kernel 5.7+): a cgroup was created.
+    pub const CGROUP: u32 = b::PERF_RECORD_CGROUP;
 }
 
 /// `misc` bits.
@@ -97,6 +99,11 @@ pub struct Layout {
     /// `PERF_SAMPLE_REGS_USER` and `PERF_SAMPLE_STACK_USER` are part of
     /// `sample_type`. 0: neither (frame-pointer call graphs or none).
     pub user_stack: u32,
+    /// `PERF_SAMPLE_CGROUP` is part of `sample_type` (kernel 5.7+): each
+    /// sample ends with the id of its task's cgroup v2 (the cgroup
+    /// directory's inode number), and the events are opened with
+    /// `attr.cgroup` for the `PERF_RECORD_CGROUP` id → path records.
+    pub cgroup: bool,
 }
 
 /// `sample_regs_user` for DWARF unwinding on x86-64: BP, SP and IP (bits
@@ -142,6 +149,9 @@ impl Layout {
         if self.user_stack > 0 {
             t |= (b::PERF_SAMPLE_REGS_USER | b::PERF_SAMPLE_STACK_USER) as u64;
         }
+        if self.cgroup {
+            t |= b::PERF_SAMPLE_CGROUP as u64;
+        }
         t
     }
 
@@ -185,6 +195,9 @@ pub struct Sample<'a> {
     /// The user registers and stack part (checked; read with
     /// [`Sample::user`]): empty unless the layout copies user stacks.
     pub user_part: &'a [u8],
+    /// The id of the task's cgroup (v2) with [`Layout::cgroup`], else 0
+    /// (the kernel gives 0 too when it has no cgroup for the task).
+    pub cgroup: u64,
 }
 
 impl<'a> Sample<'a> {
@@ -363,6 +376,17 @@ pub enum Record<'a> {
         /// Trailer.
         sid: SampleId,
     },
+    /// PERF_RECORD_CGROUP: a cgroup (v2) was created; its id (the inode
+    /// number of its directory, as samples give it) and its path from the
+    /// root of the cgroup v2 hierarchy (`/` for the root, `/a/b`).
+    Cgroup {
+        /// Cgroup id.
+        id: u64,
+        /// Path (without the NUL padding).
+        path: &'a [u8],
+        /// Trailer.
+        sid: SampleId,
+    },
     /// PERF_RECORD_LOST_SAMPLES (hardware samples lost, e.g. PEBS).
     LostSamples {
         /// Number lost.
@@ -474,6 +498,16 @@ impl Layout {
         let body = r.body;
         Some(match r.kind {
             kind::SAMPLE => {
+                // PERF_SAMPLE_CGROUP comes after every other field of this
+                // layout (the kernel's order: ... STACK_USER, WEIGHT,
+                // DATA_SRC, TRANSACTION, REGS_INTR, PHYS_ADDR, CGROUP):
+                // the last 8 bytes of the body.
+                let (body, cgroup) = if self.cgroup {
+                    let n = body.len().checked_sub(8)?;
+                    (&body[..n], u64_at(body, n)?)
+                } else {
+                    (body, 0)
+                };
                 let callchain = if self.callchain {
                     let nr = usize::try_from(u64_at(body, 40)?).ok()?;
                     let bytes = nr.checked_mul(8)?;
@@ -502,6 +536,7 @@ impl Layout {
                     cpumode: r.misc & misc::CPUMODE_MASK,
                     callchain,
                     user_part,
+                    cgroup,
                 })
             }
             kind::MMAP2 => {
@@ -615,6 +650,14 @@ impl Layout {
                     ksym_type: u16_at(rest, 12)?,
                     flags: u16_at(rest, 14)?,
                     name: cstr(rest.get(16..)?),
+                    sid,
+                }
+            }
+            kind::CGROUP => {
+                let (sid, rest) = trailer(body)?;
+                Record::Cgroup {
+                    id: u64_at(rest, 0)?,
+                    path: cstr(rest.get(8..)?),
                     sid,
                 }
             }

@@ -54,6 +54,10 @@ fn make_attr(config: &SamplerConfig, with_build_id: bool, data_bytes: usize) -> 
     attr.set_sample_id_all(1);
     attr.set_context_switch(1);
     attr.set_ksymbol(1);
+    if config.layout().cgroup {
+        // PERF_RECORD_CGROUP for every cgroup created from now on.
+        attr.set_cgroup(1);
+    }
     // Sample times on CLOCK_MONOTONIC, so they compare with the sync
     // stage's round times and the session header's start time.
     attr.set_use_clockid(1);
@@ -70,6 +74,15 @@ fn make_attr(config: &SamplerConfig, with_build_id: bool, data_bytes: usize) -> 
 }
 
 fn open_one(attr: &mut b::perf_event_attr, pid: i32, cpu: i32) -> io::Result<OwnedFd> {
+    open_flags(attr, pid, cpu, 0)
+}
+
+fn open_flags(
+    attr: &mut b::perf_event_attr,
+    pid: i32,
+    cpu: i32,
+    flags: u32,
+) -> io::Result<OwnedFd> {
     // SAFETY:
     // - `attr` is a fully initialised perf_event_attr whose `size` field is
     //   the size of the struct we pass, so the kernel reads only valid memory.
@@ -80,7 +93,7 @@ fn open_one(attr: &mut b::perf_event_attr, pid: i32, cpu: i32) -> io::Result<Own
             pid,
             cpu,
             -1,
-            b::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+            (b::PERF_FLAG_FD_CLOEXEC | flags) as libc::c_ulong,
         )
     };
     if fd < 0 {
@@ -286,6 +299,18 @@ impl Sampler {
             Target::SystemWide => vec![-1],
             Target::Pids(p) => p.clone(),
         };
+        // -G: the cgroup directory's fd stands for the pid, with
+        // PERF_FLAG_PID_CGROUP (per CPU only, as perf does).
+        let cgroup_fd = match &config.cgroup_filter {
+            Some(dir) => Some(std::fs::File::open(dir).map_err(|e| {
+                Error::Config(format!("-G {}: cannot open the cgroup: {e}", dir.display()))
+            })?),
+            None => None,
+        };
+        let (pids, open_flag) = match &cgroup_fd {
+            Some(f) => (vec![f.as_raw_fd()], b::PERF_FLAG_PID_CGROUP),
+            None => (pids, 0),
+        };
         let data_bytes = config.data_pages * page_size();
         let mut with_build_id = true;
         let mut rings = Vec::with_capacity(cpus.len());
@@ -294,12 +319,12 @@ impl Sampler {
             let mut first: Option<OwnedFd> = None;
             for &pid in &pids {
                 let mut attr = make_attr(config, with_build_id, data_bytes);
-                let mut res = open_one(&mut attr, pid, cpu as i32);
+                let mut res = open_flags(&mut attr, pid, cpu as i32, open_flag);
                 if with_build_id && matches!(&res, Err(e) if e.raw_os_error() == Some(libc::EINVAL))
                 {
                     // Kernels before 5.12 reject build_id: fall back to inode-form MMAP2.
                     let mut attr = make_attr(config, false, data_bytes);
-                    if let Ok(fd) = open_one(&mut attr, pid, cpu as i32) {
+                    if let Ok(fd) = open_flags(&mut attr, pid, cpu as i32, open_flag) {
                         with_build_id = false;
                         res = Ok(fd);
                     }
@@ -307,13 +332,13 @@ impl Sampler {
                 let fd = res.map_err(|e| {
                     let ctx = OpenContext {
                         event: &config.event.name,
-                        system_wide: pid == -1,
+                        system_wide: pid == -1 || cgroup_fd.is_some(),
                         kernel: !config.exclude_kernel,
                         frequency: match config.rate {
                             Rate::Frequency(f) => Some(f),
                             Rate::Period(_) => None,
                         },
-                        pid: (pid > 0).then_some(pid),
+                        pid: (pid > 0 && cgroup_fd.is_none()).then_some(pid),
                         paranoid: None,
                         max_sample_rate: None,
                     }
@@ -418,6 +443,29 @@ impl Sampler {
             }
         }
         Ok(out)
+    }
+}
+
+/// True when the kernel can give each sample's cgroup
+/// (`PERF_SAMPLE_CGROUP`, Linux 5.7+): a disabled dummy event on this
+/// thread asking for it opens. False only when the kernel refuses the
+/// bit (EINVAL); any other refusal (no permission) is the real events'
+/// problem and answers true, so their own open says why.
+pub fn kernel_samples_cgroups() -> bool {
+    let mut attr = b::perf_event_attr {
+        type_: b::PERF_TYPE_SOFTWARE,
+        size: std::mem::size_of::<b::perf_event_attr>() as u32,
+        config: b::PERF_COUNT_SW_DUMMY as u64,
+        sample_type: (b::PERF_SAMPLE_IP | b::PERF_SAMPLE_CGROUP) as u64,
+        ..Default::default()
+    };
+    attr.set_disabled(1);
+    attr.set_cgroup(1);
+    attr.set_exclude_kernel(1);
+    attr.set_exclude_hv(1);
+    match open_one(&mut attr, 0, -1) {
+        Ok(_) => true,
+        Err(e) => e.raw_os_error() != Some(libc::EINVAL),
     }
 }
 

@@ -149,6 +149,24 @@ pub enum SimRecord {
         /// Time.
         time: u64,
     },
+    /// A sample ([`SimRecord::Sample`] or [`SimRecord::UserSample`]) taken
+    /// in cgroup `cgroup`: with [`Layout::cgroup`] its id ends the sample
+    /// (other samples give 0 there); without, just the sample.
+    CgroupSample {
+        /// The sample.
+        sample: Box<SimRecord>,
+        /// The cgroup id.
+        cgroup: u64,
+    },
+    /// CGROUP (`PERF_RECORD_CGROUP`): a cgroup was created.
+    Cgroup {
+        /// Cgroup id.
+        id: u64,
+        /// Path from the hierarchy's root.
+        path: String,
+        /// Time.
+        time: u64,
+    },
     /// A record type profkit does not know (to test that it is skipped).
     Unknown {
         /// Header type.
@@ -215,7 +233,9 @@ impl SimRecord {
             | SimRecord::Exit { time, .. }
             | SimRecord::Throttle { time, .. }
             | SimRecord::Switch { time, .. }
-            | SimRecord::Ksymbol { time, .. } => *time,
+            | SimRecord::Ksymbol { time, .. }
+            | SimRecord::Cgroup { time, .. } => *time,
+            SimRecord::CgroupSample { sample, .. } => sample.time(),
             SimRecord::Unknown { .. } => 0,
         }
     }
@@ -223,6 +243,18 @@ impl SimRecord {
     /// Encodes the record as the kernel would for CPU `cpu` in `layout`:
     /// `(type, misc, body)`, body padded to a multiple of 8.
     pub fn encode(&self, cpu: u32, layout: Layout) -> (u32, u16, Vec<u8>) {
+        let (cgroup, rec) = match self {
+            SimRecord::CgroupSample { sample, cgroup } => (*cgroup, &**sample),
+            other => (0, other),
+        };
+        let (k, m, mut v) = rec.encode_inner(cpu, layout);
+        if k == kind::SAMPLE && layout.cgroup {
+            push_u64(&mut v, cgroup);
+        }
+        (k, m, v)
+    }
+
+    fn encode_inner(&self, cpu: u32, layout: Layout) -> (u32, u16, Vec<u8>) {
         let mut v = Vec::with_capacity(64);
         match self {
             SimRecord::Sample {
@@ -405,6 +437,13 @@ impl SimRecord {
                 push_trailer(&mut v, 0, 0, *time, cpu);
                 (kind::KSYMBOL, misc::KERNEL, v)
             }
+            SimRecord::Cgroup { id, path, time } => {
+                push_u64(&mut v, *id);
+                push_str_padded(&mut v, path);
+                push_trailer(&mut v, 0, 0, *time, cpu);
+                (kind::CGROUP, 0, v)
+            }
+            SimRecord::CgroupSample { sample, .. } => sample.encode_inner(cpu, layout),
             SimRecord::Unknown { kind, len } => (*kind, 0, vec![0; len / 8 * 8]),
         }
     }

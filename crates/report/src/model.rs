@@ -173,6 +173,8 @@ pub struct ShownColumns {
     pub app: bool,
     /// tgid, tid and command columns.
     pub thread: bool,
+    /// The cgroup column (`--separate=cgroup`).
+    pub cgroup: bool,
     /// The vma column (`--show-address`).
     pub address: bool,
     /// The source location column (`--debug-info`).
@@ -215,6 +217,9 @@ pub struct Row {
     pub tid: Option<u32>,
     /// Thread name (`--separate=thread`).
     pub comm: Option<String>,
+    /// The cgroup's path (`--separate=cgroup`); `[cgroup ID]` for a
+    /// cgroup the session does not name, `[none]` for samples without.
+    pub cgroup: Option<String>,
     /// Dependent images, for a nested parent row.
     pub children: Vec<Row>,
     /// With `--children`: samples whose stack holds this row's function

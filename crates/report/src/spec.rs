@@ -10,7 +10,7 @@ use std::str::FromStr;
 use crate::error::{Error, Result};
 
 /// The spec tags [`ProfileSpec::parse`] accepts.
-pub const SPEC_TAGS: &str = "cpu, tgid, tid, image, image-exclude";
+pub const SPEC_TAGS: &str = "cpu, tgid, tid, image, image-exclude, cgroup";
 
 /// What `--separate` splits (OProfile's `--separate`), decided at report
 /// time: the session always keeps CPU, process, thread and binary.
@@ -25,11 +25,14 @@ pub struct Separate {
     /// Kernel and module samples attributed to the application that ran
     /// them (implies `lib`, as in OProfile).
     pub kernel: bool,
+    /// Rows split by the cgroup (v2) the samples were taken in, with its
+    /// path (sessions recorded with cgroups).
+    pub cgroup: bool,
 }
 
 impl Separate {
     /// The values `--separate` accepts.
-    pub const ALLOWED: &'static str = "a comma list of none, cpu, thread, lib, kernel, all";
+    pub const ALLOWED: &'static str = "a comma list of none, cpu, thread, lib, kernel, cgroup, all";
 
     /// Parses `cpu,thread`, `all`, `none`, … (a comma list).
     pub fn parse(s: &str) -> Result<Separate> {
@@ -39,6 +42,7 @@ impl Separate {
                 "none" => {}
                 "cpu" => sep.cpu = true,
                 "thread" => sep.thread = true,
+                "cgroup" => sep.cgroup = true,
                 "lib" | "library" => sep.lib = true,
                 "kernel" => {
                     sep.kernel = true;
@@ -50,6 +54,7 @@ impl Separate {
                         thread: true,
                         lib: true,
                         kernel: true,
+                        cgroup: sep.cgroup,
                     }
                 }
                 _ => {
@@ -281,6 +286,9 @@ pub struct ProfileSpec {
     pub images: Vec<Glob>,
     /// `image-exclude:GLOB,GLOB`: not these binaries.
     pub exclude_images: Vec<Glob>,
+    /// `cgroup:GLOB`: only samples taken in a cgroup whose path (`/`,
+    /// `/system.slice/x.service`) matches.
+    pub cgroups: Vec<Glob>,
 }
 
 impl ProfileSpec {
@@ -319,6 +327,11 @@ impl ProfileSpec {
                     self.images.push(Glob::new(g)?);
                 }
             }
+            "cgroup" => {
+                for g in value.split(',') {
+                    self.cgroups.push(Glob::new(g)?);
+                }
+            }
             "image-exclude" => {
                 for g in value.split(',') {
                     self.exclude_images.push(Glob::new(g)?);
@@ -336,6 +349,11 @@ impl ProfileSpec {
     /// True when no tag restricts anything.
     pub fn is_empty(&self) -> bool {
         *self == ProfileSpec::default()
+    }
+
+    /// Whether a sample's cgroup path passes the `cgroup:` globs.
+    pub fn wants_cgroup(&self, path: &str) -> bool {
+        self.cgroups.is_empty() || self.cgroups.iter().any(|g| g.matches(path))
     }
 
     /// Whether a sample's CPU, process and thread pass.
@@ -377,7 +395,8 @@ mod tests {
                 cpu: true,
                 thread: true,
                 lib: true,
-                kernel: true
+                kernel: true,
+                cgroup: false
             }
         );
         assert_eq!(Separate::parse("none").unwrap(), Separate::default());

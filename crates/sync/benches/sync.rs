@@ -61,6 +61,7 @@ fn setup() -> (SyncStage, SimRing, u64) {
     let layout = Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     };
     let mut stage = stage(layout);
     let mut ring = SimRing::new(0, RING, layout);
@@ -328,6 +329,7 @@ fn setup_g() -> (SyncStage, SimRing, u64) {
     let layout = Layout {
         callchain: true,
         user_stack: 0,
+        cgroup: false,
     };
     let mut stage = stage(layout);
     kernel_maps(&mut stage);
@@ -353,6 +355,7 @@ fn session_size(callchain: bool, samples: usize) -> (u64, u64, u64, u64, usize) 
     let layout = Layout {
         callchain,
         user_stack: 0,
+        cgroup: false,
     };
     let mut stage = stage(layout);
     kernel_maps(&mut stage);
@@ -508,6 +511,7 @@ fn setup_dwarf() -> (SyncStage, SimRing, u64) {
     let layout = Layout {
         callchain: true,
         user_stack: 512,
+        cgroup: false,
     };
     let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../testdata/unwind/callgraph-O2-nofp");

@@ -66,7 +66,7 @@
 //! use profkit_perf::{Layout, SimRecord, SimRing};
 //! use profkit_sync::{SyncOptions, SyncStage};
 //!
-//! let layout = Layout { callchain: false, user_stack: 0 };
+//! let layout = Layout { callchain: false, user_stack: 0,     cgroup: false, };
 //! let mut stage = SyncStage::new(SyncOptions { layout, paths: Default::default(), use_procfs: false });
 //! let mut rings = vec![SimRing::new(0, 4096, layout)];
 //! rings[0].push(&SimRecord::Mmap2 {
@@ -94,6 +94,7 @@
 pub mod binfile;
 mod buffer;
 mod cfi_check;
+mod cgroups;
 mod cookies;
 mod error;
 mod kernel;
@@ -106,6 +107,7 @@ mod stage;
 mod unwind;
 
 pub use buffer::{BufferState, ChunkSink, EventBuffer, FileSink};
+pub use cgroups::MAX_CGROUPS;
 pub use cookies::{
     anon_cookie, build_id_cookie, build_id_from_notes, cookie_hash, file_entry, inode_cookie,
     read_build_id, unknown_entry, vdso_cookie, CookieTable,

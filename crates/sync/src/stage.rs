@@ -36,6 +36,7 @@
 //! [`SyncStage::finish_final_round`]).
 
 use crate::binfile::BuildIdReader;
+use crate::cgroups::Cgroups;
 use crate::cookies::CookieTable;
 use crate::kernel::KernelMaps;
 use crate::process::{IntMap, ProcessTable, UnattributedSample, Unresolved};
@@ -106,6 +107,8 @@ struct Deferred {
     user: Option<DeferredUser>,
     /// Already retried at the end of an earlier round.
     carried: bool,
+    /// The sample's cgroup (0: none or not recorded).
+    cgroup: u64,
 }
 
 /// A deferred sample's user registers and stack, owned.
@@ -196,6 +199,8 @@ pub struct SyncStage {
     unwinder: Option<Box<DwarfUnwinder>>,
     /// The first samples that resolved to nothing, as examples.
     unattributed: Vec<UnattributedSample>,
+    /// Samples' cgroups (off unless asked for).
+    cgroups: Cgroups,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -207,6 +212,7 @@ enum LostKindKey {
 impl SyncStage {
     /// A stage with empty tables.
     pub fn new(opts: SyncOptions) -> Self {
+        let layout_cgroup = opts.layout.cgroup;
         let mut known = IntMap::default();
         let unknown = unknown_entry();
         known.insert(unknown.cookie, unknown);
@@ -242,13 +248,44 @@ impl SyncStage {
             chain: Vec::new(),
             unwinder: None,
             unattributed: Vec::new(),
+            cgroups: Cgroups {
+                mode: if layout_cgroup {
+                    profkit_perf::CgroupRecording::Sample
+                } else {
+                    profkit_perf::CgroupRecording::Off
+                },
+                ..Default::default()
+            },
         }
+    }
+
+    /// How samples' cgroups are recorded: [`CgroupRecording::Sample`]
+    /// (the default when the layout has `PERF_SAMPLE_CGROUP`) takes each
+    /// sample's id; `Proc` reads `/proc/PID/cgroup` once per process (older
+    /// kernels; needs [`SyncOptions::use_procfs`]); `Off` writes none. Set
+    /// it before seeding: seeding walks the cgroup v2 hierarchy for the
+    /// paths of the cgroups that exist already.
+    ///
+    /// [`CgroupRecording::Sample`]: profkit_perf::CgroupRecording::Sample
+    pub fn set_cgroups(&mut self, mode: profkit_perf::CgroupRecording) {
+        self.cgroups.mode = mode;
+    }
+
+    /// Seeds the cgroup id → path table from the cgroup v2 hierarchy
+    /// mounted at `mount` (`None`: this system's, from
+    /// `/proc/self/mountinfo`); the seeding functions do it for live
+    /// sessions that record cgroups.
+    pub fn seed_cgroups(&mut self, mount: Option<std::path::PathBuf>) {
+        self.cgroups.seed(mount);
     }
 
     /// Seeds the tables from `/proc` and `/sys`: running processes with
     /// their executable mappings and thread names, the kernel and modules.
     pub fn seed_from_proc(&mut self) {
         self.seed_kernel();
+        if self.cgroups.on() {
+            self.seed_cgroups(None);
+        }
         let root = self.opts.paths.proc_root.clone();
         for p in read_all_processes(&root) {
             self.add_proc_process(p);
@@ -260,6 +297,9 @@ impl SyncStage {
     /// through FORK records or samples, are read when first needed).
     pub fn seed_pids(&mut self, pids: &[u32]) {
         self.seed_kernel();
+        if self.cgroups.on() {
+            self.seed_cgroups(None);
+        }
         let root = self.opts.paths.proc_root.clone();
         for &pid in pids {
             if let Some(p) = read_process(&root, pid) {
@@ -378,6 +418,7 @@ impl SyncStage {
                 | Event::ModuleLoad { .. }
                 | Event::StackDef { .. }
                 | Event::StackDefOn { .. }
+                | Event::CgroupDef { .. }
         ) {
             self.meta.push(e);
         }
@@ -470,7 +511,7 @@ impl SyncStage {
                     } else {
                         None
                     };
-                    self.emit_sample(d.cpu, d.pid, d.tid, false, cookie, off, stack)
+                    self.emit_sample(d.cpu, d.pid, d.tid, false, cookie, off, stack, d.cgroup)
                 }
                 Err(_) if carry && !d.carried => waiting.push(Deferred { carried: true, ..d }),
                 Err(why) => {
@@ -589,6 +630,7 @@ impl SyncStage {
     /// thread names are written again when next needed (stack ids stay).
     pub fn reset(&mut self) {
         self.emitted = CookieTable::default();
+        self.cgroups.reset();
         self.stacks.reset();
         self.announced.clear();
         self.acct.clear();
@@ -839,9 +881,13 @@ impl SyncStage {
         cookie: Cookie,
         off: u64,
         stack: Option<u32>,
+        cgroup: u64,
     ) {
         if self.cur_cpu != Some(cpu) {
             self.switch_cpu(cpu);
+        }
+        if self.cgroups.on() {
+            self.set_cgroup(pid, cgroup);
         }
         if self.cur_tid != Some(tid) {
             self.cur_tid = Some(tid);
@@ -857,6 +903,23 @@ impl SyncStage {
                 .enc
                 .sample_with_stack(cpu, pid, tid, kernel, cookie, off, id),
         }
+    }
+
+    /// The cgroup state for a sample of `pid` (whose sample gave `id`):
+    /// its definition first, once per file.
+    #[inline(never)]
+    fn set_cgroup(&mut self, pid: u32, id: u64) {
+        let id = if self.cgroups.mode == profkit_perf::CgroupRecording::Proc && self.opts.use_procfs
+        {
+            let root = self.opts.paths.proc_root.clone();
+            self.cgroups.of_pid(&root, pid)
+        } else {
+            id
+        };
+        if let Some((id, path)) = self.cgroups.define(id) {
+            self.marker(Event::CgroupDef { id, path });
+        }
+        self.enc.cgroup(id);
     }
 
     /// Once per process and round, for a sample nothing resolves: reads
@@ -926,7 +989,7 @@ impl SyncStage {
             match self.kernel.resolve(s.ip) {
                 Some((c, off)) => {
                     let stack = stack_of(self, true);
-                    self.emit_sample(cpu, s.pid, s.tid, true, c, off, stack)
+                    self.emit_sample(cpu, s.pid, s.tid, true, c, off, stack, s.cgroup)
                 }
                 None => {
                     *self
@@ -941,13 +1004,13 @@ impl SyncStage {
         match self.procs.resolve(s.pid, s.ip, s.time) {
             Ok((c, off)) => {
                 let stack = stack_of(self, false);
-                self.emit_sample(cpu, s.pid, s.tid, false, c, off, stack)
+                self.emit_sample(cpu, s.pid, s.tid, false, c, off, stack, s.cgroup)
             }
             Err(why) => {
                 if why == Unresolved::NoTask && self.ensure_process(s.pid) {
                     if let Ok((c, off)) = self.procs.resolve(s.pid, s.ip, s.time) {
                         let stack = stack_of(self, false);
-                        self.emit_sample(cpu, s.pid, s.tid, false, c, off, stack);
+                        self.emit_sample(cpu, s.pid, s.tid, false, c, off, stack, s.cgroup);
                         return;
                     }
                 }
@@ -968,6 +1031,7 @@ impl SyncStage {
                         None
                     },
                     carried: false,
+                    cgroup: s.cgroup,
                 });
             }
         }
@@ -1030,7 +1094,12 @@ impl SyncStage {
                 self.no_proc.remove(&t.pid);
                 self.announced.remove(&t.tid);
             }
-            Record::Exit(t) => self.procs.exit(t.pid, t.tid, self.round),
+            Record::Exit(t) => {
+                if t.pid == t.tid {
+                    self.cgroups.exit(t.pid);
+                }
+                self.procs.exit(t.pid, t.tid, self.round)
+            }
             Record::Lost { lost, .. } => self.lost(cpu, LostKind::Ring, lost),
             Record::LostSamples { lost, .. } => self.lost(cpu, LostKind::Other, lost),
             Record::Throttle {
@@ -1045,6 +1114,7 @@ impl SyncStage {
                     throttled,
                 });
             }
+            Record::Cgroup { id, path, .. } => self.cgroups.insert(id, path),
             Record::Switch { .. } | Record::Ksymbol { .. } => {}
             Record::Unknown { .. } => self.acct(cpu).records_skipped += 1,
         }

@@ -219,6 +219,7 @@ fn call_graph_session_reads_back_with_its_stack_table() {
                 } else {
                     Some(((i + round) % (round + 1)) as u32)
                 },
+                cgroup: 0,
             };
             enc.expanded(&s);
             want.push(s);

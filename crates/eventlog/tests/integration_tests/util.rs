@@ -25,6 +25,7 @@ pub fn header() -> SessionHeader {
         start_monotonic_ns: 42,
         sync_interval_ms: 100,
         target: "system-wide".into(),
+        cgroups: Default::default(),
     }
 }
 

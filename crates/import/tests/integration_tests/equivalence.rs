@@ -66,6 +66,7 @@ fn scenario() -> Vec<(u32, Vec<RawRec>)> {
     let layout = Layout {
         callchain: true,
         user_stack: 0,
+        cgroup: false,
     };
     let enc = |cpu: u32, recs: Vec<SimRecord>| -> Vec<RawRec> {
         recs.iter().map(|r| r.encode(cpu, layout)).collect()
@@ -234,6 +235,7 @@ fn a_simring_scenario_and_its_perf_data_give_the_same_session() {
     let layout = Layout {
         callchain: true,
         user_stack: 0,
+        cgroup: false,
     };
     let records = scenario();
 
@@ -362,6 +364,7 @@ fn build_ids_from_perf_data_give_the_live_cookies() {
     let layout = Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     };
     let app_id = [0xaa; 20];
     let kernel_id = [0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88];

@@ -11,6 +11,7 @@ fn sample_type() -> u64 {
     Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     }
     .sample_type()
 }
@@ -119,6 +120,7 @@ fn a_hundred_thousand_mappings_and_a_fork_storm_resolve() {
     let layout = Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     };
     const MAPS: u64 = 100_000;
     const FORKS: u32 = 5_000;

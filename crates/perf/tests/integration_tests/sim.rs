@@ -46,6 +46,7 @@ fn drain(
     let layout = Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     };
     ring.read_records(|r: RawRecord<'_>| {
         if limit.is_some_and(|l| taken >= l) {
@@ -94,7 +95,7 @@ proptest! {
         size_log in 6u32..13,
         ops in prop::collection::vec(op(), 1..60),
     ) {
-        let mut ring = SimRing::new(3, 1 << size_log, Layout { callchain: false, user_stack: 0 });
+        let mut ring = SimRing::new(3, 1 << size_log, Layout { callchain: false, user_stack: 0,     cgroup: false, });
         let mut produced: Vec<(u64, usize, bool)> = Vec::new();
         let mut next_expected = 0u64;
         let (mut lost_seen, mut read) = (0u64, 0u64);
@@ -130,6 +131,7 @@ fn typed_records_round_trip_through_the_ring() {
         let layout = Layout {
             callchain,
             user_stack: 0,
+            cgroup: false,
         };
         let mut ring = SimRing::new(1, 1024, layout);
         let recs = vec![
@@ -236,6 +238,7 @@ fn short_records_are_errors_not_panics() {
     let layout = Layout {
         callchain: true,
         user_stack: 0,
+        cgroup: false,
     };
     for k in [
         kind::SAMPLE,
@@ -264,6 +267,7 @@ fn lost_record_is_written_where_space_returned() {
     let layout = Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     };
     let mut ring = SimRing::new(0, 256, layout);
     let s = |t| SimRecord::Sample {
@@ -306,6 +310,7 @@ fn user_registers_and_stack_round_trip() {
     let layout = Layout {
         callchain: true,
         user_stack: 64,
+        cgroup: false,
     };
     let stack: Vec<u8> = (0..40u8).collect();
     let rec = SimRecord::UserSample {
@@ -358,6 +363,7 @@ fn user_registers_and_stack_round_trip() {
     let plain = Layout {
         callchain: true,
         user_stack: 0,
+        cgroup: false,
     };
     let (k, m, body) = rec.encode(0, plain);
     let Ok(Record::Sample(s)) = plain.parse(RawRecord {
@@ -381,6 +387,99 @@ fn user_registers_and_stack_round_trip() {
                 kind: k,
                 misc: m,
                 body: &body[..cut]
+            })
+            .is_err());
+    }
+}
+
+#[test]
+fn cgroup_ids_end_samples_and_cgroup_records_name_them() {
+    for (callchain, user_stack) in [(false, 0), (true, 0), (true, 64)] {
+        let layout = Layout {
+            callchain,
+            user_stack,
+            cgroup: true,
+        };
+        assert_eq!(layout.sample_type() & (1 << 21), 1 << 21);
+        let inner = SimRecord::UserSample {
+            ip: 0x401000,
+            pid: 7,
+            tid: 8,
+            time: 9,
+            period: 1,
+            callchain: vec![PERF_CONTEXT_KERNEL, 0xffff_ffff_8100_0000],
+            bp: 0x1000,
+            sp: 0x0f00,
+            stack: vec![1; 16],
+        };
+        let rec = SimRecord::CgroupSample {
+            sample: Box::new(inner.clone()),
+            cgroup: 0x1234_5678,
+        };
+        let (k, m, body) = rec.encode(3, layout);
+        let Ok(Record::Sample(s)) = layout.parse(RawRecord {
+            kind: k,
+            misc: m,
+            body: &body,
+        }) else {
+            panic!("not a sample");
+        };
+        assert_eq!(
+            (s.cgroup, s.ip, s.pid, s.tid, s.cpu),
+            (0x1234_5678, 0x401000, 7, 8, 3)
+        );
+        assert_eq!(s.callchain.len(), if callchain { 2 } else { 0 });
+        if user_stack > 0 {
+            assert_eq!(s.user().unwrap().stack, &[1; 16][..]);
+        }
+        // A sample body too short for its cgroup is an error.
+        assert!(
+            layout
+                .parse(RawRecord {
+                    kind: k,
+                    misc: m,
+                    body: &body[..body.len() - 8],
+                })
+                .is_err()
+                || callchain
+                || user_stack > 0
+        );
+        // Without cgroups in the layout nothing is appended.
+        let plain = Layout {
+            cgroup: false,
+            ..layout
+        };
+        assert_eq!(rec.encode(3, plain), inner.encode(3, plain));
+        assert_eq!(plain.sample_type() & (1 << 21), 0);
+    }
+    let layout = Layout::default();
+    let rec = SimRecord::Cgroup {
+        id: 4242,
+        path: "/work/a b".into(),
+        time: 77,
+    };
+    let (k, m, body) = rec.encode(1, layout);
+    assert_eq!(k, kind::CGROUP);
+    assert_eq!(k, 19);
+    match layout.parse(RawRecord {
+        kind: k,
+        misc: m,
+        body: &body,
+    }) {
+        Ok(Record::Cgroup { id, path, sid }) => {
+            assert_eq!(
+                (id, path, sid.time, sid.cpu),
+                (4242, &b"/work/a b"[..], 77, 1)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    for len in [0usize, 8, 24, 31] {
+        assert!(layout
+            .parse(RawRecord {
+                kind: kind::CGROUP,
+                misc: 0,
+                body: &body[..len.min(body.len())],
             })
             .is_err());
     }

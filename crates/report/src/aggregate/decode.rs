@@ -147,6 +147,7 @@ struct Marks {
     cookies: Vec<CookieEntry>,
     comms: Vec<CommMark>,
     maps: Vec<(u32, u32, Cookie)>,
+    cgroups: Vec<(u64, String)>,
     result: profkit_eventlog::Result<u64>,
 }
 
@@ -210,6 +211,7 @@ fn decode_into<S: Sink, D: StackDefs>(
     let mut cookies = Vec::new();
     let mut comms = Vec::new();
     let mut maps = Vec::new();
+    let mut cgroups = Vec::new();
     let result = reader.for_each_sample(
         chunk,
         |s| {
@@ -225,6 +227,7 @@ fn decode_into<S: Sink, D: StackDefs>(
                 tid: if shape.tid { s.tid } else { 0 },
                 cookie: s.cookie,
                 offset: if shape.offset { s.offset } else { 0 },
+                cgroup: if shape.cgroup { s.cgroup } else { 0 },
             };
             sink.add(key, s.stack);
         },
@@ -253,6 +256,7 @@ fn decode_into<S: Sink, D: StackDefs>(
                 ..
             } => maps.push((sess, pid, cookie)),
             Event::Lost { cpu, count, .. } => lost.add(cpu, count),
+            Event::CgroupDef { id, path } => cgroups.push((id, path)),
             Event::StackDef { id, frames } => defs.define(id, frames),
             Event::StackDefOn { id, parent, frames } => defs.define_on(id, parent, frames),
             _ => {}
@@ -266,6 +270,7 @@ fn decode_into<S: Sink, D: StackDefs>(
         cookies,
         comms,
         maps,
+        cgroups,
         result,
     }
 }
@@ -281,8 +286,12 @@ impl Aggregate {
             cookies,
             mut comms,
             mut maps,
+            cgroups,
             result,
         } = m;
+        for (id, p) in cgroups {
+            self.cgroups.entry(id).or_insert(p);
+        }
         for e in cookies {
             match self.cookies.get(&e.cookie) {
                 Some(&(_, s0, i0)) if (s0, i0) <= (sess, chunk.index) => {}

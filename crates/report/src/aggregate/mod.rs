@@ -30,6 +30,8 @@ pub(crate) struct KeyShape {
     pub pid: bool,
     pub tid: bool,
     pub cpu: bool,
+    /// Keep each sample's cgroup id.
+    pub cgroup: bool,
     /// Keep each sample's stack id (call graphs): samples go to
     /// [`Aggregate::stack_counts`] instead of [`Aggregate::counts`], and
     /// the `StackDef` markers to [`Aggregate::stack_tables`].
@@ -52,6 +54,8 @@ pub(crate) struct Key {
     pub tid: u32,
     pub cookie: Cookie,
     pub offset: u64,
+    /// The sample's cgroup id (0: none, or not kept).
+    pub cgroup: u64,
 }
 
 /// Per-chunk figures, for the timeline and for losses when there is no
@@ -106,6 +110,8 @@ pub(crate) struct Aggregate {
     pub comms: Vec<CommMark>,
     /// (session, pid, cookie) of every user mapping announced.
     pub maps: Vec<(u32, u32, Cookie)>,
+    /// Cgroup id → path, from the sessions' `CgroupDef`s (the first met).
+    pub cgroups: FxHashMap<u64, String>,
     pub chunks: Vec<ChunkStat>,
     pub errors: Vec<DecodeError>,
 }
@@ -141,6 +147,9 @@ impl Aggregate {
                     self.cookies.insert(c, (e, s, i));
                 }
             }
+        }
+        for (id, p) in other.cgroups {
+            self.cgroups.entry(id).or_insert(p);
         }
         self.comms.append(&mut other.comms);
         self.maps.append(&mut other.maps);

@@ -76,6 +76,7 @@ pub fn build_report(
         apps: &apps,
         symbols: &symbols,
         col_of: &col_of,
+        cgroups: &agg.cgroups,
     };
     let mut grouped: FxHashMap<RowKey, Vec<u64>> = FxHashMap::default();
     for (k, &n) in &agg.counts {
@@ -122,6 +123,7 @@ pub fn build_report(
         shown: columns_shown,
         images: &images,
         comms: &comms,
+        cgroups: &agg.cgroups,
         symbols: &symbols,
         inclusive: inclusive.as_ref(),
         ncols,
@@ -199,6 +201,7 @@ fn plan(opts: &ReportOptions) -> Result<Plan<'_>> {
             pid: needs_pid || with_stacks,
             tid: sep.thread,
             cpu: sep.cpu,
+            cgroup: sep.cgroup || !opts.spec.cgroups.is_empty(),
             stacks: with_stacks,
         }
     };
@@ -319,6 +322,7 @@ fn inclusive_rows(
             sess: 0,
             tgid: 0,
             tid: 0,
+            cgroup: 0,
             app: 0,
             has_app: false,
             image: cookie,
@@ -341,6 +345,7 @@ fn shown_columns(opts: &ReportOptions, inclusive: bool) -> ShownColumns {
         symbols: opts.symbols,
         app: opts.symbols && sep.by_app() || opts.app_column,
         thread: sep.thread,
+        cgroup: sep.cgroup,
         address: opts.symbols && opts.show_address,
         location: opts.symbols && opts.debug_info,
         nested: !opts.symbols && sep.by_app() && !opts.app_column,

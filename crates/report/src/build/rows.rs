@@ -26,6 +26,7 @@ pub(super) struct RowKey {
     pub sess: u32,
     pub tgid: u32,
     pub tid: u32,
+    pub cgroup: u64,
     pub app: Cookie,
     pub has_app: bool,
     pub image: Cookie,
@@ -40,6 +41,16 @@ pub(super) struct Placer<'a> {
     pub apps: &'a FxHashMap<(u32, u32), Cookie>,
     pub symbols: &'a FxHashMap<Cookie, Resolved>,
     pub col_of: &'a FxHashMap<u32, usize>,
+    pub cgroups: &'a FxHashMap<u64, String>,
+}
+
+/// The name of cgroup `id`: its path, `[none]` for 0, else `[cgroup ID]`.
+pub(super) fn cgroup_name(cgroups: &FxHashMap<u64, String>, id: u64) -> String {
+    match cgroups.get(&id) {
+        Some(p) => p.clone(),
+        None if id == 0 => "[none]".to_owned(),
+        None => format!("[cgroup {id}]"),
+    }
 }
 
 impl Placer<'_> {
@@ -77,6 +88,11 @@ impl Placer<'_> {
                 return None;
             }
         }
+        if !opts.spec.cgroups.is_empty()
+            && !opts.spec.wants_cgroup(&cgroup_name(self.cgroups, k.cgroup))
+        {
+            return None;
+        }
         let sym = if opts.symbols {
             self.symbols
                 .get(&k.cookie)
@@ -88,6 +104,7 @@ impl Placer<'_> {
             sess: if sep.thread { k.sess } else { 0 },
             tgid: if sep.thread { k.pid } else { 0 },
             tid: if sep.thread { k.tid } else { 0 },
+            cgroup: if sep.cgroup { k.cgroup } else { 0 },
             app: app.unwrap_or(0),
             has_app: app.is_some(),
             image: k.cookie,
@@ -109,6 +126,7 @@ pub(super) struct RowMaker<'a> {
     pub shown: ShownColumns,
     pub images: &'a Images<'a>,
     pub comms: &'a Comms,
+    pub cgroups: &'a FxHashMap<u64, String>,
     pub symbols: &'a FxHashMap<Cookie, Resolved>,
     pub inclusive: Option<&'a FxHashMap<RowKey, Vec<u64>>>,
     pub ncols: usize,
@@ -192,6 +210,7 @@ impl RowMaker<'_> {
             comm: sep
                 .thread
                 .then(|| self.comms.name(key.sess, key.tgid, key.tid).to_owned()),
+            cgroup: sep.cgroup.then(|| cgroup_name(self.cgroups, key.cgroup)),
             inlined: false,
             children: Vec::new(),
             inclusive: Vec::new(),
@@ -224,6 +243,7 @@ impl RowMaker<'_> {
             tgid: None,
             tid: None,
             comm: None,
+            cgroup: None,
             inlined: true,
             children: Vec::new(),
             inclusive: Vec::new(),
@@ -265,6 +285,7 @@ fn compare(a: &Row, b: &Row, key: SortKey, inclusive: bool) -> Ordering {
             .then_with(|| a.tgid.cmp(&b.tgid))
             .then_with(|| a.tid.cmp(&b.tid))
             .then_with(|| a.comm.cmp(&b.comm))
+            .then_with(|| a.cgroup.cmp(&b.cgroup))
     };
     match key {
         SortKey::Samples => by_samples.then_with(tie),

@@ -30,6 +30,8 @@ struct JsonRow {
     tid: Option<u32>,
     comm: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    cgroup: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     vma: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     location: Option<String>,
@@ -127,6 +129,7 @@ pub fn write_json(report: &Report, w: &mut dyn Write) -> io::Result<()> {
                 tgid: r.tgid,
                 tid: r.tid,
                 comm: r.comm,
+                cgroup: r.cgroup,
                 vma: report
                     .shown
                     .address

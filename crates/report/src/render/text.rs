@@ -273,6 +273,14 @@ fn table(report: &Report, rows: &[Row], image_head: &str) -> (Vec<Col>, Vec<(usi
         }
         cols.extend([g, t, c]);
     }
+    if l.cgroup {
+        let mut c = Col::new("cgroup", false);
+        c.cells = rows
+            .iter()
+            .map(|r| r.cgroup.clone().unwrap_or_default())
+            .collect();
+        cols.push(c);
+    }
     if l.location {
         let mut c = Col::new("linenr info", false);
         c.cells = rows

@@ -350,3 +350,83 @@ fn sort_by_vma_and_symbol() {
     let syms: Vec<_> = r.rows.iter().map(|r| r.symbol.clone().unwrap()).collect();
     assert_eq!(syms, ["schedule", "do_one_initcall"]);
 }
+
+/// A session recorded with cgroups: `--separate=cgroup` gives rows per
+/// cgroup path, `cgroup:GLOB` keeps one, JSON rows carry `cgroup`.
+#[test]
+fn separate_cgroup_splits_rows_by_cgroup_path() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join(SESSION_FILE);
+    let header = SessionHeader {
+        event: EventConfigDesc {
+            name: "cpu-clock".into(),
+            ..Default::default()
+        },
+        cpus: vec![0],
+        cgroups: CgroupSource::Sample,
+        ..Default::default()
+    };
+    let mut w = SessionWriter::create(&path, &header).unwrap();
+    let mut enc = ChunkEncoder::new();
+    enc.event(&def(APP, CookieKind::User, "/bin/app", 0, None));
+    enc.event(&def(OTHER, CookieKind::User, "/bin/other", 0, None));
+    enc.event(&Event::CgroupDef {
+        id: 100,
+        path: "/grp/a".into(),
+    });
+    enc.event(&Event::CgroupDef {
+        id: 200,
+        path: "/grp/b".into(),
+    });
+    enc.event(&Event::CpuSwitch { cpu: 0 });
+    for (cg, pid, cookie, n) in [
+        (100, 10, APP, 3),
+        (200, 20, OTHER, 5),
+        (100, 10, APP, 1),
+        (7, 30, OTHER, 2),
+    ] {
+        enc.cgroup(cg);
+        for _ in 0..n {
+            enc.sample(0, pid, pid, false, cookie, 0x10);
+        }
+    }
+    w.append_chunk(0, 1, enc.bytes()).unwrap();
+    drop(w);
+    let r = report_with(
+        d.path(),
+        ReportOptions {
+            separate: Separate::parse("cgroup").unwrap(),
+            ..Default::default()
+        },
+    );
+    assert!(r.shown.cgroup);
+    let mut got: Vec<_> = r
+        .rows
+        .iter()
+        .map(|r| (r.cgroup.clone().unwrap(), r.image.clone(), r.total))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("/grp/a".to_owned(), "app".to_owned(), 4),
+            ("/grp/b".to_owned(), "other".to_owned(), 5),
+            ("[cgroup 7]".to_owned(), "other".to_owned(), 2),
+        ]
+    );
+    assert!(text(&r).contains("/grp/b"), "{}", text(&r));
+    let mut json = Vec::new();
+    write_json(&r, &mut json).unwrap();
+    let json = String::from_utf8(json).unwrap();
+    assert!(json.contains("\"cgroup\": \"/grp/a\""), "{json}");
+    // A spec keeps one group; without --separate=cgroup no column.
+    let r = report_with(
+        d.path(),
+        ReportOptions {
+            spec: ProfileSpec::parse(&["cgroup:/grp/b*"]).unwrap(),
+            ..Default::default()
+        },
+    );
+    assert!(!r.shown.cgroup);
+    assert_eq!(rows(&r), [("other".to_owned(), None, 5)]);
+}

@@ -26,6 +26,7 @@ fn proc_maps_and_mmap2_records_agree_on_anonymous_code() {
     let layout = Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     };
     let mut stage = SyncStage::new(SyncOptions {
         layout,
@@ -102,6 +103,7 @@ fn unattributed_samples_are_kept_as_examples_up_to_the_bound() {
     let layout = Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     };
     let mut stage = SyncStage::new(SyncOptions {
         layout,
@@ -141,4 +143,78 @@ fn unattributed_samples_are_kept_as_examples_up_to_the_bound() {
     );
     let a = stage.accounting();
     assert_eq!(a[0].lost_no_mapping + a[0].lost_no_task, 40);
+}
+
+/// Samples carry their cgroup: a `CgroupDef` once per cgroup (from the
+/// seeded hierarchy, or a `PERF_RECORD_CGROUP`), a `CgroupSwitch` only
+/// when it changes; and a session without cgroups has no cgroup byte.
+#[test]
+fn samples_carry_their_cgroup_and_each_is_defined_once() {
+    let d = tempfile::tempdir().unwrap();
+    let mount = d.path().join("cg");
+    std::fs::create_dir_all(mount.join("a")).unwrap();
+    let a = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(mount.join("a")).unwrap());
+    let run = |cgroup: bool| {
+        let layout = Layout {
+            callchain: false,
+            user_stack: 0,
+            cgroup,
+        };
+        let mut stage = SyncStage::new(SyncOptions {
+            layout,
+            paths: ProcPaths::default(),
+            use_procfs: false,
+        });
+        stage.seed_cgroups(Some(mount.clone()));
+        let mut k = KernelMaps::default();
+        let e = k.set_text(0xffff_ffff_8100_0000, 0xffff_ffff_8200_0000, None);
+        stage.add_cookie(e);
+        stage.set_kernel(k);
+        let mut ring = SimRing::new(0, 1 << 16, layout);
+        assert!(ring.push(&SimRecord::Cgroup {
+            id: 99,
+            path: "/b".into(),
+            time: 1,
+        }));
+        for (i, cg) in [a, a, 99, 99, a].into_iter().enumerate() {
+            assert!(ring.push(&SimRecord::CgroupSample {
+                sample: Box::new(SimRecord::Sample {
+                    ip: 0xffff_ffff_8100_0010 + i as u64,
+                    pid: 7 + i as u32,
+                    tid: 7 + i as u32,
+                    time: 2,
+                    kernel: true,
+                    period: 1,
+                    callchain: vec![],
+                }),
+                cgroup: cg,
+            }));
+        }
+        let chunk = stage.round(&mut [ring], 3);
+        let mut got = Vec::new();
+        let mut defs = Vec::new();
+        profkit_eventlog::for_each_sample(
+            &chunk.bytes,
+            |s| got.push(s.cgroup),
+            |m| {
+                if let Event::CgroupDef { id, path } = m {
+                    defs.push((id, path))
+                }
+            },
+        )
+        .unwrap();
+        (got, defs, chunk.bytes)
+    };
+    let (got, defs, bytes) = run(true);
+    assert_eq!(got, [a, a, 99, 99, a]);
+    assert_eq!(defs, [(a, "/a".to_string()), (99, "/b".to_string())]);
+    let switches = bytes
+        .iter()
+        .filter(|&&b| b == profkit_eventlog::tag::CGROUP_SWITCH)
+        .count();
+    assert!(switches >= 3, "{switches}");
+    let (got, defs, plain) = run(false);
+    assert_eq!(got, [0; 5]);
+    assert!(defs.is_empty());
+    assert!(plain.len() < bytes.len());
 }

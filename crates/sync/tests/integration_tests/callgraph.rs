@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 const G: Layout = Layout {
     callchain: true,
     user_stack: 0,
+    cgroup: false,
 };
 const KTEXT: u64 = 0xffff_ffff_8100_0000;
 const KLEN: u64 = 0x100_0000;
@@ -365,7 +366,7 @@ proptest! {
                         cpu, pid, tid, kernel,
                         cookie: leaf_frame.cookie,
                         offset: leaf_frame.offset,
-                        stack: None,
+                        stack: None, cgroup: 0,
                     };
                     pending.entry(cpu).or_default().push((s, want));
                 }

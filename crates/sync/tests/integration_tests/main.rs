@@ -23,6 +23,7 @@ pub fn sim_recorder(dir: &Path, rings: Vec<SimRing>, buffer_bytes: usize) -> Rec
     let layout = Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     };
     let header = SessionHeader {
         cpus: rings.iter().map(profkit_perf::RecordRing::cpu).collect(),

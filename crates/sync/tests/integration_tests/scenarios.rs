@@ -67,7 +67,7 @@ proptest! {
         steps in (1u32..4).prop_flat_map(|n| prop::collection::vec(step(n), 1..400)),
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let rings: Vec<SimRing> = (0..ncpu).map(|c| SimRing::new(c, 1 << ring_log, Layout { callchain: false, user_stack: 0 })).collect();
+        let rings: Vec<SimRing> = (0..ncpu).map(|c| SimRing::new(c, 1 << ring_log, Layout { callchain: false, user_stack: 0,     cgroup: false, })).collect();
         let mut rec = sim_recorder(dir.path(), rings, 64 << 20);
         // Three processes, two file mappings each, all announced on cpu 0.
         let maps = |p: usize, m: usize| (0x400000 + (p as u64) * 0x100000 + (m as u64) * 0x10000, 0x8000u64, (m as u64) * 0x1000, (p * 2 + m) as u64 + 1);
@@ -126,6 +126,7 @@ fn samples_of_an_exited_process_in_another_rings_keep_task_and_binary() {
     let layout = Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     };
     let mut stage = sim_stage(layout);
     let mut rings: Vec<SimRing> = (0..2).map(|c| SimRing::new(c, 4096, layout)).collect();
@@ -176,6 +177,7 @@ fn a_mapping_seen_on_a_later_cpu_in_the_same_round_still_resolves() {
     let layout = Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     };
     let mut stage = sim_stage(layout);
     let mut rings: Vec<SimRing> = (0..2).map(|c| SimRing::new(c, 4096, layout)).collect();
@@ -210,6 +212,7 @@ fn unmapped_samples_are_counted_not_dropped_silently() {
     let layout = Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     };
     let mut stage = sim_stage(layout);
     let mut rings = vec![SimRing::new(0, 4096, layout)];
@@ -280,6 +283,7 @@ fn a_child_whose_fork_comes_a_round_late_resolves_before_and_after_its_exec() {
     let layout = Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     };
     let mut stage = sim_stage(layout);
     let mut rings = vec![SimRing::new(0, 4096, layout), SimRing::new(1, 4096, layout)];
@@ -370,6 +374,7 @@ fn a_stalled_writer_costs_only_the_rounds_that_did_not_fit() {
     let layout = Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     };
     let gate = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
     let sink = Stalling {
@@ -479,6 +484,7 @@ fn a_fork_record_drained_after_the_childs_exec_keeps_the_exec_mappings() {
     let layout = Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     };
     let mut stage = sim_stage(layout);
     let mut rings: Vec<SimRing> = (0..2).map(|c| SimRing::new(c, 4096, layout)).collect();
@@ -520,6 +526,7 @@ fn a_thread_seen_before_its_process_exec_gets_the_new_name() {
     let layout = Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     };
     let mut stage = sim_stage(layout);
     let mut rings: Vec<SimRing> = (0..2).map(|c| SimRing::new(c, 4096, layout)).collect();
@@ -590,6 +597,7 @@ fn lost_mmaps_are_recovered_from_proc() {
     let layout = Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     };
     let mut stage = profkit_sync::SyncStage::new(profkit_sync::SyncOptions {
         layout,
@@ -628,6 +636,7 @@ fn fork_exec_storms_leave_no_trace_in_the_tables() {
     let layout = Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     };
     let mut stage = sim_stage(layout);
     let mut rings: Vec<SimRing> = (0..2).map(|c| SimRing::new(c, 1 << 16, layout)).collect();
@@ -718,6 +727,7 @@ fn a_failing_sink_surfaces_as_typed_dump_and_footer_errors() {
     let layout = Layout {
         callchain: false,
         user_stack: 0,
+        cgroup: false,
     };
     let mut rings = vec![SimRing::new(0, 1 << 16, layout)];
     rings[0].push(&mmap(5, 0x400000, 0x10000, 0, 9, 1));

@@ -16,14 +16,17 @@ fuzz_target!(|data: &[u8]| {
     let user = (u32::from(data[6]) % 65) * 8;
     for callchain in [false, true] {
         for user_stack in [0, user] {
-            let layout = Layout {
-                callchain,
-                user_stack,
-            };
-            if let Ok(profkit_perf::Record::Sample(s)) =
-                layout.parse(RawRecord { kind, misc, body })
-            {
-                let _ = s.user();
+            for cgroup in [false, true] {
+                let layout = Layout {
+                    callchain,
+                    user_stack,
+                    cgroup,
+                };
+                if let Ok(profkit_perf::Record::Sample(s)) =
+                    layout.parse(RawRecord { kind, misc, body })
+                {
+                    let _ = s.user();
+                }
             }
         }
     }
@@ -31,6 +34,7 @@ fuzz_target!(|data: &[u8]| {
     let layout = Layout {
         callchain: true,
         user_stack: 0,
+        cgroup: false,
     };
     let mut ring = SimRing::new(0, 256, layout);
     for chunk in body.chunks(data[6] as usize % 64 + 8) {

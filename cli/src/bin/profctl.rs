@@ -257,6 +257,15 @@ fn print_summary(s: &Summary) {
             profkit_perf::read_sysctl("kernel.perf_event_max_sample_rate").map(|v| v.to_string()).unwrap_or("?".into())
         );
     }
+    let k = &session.kept;
+    if k.binaries + k.perf_maps > 0 {
+        println!(
+            "containers: kept {} binaries ({:.1} MiB) that the host cannot reach at their recorded paths, and {} JIT maps from other pid namespaces, in the session",
+            k.binaries,
+            k.binary_bytes as f64 / (1 << 20) as f64,
+            k.perf_maps
+        );
+    }
     for r in &session.extras_refused {
         println!("note: not copied into the session: {r}");
     }

@@ -126,6 +126,10 @@ fn live_binary_in_a_private_mount_namespace_is_named_after_it_is_gone() {
     std::fs::remove_dir(&mnt).unwrap();
     let kept = d.path().join("ns/s/debug/.build-id");
     assert!(kept.is_dir(), "nothing kept; profctl stop said: {stop}");
+    assert!(
+        stop.contains("containers: kept 1 binaries"),
+        "profctl stop says what it kept: {stop}"
+    );
     let (v, warnings) = report_l(&ns);
     let in_ns = ratio(&v);
     eprintln!(

@@ -20,7 +20,7 @@
 //!   a process maps or unmaps something, processes share the work, and
 //!   exited processes' samples still unwind.
 //! - **Reading binaries never stalls the stage.** Sections are read on a
-//!   worker thread through [`crate::binfile::open_mapped`] (the mapped
+//!   few threads of their own through [`crate::binfile::open_mapped`] (the mapped
 //!   file itself via `/proc/PID/map_files`, no symlinks, no FIFOs); the
 //!   stage waits for a new binary at most [`CFI_FIRST_WAIT`], then goes
 //!   on with the frame pointer for that binary's frames until the answer
@@ -52,6 +52,7 @@ use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use profkit_eventlog::Cookie;
 use profkit_perf::{UserStack, PERF_CONTEXT_USER};
 use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -268,99 +269,117 @@ pub(crate) struct DwarfUnwinder {
     stats: UnwindStats,
 }
 
-/// A loader thread's request and answer channels.
-type LoaderWorker = (Sender<(Cookie, CfiSource)>, Receiver<(Cookie, CfiAnswer)>);
-
-/// Reads binaries' unwind sections on a worker thread, several requests
-/// in flight, answers collected when the stage next looks.
+/// Reads binaries' unwind sections on threads of their own, at most
+/// [`CFI_READS_IN_FLIGHT`] at once (a huge binary does not hold up libc's
+/// small sections behind it); answers are collected when the stage next
+/// looks.
 struct Loader {
-    worker: Option<LoaderWorker>,
-    /// Requests sent and not answered yet, with when they were sent.
-    pending: FxHashMap<Cookie, (CfiSource, Instant)>,
-    /// Workers abandoned to a read that never came back.
+    answers: (Sender<Answered>, Receiver<Answered>),
+    /// Requests not started yet.
+    queued: VecDeque<(Cookie, CfiSource)>,
+    /// Reads running, with when they started.
+    running: FxHashMap<Cookie, Instant>,
+    /// Reads given up after the timeout (their threads are left to them);
+    /// one whose answer comes after all is taken and no longer counts.
+    given_up: FxHashMap<Cookie, ()>,
+    /// Given-up reads that have not answered.
     stuck: u32,
     timeout: Duration,
 }
 
+/// A binary's answer, from its reading thread.
+type Answered = (Cookie, CfiAnswer);
+
+/// Unwind-section reads running at once.
+const CFI_READS_IN_FLIGHT: usize = 4;
+
 impl Loader {
     fn new(timeout: Duration) -> Self {
         Loader {
-            worker: None,
-            pending: FxHashMap::default(),
+            answers: channel(),
+            queued: VecDeque::new(),
+            running: FxHashMap::default(),
+            given_up: FxHashMap::default(),
             stuck: 0,
             timeout,
         }
     }
 
-    /// Sends a request; false when reading has stopped (too many stuck
-    /// workers) or no worker could be started.
+    /// Whether `cookie` was asked for and not answered yet.
+    fn is_pending(&self, cookie: Cookie) -> bool {
+        self.running.contains_key(&cookie) || self.queued.iter().any(|(c, _)| *c == cookie)
+    }
+
+    /// Queues a request; false when reading has stopped (too many reads
+    /// that never came back).
     fn request(&mut self, cookie: Cookie, source: CfiSource) -> bool {
         if self.stuck >= MAX_STUCK_READS {
             return false;
         }
-        if self.worker.is_none() {
-            let (req_tx, req_rx) = channel::<(Cookie, CfiSource)>();
-            let (ans_tx, ans_rx) = channel::<(Cookie, CfiAnswer)>();
-            let spawned = std::thread::Builder::new()
-                .name("profkit-cfi".into())
-                .spawn(move || {
-                    for (c, s) in req_rx {
-                        if ans_tx.send((c, read_cfi(s))).is_err() {
-                            return;
-                        }
-                    }
-                });
-            if spawned.is_err() {
-                return false;
-            }
-            self.worker = Some((req_tx, ans_rx));
-        }
-        let Some((tx, _)) = &self.worker else {
-            return false;
-        };
-        if tx.send((cookie, source.clone())).is_err() {
-            self.worker = None;
-            return false;
-        }
-        self.pending.insert(cookie, (source, Instant::now()));
+        self.queued.push_back((cookie, source));
+        self.start_reads();
         true
     }
 
-    /// The answers in, waiting up to `wait` for the first; a request past
-    /// the timeout is answered `TimedOut`, its worker abandoned and the
-    /// other requests sent to a new one.
+    fn start_reads(&mut self) {
+        while self.running.len() < CFI_READS_IN_FLIGHT {
+            let Some((c, s)) = self.queued.pop_front() else {
+                return;
+            };
+            let tx = self.answers.0.clone();
+            let started = std::thread::Builder::new()
+                .name("profkit-cfi".into())
+                .spawn(move || {
+                    let _ = tx.send((c, read_cfi(s)));
+                });
+            if started.is_ok() {
+                self.running.insert(c, Instant::now());
+            } else {
+                let _ = self.answers.0.send((c, Err(CfiMissing::Unreadable)));
+            }
+        }
+    }
+
+    /// The answers in, waiting up to `wait` for the first; a read past the
+    /// timeout is answered `TimedOut` and its thread left to it.
     fn poll(&mut self, wait: Duration) -> Vec<(Cookie, CfiAnswer)> {
         let mut out = Vec::new();
-        if let Some((_, rx)) = &self.worker {
-            if !wait.is_zero() {
-                if let Ok(a) = rx.recv_timeout(wait) {
-                    out.push(a);
-                }
-            }
-            while let Ok(a) = rx.try_recv() {
+        if !wait.is_zero() && !self.running.is_empty() {
+            if let Ok(a) = self.answers.1.recv_timeout(wait) {
                 out.push(a);
             }
         }
-        for (c, _) in &out {
-            self.pending.remove(c);
+        while let Ok(a) = self.answers.1.try_recv() {
+            out.push(a);
         }
-        let late = self
-            .pending
-            .iter()
-            .filter(|(_, (_, at))| at.elapsed() > self.timeout)
-            .min_by_key(|(_, (_, at))| *at)
-            .map(|(&c, _)| c);
-        if let Some(c) = late {
-            self.pending.remove(&c);
-            out.push((c, Err(CfiMissing::TimedOut)));
-            self.worker = None;
-            self.stuck += 1;
-            for (c, (s, _)) in std::mem::take(&mut self.pending) {
-                if !self.request(c, s) {
-                    out.push((c, Err(CfiMissing::TimedOut)));
-                }
+        for (c, _) in &out {
+            self.running.remove(c);
+            // A slow read, not a stuck one: its answer replaces the
+            // time-out (`install`), and it frees its count.
+            if self.given_up.remove(c).is_some() {
+                self.stuck = self.stuck.saturating_sub(1);
             }
         }
+        let late: Vec<Cookie> = self
+            .running
+            .iter()
+            .filter(|(_, at)| at.elapsed() > self.timeout)
+            .map(|(&c, _)| c)
+            .collect();
+        for c in late {
+            self.running.remove(&c);
+            self.given_up.insert(c, ());
+            self.stuck += 1;
+            out.push((c, Err(CfiMissing::TimedOut)));
+        }
+        if self.stuck >= MAX_STUCK_READS {
+            out.extend(
+                self.queued
+                    .drain(..)
+                    .map(|(c, _)| (c, Err(CfiMissing::TimedOut))),
+            );
+        }
+        self.start_reads();
         out
     }
 }
@@ -398,9 +417,13 @@ impl DwarfUnwinder {
         self.stats
     }
 
-    /// A new sync round: its wait budget starts again.
+    /// A new sync round: its wait budget starts again, and answers that
+    /// came in since (also late ones of reads given up) are taken.
     pub(crate) fn begin_round(&mut self) {
         self.round_wait = CFI_ROUND_WAIT;
+        for (c, a) in self.reader.poll(Duration::ZERO) {
+            self.install(c, a);
+        }
     }
 
     /// Rebuilds the cache and every unwinder when framehop's 16-bit
@@ -426,7 +449,7 @@ impl DwarfUnwinder {
         if self.binaries.contains_key(&cookie) {
             return;
         }
-        if self.reader.pending.contains_key(&cookie) {
+        if self.reader.is_pending(cookie) {
             for (c, a) in self.reader.poll(Duration::ZERO) {
                 self.install(c, a);
             }
@@ -445,7 +468,7 @@ impl DwarfUnwinder {
             for (c, a) in self.reader.poll(left) {
                 self.install(c, a);
             }
-            if !self.reader.pending.contains_key(&cookie) || left.is_zero() {
+            if !self.reader.is_pending(cookie) || left.is_zero() {
                 break;
             }
         }
@@ -454,8 +477,14 @@ impl DwarfUnwinder {
 
     /// Takes a binary's answer into the table.
     fn install(&mut self, cookie: Cookie, answer: CfiAnswer) {
-        if self.binaries.contains_key(&cookie) {
-            return;
+        match self.binaries.get(&cookie) {
+            // A read given up after the timeout that answered after all.
+            Some(Err(CfiMissing::TimedOut)) => {
+                self.binaries.remove(&cookie);
+                self.stats.unreadable = self.stats.unreadable.saturating_sub(1);
+            }
+            Some(_) => return,
+            None => {}
         }
         self.maybe_reset();
         let entry = match answer {

@@ -24,28 +24,30 @@ struct Groups {
 }
 
 impl Groups {
-    /// Makes `MOUNT/profkit-test-PID-NAME` for each name, or skips.
-    fn create(names: &[&str]) -> Option<(Groups, Vec<String>)> {
+    /// None yet, or a skip when there is no cgroup v2 hierarchy.
+    fn new() -> Option<(Groups, PathBuf)> {
         let Some(mount) = profkit_perf::cgroup2_mount() else {
             skip("no cgroup v2 hierarchy is mounted (/proc/self/mountinfo)");
             return None;
         };
-        let mut g = Groups {
+        let g = Groups {
             dirs: Vec::new(),
             kids: Vec::new(),
         };
-        let mut paths = Vec::new();
-        for n in names {
-            let rel = format!("profkit-test-{}-{n}", std::process::id());
-            let dir = mount.join(&rel);
-            if let Err(e) = std::fs::create_dir(&dir) {
-                skip(format!("cannot create the cgroup {}: {e}", dir.display()));
-                return None;
-            }
-            g.dirs.push(dir);
-            paths.push(format!("/{rel}"));
+        Some((g, mount))
+    }
+
+    /// Makes `MOUNT/profkit-test-PID-NAME` and gives its cgroup path
+    /// (`/profkit-test-PID-NAME`), or skips.
+    fn add(&mut self, mount: &Path, name: &str) -> Option<String> {
+        let rel = format!("profkit-test-{}-{name}", std::process::id());
+        let dir = mount.join(&rel);
+        if let Err(e) = std::fs::create_dir(&dir) {
+            skip(format!("cannot create the cgroup {}: {e}", dir.display()));
+            return None;
         }
-        Some((g, paths))
+        self.dirs.push(dir);
+        Some(format!("/{rel}"))
     }
 
     /// Runs `prog args` inside group `i`: a shell moves itself into the
@@ -146,25 +148,34 @@ fn live_two_workloads_in_two_cgroups_are_separated_and_g_records_one() {
     let Some(spin) = build_workload(d.path(), "spin", &["-pthread"]) else {
         return;
     };
-    let Some((mut groups, paths)) = Groups::create(&["a", "b"]) else {
+    let Some((mut groups, mount)) = Groups::new() else {
         return;
     };
-    let (a, b) = (paths[0].as_str(), paths[1].as_str());
+    // A exists before the session (its path comes from the walk of the
+    // hierarchy at start), B is made during it (PERF_RECORD_CGROUP).
+    let Some(a) = groups.add(&mount, "a") else {
+        return;
+    };
+    let a = a.as_str();
 
     // Both run until the guard kills them: far more work than the test
     // records.
-    let stop = {
+    let (stop, b) = {
         let args = ["start", "-a", "--cgroups", "-F", "2000"];
         let mut all = args.to_vec();
         all.extend(["--session-dir", "s"]);
         profctl(d.path(), &all).expect(0);
+        let b = groups.add(&mount, "b");
         groups.spawn(0, &shares, &["ratio", "1000000"]);
         groups.spawn(1, &spin, &["1000000000000000"]);
         std::thread::sleep(Duration::from_secs(2));
-        profctl(d.path(), &["stop", "--session-dir", "s"])
-            .expect(0)
-            .stdout
+        let stop = profctl(d.path(), &["stop", "--session-dir", "s"]).expect(0);
+        (stop.stdout, b)
     };
+    let Some(b) = b else {
+        return;
+    };
+    let b = b.as_str();
     assert_eq!(
         (groups.pids(0).len(), groups.pids(1).len()),
         (1, 1),

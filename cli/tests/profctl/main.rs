@@ -384,6 +384,8 @@ fn bad_values_exit_2_with_a_message_naming_them() {
     let tmp = tempfile::tempdir().unwrap();
     let ds = tmp.path().join("s");
     let ds = ds.to_str().unwrap();
+    // -G's message says why: no such cgroup v2 directory, or none mounted.
+    let v2 = profkit_perf::cgroup2_mount().is_some();
     let cases: &[(&[&str], &str)] = &[
         (
             &["start", "-e", "no-such-event"],
@@ -402,6 +404,23 @@ fn bad_values_exit_2_with_a_message_naming_them() {
         ),
         (&["start", "-p", "1,1,1"], "pid 1 is given more than once"),
         (&["record", "-p", "1", "--", "true"], "-p/--pid is for"),
+        (
+            &["start", "-G", "/no/such/profkit-cgroup"],
+            if v2 {
+                "-G /no/such/profkit-cgroup: not a cgroup v2 directory"
+            } else {
+                "-G /no/such/profkit-cgroup: no cgroup v2 hierarchy"
+            },
+        ),
+        (
+            &["record", "-G", "/", "--", "true"],
+            if v2 {
+                "cannot be combined with -p or a command"
+            } else {
+                "no cgroup v2 hierarchy"
+            },
+        ),
+        (&["start", "-p", "1", "-G", "/"], "cannot be used with"),
         (
             &["bogus-command"],
             "unrecognized subcommand 'bogus-command'",

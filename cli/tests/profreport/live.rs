@@ -21,7 +21,7 @@ fn build_shares(dir: &Path) -> Option<PathBuf> {
 
 /// Builds testdata/workloads/NAME.c into `dir` with frame pointers, no
 /// sibling calls and a build-id of its own.
-fn build_workload(dir: &Path, name: &str, extra: &[&str]) -> Option<PathBuf> {
+pub(crate) fn build_workload(dir: &Path, name: &str, extra: &[&str]) -> Option<PathBuf> {
     let out = dir.join(name);
     let src = testdata().join(format!("workloads/{name}.c"));
     let nanos = std::time::SystemTime::now()

@@ -8,6 +8,7 @@
 //! `scripts/golden-sessions.sh`.
 
 mod callgraph;
+mod cgroups;
 mod dwarf;
 mod flags;
 mod golden;

@@ -78,12 +78,19 @@ impl Cgroups {
     }
 
     /// The definition to write before the first sample in cgroup `id` of
-    /// this file, if any.
+    /// this file, if any. An id whose path is not known yet is not marked
+    /// written: rings are drained one CPU after another, so a sample in a
+    /// cgroup made during the session can be read before the
+    /// `PERF_RECORD_CGROUP` naming it (another CPU's ring); the definition
+    /// then follows at its next sample (reports collect definitions from
+    /// the whole session).
     pub fn define(&mut self, id: u64) -> Option<(u64, String)> {
-        if id == 0 || self.emitted.insert(id, ()).is_some() {
+        if id == 0 || self.emitted.contains_key(&id) {
             return None;
         }
-        self.paths.get(&id).map(|p| (id, p.clone()))
+        let path = self.paths.get(&id)?.clone();
+        self.emitted.insert(id, ());
+        Some((id, path))
     }
 
     /// Forgets what the current file holds (a new file after reset).
@@ -149,8 +156,12 @@ mod tests {
         std::fs::write(proc.join("42/cgroup"), "0::/c\n").unwrap();
         assert_eq!(c.of_pid(&proc, 42), ino("c"));
         assert_eq!(c.of_pid(&proc, 43), 0);
+        // A sample before the record naming its cgroup (another CPU's
+        // ring): defined once the path is known.
+        assert_eq!(c.define(7), None);
         c.insert(7, b"/new");
         assert_eq!(c.define(7), Some((7, "/new".into())));
+        assert_eq!(c.define(7), None);
         assert_eq!(c.define(0), None);
     }
 }

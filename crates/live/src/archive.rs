@@ -132,18 +132,25 @@ fn write_tar(
             continue;
         };
         let h = hex(id);
-        let p = Path::new(path);
-        match profkit_sync::read_build_id(p) {
-            Some(now) if now == id => {
-                match tar.add(p, &format!("debug/.build-id/{}/{}", &h[..2], &h[2..])) {
-                    Ok(n) => {
-                        done.bytes += n;
-                        done.binaries += 1;
-                    }
-                    Err(Error::Refused { why, .. }) => done.skipped.push(format!("{path} ({why})")),
-                    Err(err) => return Err(err),
+        let name = format!("debug/.build-id/{}/{}", &h[..2], &h[2..]);
+        // A binary kept in the session because the host could not reach
+        // it (another mount namespace): that copy, by build-id.
+        let kept = sdir.held_path().join(&name);
+        let kept_is = || kept_build_id(&kept).as_deref() == Some(id);
+        let (p, now) = match profkit_sync::read_build_id(Path::new(path)) {
+            Some(now) if now == id => (Path::new(path), Some(now)),
+            _ if kept_is() => (kept.as_path(), Some(id.to_vec())),
+            now => (Path::new(path), now),
+        };
+        match now {
+            Some(now) if now == id => match tar.add(p, &name) {
+                Ok(n) => {
+                    done.bytes += n;
+                    done.binaries += 1;
                 }
-            }
+                Err(Error::Refused { why, .. }) => done.skipped.push(format!("{path} ({why})")),
+                Err(err) => return Err(err),
+            },
             Some(_) => done
                 .skipped
                 .push(format!("{path} (changed since recording)")),
@@ -168,6 +175,22 @@ fn write_tar(
         .and_then(|mut w| std::io::Write::flush(&mut w))
         .map_err(|e| Error::io("writing", output, e))?;
     Ok(done)
+}
+
+/// The build-id of a binary kept in the session directory (a regular file,
+/// never through a link in its last component; the directory is the
+/// user's own session).
+fn kept_build_id(p: &Path) -> Option<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(p)
+        .ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    profkit_sync::binfile::build_id_of(f)
 }
 
 struct Tar {

@@ -360,6 +360,30 @@ fn an_archive_packs_the_session_extras_and_binaries_by_build_id() {
     );
 }
 
+/// A binary the daemon kept in the session (a container's, unreachable
+/// from the host at its recorded path) goes into the archive by build-id.
+#[test]
+fn an_archive_packs_a_binary_kept_in_the_session_when_its_path_is_gone() {
+    let s = setup();
+    let exe = std::env::current_exe().unwrap();
+    let id = profkit_sync::read_build_id(&exe).expect("the test binary has a build-id");
+    let h: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    let in_container = s.dir.join("container-only/app");
+    session_with_binaries(&s, &[(&in_container, id.clone())]);
+    let kept_dir = s.dir.join("debug/.build-id").join(&h[..2]);
+    std::fs::create_dir_all(&kept_dir).unwrap();
+    std::fs::copy(&exe, kept_dir.join(&h[2..])).unwrap();
+    let out = s.dir.join("a.tar");
+    let done = archive(&s.dir, &out, &s.dir.join("no-debug")).unwrap();
+    assert_eq!(
+        (done.binaries, done.skipped.len()),
+        (1, 0),
+        "{:?}",
+        done.skipped
+    );
+    assert!(tar_names(&out).contains(&format!("debug/.build-id/{}/{}", &h[..2], &h[2..])));
+}
+
 #[test]
 fn an_archive_skips_a_binary_that_changed_since_recording() {
     let s = setup();

@@ -41,16 +41,17 @@ use crate::cookies::CookieTable;
 use crate::kernel::KernelMaps;
 use crate::process::{IntMap, ProcessTable, UnattributedSample, Unresolved};
 use crate::procfs::{read_all_processes, read_process, ProcPaths};
-use crate::stacks::{resolve_chain, StackIds, StackStats, MAX_STACK_FRAMES};
-use crate::unwind::{source_of, DwarfUnwinder, UnwindEnd, UnwindStats};
+use crate::stacks::{StackIds, StackStats};
+use crate::unwind::DwarfUnwinder;
 use profkit_eventlog::{
     unknown_entry, ChunkEncoder, Cookie, CookieEntry, CpuAccounting, Event, Frame, LostKind,
-    COOKIE_UNKNOWN,
 };
-use profkit_perf::{Layout, RawRecord, Record, RecordRing, UserStack, PERF_CONTEXT_USER};
+use profkit_perf::{Layout, RawRecord, Record, RecordRing};
 use std::collections::{BTreeMap, HashMap};
 
 mod maps;
+mod stacks;
+use stacks::DeferredUser;
 
 /// Options of a sync stage.
 #[derive(Debug, Clone)]
@@ -109,38 +110,6 @@ struct Deferred {
     carried: bool,
     /// The sample's cgroup (0: none or not recorded).
     cgroup: u64,
-}
-
-/// A deferred sample's user registers and stack, owned.
-#[derive(Debug, Clone)]
-struct DeferredUser {
-    abi: u64,
-    bp: u64,
-    sp: u64,
-    ip: u64,
-    stack: Vec<u8>,
-}
-
-impl DeferredUser {
-    fn new(u: &UserStack<'_>) -> Self {
-        DeferredUser {
-            abi: u.abi,
-            bp: u.bp,
-            sp: u.sp,
-            ip: u.ip,
-            stack: u.stack.to_vec(),
-        }
-    }
-
-    fn get(&self) -> UserStack<'_> {
-        UserStack {
-            abi: self.abi,
-            bp: self.bp,
-            sp: self.sp,
-            ip: self.ip,
-            stack: &self.stack,
-        }
-    }
 }
 
 /// How many entries the stage's per-task tables hold.
@@ -697,112 +666,6 @@ impl SyncStage {
         }
     }
 
-    /// The stack id of a sample's callers, resolved from its raw `chain`
-    /// (its definition written first if this session file has not had it
-    /// yet); None when the sample has no caller. `end`: how the DWARF
-    /// unwind of its user part ended (`Complete` for frame pointers).
-    #[allow(clippy::too_many_arguments)]
-    fn stack_of(
-        &mut self,
-        cpu: u32,
-        pid: u32,
-        ip: u64,
-        time: u64,
-        kernel: bool,
-        chain: impl Iterator<Item = u64>,
-        end: UnwindEnd,
-    ) -> Option<u32> {
-        let mut frames = std::mem::take(&mut self.frames);
-        let mut info = resolve_chain(
-            chain,
-            ip,
-            kernel,
-            self.procs.get(pid),
-            &self.kernel,
-            time,
-            &mut frames,
-        );
-        if end != UnwindEnd::Complete && !info.truncated {
-            // An unwind that stopped short: the stack ends with `[unknown]`
-            // (unless it already does).
-            if frames.last().is_none_or(|f| f.cookie != COOKIE_UNKNOWN)
-                && frames.len() < MAX_STACK_FRAMES
-            {
-                frames.push(Frame {
-                    cookie: COOKIE_UNKNOWN,
-                    offset: 0,
-                    kernel: false,
-                });
-            }
-            match end {
-                UnwindEnd::Cut => self.acct(cpu).user_stacks_cut += 1,
-                _ => info.unknown = true,
-            }
-        }
-        if info.unknown || info.truncated {
-            let a = self.acct(cpu);
-            a.stacks_unknown += u64::from(info.unknown);
-            a.stacks_truncated += u64::from(info.truncated);
-        }
-        let stack = if frames.is_empty() {
-            None
-        } else {
-            match self.stacks.id(&frames) {
-                Some((id, true)) => {
-                    self.define_stack(id, &frames);
-                    Some(id)
-                }
-                Some((id, false)) => Some(id),
-                None => None,
-            }
-        };
-        self.frames = frames;
-        stack
-    }
-
-    /// [`SyncStage::stack_of`] for a sample that may carry a copied user
-    /// stack (DWARF call graphs): the kernel part of `chain` (a user part
-    /// in it is dropped), then the user stack unwound here.
-    #[allow(clippy::too_many_arguments)]
-    fn stack_with_user(
-        &mut self,
-        cpu: u32,
-        pid: u32,
-        ip: u64,
-        time: u64,
-        kernel: bool,
-        chain: impl Iterator<Item = u64>,
-        user: Option<&UserStack<'_>>,
-    ) -> Option<u32> {
-        let Some(u) = user.filter(|_| self.opts.layout.user_stack > 0) else {
-            return self.stack_of(cpu, pid, ip, time, kernel, chain, UnwindEnd::Complete);
-        };
-        let mut c = std::mem::take(&mut self.chain);
-        c.clear();
-        c.extend(chain.take_while(|&a| a != PERF_CONTEXT_USER));
-        let unwinder = self.unwinder.get_or_insert_with(Default::default);
-        let known = &self.known;
-        let proc_root = self
-            .opts
-            .use_procfs
-            .then_some(self.opts.paths.proc_root.as_path());
-        let end = unwinder.unwind(
-            u,
-            self.opts.layout.user_stack,
-            self.procs.get(pid),
-            time,
-            |m| {
-                known
-                    .get(&m.cookie)
-                    .and_then(|e| source_of(e, m, pid, proc_root))
-            },
-            &mut c,
-        );
-        let stack = self.stack_of(cpu, pid, ip, time, kernel, c.iter().copied(), end);
-        self.chain = c;
-        stack
-    }
-
     /// The first samples of the session that resolved to nothing (at most
     /// [`crate::UNATTRIBUTED_EXAMPLES`]), to tell where they come from.
     pub fn unattributed_examples(&self) -> &[UnattributedSample] {
@@ -831,43 +694,6 @@ impl SyncStage {
                 comm,
             });
         }
-    }
-
-    /// The DWARF unwinder's counters (zero without DWARF call graphs).
-    pub fn unwind_stats(&self) -> UnwindStats {
-        self.unwinder
-            .as_ref()
-            .map_or_else(UnwindStats::default, |u| u.stats())
-    }
-
-    /// Writes a `StackDef`, after the definitions of the cookies it uses.
-    #[cold]
-    fn define_stack(&mut self, id: u32, frames: &[Frame]) {
-        let mut last = None;
-        for f in frames {
-            if last != Some(f.cookie) {
-                last = Some(f.cookie);
-                self.ensure_defined(f.cookie);
-            }
-        }
-        // DWARF stacks are deep and varied (recursion): each is written on
-        // the longest outer part already written (`StackDefOn`, version 3).
-        let parent = if self.opts.layout.user_stack > 0 {
-            self.stacks.parent_of(id, frames)
-        } else {
-            None
-        };
-        self.marker(match parent {
-            Some((parent, shared)) => Event::StackDefOn {
-                id,
-                parent,
-                frames: frames[..frames.len() - shared].to_vec(),
-            },
-            None => Event::StackDef {
-                id,
-                frames: frames.to_vec(),
-            },
-        });
     }
 
     #[inline]

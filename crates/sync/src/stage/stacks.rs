@@ -1,0 +1,187 @@
+//! The sync stage's call stacks: a sample's callchain, with DWARF call
+//! graphs its copied user stack unwound first (`crate::unwind`), resolved
+//! into frames and a session-wide stack id whose definition is written
+//! once per file (`StackDefOn` on an outer part already written, for
+//! DWARF stacks).
+
+use super::SyncStage;
+use crate::stacks::{resolve_chain, MAX_STACK_FRAMES};
+use crate::unwind::{source_of, UnwindEnd, UnwindStats};
+use profkit_eventlog::{Event, Frame, COOKIE_UNKNOWN};
+use profkit_perf::{UserStack, PERF_CONTEXT_USER};
+
+/// A deferred sample's user registers and stack, owned.
+#[derive(Debug, Clone)]
+pub(super) struct DeferredUser {
+    abi: u64,
+    bp: u64,
+    sp: u64,
+    ip: u64,
+    stack: Vec<u8>,
+}
+
+impl DeferredUser {
+    pub(super) fn new(u: &UserStack<'_>) -> Self {
+        DeferredUser {
+            abi: u.abi,
+            bp: u.bp,
+            sp: u.sp,
+            ip: u.ip,
+            stack: u.stack.to_vec(),
+        }
+    }
+
+    pub(super) fn get(&self) -> UserStack<'_> {
+        UserStack {
+            abi: self.abi,
+            bp: self.bp,
+            sp: self.sp,
+            ip: self.ip,
+            stack: &self.stack,
+        }
+    }
+}
+
+impl SyncStage {
+    /// The stack id of a sample's callers, resolved from its raw `chain`
+    /// (its definition written first if this session file has not had it
+    /// yet); None when the sample has no caller. `end`: how the DWARF
+    /// unwind of its user part ended (`Complete` for frame pointers).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn stack_of(
+        &mut self,
+        cpu: u32,
+        pid: u32,
+        ip: u64,
+        time: u64,
+        kernel: bool,
+        chain: impl Iterator<Item = u64>,
+        end: UnwindEnd,
+    ) -> Option<u32> {
+        let mut frames = std::mem::take(&mut self.frames);
+        let mut info = resolve_chain(
+            chain,
+            ip,
+            kernel,
+            self.procs.get(pid),
+            &self.kernel,
+            time,
+            &mut frames,
+        );
+        if end != UnwindEnd::Complete && !info.truncated {
+            // An unwind that stopped short: the stack ends with `[unknown]`
+            // (unless it already does).
+            if frames.last().is_none_or(|f| f.cookie != COOKIE_UNKNOWN)
+                && frames.len() < MAX_STACK_FRAMES
+            {
+                frames.push(Frame {
+                    cookie: COOKIE_UNKNOWN,
+                    offset: 0,
+                    kernel: false,
+                });
+            }
+            match end {
+                UnwindEnd::Cut => self.acct(cpu).user_stacks_cut += 1,
+                _ => info.unknown = true,
+            }
+        }
+        if info.unknown || info.truncated {
+            let a = self.acct(cpu);
+            a.stacks_unknown += u64::from(info.unknown);
+            a.stacks_truncated += u64::from(info.truncated);
+        }
+        let stack = if frames.is_empty() {
+            None
+        } else {
+            match self.stacks.id(&frames) {
+                Some((id, true)) => {
+                    self.define_stack(id, &frames);
+                    Some(id)
+                }
+                Some((id, false)) => Some(id),
+                None => None,
+            }
+        };
+        self.frames = frames;
+        stack
+    }
+
+    /// [`SyncStage::stack_of`] for a sample that may carry a copied user
+    /// stack (DWARF call graphs): the kernel part of `chain` (a user part
+    /// in it is dropped), then the user stack unwound here.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn stack_with_user(
+        &mut self,
+        cpu: u32,
+        pid: u32,
+        ip: u64,
+        time: u64,
+        kernel: bool,
+        chain: impl Iterator<Item = u64>,
+        user: Option<&UserStack<'_>>,
+    ) -> Option<u32> {
+        let Some(u) = user.filter(|_| self.opts.layout.user_stack > 0) else {
+            return self.stack_of(cpu, pid, ip, time, kernel, chain, UnwindEnd::Complete);
+        };
+        let mut c = std::mem::take(&mut self.chain);
+        c.clear();
+        c.extend(chain.take_while(|&a| a != PERF_CONTEXT_USER));
+        let unwinder = self.unwinder.get_or_insert_with(Default::default);
+        let known = &self.known;
+        let proc_root = self
+            .opts
+            .use_procfs
+            .then_some(self.opts.paths.proc_root.as_path());
+        let end = unwinder.unwind(
+            u,
+            self.opts.layout.user_stack,
+            self.procs.get(pid),
+            time,
+            |m| {
+                known
+                    .get(&m.cookie)
+                    .and_then(|e| source_of(e, m, pid, proc_root))
+            },
+            &mut c,
+        );
+        let stack = self.stack_of(cpu, pid, ip, time, kernel, c.iter().copied(), end);
+        self.chain = c;
+        stack
+    }
+    /// The DWARF unwinder's counters (zero without DWARF call graphs).
+    pub fn unwind_stats(&self) -> UnwindStats {
+        self.unwinder
+            .as_ref()
+            .map_or_else(UnwindStats::default, |u| u.stats())
+    }
+
+    /// Writes a `StackDef`, after the definitions of the cookies it uses.
+    #[cold]
+    fn define_stack(&mut self, id: u32, frames: &[Frame]) {
+        let mut last = None;
+        for f in frames {
+            if last != Some(f.cookie) {
+                last = Some(f.cookie);
+                self.ensure_defined(f.cookie);
+            }
+        }
+        // DWARF stacks are deep and varied (recursion): each is written on
+        // the longest outer part already written (`StackDefOn`, version 3).
+        let parent = if self.opts.layout.user_stack > 0 {
+            self.stacks.parent_of(id, frames)
+        } else {
+            None
+        };
+        self.marker(match parent {
+            Some((parent, shared)) => Event::StackDefOn {
+                id,
+                parent,
+                frames: frames[..frames.len() - shared].to_vec(),
+            },
+            None => Event::StackDef {
+                id,
+                frames: frames.to_vec(),
+            },
+        });
+    }
+}

@@ -85,6 +85,9 @@ pub const MAX_CFI_SECTION: u64 = 256 << 20;
 /// keeps a bounded cache (a Rust toolchain's librustc_driver holds 10 MiB).
 pub const MAX_CFI_HELD: u64 = 512 << 20;
 
+/// Most answers [`DwarfUnwinder::is_entry_code`] keeps.
+const ENTRY_CODE_CACHE: usize = 4096;
+
 /// framehop generations used before the cache and unwinders are rebuilt
 /// (its counter is 16 bits; each binary's unwinder uses two).
 const GENERATIONS_BEFORE_RESET: u32 = 30_000;
@@ -266,6 +269,11 @@ pub(crate) struct DwarfUnwinder {
     reader: Loader,
     /// What this round may still wait for sections ([`CFI_ROUND_WAIT`]).
     round_wait: Duration,
+    /// [`DwarfUnwinder::is_entry_code`]'s answers by (binary, address): a
+    /// stack that fails at one place fails there in every sample, and the
+    /// FDE search costs more than the rest of the unwind. Emptied at
+    /// [`ENTRY_CODE_CACHE`] entries.
+    entry_code: FxHashMap<(Cookie, u64), bool>,
     stats: UnwindStats,
 }
 
@@ -409,6 +417,7 @@ impl DwarfUnwinder {
             held: 0,
             reader: Loader::new(timeout),
             round_wait: CFI_ROUND_WAIT,
+            entry_code: FxHashMap::default(),
             stats: UnwindStats::default(),
         }
     }
@@ -619,11 +628,22 @@ impl DwarfUnwinder {
     /// Whether `frame` (binary, own address) is code its binary has unwind
     /// information for, but not at that address (an FDE-less entry point).
     #[cold]
-    fn is_entry_code(&self, frame: Option<(Cookie, u64)>) -> bool {
-        frame.and_then(|(c, a)| match self.binaries.get(&c) {
-            Some(Ok((s, _))) => s.covers(a),
-            _ => None,
-        }) == Some(false)
+    fn is_entry_code(&mut self, frame: Option<(Cookie, u64)>) -> bool {
+        let Some(key) = frame else {
+            return false;
+        };
+        if let Some(&known) = self.entry_code.get(&key) {
+            return known;
+        }
+        let Some(Ok((s, _))) = self.binaries.get(&key.0) else {
+            return false;
+        };
+        let entry = s.covers(key.1) == Some(false);
+        if self.entry_code.len() >= ENTRY_CODE_CACHE {
+            self.entry_code.clear();
+        }
+        self.entry_code.insert(key, entry);
+        entry
     }
 }
 

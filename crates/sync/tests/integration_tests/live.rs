@@ -181,35 +181,11 @@ fn call_stacks_of_a_frame_pointer_program_name_its_callers() {
     let mut config = SamplerConfig::new(EventSpec::parse("cpu-clock").unwrap());
     config.rate = Rate::Frequency(1000);
     config.callchain = true;
-    let Some(sampler) = profkit_testsupport::open_or_skip(&config) else {
+    let session = d.join("session.pkl");
+    let Some(run) = record_command(&config, &session, &exe, "30000000") else {
         return;
     };
-    let layout = sampler.layout();
-    assert!(layout.callchain);
-    let mut stage = SyncStage::new(SyncOptions {
-        layout,
-        paths: Default::default(),
-        use_procfs: true,
-    });
-    stage.seed_from_proc();
-    let mut header = SessionHeader::default();
-    header.event.callchain = true;
-    let session = d.join("session.pkl");
-    let sink = FileSink::create(session.clone(), header).unwrap();
-    let mut rec =
-        Recorder::new(sampler, stage, Box::new(sink), RecorderOptions::default()).unwrap();
-    rec.source_mut().enable().unwrap();
-    let mut child = Command::new(&exe).arg("30000000").spawn().unwrap();
-    let pid = child.id();
-    loop {
-        std::thread::sleep(Duration::from_millis(250));
-        rec.round();
-        if let Some(st) = child.try_wait().unwrap() {
-            assert!(st.success(), "the fixture failed: {st}");
-            break;
-        }
-    }
-    let status = rec.stop().unwrap();
+    let (pid, status) = (run.pid, run.status);
 
     let r = profkit_eventlog::SessionReader::open(&session).unwrap();
     assert_eq!(r.version(), 2);
@@ -320,40 +296,11 @@ fn dwarf_call_stacks_through_glibc_qsort_reach_main_in_the_known_ratio() {
     config.callchain = true;
     config.user_stack = 8192;
     config.data_pages = 4096;
-    let Some(sampler) = profkit_testsupport::open_or_skip(&config) else {
+    let session = d.join("session.pkl");
+    let Some(run) = record_command(&config, &session, &exe, "80") else {
         return;
     };
-    let layout = sampler.layout();
-    assert_eq!(layout.user_stack, 8192);
-    let mut stage = SyncStage::new(SyncOptions {
-        layout,
-        paths: Default::default(),
-        use_procfs: true,
-    });
-    stage.seed_from_proc();
-    let mut header = SessionHeader::default();
-    header.event.callchain = true;
-    header.event.user_stack = 8192;
-    let session = d.join("session.pkl");
-    let sink = FileSink::create(session.clone(), header).unwrap();
-    let mut rec =
-        Recorder::new(sampler, stage, Box::new(sink), RecorderOptions::default()).unwrap();
-    rec.source_mut().enable().unwrap();
-    let mut child = Command::new(&exe).arg("80").spawn().unwrap();
-    let pid = child.id();
-    let mut slowest = Duration::ZERO;
-    loop {
-        std::thread::sleep(Duration::from_millis(250));
-        let t = std::time::Instant::now();
-        rec.round();
-        slowest = slowest.max(t.elapsed());
-        if let Some(st) = child.try_wait().unwrap() {
-            assert!(st.success(), "the fixture failed: {st}");
-            break;
-        }
-    }
-    let unwind = rec.stage().unwind_stats();
-    let status = rec.stop().unwrap();
+    let (pid, status, unwind, slowest) = (run.pid, run.status, run.unwind, run.slowest);
 
     let r = profkit_eventlog::SessionReader::open(&session).unwrap();
     assert_eq!(r.header().event.user_stack, 8192);
@@ -428,4 +375,61 @@ fn dwarf_call_stacks_through_glibc_qsort_reach_main_in_the_known_ratio() {
         .sum();
     assert_eq!(ring, 0, "{:?}", status.accounting);
     assert!(unwind.binaries >= 2, "{unwind:?}");
+}
+
+/// What [`record_command`] saw.
+struct Run {
+    pid: u32,
+    status: profkit_sync::RecorderStatus,
+    /// The unwinder's counters just before stop.
+    unwind: profkit_sync::UnwindStats,
+    /// The longest sync round.
+    slowest: Duration,
+}
+
+/// Records the whole system with `config` into `session` (a header saying
+/// its call-graph mode) while `exe arg` runs, a round every 250 ms as the
+/// daemon does; None when the events cannot be opened and the test may
+/// skip (`open_or_skip`).
+fn record_command(config: &SamplerConfig, session: &Path, exe: &Path, arg: &str) -> Option<Run> {
+    let sampler = profkit_testsupport::open_or_skip(config)?;
+    let layout = sampler.layout();
+    assert_eq!(
+        (layout.callchain, layout.user_stack),
+        (config.callchain, config.user_stack)
+    );
+    let mut stage = SyncStage::new(SyncOptions {
+        layout,
+        paths: Default::default(),
+        use_procfs: true,
+    });
+    stage.seed_from_proc();
+    let mut header = SessionHeader::default();
+    header.event.callchain = config.callchain;
+    header.event.user_stack = config.user_stack;
+    let sink = FileSink::create(session.to_path_buf(), header).unwrap();
+    let mut rec =
+        Recorder::new(sampler, stage, Box::new(sink), RecorderOptions::default()).unwrap();
+    rec.source_mut().enable().unwrap();
+    let mut child = Command::new(exe).arg(arg).spawn().unwrap();
+    let pid = child.id();
+    let mut slowest = Duration::ZERO;
+    loop {
+        std::thread::sleep(Duration::from_millis(250));
+        let t = std::time::Instant::now();
+        rec.round();
+        slowest = slowest.max(t.elapsed());
+        if let Some(st) = child.try_wait().unwrap() {
+            assert!(st.success(), "the fixture failed: {st}");
+            break;
+        }
+    }
+    let unwind = rec.stage().unwind_stats();
+    let status = rec.stop().unwrap();
+    Some(Run {
+        pid,
+        status,
+        unwind,
+        slowest,
+    })
 }

@@ -18,33 +18,7 @@ use std::process::Command;
 
 use crate::util::*;
 
-use profkit_testsupport::{perf_ok, skip};
-
-/// A `--build-id` of its own for each build: two identical builds share a
-/// build-id, hence a cookie, and the sync stage names a cookie after the
-/// first path it saw the binary at — possibly another test's copy, deleted
-/// by the time of the report (see `live.rs`).
-fn unique_build_id() -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!(
-        "-Wl,--build-id=0x{:08x}{:08x}{nanos:032x}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// Runs a compiler; false after [`skip`] says why it did not work.
-fn compile(cmd: &mut Command, what: &str) -> bool {
-    match cmd.status() {
-        Ok(s) if s.success() => true,
-        Ok(s) => skip(format!("{what} failed ({s}): {cmd:?}")),
-        Err(e) => skip(format!("no {what} ({e})")),
-    }
-}
+use profkit_testsupport::perf_ok;
 
 /// `cc -O2 -fomit-frame-pointer ARGS` in `dir`, with a build-id of its own.
 fn cc(dir: &Path, args: &[&str]) -> bool {

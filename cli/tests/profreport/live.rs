@@ -24,34 +24,22 @@ fn build_shares(dir: &Path) -> Option<PathBuf> {
 pub(crate) fn build_workload(dir: &Path, name: &str, extra: &[&str]) -> Option<PathBuf> {
     let out = dir.join(name);
     let src = testdata().join(format!("workloads/{name}.c"));
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let id = format!("-Wl,--build-id=0x{:08x}{nanos:032x}", std::process::id());
-    let status = Command::new("cc")
-        .args([
-            "-O1",
-            "-g",
-            "-fno-omit-frame-pointer",
-            "-fno-optimize-sibling-calls",
-            &id,
-        ])
-        .args(extra)
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .status();
-    match status {
-        Ok(s) if s.success() => Some(out),
-        Ok(s) => {
-            skip(format!("cc failed on {} ({s})", src.display()));
-            None
-        }
-        Err(e) => {
-            skip(format!("no C compiler (cc: {e})"));
-            None
-        }
-    }
+    compile(
+        Command::new("cc")
+            .args([
+                "-O1",
+                "-g",
+                "-fno-omit-frame-pointer",
+                "-fno-optimize-sibling-calls",
+                &unique_build_id(),
+            ])
+            .args(extra)
+            .arg("-o")
+            .arg(&out)
+            .arg(&src),
+        "C compiler (cc)",
+    )
+    .then_some(out)
 }
 
 fn record(dir: &Path, args: &[&str]) {

@@ -15,34 +15,7 @@ use profkit_testsupport::{perf_ok, skip};
 
 /// Builds testdata/workloads/shares.c into `dir` with a build-id of its own.
 fn build_shares(dir: &Path) -> Option<PathBuf> {
-    let out = dir.join("shares");
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let id = format!("-Wl,--build-id=0x{:08x}{nanos:032x}", std::process::id());
-    let st = Command::new("cc")
-        .args([
-            "-O1",
-            "-g",
-            "-fno-omit-frame-pointer",
-            "-pthread",
-            &id,
-            "-o",
-        ])
-        .arg(&out)
-        .arg(testdata().join("workloads/shares.c"))
-        .status();
-    match st {
-        Ok(s) if s.success() => Some(out),
-        Ok(s) => {
-            skip(format!("cc failed on shares.c ({s})"));
-            None
-        }
-        Err(e) => {
-            skip(format!("no C compiler (cc: {e})"));
-            None
-        }
-    }
+    crate::live::build_workload(dir, "shares", &["-pthread"])
 }
 
 fn unshare_ok() -> bool {

@@ -142,3 +142,31 @@ pub fn tempdir() -> tempfile::TempDir {
 pub fn testdata() -> PathBuf {
     cli_dir().join("../testdata")
 }
+
+/// A `--build-id` of its own for each build: two identical builds share a
+/// build-id, hence a cookie, and the sync stage names a cookie after the
+/// first path it saw the binary at — possibly another test's copy, deleted
+/// by the time of the report (see `live.rs`).
+pub fn unique_build_id() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    // 20 bytes, as GNU ld's own (perf.data keeps at most 20).
+    format!(
+        "-Wl,--build-id=0x{:08x}{:08x}{:024x}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed),
+        nanos & ((1 << 96) - 1)
+    )
+}
+
+/// Runs a compiler; false after [`skip`] says why it did not work.
+pub fn compile(cmd: &mut Command, what: &str) -> bool {
+    match cmd.status() {
+        Ok(s) if s.success() => true,
+        Ok(s) => profkit_testsupport::skip(format!("{what} failed ({s}): {cmd:?}")),
+        Err(e) => profkit_testsupport::skip(format!("no {what} ({e})")),
+    }
+}

@@ -288,6 +288,12 @@ fn print_summary(s: &Summary) {
         if u.without_cfi + u.unreadable + u.refused > 0 {
             println!("note: {} binaries were stepped through by their frame pointer: {} without unwind information, {} unreadable or slower than 1 s, {} refused as hostile or corrupt", u.without_cfi + u.unreadable + u.refused, u.without_cfi, u.unreadable, u.refused);
         }
+        for r in &s.unwind_refused {
+            println!(
+                "note: unwind information refused: {}",
+                profkit_report::printable(r)
+            );
+        }
     }
     let cut: u64 = s.cpus.iter().map(|c| c.user_stacks_cut).sum();
     if cut > 0 {

@@ -201,6 +201,10 @@ pub struct Summary {
     /// as examples: where unattributed samples come from.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unattributed: Vec<UnattributedExample>,
+    /// Binaries whose unwind information was refused as hostile or
+    /// corrupt, `PATH: reason` (the first few).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unwind_refused: Vec<String>,
     /// The finished session (stop only).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionSummary>,
@@ -227,6 +231,7 @@ impl Summary {
                 .iter()
                 .map(UnattributedExample::from)
                 .collect(),
+            unwind_refused: st.unwind_refused.clone(),
             session: None,
         }
     }

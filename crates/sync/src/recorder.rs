@@ -95,6 +95,8 @@ pub struct RecorderStatus {
     pub unwind: crate::UnwindStats,
     /// The first samples that resolved to nothing, as examples.
     pub unattributed: Vec<crate::UnattributedSample>,
+    /// Binaries whose unwind information was refused, `PATH: reason`.
+    pub unwind_refused: Vec<String>,
 }
 
 /// Rings, stage, buffer and writer. See the module docs.
@@ -184,6 +186,7 @@ impl<S: RingSource> Recorder<S> {
             build_ids_refused: self.stage.build_id_refusals(),
             unwind: self.stage.unwind_stats(),
             unattributed: self.stage.unattributed_examples().to_vec(),
+            unwind_refused: self.stage.unwind_refusals(),
         }
     }
 

@@ -85,6 +85,9 @@ pub const MAX_CFI_SECTION: u64 = 256 << 20;
 /// keeps a bounded cache (a Rust toolchain's librustc_driver holds 10 MiB).
 pub const MAX_CFI_HELD: u64 = 512 << 20;
 
+/// Refusal reasons kept for the stop summary (all are counted).
+const MAX_REFUSALS_KEPT: usize = 8;
+
 /// Most answers [`DwarfUnwinder::is_entry_code`] keeps.
 const ENTRY_CODE_CACHE: usize = 4096;
 
@@ -274,6 +277,9 @@ pub(crate) struct DwarfUnwinder {
     /// FDE search costs more than the rest of the unwind. Emptied at
     /// [`ENTRY_CODE_CACHE`] entries.
     entry_code: FxHashMap<(Cookie, u64), bool>,
+    /// Why binaries' unwind information was refused (the first
+    /// [`MAX_REFUSALS_KEPT`]), for the stop summary.
+    refusals: Vec<(Cookie, String)>,
     stats: UnwindStats,
 }
 
@@ -418,12 +424,18 @@ impl DwarfUnwinder {
             reader: Loader::new(timeout),
             round_wait: CFI_ROUND_WAIT,
             entry_code: FxHashMap::default(),
+            refusals: Vec::new(),
             stats: UnwindStats::default(),
         }
     }
 
     pub(crate) fn stats(&self) -> UnwindStats {
         self.stats
+    }
+
+    /// Binaries whose unwind information was refused, and why.
+    pub(crate) fn refusals(&self) -> &[(Cookie, String)] {
+        &self.refusals
     }
 
     /// A new sync round: its wait budget starts again, and answers that
@@ -512,9 +524,14 @@ impl DwarfUnwinder {
                 Ok((sections, u))
             }
             Err(why) => {
-                match why {
+                match &why {
                     CfiMissing::NoCfi => self.stats.without_cfi += 1,
-                    CfiMissing::Refused(_) => self.stats.refused += 1,
+                    CfiMissing::Refused(reason) => {
+                        self.stats.refused += 1;
+                        if self.refusals.len() < MAX_REFUSALS_KEPT {
+                            self.refusals.push((cookie, reason.clone()));
+                        }
+                    }
                     CfiMissing::Unreadable | CfiMissing::TimedOut => self.stats.unreadable += 1,
                 }
                 Err(why)
@@ -973,5 +990,18 @@ mod tests {
         .unwrap();
         assert_eq!(s.covers(entry), Some(false), "entry {entry:#x}");
         assert_eq!(s.covers(covered), Some(true));
+    }
+
+    #[test]
+    fn refusals_are_counted_and_the_first_reasons_kept() {
+        let mut u = DwarfUnwinder::default();
+        for c in 0..(MAX_REFUSALS_KEPT as u64 + 3) {
+            u.install(c, Err(CfiMissing::Refused(format!("reason {c}"))));
+        }
+        u.install(100, Err(CfiMissing::NoCfi));
+        assert_eq!(u.stats().refused, MAX_REFUSALS_KEPT as u64 + 3);
+        assert_eq!(u.stats().without_cfi, 1);
+        assert_eq!(u.refusals().len(), MAX_REFUSALS_KEPT);
+        assert_eq!(u.refusals()[1], (1, "reason 1".to_string()));
     }
 }

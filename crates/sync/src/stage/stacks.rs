@@ -148,6 +148,20 @@ impl SyncStage {
         self.chain = c;
         stack
     }
+    /// Binaries whose unwind information failed the CFI check, as
+    /// `PATH: reason` (the first few; `UnwindStats::refused` counts all).
+    pub fn unwind_refusals(&self) -> Vec<String> {
+        self.unwinder.as_ref().map_or_else(Vec::new, |u| {
+            u.refusals()
+                .iter()
+                .map(|(c, why)| {
+                    let path = self.known.get(c).map_or("?", |e| e.path.as_str());
+                    format!("{path}: {why}")
+                })
+                .collect()
+        })
+    }
+
     /// The DWARF unwinder's counters (zero without DWARF call graphs).
     pub fn unwind_stats(&self) -> UnwindStats {
         self.unwinder

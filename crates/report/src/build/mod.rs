@@ -42,6 +42,23 @@ pub fn build_report(
     check_merge(sessions, &mut warnings)?;
     let plan = plan(opts)?;
     let opts = &*plan.opts;
+    let no_cgroups = sessions
+        .iter()
+        .all(|s| s.reader().header().cgroups == profkit_eventlog::CgroupSource::None);
+    if (opts.separate.cgroup || !opts.spec.cgroups.is_empty()) && no_cgroups {
+        warnings.push(
+            "no cgroups in this session: record with `profctl start --cgroups` to see them; \
+             every sample is shown as [none]"
+                .to_owned(),
+        );
+    }
+    if opts.inline && !plan.with_stacks {
+        warnings.push(
+            "--inline expands call stacks: it only changes -c, --children, collapsed stacks, \
+             flame graphs and pprof"
+                .to_owned(),
+        );
+    }
     let mut agg = aggregate(sessions, plan.shape, &opts.spec, progress);
     if plan.with_stacks {
         agg.fold_stacks();

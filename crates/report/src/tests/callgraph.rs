@@ -254,6 +254,27 @@ fn callgraph_conflicts_with_thread_separation() {
     assert!(e.to_string().contains("--separate=thread"), "{e}");
 }
 
+/// Asking for cgroups or inlined frames of a session that cannot have
+/// them says so instead of showing `[none]` or nothing different.
+#[test]
+fn cgroups_and_inline_asked_of_a_session_without_them_say_so() {
+    let d = tempfile::tempdir().unwrap();
+    standard(d.path(), true);
+    let mut opts = ReportOptions {
+        inline: true,
+        ..Default::default()
+    };
+    opts.separate.cgroup = true;
+    let r = report_with(d.path(), opts);
+    for want in ["profctl start --cgroups", "--inline expands call stacks"] {
+        assert!(
+            r.warnings.iter().any(|w| w.contains(want)),
+            "{want}: {:?}",
+            r.warnings
+        );
+    }
+}
+
 #[test]
 fn a_session_without_stacks_says_so() {
     let d = tempfile::tempdir().unwrap();

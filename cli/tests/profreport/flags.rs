@@ -357,7 +357,9 @@ fn flag_format() {
     let csv = on_fixture("ratio", &["-l", "--format", "csv"])
         .expect(0)
         .stdout;
-    assert!(csv.starts_with("samples,percent,cpu,tgid,tid,comm,app,image,symbol,vma,location\n"));
+    assert!(csv.starts_with(
+        "samples,percent,cpu,tgid,tid,ns_tgid,ns_tid,comm,cgroup,app,image,symbol,vma,location\n"
+    ));
     assert!(csv.contains(",shares,f_a,"), "{csv}");
     let text = on_fixture("ratio", &["-l", "--format", "text"])
         .expect(0)

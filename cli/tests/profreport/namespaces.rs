@@ -201,4 +201,51 @@ fn live_jit_map_in_a_private_pid_namespace_and_tmp_is_used() {
         in_ns * 2 >= on_host,
         "named in {in_ns} samples in the namespace against {on_host} on the host; stop said: {stop}"
     );
+    // Thread rows: node is pid 1 of its namespace (sh exec'd it), shown
+    // beside its host pid; nothing of the host run has namespace ids.
+    let threads = |dir: &Path| {
+        let s = dir.join("s");
+        profreport(&[
+            "--session-dir",
+            s.to_str().unwrap(),
+            "--format",
+            "json",
+            "--separate=thread",
+        ])
+        .expect(0)
+        .json()["rows"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let rows = threads(&ns);
+    let main = rows
+        .iter()
+        .find(|r| r["comm"] == "node" && r["tgid"] == r["tid"] && r["image"] == "node")
+        .unwrap_or_else(|| panic!("no row of node's main thread: {rows:?}"));
+    assert_eq!(
+        (&main["ns_tgid"], &main["ns_tid"]),
+        (&serde_json::json!(1), &serde_json::json!(1)),
+        "{main}"
+    );
+    let host_pid = main["tgid"].as_u64().unwrap();
+    assert!(host_pid != 1);
+    let of_node: Vec<_> = rows.iter().filter(|r| r["tgid"] == host_pid).collect();
+    assert!(
+        of_node.iter().all(|r| r["ns_tgid"] == 1),
+        "every row of node's threads carries its namespace pid: {of_node:?}"
+    );
+    let others = of_node.iter().filter(|r| r["tid"] != host_pid).count();
+    let with_tid = of_node
+        .iter()
+        .filter(|r| r["tid"] != host_pid && r["ns_tid"].as_u64().is_some_and(|t| t > 1))
+        .count();
+    eprintln!(
+        "node thread rows: {} ({others} other threads, {with_tid} with their namespace tid)",
+        of_node.len()
+    );
+    assert!(
+        threads(&host).iter().all(|r| r.get("ns_tgid").is_none()),
+        "a host process has no namespace ids"
+    );
 }

@@ -528,18 +528,24 @@ mod tests {
                 tid: 2,
                 comm: "bash".into(),
                 exec: true,
+                ns: None,
             },
             Event::Comm {
                 pid: u32::MAX,
                 tid: 0,
                 comm: String::new(),
                 exec: false,
+                ns: Some(crate::NsTask {
+                    pid: u32::MAX,
+                    tid: 0,
+                }),
             },
             Event::Comm {
                 pid: 7,
                 tid: 7,
                 comm: "wörk ✓".into(),
                 exec: false,
+                ns: Some(crate::NsTask { pid: 1, tid: 2 }),
             },
             Event::CookieDef(CookieEntry {
                 cookie: u64::MAX,
@@ -651,6 +657,46 @@ mod tests {
         assert_eq!(events(enc.bytes()), all);
         let decoded: Vec<Event> = ChunkDecoder::new(enc.bytes()).map(Result::unwrap).collect();
         assert_eq!(decoded, all);
+    }
+
+    #[test]
+    fn a_comms_namespace_ids_are_an_appended_field() {
+        let comm = |ns| Event::Comm {
+            pid: 300,
+            tid: 301,
+            comm: "sh".into(),
+            exec: true,
+            ns,
+        };
+        let bytes = |ev: &Event| {
+            let mut enc = ChunkEncoder::new();
+            enc.event(ev);
+            enc.bytes().to_vec()
+        };
+        // Without: the version-1 body, byte for byte.
+        let plain = bytes(&comm(None));
+        assert_eq!(
+            plain,
+            [0x20, 0x08, 0xac, 0x02, 0xad, 0x02, 0x01, 0x02, b's', b'h']
+        );
+        // With: the same fields, then presence, ns pid, ns tid.
+        let with = bytes(&comm(Some(crate::NsTask { pid: 1, tid: 2 })));
+        assert_eq!(with[2..10], plain[2..]);
+        assert_eq!(with[..2], [0x20, 0x0b]);
+        assert_eq!(with[10..], [0x01, 0x01, 0x02]);
+        assert_eq!(
+            events(&with),
+            [comm(Some(crate::NsTask { pid: 1, tid: 2 }))]
+        );
+        // A reader ignores what follows the fields it knows (a newer
+        // writer's further appended fields).
+        let mut newer = with.clone();
+        newer[1] += 2;
+        newer.extend_from_slice(&[0x05, 0x06]);
+        assert_eq!(
+            events(&newer),
+            [comm(Some(crate::NsTask { pid: 1, tid: 2 }))]
+        );
     }
 
     #[test]
@@ -1123,14 +1169,20 @@ mod tests {
         let markers = all_markers();
         prop_oneof![
             (0..markers.len()).prop_map(move |i| markers[i].clone()),
-            (any::<u32>(), any::<u32>(), ".{0,20}", any::<bool>()).prop_map(
-                |(pid, tid, comm, exec)| Event::Comm {
+            (
+                any::<u32>(),
+                any::<u32>(),
+                ".{0,20}",
+                any::<bool>(),
+                proptest::option::of((any::<u32>(), any::<u32>()))
+            )
+                .prop_map(|(pid, tid, comm, exec, ns)| Event::Comm {
                     pid,
                     tid,
                     comm,
-                    exec
-                }
-            ),
+                    exec,
+                    ns: ns.map(|(pid, tid)| crate::NsTask { pid, tid }),
+                }),
             (any::<u32>(), any::<u64>()).prop_map(|(cpu, count)| Event::Lost {
                 cpu,
                 kind: LostKind::NoTask,

@@ -131,6 +131,17 @@ pub enum LostKind {
     Other,
 }
 
+/// A task's process and thread ids as it sees them in its own pid
+/// namespace (the last fields of `NSpid:` in `/proc/PID/status` and
+/// `/proc/PID/task/TID/status`): a container's init is `1/1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NsTask {
+    /// The process id in the task's pid namespace.
+    pub pid: u32,
+    /// The thread id in the task's pid namespace.
+    pub tid: u32,
+}
+
 /// One event of a chunk's stream.
 ///
 /// `CpuSwitch`, `TaskSwitch`, `Mode` and `CookieSwitch` change the decoding
@@ -193,6 +204,10 @@ pub enum Event {
         comm: String,
         /// Whether the name change came from `execve`.
         exec: bool,
+        /// The task's ids in its own pid namespace, when that is not the
+        /// recorder's (a container's `1/1`); appended to the body, read as
+        /// None when absent.
+        ns: Option<NsTask>,
     },
     /// Defines a cookie (written once per session, before its first use is
     /// needed by a report).

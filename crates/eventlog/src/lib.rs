@@ -171,7 +171,7 @@ pub use decode::{decode_events, for_each_sample, ChunkDecoder, Expanded, Expande
 pub use encode::{ChunkEncoder, OffsetCoding};
 pub use error::{Error, Result};
 pub use event::{
-    cookie_hash, Cookie, CookieEntry, CookieKind, Event, ExpandedSample, Frame, LostKind,
+    cookie_hash, Cookie, CookieEntry, CookieKind, Event, ExpandedSample, Frame, LostKind, NsTask,
     COOKIE_NONE, COOKIE_UNKNOWN,
 };
 pub use idlist::{format_id_list, parse_id_list, IdListError};

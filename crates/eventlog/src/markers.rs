@@ -6,7 +6,7 @@
 
 use crate::codec::{push_bool, push_str, push_uvar, tag, BodyReader};
 use crate::error::{Error, Result};
-use crate::event::{CookieEntry, CookieKind, Event, Frame, LostKind};
+use crate::event::{CookieEntry, CookieKind, Event, Frame, LostKind, NsTask};
 
 pub(crate) fn cookie_kind_code(k: &CookieKind) -> u8 {
     match k {
@@ -179,11 +179,19 @@ pub(crate) fn push_marker(out: &mut Vec<u8>, ev: &Event) {
             tid,
             comm,
             exec,
+            ns,
         } => {
             push_uvar(&mut body, u64::from(*pid));
             push_uvar(&mut body, u64::from(*tid));
             push_bool(&mut body, *exec);
             push_str(&mut body, comm);
+            // Appended field: left out when None, so a Comm of a task in
+            // the recorder's own namespace keeps its version-1 bytes.
+            if let Some(n) = ns {
+                push_bool(&mut body, true);
+                push_uvar(&mut body, u64::from(n.pid));
+                push_uvar(&mut body, u64::from(n.tid));
+            }
             tag::COMM
         }
         Event::CookieDef(e) => {
@@ -272,6 +280,16 @@ pub(crate) fn read_marker(t: u8, body: &[u8], base: u64) -> Result<Event> {
             tid: r.u32var("tid")?,
             exec: r.bool("exec")?,
             comm: r.string("comm")?,
+            ns: if r.remaining() > 0 {
+                r.option("ns", |r| {
+                    Ok(NsTask {
+                        pid: r.u32var("ns.pid")?,
+                        tid: r.u32var("ns.tid")?,
+                    })
+                })?
+            } else {
+                None
+            },
         },
         tag::COOKIE_DEF => Event::CookieDef(read_cookie_entry(&mut r)?),
         tag::MODULE_LOAD => Event::ModuleLoad {

@@ -309,6 +309,7 @@ pub fn encode_rounds(
                     tid: x.tid,
                     comm,
                     exec: false,
+                    ns: None,
                 });
             }
             enc.sample(x.cpu, x.pid, x.tid, x.kernel, x.cookie, x.offset);

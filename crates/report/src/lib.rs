@@ -114,8 +114,15 @@
 //!   "start_time", "start_time_unix_ns", "duration_s", "sessions": [...], "bad_chunks": [...],
 //!   "warnings": [...],
 //!   "rows": [ { "samples", "percent", "image", "app", "symbol", "cpu", "tgid", "tid", "comm",
-//!               "vma"?, "location"? } ]            (or "timeline": {...} with --timeline) }
+//!               "ns_tgid"?, "ns_tid"?, "cgroup"?, "vma"?, "location"? } ]
+//!                                                  (or "timeline": {...} with --timeline) }
 //! ```
+//!
+//! `ns_tgid`/`ns_tid` (`--separate=thread`) are a task's ids in its own pid
+//! namespace, there only for tasks that ran in another pid namespace than
+//! the recorder (a container's init is 1/1); the text report shows them as
+//! an `ns tgid/tid` column when any row has them. `cgroup` is there with
+//! `--separate=cgroup`.
 //!
 //! `stacks` (the footers' `stacks_unknown`, `stacks_truncated` and
 //! `user_stacks_cut`, summed over CPUs and sessions) is there only when one
@@ -124,7 +131,9 @@
 //! Rows are the text report's rows, flattened ([`flat_rows`]): one per
 //! (row, CPU) with samples under `--separate=cpu`, percent within that CPU;
 //! a nested application row comes before its dependents, which carry it as
-//! `app`. CSV has the same rows under a fixed header. With `--children`
+//! `app`. CSV has the same rows under a fixed header
+//! (`samples,percent,cpu,tgid,tid,ns_tgid,ns_tid,comm,cgroup,app,image,symbol,vma,location`,
+//! empty fields where a row has no value). With `--children`
 //! rows also carry `inclusive` and `inclusive_percent` (a CSV gets two more
 //! columns); with `--callgraph` the JSON object has a `callgraph` key
 //! (`entries`: `image`, `symbol`, `self_samples`, `self_percent`, `total`,

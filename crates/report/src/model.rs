@@ -217,6 +217,11 @@ pub struct Row {
     pub tid: Option<u32>,
     /// Thread name (`--separate=thread`).
     pub comm: Option<String>,
+    /// The process's pid in its own pid namespace, for a process that ran
+    /// in another pid namespace than the recorder (`--separate=thread`).
+    pub ns_tgid: Option<u32>,
+    /// The thread's tid in its own pid namespace (as `ns_tgid`).
+    pub ns_tid: Option<u32>,
     /// The cgroup's path (`--separate=cgroup`); `[cgroup ID]` for a
     /// cgroup the session does not name, `[none]` for samples without.
     pub cgroup: Option<String>,

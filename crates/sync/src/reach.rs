@@ -26,8 +26,9 @@
 //!   links cannot lead the daemon out of the container's root.
 
 use crate::binfile::{build_id_of, open_mapped, MappedBinary, Refused, TimedWorker};
+use profkit_eventlog::NsTask;
 use rustix::fs::{Mode, OFlags, ResolveFlags};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -252,6 +253,75 @@ pub fn ns_pid(status: &str) -> Option<u32> {
         .ok()
 }
 
+/// A task's process and thread ids in its own pid namespace: the last
+/// fields of `NStgid:` and `NSpid:` in its `/proc/PID/task/TID/status`.
+pub fn ns_task(status: &str) -> Option<NsTask> {
+    let last = |key: &str| -> Option<u32> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))?
+            .split_whitespace()
+            .last()?
+            .parse()
+            .ok()
+    };
+    Some(NsTask {
+        pid: last("NStgid:")?,
+        tid: last("NSpid:")?,
+    })
+}
+
+/// Processes remembered by [`NsTasks`] before it starts over (exits of
+/// processes never sampled are not always seen).
+pub const NS_TASKS_HELD: usize = 65_536;
+
+/// Which tasks live in another pid namespace than the recorder's, and
+/// their ids there (thread rows show them beside the host's). One
+/// `readlink` of `/proc/PID/ns/pid` per process, one status read per task
+/// of a process in another namespace; nothing for the others.
+#[derive(Debug, Default)]
+pub struct NsTasks {
+    /// The recorder's own pid namespace (`/proc/self/ns/pid`), once read.
+    mine: Option<Option<PathBuf>>,
+    /// Per process: whether it is in another pid namespace.
+    foreign: HashMap<u32, bool>,
+}
+
+impl NsTasks {
+    /// The ids task `tid` of process `pid` has in its own pid namespace,
+    /// if that is not the recorder's (None too when `/proc` no longer has
+    /// the task).
+    pub fn of(&mut self, proc_root: &Path, pid: u32, tid: u32) -> Option<NsTask> {
+        let mine = self
+            .mine
+            .get_or_insert_with(|| std::fs::read_link(proc_root.join("self/ns/pid")).ok())
+            .clone()?;
+        if self.foreign.len() >= NS_TASKS_HELD {
+            self.foreign.clear();
+        }
+        let foreign = match self.foreign.get(&pid) {
+            Some(&f) => f,
+            None => {
+                let theirs = std::fs::read_link(proc_root.join(format!("{pid}/ns/pid"))).ok()?;
+                let f = theirs != mine;
+                self.foreign.insert(pid, f);
+                f
+            }
+        };
+        if !foreign {
+            return None;
+        }
+        let status =
+            std::fs::read_to_string(proc_root.join(format!("{pid}/task/{tid}/status"))).ok()?;
+        ns_task(&status)
+    }
+
+    /// Process `pid` exited: its pid may name another process next.
+    pub fn exit(&mut self, pid: u32) {
+        self.foreign.remove(&pid);
+    }
+}
+
 /// Where a process in another pid namespace writes its JIT map, relative
 /// to its root: `tmp/perf-NSPID.map`.
 pub fn perf_map_in_root(ns_pid: u32) -> PathBuf {
@@ -303,6 +373,46 @@ mod tests {
         assert_eq!(ns_pid("Name:\told kernel\nPid:\t5\n"), None);
         assert_eq!(ns_pid("NSpid:\t\n"), None);
         assert_eq!(perf_map_in_root(17), PathBuf::from("tmp/perf-17.map"));
+    }
+
+    #[test]
+    fn ns_task_reads_the_innermost_tgid_and_pid() {
+        let s = "Name:\tworker\nTgid:\t4242\nNStgid:\t4242\t17\nPid:\t4250\n\
+                 NSpid:\t4250\t25\nPPid:\t1\n";
+        assert_eq!(ns_task(s), Some(NsTask { pid: 17, tid: 25 }));
+        assert_eq!(ns_task("NSpid:\t9\n"), None, "no NStgid (before 4.1)");
+    }
+
+    #[test]
+    fn ns_tasks_reads_only_tasks_of_other_namespaces_in_a_fake_proc() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path();
+        for (dir, ns) in [("self", "pid:[1]"), ("10", "pid:[1]"), ("20", "pid:[2]")] {
+            std::fs::create_dir_all(p.join(dir).join("ns")).unwrap();
+            std::os::unix::fs::symlink(ns, p.join(dir).join("ns/pid")).unwrap();
+        }
+        for (task, status) in [
+            ("10/task/11", "NStgid:\t10\nNSpid:\t11\n"),
+            ("20/task/21", "NStgid:\t20\t1\nNSpid:\t21\t2\n"),
+        ] {
+            std::fs::create_dir_all(p.join(task)).unwrap();
+            std::fs::write(p.join(task).join("status"), status).unwrap();
+        }
+        let mut ns = NsTasks::default();
+        assert_eq!(ns.of(p, 10, 11), None, "the recorder's own namespace");
+        assert_eq!(ns.of(p, 20, 21), Some(NsTask { pid: 1, tid: 2 }));
+        assert_eq!(ns.of(p, 20, 22), None, "a task /proc no longer has");
+        assert_eq!(ns.of(p, 30, 30), None, "a process /proc no longer has");
+        // Remembered per process until it exits: pid 20 reused in the
+        // recorder's namespace is read again.
+        std::fs::remove_file(p.join("20/ns/pid")).unwrap();
+        std::os::unix::fs::symlink("pid:[1]", p.join("20/ns/pid")).unwrap();
+        assert_eq!(ns.of(p, 20, 21), Some(NsTask { pid: 1, tid: 2 }));
+        ns.exit(20);
+        assert_eq!(ns.of(p, 20, 21), None);
+        // No /proc/self: nothing is known.
+        let empty = tempfile::tempdir().unwrap();
+        assert_eq!(NsTasks::default().of(empty.path(), 20, 21), None);
     }
 
     #[test]

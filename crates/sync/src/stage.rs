@@ -170,6 +170,12 @@ pub struct SyncStage {
     unattributed: Vec<UnattributedSample>,
     /// Samples' cgroups (off unless asked for).
     cgroups: Cgroups,
+    /// Tasks' ids in their own pid namespaces (containers).
+    ns_tasks: crate::reach::NsTasks,
+    /// Per task: the time of the newest COMM record applied. Rings are
+    /// drained one after the other, so an exec read later may be older
+    /// (`sh` exec'ing `node` on another CPU); an older name is dropped.
+    comm_time: IntMap<u32, u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -225,6 +231,8 @@ impl SyncStage {
                 },
                 ..Default::default()
             },
+            ns_tasks: Default::default(),
+            comm_time: IntMap::default(),
         }
     }
 
@@ -519,6 +527,7 @@ impl SyncStage {
         };
         for tid in self.procs.end_round(self.round) {
             self.announced.remove(&tid);
+            self.comm_time.remove(&tid);
         }
         self.deferred = waiting;
         // A negative cache: clearing it only costs a /proc read later.
@@ -645,25 +654,47 @@ impl SyncStage {
         if self.announced.insert(pid, ()).is_none() {
             if let Some(c) = self.procs.process_comm(pid) {
                 let comm = c.to_string();
+                let ns = self.ns_of(pid, pid);
                 self.marker(Event::Comm {
                     pid,
                     tid: pid,
                     comm,
                     exec: false,
+                    ns,
                 });
             }
         }
         if tid != pid && self.announced.insert(tid, ()).is_none() {
-            if let Some(c) = self.procs.thread_comm(pid, tid) {
-                let comm = c.to_string();
+            // A thread with no name of its own is named only when it has
+            // ids of its own to write (another pid namespace); it has its
+            // process's name then (threads do not outlive an exec).
+            let ns = self.ns_of(pid, tid);
+            let comm = match self.procs.thread_comm(pid, tid) {
+                Some(c) => Some(c.to_string()),
+                None if ns.is_some() => self.procs.process_comm(pid).map(str::to_string),
+                None => None,
+            };
+            if let Some(comm) = comm {
                 self.marker(Event::Comm {
                     pid,
                     tid,
                     comm,
                     exec: false,
+                    ns,
                 });
             }
         }
+    }
+
+    /// A task's ids in its own pid namespace when that is not the
+    /// recorder's, read from `/proc` while the task lives (live sessions
+    /// only).
+    #[cold]
+    fn ns_of(&mut self, pid: u32, tid: u32) -> Option<profkit_eventlog::NsTask> {
+        if !self.opts.use_procfs {
+            return None;
+        }
+        self.ns_tasks.of(&self.opts.paths.proc_root, pid, tid)
     }
 
     /// The first samples of the session that resolved to nothing (at most
@@ -894,19 +925,28 @@ impl SyncStage {
             }
             Record::Mmap(ref m) => self.on_mmap(m),
             Record::Comm(c) => {
-                let comm = String::from_utf8_lossy(c.comm).into_owned();
                 if c.exec {
                     self.ensure_process(c.pid);
                     self.procs.entry(c.pid).clear_maps(c.id.time, self.round);
                 }
+                // Names: the newest wins, whatever the order rings are
+                // read in (the maps above have their own time rules).
+                let newest = self.comm_time.entry(c.tid).or_insert(0);
+                if c.id.time < *newest {
+                    return;
+                }
+                *newest = c.id.time;
+                let comm = String::from_utf8_lossy(c.comm).into_owned();
                 self.procs.set_comm(c.pid, c.tid, &comm);
                 self.no_proc.remove(&c.pid);
                 self.announced.insert(c.tid, ());
+                let ns = self.ns_of(c.pid, c.tid);
                 self.marker(Event::Comm {
                     pid: c.pid,
                     tid: c.tid,
                     comm,
                     exec: c.exec,
+                    ns,
                 });
             }
             Record::Fork(t) => {
@@ -923,6 +963,7 @@ impl SyncStage {
             Record::Exit(t) => {
                 if t.pid == t.tid {
                     self.cgroups.exit(t.pid);
+                    self.ns_tasks.exit(t.pid);
                 }
                 self.procs.exit(t.pid, t.tid, self.round)
             }

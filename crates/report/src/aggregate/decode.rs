@@ -238,6 +238,7 @@ fn decode_into<S: Sink, D: StackDefs>(
                 tid,
                 comm,
                 exec,
+                ns,
             } => {
                 seq += 1;
                 comms.push(CommMark {
@@ -248,6 +249,7 @@ fn decode_into<S: Sink, D: StackDefs>(
                     tid,
                     exec,
                     comm,
+                    ns,
                 });
             }
             Event::ModuleLoad {

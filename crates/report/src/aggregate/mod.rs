@@ -94,6 +94,8 @@ pub(crate) struct CommMark {
     pub tid: u32,
     pub exec: bool,
     pub comm: String,
+    /// The task's ids in its own pid namespace, when it had one.
+    pub ns: Option<profkit_eventlog::NsTask>,
 }
 
 /// What the parallel pass produces.

@@ -185,6 +185,11 @@ impl RowMaker<'_> {
         let sym = key
             .sym
             .and_then(|id| self.symbols.get(&key.image).map(|r| (r, id)));
+        let ns = if sep.thread {
+            self.comms.ns(key.sess, key.tgid, key.tid)
+        } else {
+            (None, None)
+        };
         let mut row = Row {
             percent: percents(&samples, denom),
             total: samples.iter().sum(),
@@ -210,6 +215,8 @@ impl RowMaker<'_> {
             comm: sep
                 .thread
                 .then(|| self.comms.name(key.sess, key.tgid, key.tid).to_owned()),
+            ns_tgid: ns.0,
+            ns_tid: ns.1,
             cgroup: sep.cgroup.then(|| cgroup_name(self.cgroups, key.cgroup)),
             inlined: false,
             children: Vec::new(),
@@ -243,6 +250,8 @@ impl RowMaker<'_> {
             tgid: None,
             tid: None,
             comm: None,
+            ns_tgid: None,
+            ns_tid: None,
             cgroup: None,
             inlined: true,
             children: Vec::new(),

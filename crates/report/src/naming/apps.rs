@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use profkit_eventlog::{Cookie, CookieEntry, CookieKind, COOKIE_UNKNOWN};
+use profkit_eventlog::{Cookie, CookieEntry, CookieKind, NsTask, COOKIE_UNKNOWN};
 
 use crate::aggregate::Aggregate;
 use crate::hash::FxHashMap;
@@ -18,6 +18,9 @@ use crate::spec::base_name;
 pub(crate) struct Comms {
     by_tid: HashMap<(u32, u32, u32), String>,
     exec: HashMap<(u32, u32), String>,
+    /// Tasks' ids in their own pid namespaces (containers), by (session,
+    /// pid, tid); the last known.
+    ns: HashMap<(u32, u32, u32), NsTask>,
 }
 
 impl Comms {
@@ -26,13 +29,26 @@ impl Comms {
         marks.sort_by_key(|m| (m.sess, m.chunk, m.seq));
         let mut by_tid = HashMap::new();
         let mut exec = HashMap::new();
+        let mut ns = HashMap::new();
         for m in marks {
             by_tid.insert((m.sess, m.pid, m.tid), m.comm.clone());
             if m.exec && m.pid == m.tid {
                 exec.insert((m.sess, m.pid), m.comm.clone());
             }
+            if let Some(n) = m.ns {
+                ns.insert((m.sess, m.pid, m.tid), n);
+            }
         }
-        Comms { by_tid, exec }
+        Comms { by_tid, exec, ns }
+    }
+
+    /// A task's process and thread ids in its own pid namespace, each when
+    /// the session knows it (the task ran in another pid namespace than
+    /// the recorder).
+    pub(crate) fn ns(&self, sess: u32, pid: u32, tid: u32) -> (Option<u32>, Option<u32>) {
+        let own = self.ns.get(&(sess, pid, tid));
+        let process = self.ns.get(&(sess, pid, pid)).or(own);
+        (process.map(|n| n.pid), own.map(|n| n.tid))
     }
 
     /// The name of a thread (else of its process, else `?`).

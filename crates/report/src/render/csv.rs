@@ -71,7 +71,8 @@ pub fn write_csv(report: &Report, w: &mut dyn Write) -> io::Result<()> {
     };
     writeln!(
         w,
-        "samples,percent,cpu,tgid,tid,comm,app,image,symbol,vma,location{incl_head}"
+        "samples,percent,cpu,tgid,tid,ns_tgid,ns_tid,comm,cgroup,app,image,symbol,vma,location\
+         {incl_head}"
     )?;
     let opt = |v: Option<u32>| v.map_or_else(String::new, |v| v.to_string());
     for (r, cpu) in flat_rows(report) {
@@ -82,13 +83,16 @@ pub fn write_csv(report: &Report, w: &mut dyn Write) -> io::Result<()> {
         };
         writeln!(
             w,
-            "{},{:.4},{},{},{},{},{},{},{},{},{}{incl}",
+            "{},{:.4},{},{},{},{},{},{},{},{},{},{},{},{}{incl}",
             r.samples[0],
             r.percent[0],
             opt(cpu),
             opt(r.tgid),
             opt(r.tid),
+            opt(r.ns_tgid),
+            opt(r.ns_tid),
             csv_field(r.comm.as_deref().unwrap_or("")),
+            csv_field(r.cgroup.as_deref().unwrap_or("")),
             csv_field(r.app.as_deref().unwrap_or("")),
             csv_field(&r.image),
             csv_field(r.symbol.as_deref().unwrap_or("")),

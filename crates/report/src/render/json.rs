@@ -30,6 +30,10 @@ struct JsonRow {
     tid: Option<u32>,
     comm: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    ns_tgid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ns_tid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     cgroup: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     vma: Option<String>,
@@ -129,6 +133,8 @@ pub fn write_json(report: &Report, w: &mut dyn Write) -> io::Result<()> {
                 tgid: r.tgid,
                 tid: r.tid,
                 comm: r.comm,
+                ns_tgid: r.ns_tgid,
+                ns_tid: r.ns_tid,
                 cgroup: r.cgroup,
                 vma: report
                     .shown

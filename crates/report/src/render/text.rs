@@ -264,14 +264,27 @@ fn table(report: &Report, rows: &[Row], image_head: &str) -> (Vec<Col>, Vec<(usi
         let mut g = Col::new("tgid", true);
         let mut t = Col::new("tid", true);
         let mut c = Col::new("command", false);
+        // Ids inside a container's pid namespace, only when some row
+        // has them: `ns 1/1` beside the host's 4242/4242.
+        let mut ns = Col::new("ns tgid/tid", false);
         for r in rows {
             g.cells
                 .push(r.tgid.map_or_else(String::new, |v| v.to_string()));
             t.cells
                 .push(r.tid.map_or_else(String::new, |v| v.to_string()));
             c.cells.push(r.comm.clone().unwrap_or_default());
+            let id = |v: Option<u32>| v.map_or_else(|| "?".to_owned(), |v| v.to_string());
+            ns.cells.push(if r.ns_tgid.is_some() || r.ns_tid.is_some() {
+                format!("{}/{}", id(r.ns_tgid), id(r.ns_tid))
+            } else {
+                String::new()
+            });
         }
-        cols.extend([g, t, c]);
+        cols.extend([g, t]);
+        if ns.cells.iter().any(|c| !c.is_empty()) {
+            cols.push(ns);
+        }
+        cols.push(c);
     }
     if l.cgroup {
         let mut c = Col::new("cgroup", false);

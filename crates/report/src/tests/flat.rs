@@ -151,6 +151,96 @@ fn separate_thread_splits_rows_with_names() {
 }
 
 #[test]
+fn thread_rows_show_a_containers_own_pids_beside_the_hosts() {
+    let d = tempfile::tempdir().unwrap();
+    let ns = |pid, tid| Some(profkit_eventlog::NsTask { pid, tid });
+    let named = |pid, tid, name: &str, ns| Event::Comm {
+        pid,
+        tid,
+        comm: name.into(),
+        exec: false,
+        ns,
+    };
+    write_session(
+        d.path(),
+        &[(
+            vec![
+                def(APP, CookieKind::User, "/usr/bin/app", 0, None),
+                // The container's init and a thread of it, and a host
+                // process.
+                named(500, 500, "app", ns(1, 1)),
+                named(500, 502, "app", ns(1, 3)),
+                comm(10, 10, "app", true),
+            ],
+            vec![
+                (0, 500, 500, false, APP, 0x100, 5),
+                (0, 500, 502, false, APP, 0x100, 3),
+                // A thread named nowhere: its process's pid, no tid.
+                (0, 500, 504, false, APP, 0x100, 2),
+                (1, 10, 10, false, APP, 0x100, 1),
+            ],
+        )],
+        None,
+    );
+    let r = report_with(
+        d.path(),
+        ReportOptions {
+            separate: Separate::parse("thread").unwrap(),
+            ..Default::default()
+        },
+    );
+    let ids: Vec<_> = r
+        .rows
+        .iter()
+        .map(|r| (r.tgid, r.tid, r.ns_tgid, r.ns_tid, r.total))
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            (Some(500), Some(500), Some(1), Some(1), 5),
+            (Some(500), Some(502), Some(1), Some(3), 3),
+            (Some(500), Some(504), Some(1), None, 2),
+            (Some(10), Some(10), None, None, 1),
+        ]
+    );
+    let t = text(&r);
+    assert!(t.contains("ns tgid/tid"), "{t}");
+    let line = |tid: &str| {
+        t.lines()
+            .find(|l| l.split_whitespace().nth(3) == Some(tid))
+            .unwrap_or_else(|| panic!("no row of tid {tid}: {t}"))
+            .to_owned()
+    };
+    assert!(line("502").contains(" 1/3 "), "{t}");
+    assert!(line("504").contains(" 1/? "), "{t}");
+    let mut json = Vec::new();
+    write_json(&r, &mut json).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows[1]["ns_tgid"], 1);
+    assert_eq!(rows[1]["ns_tid"], 3);
+    assert!(rows[3].get("ns_tgid").is_none(), "{}", rows[3]);
+    let mut csv = Vec::new();
+    write_csv(&r, &mut csv).unwrap();
+    let csv = String::from_utf8(csv).unwrap();
+    let head: Vec<_> = csv.lines().next().unwrap().split(',').collect();
+    let second: Vec<_> = csv.lines().nth(2).unwrap().split(',').collect();
+    let col = |name| head.iter().position(|h| *h == name).unwrap();
+    assert_eq!((second[col("ns_tgid")], second[col("ns_tid")]), ("1", "3"));
+    // Without any container task the column is not shown.
+    let plain = tempfile::tempdir().unwrap();
+    standard(plain.path(), true);
+    let r = report_with(
+        plain.path(),
+        ReportOptions {
+            separate: Separate::parse("thread").unwrap(),
+            ..Default::default()
+        },
+    );
+    assert!(!text(&r).contains("ns tgid"));
+}
+
+#[test]
 fn separate_lib_nests_dependents_under_the_application() {
     let d = tempfile::tempdir().unwrap();
     standard(d.path(), true);

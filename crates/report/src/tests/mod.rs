@@ -35,6 +35,7 @@ fn comm(pid: u32, tid: u32, name: &str, exec: bool) -> Event {
         tid,
         comm: name.into(),
         exec,
+        ns: None,
     }
 }
 

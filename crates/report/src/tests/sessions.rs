@@ -320,9 +320,11 @@ fn json_and_csv_rows() {
     let mut out = Vec::new();
     write_csv(&r, &mut out).unwrap();
     let csv = String::from_utf8(out).unwrap();
-    assert!(csv.starts_with("samples,percent,cpu,tgid,tid,comm,app,image,symbol,vma,location\n"));
+    assert!(csv.starts_with(
+        "samples,percent,cpu,tgid,tid,ns_tgid,ns_tid,comm,cgroup,app,image,symbol,vma,location\n"
+    ));
     assert!(
-        csv.contains("3,33.3333,1,10,11,worker,,app,(no symbols),,\n"),
+        csv.contains("3,33.3333,1,10,11,,,worker,,,app,(no symbols),,\n"),
         "{csv}"
     );
 }

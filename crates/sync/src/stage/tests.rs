@@ -218,3 +218,61 @@ fn samples_carry_their_cgroup_and_each_is_defined_once() {
     assert!(defs.is_empty());
     assert!(plain.len() < bytes.len());
 }
+
+/// Rings are drained one after the other: `sh` exec'ing `node` on another
+/// CPU may be read after node's exec. The newest name wins, and a task in
+/// another pid namespace (fake `/proc`) carries its ids there.
+#[test]
+fn the_newest_exec_names_a_task_and_container_tasks_carry_their_ns_ids() {
+    let d = tempfile::tempdir().unwrap();
+    let proc = d.path().join("proc");
+    for (dir, ns) in [("self", "pid:[1]"), ("50", "pid:[9]")] {
+        std::fs::create_dir_all(proc.join(dir).join("ns")).unwrap();
+        std::os::unix::fs::symlink(ns, proc.join(dir).join("ns/pid")).unwrap();
+    }
+    std::fs::create_dir_all(proc.join("50/task/50")).unwrap();
+    std::fs::write(
+        proc.join("50/task/50/status"),
+        "NStgid:\t50\t1\nNSpid:\t50\t1\n",
+    )
+    .unwrap();
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+        cgroup: false,
+    };
+    let mut stage = SyncStage::new(SyncOptions {
+        layout,
+        paths: ProcPaths {
+            proc_root: proc.clone(),
+            sys_root: d.path().join("sys"),
+        },
+        use_procfs: true,
+    });
+    let exec = |name: &str, time| SimRecord::Comm {
+        pid: 50,
+        tid: 50,
+        comm: name.into(),
+        exec: true,
+        time,
+    };
+    let mut cpu0 = SimRing::new(0, 1 << 16, layout);
+    let mut cpu1 = SimRing::new(1, 1 << 16, layout);
+    assert!(cpu0.push(&exec("node", 20)));
+    assert!(cpu1.push(&exec("sh", 10)));
+    let chunk = stage.round(&mut [cpu0, cpu1], 30);
+    let mut comms = Vec::new();
+    profkit_eventlog::decode_events(&chunk.bytes, |e| {
+        if let Event::Comm { comm, ns, .. } = e {
+            comms.push((comm, ns));
+        }
+    })
+    .unwrap();
+    assert_eq!(
+        comms,
+        [(
+            "node".to_owned(),
+            Some(profkit_eventlog::NsTask { pid: 1, tid: 1 })
+        )]
+    );
+}

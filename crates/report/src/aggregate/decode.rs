@@ -292,7 +292,7 @@ impl Aggregate {
             result,
         } = m;
         for (id, p) in cgroups {
-            self.cgroups.entry(id).or_insert(p);
+            self.cgroups.entry((sess, id)).or_insert(p);
         }
         for e in cookies {
             match self.cookies.get(&e.cookie) {

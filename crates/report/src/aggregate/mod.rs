@@ -112,8 +112,9 @@ pub(crate) struct Aggregate {
     pub comms: Vec<CommMark>,
     /// (session, pid, cookie) of every user mapping announced.
     pub maps: Vec<(u32, u32, Cookie)>,
-    /// Cgroup id → path, from the sessions' `CgroupDef`s (the first met).
-    pub cgroups: FxHashMap<u64, String>,
+    /// (session, cgroup id) → path, from the sessions' `CgroupDef`s (the
+    /// first met).
+    pub cgroups: FxHashMap<(u32, u64), String>,
     pub chunks: Vec<ChunkStat>,
     pub errors: Vec<DecodeError>,
 }

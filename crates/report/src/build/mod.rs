@@ -23,7 +23,7 @@ use crate::naming::symbolize::{symbolize, Resolved};
 use crate::options::{ReportOptions, SymbolSources};
 use crate::session::{check_merge, Session};
 use crate::Progress;
-use rows::{sort_and_cut, Placer, RowKey, RowMaker};
+use rows::{sort_and_cut, CgroupNames, Placer, RowKey, RowMaker};
 
 /// Builds a report over one session, or several merged.
 ///
@@ -86,6 +86,7 @@ pub fn build_report(
 
     // Rows before names.
     let (columns, col_of) = columns(sessions, &agg, opts);
+    let cgroup_names = CgroupNames::new(&agg.cgroups);
     let ncols = columns.len();
     let placer = Placer {
         opts,
@@ -93,7 +94,7 @@ pub fn build_report(
         apps: &apps,
         symbols: &symbols,
         col_of: &col_of,
-        cgroups: &agg.cgroups,
+        cgroups: &cgroup_names,
     };
     let mut grouped: FxHashMap<RowKey, Vec<u64>> = FxHashMap::default();
     for (k, &n) in &agg.counts {
@@ -140,7 +141,7 @@ pub fn build_report(
         shown: columns_shown,
         images: &images,
         comms: &comms,
-        cgroups: &agg.cgroups,
+        cgroups: &cgroup_names,
         symbols: &symbols,
         inclusive: inclusive.as_ref(),
         ncols,

@@ -41,15 +41,56 @@ pub(super) struct Placer<'a> {
     pub apps: &'a FxHashMap<(u32, u32), Cookie>,
     pub symbols: &'a FxHashMap<Cookie, Resolved>,
     pub col_of: &'a FxHashMap<u32, usize>,
-    pub cgroups: &'a FxHashMap<u64, String>,
+    pub cgroups: &'a CgroupNames,
 }
 
-/// The name of cgroup `id`: its path, `[none]` for 0, else `[cgroup ID]`.
-pub(super) fn cgroup_name(cgroups: &FxHashMap<u64, String>, id: u64) -> String {
-    match cgroups.get(&id) {
-        Some(p) => p.clone(),
-        None if id == 0 => "[none]".to_owned(),
-        None => format!("[cgroup {id}]"),
+/// Cgroups as rows know them: one key per path, whatever its ids (a group
+/// removed and made again under the same path has a new id; sessions of
+/// other hosts number theirs apart), `[none]` for samples without one,
+/// `[cgroup ID]` for an id its session does not name.
+pub(super) struct CgroupNames {
+    /// (session, id) → key: the index of its path in `paths`.
+    keys: FxHashMap<(u32, u64), u64>,
+    /// Paths, sorted; `[none]` first (key 0).
+    paths: Vec<String>,
+}
+
+/// Keys of ids without a path: the id with this bit set.
+const UNNAMED_CGROUP: u64 = 1 << 63;
+
+impl CgroupNames {
+    pub(super) fn new(defs: &FxHashMap<(u32, u64), String>) -> CgroupNames {
+        let mut paths: Vec<String> = defs.values().cloned().collect();
+        paths.sort_unstable();
+        paths.dedup();
+        paths.insert(0, "[none]".to_owned());
+        let index: FxHashMap<&str, u64> = paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.as_str(), i as u64))
+            .collect();
+        let keys = defs.iter().map(|(&k, p)| (k, index[p.as_str()])).collect();
+        CgroupNames { keys, paths }
+    }
+
+    /// The row key of cgroup `id` of session `sess`.
+    pub(super) fn key(&self, sess: u32, id: u64) -> u64 {
+        if id == 0 {
+            return 0;
+        }
+        self.keys
+            .get(&(sess, id))
+            .copied()
+            .unwrap_or(UNNAMED_CGROUP | id)
+    }
+
+    /// The name shown for a row key.
+    pub(super) fn name(&self, key: u64) -> String {
+        if key & UNNAMED_CGROUP != 0 {
+            format!("[cgroup {}]", key & !UNNAMED_CGROUP)
+        } else {
+            self.paths[key as usize].clone()
+        }
     }
 }
 
@@ -88,9 +129,8 @@ impl Placer<'_> {
                 return None;
             }
         }
-        if !opts.spec.cgroups.is_empty()
-            && !opts.spec.wants_cgroup(&cgroup_name(self.cgroups, k.cgroup))
-        {
+        let cgroup = self.cgroups.key(k.sess, k.cgroup);
+        if !opts.spec.cgroups.is_empty() && !opts.spec.wants_cgroup(&self.cgroups.name(cgroup)) {
             return None;
         }
         let sym = if opts.symbols {
@@ -104,7 +144,7 @@ impl Placer<'_> {
             sess: if sep.thread { k.sess } else { 0 },
             tgid: if sep.thread { k.pid } else { 0 },
             tid: if sep.thread { k.tid } else { 0 },
-            cgroup: if sep.cgroup { k.cgroup } else { 0 },
+            cgroup: if sep.cgroup { cgroup } else { 0 },
             app: app.unwrap_or(0),
             has_app: app.is_some(),
             image: k.cookie,
@@ -126,7 +166,7 @@ pub(super) struct RowMaker<'a> {
     pub shown: ShownColumns,
     pub images: &'a Images<'a>,
     pub comms: &'a Comms,
-    pub cgroups: &'a FxHashMap<u64, String>,
+    pub cgroups: &'a CgroupNames,
     pub symbols: &'a FxHashMap<Cookie, Resolved>,
     pub inclusive: Option<&'a FxHashMap<RowKey, Vec<u64>>>,
     pub ncols: usize,
@@ -217,7 +257,7 @@ impl RowMaker<'_> {
                 .then(|| self.comms.name(key.sess, key.tgid, key.tid).to_owned()),
             ns_tgid: ns.0,
             ns_tid: ns.1,
-            cgroup: sep.cgroup.then(|| cgroup_name(self.cgroups, key.cgroup)),
+            cgroup: sep.cgroup.then(|| self.cgroups.name(key.cgroup)),
             inlined: false,
             children: Vec::new(),
             inclusive: Vec::new(),

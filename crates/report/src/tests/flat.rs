@@ -441,12 +441,14 @@ fn sort_by_vma_and_symbol() {
     assert_eq!(syms, ["schedule", "do_one_initcall"]);
 }
 
-/// A session recorded with cgroups: `--separate=cgroup` gives rows per
-/// cgroup path, `cgroup:GLOB` keeps one, JSON rows carry `cgroup`.
-#[test]
-fn separate_cgroup_splits_rows_by_cgroup_path() {
-    let d = tempfile::tempdir().unwrap();
-    let path = d.path().join(SESSION_FILE);
+/// A session recorded with cgroups in `dir`: `defs` (id, path), then
+/// samples (cgroup id, pid, binary, count) on CPU 0.
+fn cgroup_session(
+    dir: &std::path::Path,
+    defs: &[(u64, &str)],
+    samples: &[(u64, u32, Cookie, u32)],
+) {
+    let path = dir.join(SESSION_FILE);
     let header = SessionHeader {
         event: EventConfigDesc {
             name: "cpu-clock".into(),
@@ -460,28 +462,37 @@ fn separate_cgroup_splits_rows_by_cgroup_path() {
     let mut enc = ChunkEncoder::new();
     enc.event(&def(APP, CookieKind::User, "/bin/app", 0, None));
     enc.event(&def(OTHER, CookieKind::User, "/bin/other", 0, None));
-    enc.event(&Event::CgroupDef {
-        id: 100,
-        path: "/grp/a".into(),
-    });
-    enc.event(&Event::CgroupDef {
-        id: 200,
-        path: "/grp/b".into(),
-    });
+    for &(id, path) in defs {
+        enc.event(&Event::CgroupDef {
+            id,
+            path: path.into(),
+        });
+    }
     enc.event(&Event::CpuSwitch { cpu: 0 });
-    for (cg, pid, cookie, n) in [
-        (100, 10, APP, 3),
-        (200, 20, OTHER, 5),
-        (100, 10, APP, 1),
-        (7, 30, OTHER, 2),
-    ] {
+    for &(cg, pid, cookie, n) in samples {
         enc.cgroup(cg);
         for _ in 0..n {
             enc.sample(0, pid, pid, false, cookie, 0x10);
         }
     }
     w.append_chunk(0, 1, enc.bytes()).unwrap();
-    drop(w);
+}
+
+/// A session recorded with cgroups: `--separate=cgroup` gives rows per
+/// cgroup path, `cgroup:GLOB` keeps one, JSON rows carry `cgroup`.
+#[test]
+fn separate_cgroup_splits_rows_by_cgroup_path() {
+    let d = tempfile::tempdir().unwrap();
+    cgroup_session(
+        d.path(),
+        &[(100, "/grp/a"), (200, "/grp/b")],
+        &[
+            (100, 10, APP, 3),
+            (200, 20, OTHER, 5),
+            (100, 10, APP, 1),
+            (7, 30, OTHER, 2),
+        ],
+    );
     let r = report_with(
         d.path(),
         ReportOptions {
@@ -519,4 +530,60 @@ fn separate_cgroup_splits_rows_by_cgroup_path() {
     );
     assert!(!r.shown.cgroup);
     assert_eq!(rows(&r), [("other".to_owned(), None, 5)]);
+}
+
+/// Rows are per cgroup path, not id: a group removed and made again under
+/// the same path (a new id) is one row, and merged sessions (other hosts
+/// number their groups apart) add up by path.
+#[test]
+fn cgroup_rows_are_keyed_by_path_across_ids_and_sessions() {
+    let d = tempfile::tempdir().unwrap();
+    let (one, two) = (d.path().join("one"), d.path().join("two"));
+    std::fs::create_dir_all(&one).unwrap();
+    std::fs::create_dir_all(&two).unwrap();
+    // Made again: ids 100 and 300 are both /grp/a.
+    cgroup_session(
+        &one,
+        &[(100, "/grp/a"), (200, "/grp/b"), (300, "/grp/a")],
+        &[(100, 10, APP, 3), (300, 11, APP, 4), (200, 20, OTHER, 5)],
+    );
+    // Another host: the same ids, swapped.
+    cgroup_session(
+        &two,
+        &[(100, "/grp/b"), (200, "/grp/a")],
+        &[(100, 20, OTHER, 6), (200, 10, APP, 7), (9, 10, APP, 1)],
+    );
+    let by_path = |sessions: &[&std::path::Path], spec: &[&str]| {
+        let s: Vec<_> = sessions.iter().map(|p| Session::open(p).unwrap()).collect();
+        let opts = ReportOptions {
+            separate: Separate::parse("cgroup").unwrap(),
+            spec: ProfileSpec::parse(spec).unwrap(),
+            ..Default::default()
+        };
+        let r = build_report(&s, &opts, &sources(), &NoProgress).unwrap();
+        let mut got: Vec<_> = r
+            .rows
+            .iter()
+            .map(|r| (r.cgroup.clone().unwrap(), r.image.clone(), r.total))
+            .collect();
+        got.sort();
+        got
+    };
+    let row = |cg: &str, image: &str, n| (cg.to_owned(), image.to_owned(), n);
+    assert_eq!(
+        by_path(&[&one], &[]),
+        [row("/grp/a", "app", 7), row("/grp/b", "other", 5)]
+    );
+    assert_eq!(
+        by_path(&[&one, &two], &[]),
+        [
+            row("/grp/a", "app", 14),
+            row("/grp/b", "other", 11),
+            row("[cgroup 9]", "app", 1)
+        ]
+    );
+    assert_eq!(
+        by_path(&[&one, &two], &["cgroup:/grp/a"]),
+        [row("/grp/a", "app", 14)]
+    );
 }

@@ -210,6 +210,15 @@ fn start(a: &StartArgs, pid_override: Option<u32>) -> Result<u32> {
     if let Some(note) = note {
         eprintln!("{note}");
     }
+    if c.cgroups {
+        match c.sampler_config()?.cgroups {
+            profkit_perf::CgroupRecording::Proc => eprintln!(
+                "profkit: cgroups read from /proc/PID/cgroup once per process (the kernel has no \
+                 PERF_SAMPLE_CGROUP, Linux 5.7+): a process that moves is counted in its first group"
+            ),
+            _ => eprintln!("profkit: cgroups: each sample's, from the kernel (PERF_SAMPLE_CGROUP)"),
+        }
+    }
     let dir = SessionDir::create(&c.session_dir)?;
     let mut cmd = Command::new(std::env::current_exe().context("finding profctl's own path")?);
     cmd.arg("__daemon").arg(c.to_json());

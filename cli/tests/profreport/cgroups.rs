@@ -241,4 +241,44 @@ fn live_two_workloads_in_two_cgroups_are_separated_and_g_records_one() {
     );
     assert!(ga > 300, "-G {a}: only {ga} samples of shares: {v:#}");
     assert!(gb <= 5, "-G {a}: {gb} samples of spin (in {b})");
+
+    // The way of kernels without PERF_SAMPLE_CGROUP (/proc/PID/cgroup once
+    // per process), forced on this one: the same separation, and said.
+    let start = Command::new(PROFCTL)
+        .args([
+            "start",
+            "-a",
+            "--cgroups",
+            "-F",
+            "2000",
+            "--session-dir",
+            "p",
+        ])
+        .current_dir(d.path())
+        .env("PROFKIT_CGROUPS_FROM_PROC", "1")
+        .env_remove("PROFKIT_SESSION_DIR")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&start.stderr).into_owned();
+    assert!(start.status.success(), "{said}");
+    assert!(
+        said.contains("cgroups read from /proc/PID/cgroup"),
+        "{said}"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    profctl(d.path(), &["stop", "--session-dir", "p"]).expect(0);
+    let v = report(d.path(), "p", &["--separate=cgroup"]);
+    assert_eq!(v["cgroups"], "proc");
+    let (pa, pb) = (samples(&v, SHARES, Some(a)), samples(&v, SPIN, Some(b)));
+    eprintln!("/proc/PID/cgroup: shares {pa} in {a}, spin {pb} in {b}");
+    assert!(pa > 300 && pb > 300, "{pa} in {a}, {pb} in {b}: {v:#}");
+    assert_eq!(samples(&v, SHARES, None), pa, "shares outside {a}");
+    assert_eq!(samples(&v, SPIN, None), pb, "spin outside {b}");
+    let text = profreport(&["--session-dir", d.path().join("p").to_str().unwrap()])
+        .expect(0)
+        .stdout;
+    assert!(
+        text.contains("Cgroups:  read from /proc/PID/cgroup"),
+        "{text}"
+    );
 }

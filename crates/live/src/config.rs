@@ -87,7 +87,11 @@ impl StartConfig {
         c.exclude_user = self.kernel_only;
         c.enable_on_exec = self.enable_on_exec;
         if self.cgroups {
-            c.cgroups = if profkit_perf::kernel_samples_cgroups() {
+            // PROFKIT_CGROUPS_FROM_PROC: the older kernels' way on this
+            // one (the tests show it works where it is needed).
+            c.cgroups = if profkit_perf::kernel_samples_cgroups()
+                && std::env::var_os("PROFKIT_CGROUPS_FROM_PROC").is_none()
+            {
                 profkit_perf::CgroupRecording::Sample
             } else {
                 profkit_perf::CgroupRecording::Proc

@@ -108,6 +108,7 @@
 //! ```text
 //! { "event", "frequency" | null, "period" | null,
 //!   "call_graph": null | { "mode": "fp" } | { "mode": "dwarf", "user_stack": bytes },
+//!   "cgroups"?: "sample" | "proc",
 //!   "total_samples", "samples_read",
 //!   "samples_unreadable" | null, "lost": { "total", "percent", "source", "per_cpu": { "0": n, … } },
 //!   "stacks"?: { "unknown", "truncated", "user_stacks_cut" },

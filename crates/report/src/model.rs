@@ -129,6 +129,10 @@ pub struct Header {
     /// How call graphs were recorded (the first session's); `None`
     /// without.
     pub call_graph: Option<CallGraphMode>,
+    /// How samples' cgroups were recorded (the first session with them):
+    /// `sample` (the kernel's id per sample) or `proc` (`/proc/PID/cgroup`
+    /// once per process, kernels before 5.7); `None` without.
+    pub cgroups: Option<&'static str>,
     /// Wall-clock start, ns since the Unix epoch.
     pub start_unix_ns: u64,
     /// Length of the session(s), ns.

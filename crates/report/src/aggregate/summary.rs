@@ -215,6 +215,13 @@ pub(crate) fn header(
         frequency: first.and_then(|h| h.event.frequency),
         period: first.and_then(|h| h.event.period),
         call_graph: first.and_then(|h| CallGraphMode::of(&h.event)),
+        cgroups: sessions
+            .iter()
+            .find_map(|s| match s.reader().header().cgroups {
+                profkit_eventlog::CgroupSource::None => None,
+                profkit_eventlog::CgroupSource::Sample => Some("sample"),
+                profkit_eventlog::CgroupSource::Proc => Some("proc"),
+            }),
         start_unix_ns: if start == u64::MAX { 0 } else { start },
         duration_ns: end.saturating_sub(start),
         samples_read,

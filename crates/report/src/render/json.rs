@@ -51,6 +51,8 @@ struct JsonReport<'a> {
     frequency: Option<u64>,
     period: Option<u64>,
     call_graph: Option<CallGraphMode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cgroups: Option<&'static str>,
     total_samples: u64,
     samples_read: u64,
     samples_unreadable: Option<u64>,
@@ -159,6 +161,7 @@ pub fn write_json(report: &Report, w: &mut dyn Write) -> io::Result<()> {
         frequency: h.frequency,
         period: h.period,
         call_graph: h.call_graph,
+        cgroups: h.cgroups,
         total_samples: h.total_samples,
         samples_read: h.samples_read,
         samples_unreadable: h.samples_unreadable,

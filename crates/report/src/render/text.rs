@@ -32,6 +32,19 @@ fn header_lines(h: &Header) -> String {
         None => String::new(),
     };
     let _ = writeln!(s, "Event:    {}, {}{call_graph}", h.event, rate(h));
+    match h.cgroups {
+        Some("proc") => {
+            let _ = writeln!(
+                s,
+                "Cgroups:  read from /proc/PID/cgroup once per process (the kernel had no \
+                 PERF_SAMPLE_CGROUP): a process that moved is counted in its first group"
+            );
+        }
+        Some(_) => {
+            let _ = writeln!(s, "Cgroups:  each sample's (PERF_SAMPLE_CGROUP)");
+        }
+        None => {}
+    }
     let _ = writeln!(
         s,
         "Time:     {}, {:.3} s",

@@ -22,11 +22,17 @@
 //! after the process's mount namespace and its tmpfs `/tmp` are gone,
 //! and it is closed. A map that opens while the held descriptors are at
 //! their bound is copied whole each round it grew (what it gains in its
-//! process's last round is then lost), and counted. What cannot be kept
-//! at all is counted in [`KeptSummary`]: processes with samples in
-//! anonymous code that exited before a round looked at them (their pid
-//! namespace is unknown then), and processes in another pid namespace
-//! whose root never had a map.
+//! process's last round is then lost), and counted. A map not there yet
+//! at a look (a runtime may map its first code before it makes its map)
+//! is looked for again each round while the process lives, the first
+//! [`TMP_DIR_LOOKS`] times in its `tmp` directory held open (within the
+//! same bound), so a map made just before the process exits is still
+//! found. What cannot be kept at all is counted in [`KeptSummary`]:
+//! processes with samples in anonymous code that exited before a round
+//! looked at them (their pid namespace is unknown then: the sync stage
+//! learns of a process only when it drains its records, every round),
+//! processes in another pid namespace that exited before their map could
+//! be opened, and those whose root never had one while they ran.
 //!
 //! All file work, `/proc` reads included, happens on two threads, one
 //! copying binaries and one keeping JIT maps (a large binary's copy does
@@ -56,8 +62,13 @@ pub const NS_PROCESSES_PER_ROUND: usize = 64;
 /// How long stop waits for copies still under way.
 pub const KEEP_STOP_WAIT: Duration = Duration::from_secs(10);
 /// JIT maps of other pid namespaces held open at once, at most (fewer
-/// when a quarter of the daemon's open-file limit is less).
+/// when a quarter of the daemon's open-file limit is less); `tmp`
+/// directories held count too.
 pub const MAX_HELD_PERF_MAPS: usize = 1024;
+/// Looks for which a process's `tmp` directory is held while its map is
+/// not there yet: a map made after the first look is found through it
+/// even if its process exits before the next.
+pub const TMP_DIR_LOOKS: u32 = 4;
 
 /// What was kept from other namespaces (the stop summary's `kept`), and
 /// what of their JIT maps could not be.
@@ -81,7 +92,12 @@ pub struct KeptSummary {
     #[serde(default)]
     pub perf_maps_unlooked: u64,
     /// Processes in other pid namespaces with samples in anonymous code
-    /// whose root had no `tmp/perf-NSPID.map` whenever it was looked at.
+    /// that exited before their first look could open their map.
+    #[serde(default)]
+    pub perf_maps_exited: u64,
+    /// Processes in other pid namespaces with samples in anonymous code
+    /// whose root had no `tmp/perf-NSPID.map` whenever it was looked at
+    /// while they lived.
     #[serde(default)]
     pub perf_maps_absent: u64,
 }
@@ -97,9 +113,15 @@ impl KeptSummary {
                 self.perf_maps_unlooked
             ));
         }
+        if self.perf_maps_exited > 0 {
+            out.push(format!(
+                "the JIT maps of {} processes in other pid namespaces with samples in anonymous code: they exited before a sync round could open them",
+                self.perf_maps_exited
+            ));
+        }
         if self.perf_maps_absent > 0 {
             out.push(format!(
-                "the JIT maps of {} processes in other pid namespaces with samples in anonymous code: their root had no tmp/perf-NSPID.map whenever it was looked at",
+                "the JIT maps of {} processes in other pid namespaces with samples in anonymous code: their root had no tmp/perf-NSPID.map whenever it was looked at while they ran",
                 self.perf_maps_absent
             ));
         }
@@ -155,6 +177,8 @@ struct MapDone {
     again: bool,
     /// Copied but not held because as many maps as the bound allows were.
     crowded: bool,
+    /// The process was alive when looked at.
+    alive: bool,
 }
 
 enum Done {
@@ -187,6 +211,8 @@ struct NsProcess {
     ever_held: bool,
     crowded: bool,
     refused: bool,
+    /// Looked at while alive.
+    seen_alive: bool,
 }
 
 /// The engine's side: a binary copier thread and a JIT map thread, what
@@ -283,6 +309,7 @@ impl Keeper {
         }
         p.ever_held |= m.held;
         p.crowded |= m.crowded;
+        p.seen_alive |= m.alive;
         if !m.again {
             p.done = true;
         }
@@ -427,10 +454,11 @@ impl Keeper {
         for &pid in &extras.perf_maps_missing {
             match self.ns.get(&pid).map(|p| p.kind) {
                 None | Some(Kind::Asked | Kind::Vanished) => k.perf_maps_unlooked += 1,
-                Some(Kind::Foreign) => {
-                    let p = &self.ns[&pid];
-                    k.perf_maps_absent += u64::from(!p.copied && !p.refused);
-                }
+                Some(Kind::Foreign) => match &self.ns[&pid] {
+                    p if p.copied || p.refused => {}
+                    p if p.seen_alive => k.perf_maps_absent += 1,
+                    _ => k.perf_maps_exited += 1,
+                },
                 Some(Kind::HostNs) => {}
             }
         }
@@ -476,6 +504,10 @@ struct MapReader {
     proc_root: PathBuf,
     max_held: usize,
     held: HashMap<u32, Held>,
+    /// The `tmp` directories of processes whose map was not there yet.
+    tmp_dirs: HashMap<u32, File>,
+    /// Looks that found no map, per process (while it is looked at).
+    no_map_looks: HashMap<u32, u32>,
 }
 
 impl MapReader {
@@ -485,7 +517,14 @@ impl MapReader {
             proc_root,
             max_held,
             held: HashMap::new(),
+            tmp_dirs: HashMap::new(),
+            no_map_looks: HashMap::new(),
         }
+    }
+
+    /// Descriptors held: maps and `tmp` directories.
+    fn holding(&self) -> usize {
+        self.held.len() + self.tmp_dirs.len()
     }
 
     /// Whether `pid` still has a root to look in (a process that exited,
@@ -497,7 +536,8 @@ impl MapReader {
     fn look(&mut self, j: &MapJob) -> MapDone {
         let pid = j.pid;
         // Before reading: a map read after its process is gone is whole.
-        let more = !j.last && self.alive(pid);
+        let alive = self.alive(pid);
+        let more = !j.last && alive;
         let done = |ns_pid, seen, held, again| MapDone {
             pid,
             ns_pid,
@@ -505,6 +545,7 @@ impl MapReader {
             held,
             again,
             crowded: false,
+            alive,
         };
         if let Some(mut h) = self.held.remove(&pid) {
             return match read_on(&self.dir, pid, &mut h, !more) {
@@ -519,39 +560,68 @@ impl MapReader {
             };
         }
         let Some(ns_pid) = j.ns_pid.or_else(|| foreign_ns_pid(&self.proc_root, pid)) else {
-            let seen = if more || (j.last && self.alive(pid)) {
-                Seen::HostNs
-            } else {
-                Seen::Vanished
-            };
+            let seen = if alive { Seen::HostNs } else { Seen::Vanished };
             return done(None, seen, false, false);
         };
-        let crowded = self.held.len() >= self.max_held;
-        let (seen, kept) = self.open_and_copy(pid, ns_pid, j.owner, more && !crowded);
+        let tmp = self.tmp_dirs.remove(&pid);
+        let crowded = self.holding() >= self.max_held;
+        let (seen, kept) = self.open_and_copy(pid, ns_pid, j.owner, more && !crowded, tmp.as_ref());
         let held = kept.is_some();
         if let Some(h) = kept {
             self.held.insert(pid, h);
         }
         let again = more && !matches!(seen, Seen::Refused(_));
+        self.hold_tmp_dir(pid, again && seen == Seen::NoMap, tmp, crowded);
         MapDone {
             crowded: more && crowded && seen == Seen::Copied,
             ..done(Some(ns_pid), seen, held, again)
         }
     }
 
-    /// Opens `pid`'s map inside its root and copies it whole if it grew
-    /// past the copy there; returns it to hold when `may_hold`.
+    /// After a look at `pid` that found no map (`no_map`, and it is to be
+    /// looked at again): holds its `tmp` directory (`tmp`, or opened now
+    /// unless `crowded`) for [`TMP_DIR_LOOKS`] such looks; else forgets.
+    fn hold_tmp_dir(&mut self, pid: u32, no_map: bool, tmp: Option<File>, crowded: bool) {
+        if !no_map {
+            self.no_map_looks.remove(&pid);
+            return;
+        }
+        let n = self.no_map_looks.entry(pid).or_default();
+        *n += 1;
+        if *n > TMP_DIR_LOOKS {
+            return;
+        }
+        let tmp = match tmp {
+            Some(d) => Some(d),
+            None if !crowded => open_perf_map_in_root(&self.proc_root, pid, Path::new("tmp"))
+                .ok()
+                .filter(|d| d.metadata().is_ok_and(|m| m.is_dir())),
+            None => None,
+        };
+        if let Some(d) = tmp {
+            self.tmp_dirs.insert(pid, d);
+        }
+    }
+
+    /// Opens `pid`'s map inside its root (in its held `tmp` directory if
+    /// given) and copies it whole if it grew past the copy there; returns
+    /// it to hold when `may_hold`.
     fn open_and_copy(
         &self,
         pid: u32,
         ns_pid: u32,
         owner: u32,
         may_hold: bool,
+        tmp: Option<&File>,
     ) -> (Seen, Option<Held>) {
         let rel = perf_map_in_root(ns_pid);
         let shown = self.proc_root.join(format!("{pid}/root")).join(&rel);
         let refused = |why: String| (Seen::Refused(format!("{}: {why}", shown.display())), None);
-        let f = match open_perf_map_in_root(&self.proc_root, pid, &rel) {
+        let opened = match tmp {
+            Some(d) => open_in_dir(d, &format!("perf-{ns_pid}.map")),
+            None => open_perf_map_in_root(&self.proc_root, pid, &rel),
+        };
+        let f = match opened {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (Seen::NoMap, None),
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
@@ -582,6 +652,19 @@ impl MapReader {
         });
         (seen, held)
     }
+}
+
+/// Opens `name` (one file name) in the directory `dir` is open on, with
+/// no link followed (the directory is reached through the daemon's own
+/// `/proc/self/fd`, and stays reachable after its mount is gone),
+/// non-blocking.
+fn open_in_dir(dir: &File, name: &str) -> std::io::Result<File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(format!("/proc/self/fd/{}/{name}", dir.as_raw_fd()))
 }
 
 /// Copies the first `len` bytes of `f` to a new `to` (see [`write_new`]).
@@ -913,6 +996,53 @@ mod tests {
         assert!(r.held.is_empty());
     }
 
+    /// A map not there at the first look is looked for in the process's
+    /// `tmp` directory held open, for a few looks: found there after the
+    /// directory left the process's root and the process exited.
+    #[test]
+    fn a_map_made_after_the_first_look_is_found_through_the_held_tmp_directory() {
+        let f = FakeProcs::new();
+        let map = f.process(20, Some(3));
+        let mut r = f.reader(4);
+        assert_eq!(look(&mut r, 20, f.me, false), (Seen::NoMap, false, true));
+        assert!(r.tmp_dirs.contains_key(&20));
+        std::fs::write(&map, "1000 10 a\n").unwrap();
+        // Its mount goes with its namespace: the directory is elsewhere.
+        let moved = f.roots.join("moved-tmp");
+        std::fs::rename(f.roots.join("20/tmp"), &moved).unwrap();
+        f.exit(20);
+        let d = r.look(&MapJob {
+            pid: 20,
+            owner: f.me,
+            ns_pid: Some(3),
+            last: false,
+        });
+        assert_eq!((d.seen, d.held, d.again), (Seen::Copied, false, false));
+        assert_eq!(f.kept(20), "1000 10 a\n");
+        assert!(r.tmp_dirs.is_empty() && r.no_map_looks.is_empty());
+
+        // A process that never writes one: its directory is let go.
+        f.process(21, Some(4));
+        for _ in 0..TMP_DIR_LOOKS {
+            assert_eq!(look(&mut r, 21, f.me, false), (Seen::NoMap, false, true));
+            assert!(r.tmp_dirs.contains_key(&21));
+        }
+        assert_eq!(look(&mut r, 21, f.me, false), (Seen::NoMap, false, true));
+        assert!(r.tmp_dirs.is_empty());
+        // Held directories count against the bound.
+        let mut one = f.reader(1);
+        f.process(22, Some(5));
+        assert_eq!(look(&mut one, 22, f.me, false), (Seen::NoMap, false, true));
+        std::fs::write(f.process(23, Some(6)), "1000 10 a\n").unwrap();
+        let d = one.look(&MapJob {
+            pid: 23,
+            owner: f.me,
+            ns_pid: None,
+            last: false,
+        });
+        assert_eq!((d.seen, d.held, d.crowded), (Seen::Copied, false, true));
+    }
+
     /// At most `max_held` maps are held; the others are copied as before
     /// (and said to be crowded out), and held once a descriptor is free.
     #[test]
@@ -956,6 +1086,9 @@ mod tests {
         let map = f.process(20, Some(3));
         f.process(21, Some(4)); // never writes a map
         f.process(22, None); // the daemon's pid namespace
+        f.process(26, Some(6));
+        // A zombie: its pid namespace is known, its root is gone.
+        std::fs::remove_file(f.proc_root.join("26/root")).unwrap();
         let mut w = std::fs::File::create(&map).unwrap();
         w.write_all(b"1000 10 a\n").unwrap();
         let mut k = Keeper::new(f.session.clone(), KeepQueue::default(), f.proc_root.clone());
@@ -981,13 +1114,14 @@ mod tests {
             (21, me, false),
             (22, me, false),
             (23, me, true),
+            (26, me, true),
         ]);
         wait_idle(&mut k);
         assert_eq!(f.kept(20), "1000 10 a\n2000 10 b\n3000 10 c\n");
         // Sampled in anonymous code, no map in the host's /tmp (24 exited
         // before the stage could read its owner).
         let extras = SavedExtras {
-            perf_maps_missing: vec![20, 21, 22, 23, 24],
+            perf_maps_missing: vec![20, 21, 22, 23, 24, 26],
             ..Default::default()
         };
         // 24: exited before the stage could read its owner.
@@ -998,20 +1132,22 @@ mod tests {
             KeptSummary {
                 perf_maps: 1,
                 perf_maps_unlooked: 2,
+                perf_maps_exited: 1,
                 perf_maps_absent: 1,
                 ..Default::default()
             }
         );
         let notes = k.kept.notes();
-        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert_eq!(notes.len(), 3, "{notes:?}");
         assert!(
             notes[0].starts_with("the JIT maps of 2 processes with samples in anonymous code"),
             "{notes:?}"
         );
         assert!(
-            notes[1].contains("1 processes in other pid namespaces"),
+            notes[1].ends_with("they exited before a sync round could open them"),
             "{notes:?}"
         );
+        assert!(notes[2].contains("no tmp/perf-NSPID.map"), "{notes:?}");
     }
 
     #[test]

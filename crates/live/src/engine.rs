@@ -205,6 +205,7 @@ impl<S: WakeSource> LiveEngine<S> {
             .take()
             .ok_or_else(|| Error::Sync(profkit_sync::Error::Sink("already stopped".into())))?;
         let owners: std::collections::HashMap<u32, u32> = rec.stage().anon_owners().collect();
+        let owner_list: Vec<(u32, u32)> = owners.iter().map(|(&p, &u)| (p, u)).collect();
         self.keep_round(&rec);
         let st = rec.stop()?;
         let mut extras = save_session_extras(&self.session, &self.extras, &|pid| {
@@ -216,9 +217,10 @@ impl<S: WakeSource> LiveEngine<S> {
         // After the host's JIT maps: a namespaced process's own map wins.
         let mut kept = Default::default();
         if let Some(k) = &mut self.keeper {
-            k.finish(KEEP_STOP_WAIT);
+            k.finish(KEEP_STOP_WAIT, &owner_list, &extras);
             extras.refused.append(&mut k.refused);
             kept = k.kept.clone();
+            extras.refused.extend(k.kept.notes());
         }
         let mut s = Summary::of_recorder(&st);
         s.session = Some(SessionSummary {

@@ -47,6 +47,10 @@ pub struct SavedExtras {
     pub saved: Vec<String>,
     /// Sources not copied, each with why (`/tmp/perf-42.map: a FIFO`).
     pub refused: Vec<String>,
+    /// Processes with samples in anonymous code (JIT code) whose
+    /// `perf-PID.map` the host's `/tmp` does not have (neither copied nor
+    /// refused).
+    pub perf_maps_missing: Vec<u32>,
 }
 
 /// Saves next to `session` (the session file) the lines of the kernel's
@@ -123,6 +127,9 @@ pub fn save_session_extras(
             Some(owner_of(pid)),
             PERF_MAP_MAX_BYTES,
         );
+        if done == Ok(false) {
+            out.perf_maps_missing.push(pid);
+        }
         out.note(&src, &name, done);
     }
     out
@@ -236,7 +243,7 @@ fn save_trimmed_kallsyms(from: &Path, to: &Path, kernel: &KernelUse) -> Result<b
         header.as_bytes().chain(text.as_bytes()),
         KALLSYMS_MAX_BYTES,
     )
-    .map(|()| true)
+    .map(|_| true)
 }
 
 impl ExtrasSources {
@@ -262,7 +269,7 @@ fn copy_checked(
     let Some(src) = open_checked(from, owner, max)? else {
         return Ok(false);
     };
-    write_new(to, src, max).map(|()| true)
+    write_new(to, src, max).map(|_| true)
 }
 
 /// Opens `from` if it is a regular file (or a procfs file, for kallsyms:
@@ -295,8 +302,19 @@ pub(crate) fn check_opened(
     owner: Option<Option<u32>>,
     max: u64,
 ) -> Result<std::fs::File, String> {
-    use std::os::unix::fs::MetadataExt;
     let m = src.metadata().map_err(|e| e.to_string())?;
+    check_metadata(&m, owner, max)?;
+    Ok(src)
+}
+
+/// [`check_opened`] on the metadata of a file held open (read again each
+/// time a held JIT map is read).
+pub(crate) fn check_metadata(
+    m: &std::fs::Metadata,
+    owner: Option<Option<u32>>,
+    max: u64,
+) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
     if !m.file_type().is_file() {
         return Err("not a regular file".into());
     }
@@ -315,12 +333,13 @@ pub(crate) fn check_opened(
     if m.len() > max {
         return Err(format!("{} bytes, over the {max}-byte limit", m.len()));
     }
-    Ok(src)
+    Ok(())
 }
 
 /// Writes at most `max` bytes of `src` to a new 0600 file `to` (replacing
-/// it, never following a link); removes it if that fails.
-pub(crate) fn write_new(to: &Path, src: impl std::io::Read, max: u64) -> Result<(), String> {
+/// it, never following a link); removes it if that fails. Returns the
+/// bytes written.
+pub(crate) fn write_new(to: &Path, src: impl std::io::Read, max: u64) -> Result<u64, String> {
     use std::os::unix::fs::OpenOptionsExt;
     let _ = std::fs::remove_file(to);
     let mut dst = std::fs::OpenOptions::new()
@@ -333,7 +352,7 @@ pub(crate) fn write_new(to: &Path, src: impl std::io::Read, max: u64) -> Result<
     let copied =
         std::io::copy(&mut src.take(max + 1), &mut dst).and_then(|n| dst.sync_all().map(|_| n));
     match copied {
-        Ok(n) if n <= max => Ok(()),
+        Ok(n) if n <= max => Ok(n),
         Ok(n) => {
             let _ = std::fs::remove_file(to);
             Err(format!("over {max} bytes ({n} read)"))

@@ -12,24 +12,43 @@
 //!
 //! Processes with anonymous code in another pid namespace than the
 //! daemon's get their `tmp/perf-NSPID.map` (inside their root, no links)
-//! copied as `perf-HOSTPID.map` while they live: checked each round and
-//! copied again when it grew, and once more at stop for those still alive,
-//! with the host's rules (regular file, owned by the process's owner, at
-//! most `PERF_MAP_MAX_BYTES`). A process whose map is gone or whose
-//! process exited is no longer looked at.
+//! kept as `perf-HOSTPID.map`, with the host's rules (regular file, owned
+//! by the process's owner, at most `PERF_MAP_MAX_BYTES`). The first time
+//! the map opens, its descriptor is held (at most [`MAX_HELD_PERF_MAPS`],
+//! and a quarter of the daemon's open-file limit): each round the bytes
+//! it grew by are appended to the copy, and when the process exits (its
+//! EXIT seen by the sync stage, or its `/proc/PID/root` gone) and at stop
+//! the rest is read through the descriptor, which keeps the file readable
+//! after the process's mount namespace and its tmpfs `/tmp` are gone,
+//! and it is closed. A map that opens while the held descriptors are at
+//! their bound is copied whole each round it grew (what it gains in its
+//! process's last round is then lost), and counted. A map not there yet
+//! at a look (a runtime may map its first code before it makes its map)
+//! is looked for again each round while the process lives, the first
+//! [`TMP_DIR_LOOKS`] times in its `tmp` directory held open (within the
+//! same bound), so a map made just before the process exits is still
+//! found. What cannot be kept at all is counted in [`KeptSummary`]:
+//! processes with samples in anonymous code that exited before a round
+//! looked at them (their pid namespace is unknown then: the sync stage
+//! learns of a process only when it drains its records, every round),
+//! processes in another pid namespace that exited before their map could
+//! be opened, and those whose root never had one while they ran.
 //!
-//! All file work happens on the copier thread, so a slow or stuck file
-//! system never stalls the rounds; at stop the engine waits at most
-//! [`KEEP_STOP_WAIT`] for it.
+//! All file work, `/proc` reads included, happens on two threads, one
+//! copying binaries and one keeping JIT maps (a large binary's copy does
+//! not delay the first look at a short-lived process's map), so a slow or
+//! stuck file system never stalls the rounds; at stop the engine waits at
+//! most [`KEEP_STOP_WAIT`] for them.
 
-use crate::extras::{check_opened, write_new, PERF_MAP_MAX_BYTES};
+use crate::extras::{check_metadata, check_opened, write_new, SavedExtras, PERF_MAP_MAX_BYTES};
 use profkit_sync::reach::{
     foreign_ns_pid, open_perf_map_in_root, perf_map_in_root, KeepQueue, KeptBinary,
 };
 use profkit_sync::SyncStage;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::io::{Seek, SeekFrom};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::{Duration, Instant};
@@ -42,52 +61,169 @@ pub const BINARIES_KEPT_MAX_BYTES: u64 = 2 << 30;
 pub const NS_PROCESSES_PER_ROUND: usize = 64;
 /// How long stop waits for copies still under way.
 pub const KEEP_STOP_WAIT: Duration = Duration::from_secs(10);
+/// JIT maps of other pid namespaces held open at once, at most (fewer
+/// when a quarter of the daemon's open-file limit is less); `tmp`
+/// directories held count too.
+pub const MAX_HELD_PERF_MAPS: usize = 1024;
+/// Looks for which a process's `tmp` directory is held while its map is
+/// not there yet: a map made after the first look is found through it
+/// even if its process exits before the next.
+pub const TMP_DIR_LOOKS: u32 = 4;
 
-/// What was kept from other namespaces (the stop summary's `kept`).
+/// What was kept from other namespaces (the stop summary's `kept`), and
+/// what of their JIT maps could not be.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeptSummary {
     /// Binaries copied into `debug/.build-id/` (unreachable from the host).
     pub binaries: u64,
     /// Their bytes.
     pub binary_bytes: u64,
-    /// JIT maps copied from processes in other pid namespaces (copies
-    /// again of a grown map count once).
+    /// JIT maps copied from processes in other pid namespaces (a map
+    /// copied again or read on counts once).
     pub perf_maps: u64,
+    /// Of those, maps never held open (the bound was reached): copied
+    /// whole each round they grew, so what their process wrote after the
+    /// last copy is missing.
+    #[serde(default)]
+    pub perf_maps_not_held: u64,
+    /// Processes with samples in anonymous code that exited before a sync
+    /// round looked at them (so their pid namespace is unknown) and whose
+    /// `/tmp/perf-PID.map` the host does not have.
+    #[serde(default)]
+    pub perf_maps_unlooked: u64,
+    /// Processes in other pid namespaces with samples in anonymous code
+    /// that exited before their first look could open their map.
+    #[serde(default)]
+    pub perf_maps_exited: u64,
+    /// Processes in other pid namespaces with samples in anonymous code
+    /// whose root had no `tmp/perf-NSPID.map` whenever it was looked at
+    /// while they lived.
+    #[serde(default)]
+    pub perf_maps_absent: u64,
 }
 
-enum Job {
-    Binary(KeptBinary),
-    PerfMap { pid: u32, ns_pid: u32, owner: u32 },
+impl KeptSummary {
+    /// What of the JIT maps could not be kept, one sentence each, to
+    /// follow "not copied into the session: " (empty if nothing).
+    pub fn notes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.perf_maps_unlooked > 0 {
+            out.push(format!(
+                "the JIT maps of {} processes with samples in anonymous code, if they wrote any: they exited before a sync round looked at them and the host's /tmp has no perf-PID.map of theirs (one written in another pid or mount namespace went with it)",
+                self.perf_maps_unlooked
+            ));
+        }
+        if self.perf_maps_exited > 0 {
+            out.push(format!(
+                "the JIT maps of {} processes in other pid namespaces with samples in anonymous code: they exited before a sync round could open them",
+                self.perf_maps_exited
+            ));
+        }
+        if self.perf_maps_absent > 0 {
+            out.push(format!(
+                "the JIT maps of {} processes in other pid namespaces with samples in anonymous code: their root had no tmp/perf-NSPID.map whenever it was looked at while they ran",
+                self.perf_maps_absent
+            ));
+        }
+        if self.perf_maps_not_held > 0 {
+            out.push(format!(
+                "perhaps the end of {} JIT maps from other pid namespaces: more maps were held open than the daemon holds (at most {MAX_HELD_PERF_MAPS}), so they were copied each round instead, without what their process wrote after the last copy",
+                self.perf_maps_not_held
+            ));
+        }
+        out
+    }
+}
+
+/// A look at a process's JIT map, on the map thread.
+#[derive(Debug)]
+struct MapJob {
+    pid: u32,
+    owner: u32,
+    /// The pid it sees, once known (else the look classifies it first).
+    ns_pid: Option<u32>,
+    /// The process exited, or the session stops: read the rest, close.
+    last: bool,
+}
+
+/// What one look found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seen {
+    /// In the daemon's pid namespace (or its namespace cannot be told):
+    /// its map is the host's `/tmp/perf-PID.map`, saved at stop.
+    HostNs,
+    /// Gone before its pid namespace could be told.
+    Vanished,
+    /// No map in its root.
+    NoMap,
+    /// Copied, or grown and appended to.
+    Copied,
+    /// Not grown since the last look.
+    Unchanged,
+    /// Refused or failed (named): not looked at again.
+    Refused(String),
+}
+
+/// The answer to a [`MapJob`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MapDone {
+    pid: u32,
+    /// The pid it sees in its own (other) pid namespace.
+    ns_pid: Option<u32>,
+    seen: Seen,
+    /// Its descriptor is held for the next look.
+    held: bool,
+    /// Look again next round (alive, not the last look, not refused).
+    again: bool,
+    /// Copied but not held because as many maps as the bound allows were.
+    crowded: bool,
+    /// The process was alive when looked at.
+    alive: bool,
 }
 
 enum Done {
     Binary(Result<u64, String>),
-    /// `Ok(Some(len))`: copied; `Ok(None)`: not grown; `Err(None)`: gone.
-    PerfMap {
-        pid: u32,
-        res: Result<Option<u64>, Option<String>>,
-    },
+    PerfMap(MapDone),
 }
 
+/// What the first look found about a process.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Not answered yet.
+    #[default]
+    Asked,
+    HostNs,
+    Vanished,
+    Foreign,
+}
+
+/// The engine's view of a process with anonymous code.
 #[derive(Debug, Default)]
-struct NsMap {
-    ns_pid: u32,
+struct NsProcess {
     owner: u32,
-    copied: u64,
-    in_flight: bool,
-    gone: bool,
-    counted: bool,
+    kind: Kind,
+    ns_pid: Option<u32>,
+    /// Looks sent and not answered.
+    in_flight: u32,
+    /// No look is sent any more (the last one was, or it is gone).
+    done: bool,
+    copied: bool,
+    ever_held: bool,
+    crowded: bool,
+    refused: bool,
+    /// Looked at while alive.
+    seen_alive: bool,
 }
 
-/// The engine's side: one copier thread, what it was asked, what it did.
+/// The engine's side: a binary copier thread and a JIT map thread, what
+/// they were asked, what they did.
 pub(crate) struct Keeper {
-    tx: Option<Sender<Job>>,
+    binaries: Option<Sender<KeptBinary>>,
+    maps: Option<Sender<MapJob>>,
     rx: Receiver<Done>,
     queue: KeepQueue,
-    proc_root: PathBuf,
-    /// Processes with anonymous code by pid: `None` in the daemon's pid
-    /// namespace (or unknown), else their map's state.
-    ns: HashMap<u32, Option<NsMap>>,
+    /// Processes with anonymous code by pid.
+    ns: HashMap<u32, NsProcess>,
     pending: usize,
     pub(crate) kept: KeptSummary,
     pub(crate) refused: Vec<String>,
@@ -97,31 +233,37 @@ impl Keeper {
     /// A keeper writing into `dir` (the held session directory), taking
     /// binaries from `queue`, reading processes in `proc_root`.
     pub(crate) fn new(dir: PathBuf, queue: KeepQueue, proc_root: PathBuf) -> Self {
-        let (tx, jobs) = channel::<Job>();
+        let (btx, bjobs) = channel::<KeptBinary>();
+        let (mtx, mjobs) = channel::<MapJob>();
         let (done, rx) = channel::<Done>();
-        let root = proc_root.clone();
-        let spawned = std::thread::Builder::new()
+        let bdone = done.clone();
+        let bdir = dir.clone();
+        let binaries = std::thread::Builder::new()
             .name("profkit-keep".into())
             .spawn(move || {
                 let mut budget = BINARIES_KEPT_MAX_BYTES;
-                for j in jobs {
-                    let d = match j {
-                        Job::Binary(b) => Done::Binary(keep_binary(&dir, b, &mut budget)),
-                        Job::PerfMap { pid, ns_pid, owner } => Done::PerfMap {
-                            pid,
-                            res: copy_ns_perf_map(&dir, &root, pid, ns_pid, owner),
-                        },
-                    };
-                    if done.send(d).is_err() {
+                for b in bjobs {
+                    let d = Done::Binary(keep_binary(&bdir, b, &mut budget));
+                    if bdone.send(d).is_err() {
+                        return;
+                    }
+                }
+            });
+        let maps = std::thread::Builder::new()
+            .name("profkit-keep-jit".into())
+            .spawn(move || {
+                let mut r = MapReader::new(dir, proc_root, held_limit());
+                for j in mjobs {
+                    if done.send(Done::PerfMap(r.look(&j))).is_err() {
                         return;
                     }
                 }
             });
         Keeper {
-            tx: spawned.is_ok().then_some(tx),
+            binaries: binaries.is_ok().then_some(btx),
+            maps: maps.is_ok().then_some(mtx),
             rx,
             queue,
-            proc_root,
             ns: HashMap::new(),
             pending: 0,
             kept: KeptSummary::default(),
@@ -129,17 +271,16 @@ impl Keeper {
         }
     }
 
-    fn send(&mut self, j: Job) {
-        let unsent = match &self.tx {
-            Some(tx) => tx.send(j).err().map(|e| e.0),
-            None => Some(j),
+    fn send_binary(&mut self, b: KeptBinary) {
+        let unsent = match &self.binaries {
+            Some(tx) => tx.send(b).err().map(|e| e.0),
+            None => Some(b),
         };
         match unsent {
             None => self.pending += 1,
-            Some(Job::Binary(b)) => self
+            Some(b) => self
                 .refused
                 .push(format!("{}: the copier thread is not running", b.path)),
-            Some(Job::PerfMap { .. }) => {}
         }
     }
 
@@ -153,54 +294,78 @@ impl Keeper {
                 }
             }
             Done::Binary(Err(why)) => self.refused.push(why),
-            Done::PerfMap { pid, res } => {
-                let Some(Some(m)) = self.ns.get_mut(&pid) else {
-                    return;
-                };
-                m.in_flight = false;
-                match res {
-                    Ok(Some(len)) => {
-                        m.copied = len;
-                        if !m.counted {
-                            m.counted = true;
-                            self.kept.perf_maps += 1;
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(None) => m.gone = true,
-                    Err(Some(why)) => {
-                        m.gone = true;
-                        self.refused.push(why);
-                    }
+            Done::PerfMap(m) => self.collect_map(m),
+        }
+    }
+
+    fn collect_map(&mut self, m: MapDone) {
+        let Some(p) = self.ns.get_mut(&m.pid) else {
+            return;
+        };
+        p.in_flight = p.in_flight.saturating_sub(1);
+        if m.ns_pid.is_some() {
+            p.ns_pid = m.ns_pid;
+            p.kind = Kind::Foreign;
+        }
+        p.ever_held |= m.held;
+        p.crowded |= m.crowded;
+        p.seen_alive |= m.alive;
+        if !m.again {
+            p.done = true;
+        }
+        match m.seen {
+            Seen::HostNs => p.kind = Kind::HostNs,
+            Seen::Vanished => p.kind = Kind::Vanished,
+            Seen::NoMap | Seen::Unchanged => {}
+            Seen::Copied => {
+                if !p.copied {
+                    p.copied = true;
+                    self.kept.perf_maps += 1;
                 }
+            }
+            Seen::Refused(why) => {
+                p.refused = true;
+                self.refused.push(why);
             }
         }
     }
 
     /// Once per round: collects finished copies, hands over the binaries
-    /// the stage queued, and asks for the JIT maps of processes in other
-    /// pid namespaces (unless one is being copied).
+    /// the stage queued, and asks for the JIT maps of processes with
+    /// anonymous code (classified on the map thread at their first look;
+    /// unless a look is under way): a last look for those that exited.
     pub(crate) fn round(&mut self, stage: &SyncStage) {
+        let table = stage.processes();
+        let owners: Vec<(u32, u32, bool)> = stage
+            .anon_owners()
+            .map(|(pid, owner)| {
+                let exited = table.get(pid).is_none_or(|p| p.exited_round.is_some());
+                (pid, owner, exited)
+            })
+            .collect();
+        self.round_with(&owners);
+    }
+
+    /// [`Keeper::round`] for (pid, owner, exited) of every process with
+    /// anonymous code.
+    fn round_with(&mut self, owners: &[(u32, u32, bool)]) {
         while let Ok(d) = self.rx.try_recv() {
             self.collect(d);
         }
         self.take_binaries();
         let mut classified = 0;
-        let owners: Vec<(u32, u32)> = stage.anon_owners().collect();
-        for (pid, owner) in owners {
-            if !self.ns.contains_key(&pid) {
+        for &(pid, owner, exited) in owners {
+            if let std::collections::hash_map::Entry::Vacant(e) = self.ns.entry(pid) {
                 if classified >= NS_PROCESSES_PER_ROUND {
                     continue;
                 }
                 classified += 1;
-                let m = foreign_ns_pid(&self.proc_root, pid).map(|ns_pid| NsMap {
-                    ns_pid,
+                e.insert(NsProcess {
                     owner,
                     ..Default::default()
                 });
-                self.ns.insert(pid, m);
             }
-            self.ask_perf_map(pid);
+            self.ask_perf_map(pid, exited, false);
         }
     }
 
@@ -208,34 +373,63 @@ impl Keeper {
         let (bins, refused) = self.queue.take();
         self.refused.extend(refused);
         for b in bins {
-            self.send(Job::Binary(b));
+            self.send_binary(b);
         }
     }
 
-    fn ask_perf_map(&mut self, pid: u32) {
-        let Some(Some(m)) = self.ns.get_mut(&pid) else {
+    /// Sends a look at `pid`'s map unless none is wanted, or (unless
+    /// `anyway`) one is under way; `last`: the process exited or the
+    /// session stops.
+    fn ask_perf_map(&mut self, pid: u32, last: bool, anyway: bool) {
+        let Some(p) = self.ns.get_mut(&pid) else {
             return;
         };
-        if m.in_flight || m.gone {
+        if p.done || matches!(p.kind, Kind::HostNs | Kind::Vanished) {
             return;
         }
-        m.in_flight = true;
-        let (ns_pid, owner) = (m.ns_pid, m.owner);
-        self.send(Job::PerfMap { pid, ns_pid, owner });
+        if p.in_flight > 0 && !anyway {
+            return;
+        }
+        let j = MapJob {
+            pid,
+            owner: p.owner,
+            ns_pid: p.ns_pid,
+            last,
+        };
+        if last {
+            p.done = true;
+        }
+        let sent = self.maps.as_ref().is_some_and(|tx| tx.send(j).is_ok());
+        if sent {
+            p.in_flight += 1;
+            self.pending += 1;
+        } else {
+            p.done = true;
+        }
     }
 
-    /// At stop, after the last drain: the binaries it queued, the JIT maps
-    /// of processes still alive; then waits at most `wait` for the copier.
-    pub(crate) fn finish(&mut self, wait: Duration) {
+    /// At stop, after the last drain and the host's JIT maps
+    /// (`extras`): the binaries it queued, a last look at every process
+    /// with anonymous code not done with (`owners`: those the stage knew
+    /// before the last drain), waiting at most `wait` for both threads;
+    /// then counts what could not be kept.
+    pub(crate) fn finish(&mut self, wait: Duration, owners: &[(u32, u32)], extras: &SavedExtras) {
         while let Ok(d) = self.rx.try_recv() {
             self.collect(d);
         }
         self.take_binaries();
+        for &(pid, owner) in owners {
+            self.ns.entry(pid).or_insert_with(|| NsProcess {
+                owner,
+                ..Default::default()
+            });
+        }
         let pids: Vec<u32> = self.ns.keys().copied().collect();
         for pid in pids {
-            self.ask_perf_map(pid);
+            self.ask_perf_map(pid, true, true);
         }
-        self.tx = None;
+        self.binaries = None;
+        self.maps = None;
         let deadline = Instant::now() + wait;
         while self.pending > 0 {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -250,7 +444,287 @@ impl Keeper {
                 self.pending
             ));
         }
+        self.count_missed(extras);
     }
+
+    /// Counts the sampled processes with anonymous code whose JIT map
+    /// could not be kept, and the maps never held open.
+    fn count_missed(&mut self, extras: &SavedExtras) {
+        let k = &mut self.kept;
+        for &pid in &extras.perf_maps_missing {
+            match self.ns.get(&pid).map(|p| p.kind) {
+                None | Some(Kind::Asked | Kind::Vanished) => k.perf_maps_unlooked += 1,
+                Some(Kind::Foreign) => match &self.ns[&pid] {
+                    p if p.copied || p.refused => {}
+                    p if p.seen_alive => k.perf_maps_absent += 1,
+                    _ => k.perf_maps_exited += 1,
+                },
+                Some(Kind::HostNs) => {}
+            }
+        }
+        k.perf_maps_not_held = self
+            .ns
+            .values()
+            .filter(|p| p.copied && p.crowded && !p.ever_held)
+            .count() as u64;
+    }
+}
+
+/// How many JIT maps the map thread holds open: [`MAX_HELD_PERF_MAPS`],
+/// or a quarter of the open-file limit if less (the per-CPU events and
+/// binaries being kept need descriptors too).
+fn held_limit() -> usize {
+    let soft = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Max open files"))
+                .and_then(|l| l.split_whitespace().next()?.parse::<usize>().ok())
+        })
+        .unwrap_or(1024);
+    MAX_HELD_PERF_MAPS.min(soft / 4)
+}
+
+/// A JIT map held open: where it is kept, how much of it is.
+#[derive(Debug)]
+struct Held {
+    file: File,
+    owner: u32,
+    /// Bytes of it in `DIR/perf-PID.map`.
+    copied: u64,
+    /// Its path, for messages.
+    shown: PathBuf,
+}
+
+/// The map thread's side: looks at processes' JIT maps, holds their
+/// descriptors.
+#[derive(Debug)]
+struct MapReader {
+    dir: PathBuf,
+    proc_root: PathBuf,
+    max_held: usize,
+    held: HashMap<u32, Held>,
+    /// The `tmp` directories of processes whose map was not there yet.
+    tmp_dirs: HashMap<u32, File>,
+    /// Looks that found no map, per process (while it is looked at).
+    no_map_looks: HashMap<u32, u32>,
+}
+
+impl MapReader {
+    fn new(dir: PathBuf, proc_root: PathBuf, max_held: usize) -> Self {
+        MapReader {
+            dir,
+            proc_root,
+            max_held,
+            held: HashMap::new(),
+            tmp_dirs: HashMap::new(),
+            no_map_looks: HashMap::new(),
+        }
+    }
+
+    /// Descriptors held: maps and `tmp` directories.
+    fn holding(&self) -> usize {
+        self.held.len() + self.tmp_dirs.len()
+    }
+
+    /// Whether `pid` still has a root to look in (a process that exited,
+    /// zombie or reaped, has none).
+    fn alive(&self, pid: u32) -> bool {
+        std::fs::read_link(self.proc_root.join(format!("{pid}/root"))).is_ok()
+    }
+
+    fn look(&mut self, j: &MapJob) -> MapDone {
+        let pid = j.pid;
+        // Before reading: a map read after its process is gone is whole.
+        let alive = self.alive(pid);
+        let more = !j.last && alive;
+        let done = |ns_pid, seen, held, again| MapDone {
+            pid,
+            ns_pid,
+            seen,
+            held,
+            again,
+            crowded: false,
+            alive,
+        };
+        if let Some(mut h) = self.held.remove(&pid) {
+            return match read_on(&self.dir, pid, &mut h, !more) {
+                Ok(grew) => {
+                    if more {
+                        self.held.insert(pid, h);
+                    }
+                    let seen = if grew { Seen::Copied } else { Seen::Unchanged };
+                    done(j.ns_pid, seen, more, more)
+                }
+                Err(why) => done(j.ns_pid, Seen::Refused(why), false, false),
+            };
+        }
+        let Some(ns_pid) = j.ns_pid.or_else(|| foreign_ns_pid(&self.proc_root, pid)) else {
+            let seen = if alive { Seen::HostNs } else { Seen::Vanished };
+            return done(None, seen, false, false);
+        };
+        let tmp = self.tmp_dirs.remove(&pid);
+        let crowded = self.holding() >= self.max_held;
+        let (seen, kept) = self.open_and_copy(pid, ns_pid, j.owner, more && !crowded, tmp.as_ref());
+        let held = kept.is_some();
+        if let Some(h) = kept {
+            self.held.insert(pid, h);
+        }
+        let again = more && !matches!(seen, Seen::Refused(_));
+        self.hold_tmp_dir(pid, again && seen == Seen::NoMap, tmp, crowded);
+        MapDone {
+            crowded: more && crowded && seen == Seen::Copied,
+            ..done(Some(ns_pid), seen, held, again)
+        }
+    }
+
+    /// After a look at `pid` that found no map (`no_map`, and it is to be
+    /// looked at again): holds its `tmp` directory (`tmp`, or opened now
+    /// unless `crowded`) for [`TMP_DIR_LOOKS`] such looks; else forgets.
+    fn hold_tmp_dir(&mut self, pid: u32, no_map: bool, tmp: Option<File>, crowded: bool) {
+        if !no_map {
+            self.no_map_looks.remove(&pid);
+            return;
+        }
+        let n = self.no_map_looks.entry(pid).or_default();
+        *n += 1;
+        if *n > TMP_DIR_LOOKS {
+            return;
+        }
+        let tmp = match tmp {
+            Some(d) => Some(d),
+            None if !crowded => open_perf_map_in_root(&self.proc_root, pid, Path::new("tmp"))
+                .ok()
+                .filter(|d| d.metadata().is_ok_and(|m| m.is_dir())),
+            None => None,
+        };
+        if let Some(d) = tmp {
+            self.tmp_dirs.insert(pid, d);
+        }
+    }
+
+    /// Opens `pid`'s map inside its root (in its held `tmp` directory if
+    /// given) and copies it whole if it grew past the copy there; returns
+    /// it to hold when `may_hold`.
+    fn open_and_copy(
+        &self,
+        pid: u32,
+        ns_pid: u32,
+        owner: u32,
+        may_hold: bool,
+        tmp: Option<&File>,
+    ) -> (Seen, Option<Held>) {
+        let rel = perf_map_in_root(ns_pid);
+        let shown = self.proc_root.join(format!("{pid}/root")).join(&rel);
+        let refused = |why: String| (Seen::Refused(format!("{}: {why}", shown.display())), None);
+        let opened = match tmp {
+            Some(d) => open_in_dir(d, &format!("perf-{ns_pid}.map")),
+            None => open_perf_map_in_root(&self.proc_root, pid, &rel),
+        };
+        let f = match opened {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (Seen::NoMap, None),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return refused("a symbolic link on the way".into())
+            }
+            Err(e) => return refused(e.to_string()),
+        };
+        let mut f = match check_opened(f, Some(Some(owner)), PERF_MAP_MAX_BYTES) {
+            Ok(f) => f,
+            Err(why) => return refused(why),
+        };
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let to = self.dir.join(format!("perf-{pid}.map"));
+        let have = std::fs::symlink_metadata(&to).map(|m| m.len()).unwrap_or(0);
+        let (seen, copied) = if len > have {
+            match copy_whole(&to, &mut f, len) {
+                Ok(n) => (Seen::Copied, n),
+                Err(why) => return refused(why),
+            }
+        } else {
+            (Seen::Unchanged, have)
+        };
+        let held = may_hold.then_some(Held {
+            file: f,
+            owner,
+            copied,
+            shown,
+        });
+        (seen, held)
+    }
+}
+
+/// Opens `name` (one file name) in the directory `dir` is open on, with
+/// no link followed (the directory is reached through the daemon's own
+/// `/proc/self/fd`, and stays reachable after its mount is gone),
+/// non-blocking.
+fn open_in_dir(dir: &File, name: &str) -> std::io::Result<File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(format!("/proc/self/fd/{}/{name}", dir.as_raw_fd()))
+}
+
+/// Copies the first `len` bytes of `f` to a new `to` (see [`write_new`]).
+fn copy_whole(to: &Path, f: &mut File, len: u64) -> Result<u64, String> {
+    f.seek(SeekFrom::Start(0)).map_err(|e| e.to_string())?;
+    write_new(to, f.take(len), PERF_MAP_MAX_BYTES)
+}
+
+/// Reads on through a held map: appends what it grew by to
+/// `DIR/perf-PID.map` (copies it whole again if it shrank or the copy is
+/// not the one written), checked as when it was opened; `sync`: the last
+/// read. `Ok(true)`: it grew.
+fn read_on(dir: &Path, pid: u32, h: &mut Held, sync: bool) -> Result<bool, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let what = |why: String| format!("{}: {why}", h.shown.display());
+    let m = h.file.metadata().map_err(|e| what(e.to_string()))?;
+    check_metadata(&m, Some(Some(h.owner)), PERF_MAP_MAX_BYTES).map_err(what)?;
+    let len = m.len();
+    if len == h.copied {
+        return Ok(false);
+    }
+    let to = dir.join(format!("perf-{pid}.map"));
+    if len > h.copied {
+        // Appended to only if it is still the copy written (a regular
+        // file of that length, not a link).
+        let dst = std::fs::OpenOptions::new()
+            .append(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&to);
+        if let Ok(mut dst) = dst {
+            if dst
+                .metadata()
+                .is_ok_and(|d| d.file_type().is_file() && d.len() == h.copied)
+            {
+                let was = h.copied;
+                let appended = h
+                    .file
+                    .seek(SeekFrom::Start(was))
+                    .and_then(|_| std::io::copy(&mut (&h.file).take(len - was), &mut dst))
+                    .and_then(|n| {
+                        if sync {
+                            dst.sync_data()?;
+                        }
+                        Ok(n)
+                    });
+                return match appended {
+                    Ok(n) => {
+                        h.copied = was + n;
+                        Ok(n > 0)
+                    }
+                    Err(e) => {
+                        let _ = dst.set_len(was);
+                        Err(what(format!("appending to {}: {e}", to.display())))
+                    }
+                };
+            }
+        }
+    }
+    h.copied = copy_whole(&to, &mut h.file, len).map_err(what)?;
+    Ok(true)
 }
 
 /// Copies a binary into `DIR/debug/.build-id/ab/cdef…`. `Ok(0)`: one is
@@ -314,41 +788,6 @@ fn make_dir(d: &Path) -> Result<(), String> {
     }
 }
 
-/// Copies a pid-namespaced process's `tmp/perf-NSPID.map` (in its root)
-/// to `DIR/perf-PID.map` if it grew since `copied`... see [`Done`].
-fn copy_ns_perf_map(
-    dir: &Path,
-    proc_root: &Path,
-    pid: u32,
-    ns_pid: u32,
-    owner: u32,
-) -> Result<Option<u64>, Option<String>> {
-    let rel = perf_map_in_root(ns_pid);
-    let shown = proc_root.join(format!("{pid}/root")).join(&rel);
-    let f = match open_perf_map_in_root(proc_root, pid, &rel) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(Some(format!(
-                "{}: a symbolic link on the way",
-                shown.display()
-            )))
-        }
-        Err(e) => return Err(Some(format!("{}: {e}", shown.display()))),
-    };
-    let f = check_opened(f, Some(Some(owner)), PERF_MAP_MAX_BYTES)
-        .map_err(|why| Some(format!("{}: {why}", shown.display())))?;
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let to = dir.join(format!("perf-{pid}.map"));
-    let have = std::fs::symlink_metadata(&to).map(|m| m.len()).unwrap_or(0);
-    if len <= have {
-        return Ok(None);
-    }
-    write_new(&to, f, PERF_MAP_MAX_BYTES)
-        .map_err(|why| Some(format!("{}: {why}", shown.display())))?;
-    Ok(Some(len))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -403,32 +842,317 @@ mod tests {
         assert!(e.contains("not a directory"), "{e}");
     }
 
+    /// A fake `/proc` with processes in another pid namespace: each
+    /// `PROC/PID/root` a link to `ROOTS/PID` (with a `tmp`), seeing
+    /// itself as `ns_pid`.
+    struct FakeProcs {
+        _d: tempfile::TempDir,
+        proc_root: PathBuf,
+        session: PathBuf,
+        roots: PathBuf,
+        me: u32,
+    }
+
+    impl FakeProcs {
+        fn new() -> Self {
+            let d = tempfile::tempdir().unwrap();
+            let p = d.path().to_path_buf();
+            let proc_root = p.join("proc");
+            std::fs::create_dir_all(proc_root.join("self/ns")).unwrap();
+            std::os::unix::fs::symlink("pid:[1]", proc_root.join("self/ns/pid")).unwrap();
+            let session = p.join("session");
+            std::fs::create_dir(&session).unwrap();
+            let me = std::fs::metadata(&session).unwrap().uid();
+            FakeProcs {
+                _d: d,
+                proc_root,
+                session,
+                roots: p.join("roots"),
+                me,
+            }
+        }
+
+        /// Process `pid`, `ns_pid` in its pid namespace (`pid:[2]`; `1`
+        /// when `ns_pid` is `None`); returns its map's path in its root.
+        fn process(&self, pid: u32, ns_pid: Option<u32>) -> PathBuf {
+            let dir = self.proc_root.join(pid.to_string());
+            std::fs::create_dir_all(dir.join("ns")).unwrap();
+            let ns = if ns_pid.is_some() {
+                "pid:[2]"
+            } else {
+                "pid:[1]"
+            };
+            std::os::unix::fs::symlink(ns, dir.join("ns/pid")).unwrap();
+            let seen = ns_pid.unwrap_or(pid);
+            std::fs::write(dir.join("status"), format!("NSpid:\t{pid}\t{seen}\n")).unwrap();
+            let root = self.roots.join(pid.to_string());
+            std::fs::create_dir_all(root.join("tmp")).unwrap();
+            std::os::unix::fs::symlink(&root, dir.join("root")).unwrap();
+            root.join(format!("tmp/perf-{seen}.map"))
+        }
+
+        /// The process exits: its `/proc` entry and its root (its tmpfs)
+        /// go, the map with them.
+        fn exit(&self, pid: u32) {
+            std::fs::remove_dir_all(self.proc_root.join(pid.to_string())).unwrap();
+            std::fs::remove_dir_all(self.roots.join(pid.to_string())).unwrap();
+        }
+
+        fn reader(&self, max_held: usize) -> MapReader {
+            MapReader::new(self.session.clone(), self.proc_root.clone(), max_held)
+        }
+
+        fn kept(&self, pid: u32) -> String {
+            std::fs::read_to_string(self.session.join(format!("perf-{pid}.map"))).unwrap()
+        }
+    }
+
+    fn look(r: &mut MapReader, pid: u32, owner: u32, last: bool) -> (Seen, bool, bool) {
+        let d = r.look(&MapJob {
+            pid,
+            owner,
+            ns_pid: None,
+            last,
+        });
+        (d.seen, d.held, d.again)
+    }
+
+    /// Without a held descriptor (none may be held), today's rules: the
+    /// map is copied again each look it grew, refused when another user
+    /// owns it, and a missing one is looked for again while the process
+    /// lives.
     #[test]
     fn a_namespaced_perf_map_is_copied_when_it_grew() {
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path();
-        let root = p.join("root");
-        std::fs::create_dir_all(root.join("tmp")).unwrap();
-        std::fs::create_dir_all(p.join("proc/20")).unwrap();
-        std::os::unix::fs::symlink(&root, p.join("proc/20/root")).unwrap();
-        let out = p.join("session");
-        std::fs::create_dir(&out).unwrap();
-        let map = root.join("tmp/perf-3.map");
+        let f = FakeProcs::new();
+        let map = f.process(20, Some(3));
+        let mut r = f.reader(0);
+        let me = f.me;
+        assert_eq!(look(&mut r, 20, me, false), (Seen::NoMap, false, true));
         std::fs::write(&map, "1000 10 a\n").unwrap();
-        let me = std::fs::metadata(&map).unwrap().uid();
-        let proc_root = p.join("proc");
-        let copy = |owner| copy_ns_perf_map(&out, &proc_root, 20, 3, owner);
-        assert_eq!(copy(me), Ok(Some(10)));
-        assert_eq!(copy(me), Ok(None), "not grown");
+        assert_eq!(look(&mut r, 20, me, false), (Seen::Copied, false, true));
+        assert_eq!(look(&mut r, 20, me, false), (Seen::Unchanged, false, true));
         std::fs::write(&map, "1000 10 a\n2000 10 b\n").unwrap();
-        assert_eq!(copy(me), Ok(Some(20)));
-        assert_eq!(
-            std::fs::read_to_string(out.join("perf-20.map")).unwrap(),
-            "1000 10 a\n2000 10 b\n"
+        assert_eq!(look(&mut r, 20, me, false), (Seen::Copied, false, true));
+        assert_eq!(f.kept(20), "1000 10 a\n2000 10 b\n");
+        let (seen, _, again) = look(&mut r, 20, me + 1, false);
+        assert!(
+            matches!(&seen, Seen::Refused(e) if e.contains("not by the process's user")),
+            "{seen:?}"
         );
-        let e = copy(me + 1).unwrap_err().unwrap();
-        assert!(e.contains("not by the process's user"), "{e}");
-        std::fs::remove_file(&map).unwrap();
-        assert_eq!(copy(me), Err(None), "gone: skipped silently");
+        assert!(!again);
+        // In the daemon's own pid namespace: the host's /tmp is its.
+        f.process(30, None);
+        assert_eq!(look(&mut r, 30, me, false), (Seen::HostNs, false, false));
+        // Gone before its namespace could be told.
+        assert_eq!(look(&mut r, 40, me, false), (Seen::Vanished, false, false));
+        // Gone once known: not looked for again.
+        f.exit(20);
+        let d = r.look(&MapJob {
+            pid: 20,
+            owner: me,
+            ns_pid: Some(3),
+            last: false,
+        });
+        assert_eq!((d.seen, d.again), (Seen::NoMap, false));
+    }
+
+    /// The map's descriptor is held after the first copy: lines written
+    /// after the last look, even after the file is unlinked and the
+    /// process's root and `/proc` entry are gone, are read through it.
+    #[test]
+    fn a_held_perf_map_is_read_to_its_end_after_its_root_is_gone() {
+        use std::io::Write;
+        let f = FakeProcs::new();
+        let map = f.process(20, Some(3));
+        let mut w = std::fs::File::create(&map).unwrap();
+        w.write_all(b"1000 10 a\n").unwrap();
+        let mut r = f.reader(4);
+        assert_eq!(look(&mut r, 20, f.me, false), (Seen::Copied, true, true));
+        w.write_all(b"2000 10 b\n").unwrap();
+        assert_eq!(look(&mut r, 20, f.me, false), (Seen::Copied, true, true));
+        assert_eq!(look(&mut r, 20, f.me, false), (Seen::Unchanged, true, true));
+        assert_eq!(f.kept(20), "1000 10 a\n2000 10 b\n");
+        // Its last round: more code, then it exits and its tmpfs goes.
+        w.write_all(b"3000 10 c\n").unwrap();
+        f.exit(20);
+        assert!(!map.exists() && !f.proc_root.join("20").exists());
+        w.write_all(b"4000 10 d\n").unwrap();
+        drop(w);
+        // Its exit not told (a lost EXIT record): its gone root says so.
+        assert_eq!(look(&mut r, 20, f.me, false), (Seen::Copied, false, false));
+        assert_eq!(f.kept(20), "1000 10 a\n2000 10 b\n3000 10 c\n4000 10 d\n");
+        assert!(r.held.is_empty(), "closed");
+
+        // Told by the stage (`last`) while its root is still there.
+        let map = f.process(21, Some(4));
+        std::fs::write(&map, "1000 10 a\n").unwrap();
+        assert_eq!(look(&mut r, 21, f.me, false), (Seen::Copied, true, true));
+        std::fs::write(&map, "1000 10 a\n2000 10 bb\n").unwrap();
+        // A copy that is not the one written (truncated here) is written
+        // again whole rather than appended to.
+        std::fs::write(f.session.join("perf-21.map"), "10").unwrap();
+        assert_eq!(look(&mut r, 21, f.me, true), (Seen::Copied, false, false));
+        assert_eq!(f.kept(21), "1000 10 a\n2000 10 bb\n");
+        assert!(r.held.is_empty());
+    }
+
+    /// A map not there at the first look is looked for in the process's
+    /// `tmp` directory held open, for a few looks: found there after the
+    /// directory left the process's root and the process exited.
+    #[test]
+    fn a_map_made_after_the_first_look_is_found_through_the_held_tmp_directory() {
+        let f = FakeProcs::new();
+        let map = f.process(20, Some(3));
+        let mut r = f.reader(4);
+        assert_eq!(look(&mut r, 20, f.me, false), (Seen::NoMap, false, true));
+        assert!(r.tmp_dirs.contains_key(&20));
+        std::fs::write(&map, "1000 10 a\n").unwrap();
+        // Its mount goes with its namespace: the directory is elsewhere.
+        let moved = f.roots.join("moved-tmp");
+        std::fs::rename(f.roots.join("20/tmp"), &moved).unwrap();
+        f.exit(20);
+        let d = r.look(&MapJob {
+            pid: 20,
+            owner: f.me,
+            ns_pid: Some(3),
+            last: false,
+        });
+        assert_eq!((d.seen, d.held, d.again), (Seen::Copied, false, false));
+        assert_eq!(f.kept(20), "1000 10 a\n");
+        assert!(r.tmp_dirs.is_empty() && r.no_map_looks.is_empty());
+
+        // A process that never writes one: its directory is let go.
+        f.process(21, Some(4));
+        for _ in 0..TMP_DIR_LOOKS {
+            assert_eq!(look(&mut r, 21, f.me, false), (Seen::NoMap, false, true));
+            assert!(r.tmp_dirs.contains_key(&21));
+        }
+        assert_eq!(look(&mut r, 21, f.me, false), (Seen::NoMap, false, true));
+        assert!(r.tmp_dirs.is_empty());
+        // Held directories count against the bound.
+        let mut one = f.reader(1);
+        f.process(22, Some(5));
+        assert_eq!(look(&mut one, 22, f.me, false), (Seen::NoMap, false, true));
+        std::fs::write(f.process(23, Some(6)), "1000 10 a\n").unwrap();
+        let d = one.look(&MapJob {
+            pid: 23,
+            owner: f.me,
+            ns_pid: None,
+            last: false,
+        });
+        assert_eq!((d.seen, d.held, d.crowded), (Seen::Copied, false, true));
+    }
+
+    /// At most `max_held` maps are held; the others are copied as before
+    /// (and said to be crowded out), and held once a descriptor is free.
+    #[test]
+    fn held_perf_maps_are_bounded() {
+        let f = FakeProcs::new();
+        let mut r = f.reader(2);
+        for pid in [20, 21, 22] {
+            std::fs::write(f.process(pid, Some(pid - 10)), "1000 10 a\n").unwrap();
+        }
+        let mut held = Vec::new();
+        for pid in [20, 21, 22] {
+            let d = r.look(&MapJob {
+                pid,
+                owner: f.me,
+                ns_pid: None,
+                last: false,
+            });
+            assert_eq!(d.seen, Seen::Copied);
+            held.push((d.held, d.crowded));
+        }
+        assert_eq!(held, [(true, false), (true, false), (false, true)]);
+        assert_eq!(r.held.len(), 2);
+        assert_eq!(f.kept(22), "1000 10 a\n");
+        // 20 exits: 22 is held at its next look.
+        assert_eq!(
+            look(&mut r, 20, f.me, true),
+            (Seen::Unchanged, false, false)
+        );
+        assert_eq!(look(&mut r, 22, f.me, false), (Seen::Unchanged, true, true));
+        assert_eq!(r.held.len(), 2);
+        assert!(r.held.contains_key(&22));
+    }
+
+    /// The engine's side end to end over both threads: a map kept to its
+    /// end after its process exited, a map never written, a process that
+    /// exited before its first look; counted, and said.
+    #[test]
+    fn the_keeper_reads_held_maps_at_exit_and_counts_what_it_could_not_keep() {
+        use std::io::Write;
+        let f = FakeProcs::new();
+        let map = f.process(20, Some(3));
+        f.process(21, Some(4)); // never writes a map
+        f.process(22, None); // the daemon's pid namespace
+        f.process(26, Some(6));
+        // A zombie: its pid namespace is known, its root is gone.
+        std::fs::remove_file(f.proc_root.join("26/root")).unwrap();
+        let mut w = std::fs::File::create(&map).unwrap();
+        w.write_all(b"1000 10 a\n").unwrap();
+        let mut k = Keeper::new(f.session.clone(), KeepQueue::default(), f.proc_root.clone());
+        let wait_idle = |k: &mut Keeper| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while k.pending > 0 && Instant::now() < deadline {
+                if let Ok(d) = k.rx.recv_timeout(Duration::from_millis(100)) {
+                    k.collect(d);
+                }
+            }
+            assert_eq!(k.pending, 0);
+        };
+        let me = f.me;
+        k.round_with(&[(20, me, false), (21, me, false), (22, me, false)]);
+        wait_idle(&mut k);
+        assert_eq!(k.kept.perf_maps, 1);
+        w.write_all(b"2000 10 b\n").unwrap();
+        f.exit(20);
+        w.write_all(b"3000 10 c\n").unwrap();
+        // The stage saw 20 exit; 23 exited before anything looked.
+        k.round_with(&[
+            (20, me, true),
+            (21, me, false),
+            (22, me, false),
+            (23, me, true),
+            (26, me, true),
+        ]);
+        wait_idle(&mut k);
+        assert_eq!(f.kept(20), "1000 10 a\n2000 10 b\n3000 10 c\n");
+        // Sampled in anonymous code, no map in the host's /tmp (24 exited
+        // before the stage could read its owner).
+        let extras = SavedExtras {
+            perf_maps_missing: vec![20, 21, 22, 23, 24, 26],
+            ..Default::default()
+        };
+        // 24: exited before the stage could read its owner.
+        k.finish(Duration::from_secs(10), &[(20, me), (21, me)], &extras);
+        assert!(k.refused.is_empty(), "{:?}", k.refused);
+        assert_eq!(
+            k.kept,
+            KeptSummary {
+                perf_maps: 1,
+                perf_maps_unlooked: 2,
+                perf_maps_exited: 1,
+                perf_maps_absent: 1,
+                ..Default::default()
+            }
+        );
+        let notes = k.kept.notes();
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert!(
+            notes[0].starts_with("the JIT maps of 2 processes with samples in anonymous code"),
+            "{notes:?}"
+        );
+        assert!(
+            notes[1].ends_with("they exited before a sync round could open them"),
+            "{notes:?}"
+        );
+        assert!(notes[2].contains("no tmp/perf-NSPID.map"), "{notes:?}");
+    }
+
+    #[test]
+    fn the_held_bound_is_a_quarter_of_the_open_file_limit_at_most() {
+        let n = held_limit();
+        assert!(n > 0 && n <= MAX_HELD_PERF_MAPS, "{n}");
     }
 }

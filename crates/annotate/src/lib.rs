@@ -3,6 +3,12 @@
 //! decoded, and the samples of a session counted per instruction.
 //!
 //! This crate owns:
+//! - reading the bytes of one function from an ELF file ([`read_code`]): the ELF header
+//!   and program headers, then the function's range through the executable PT_LOAD segment
+//!   that holds it, and nothing more;
+//! - mapping the file offsets that sessions store to link-time addresses through the
+//!   PT_LOAD headers ([`file_offset_to_vaddr`], or [`Segments`] for many offsets), the same
+//!   rule as `profkit-symbols`, so PIE and non-PIE are one case;
 //! - decoding x86-64 and i386 code with iced-x86 and formatting it in AT&T (as objdump and
 //!   perf print by default) or Intel syntax ([`annotate_instructions`]);
 //! - counting samples per instruction, with each direct branch's target and whether it
@@ -11,6 +17,15 @@
 //!
 //! # Design constraints
 //!
+//! - **Pure consumer of bytes.** Input is a path and an address range, or a [`Code`] built
+//!   by hand; nothing here reads sessions, talks to perf, or knows symbol names. The caller
+//!   (`crates/report`) finds the function's range through `profkit-symbols` and renders.
+//! - **Read what is needed, not whole files.** A function costs its headers (a few hundred
+//!   bytes) and its own bytes, at most [`MAX_CODE_BYTES`]; nothing is memory-mapped, so no
+//!   `unsafe`.
+//! - **Untrusted files.** A binary may belong to another user: it is opened non-blocking and
+//!   must be a regular file; header values are checked for overflow, and a range outside the
+//!   file's executable segments or past its end is a typed [`Error`], not a short read.
 //! - **Never panic on bytes.** Whatever the bytes, disassembly succeeds: an undecodable byte
 //!   is a one-byte `(bad)` instruction, as in objdump, and decoding resumes after it
 //!   (property-tested on random bytes).
@@ -44,7 +59,8 @@
 //! # Not for
 //!
 //! Source lines (DWARF) and symbol names: `profkit-symbols` has them. Architectures other
-//! than x86; recovering code that linear decoding
+//! than x86 (an aarch64 binary is [`Error::UnsupportedMachine`]); relocatable objects and
+//! kernel modules (`.ko`, no program headers); recovering code that linear decoding
 //! misreads (data inside `.text`, as with hand-written assembly) — the listing shows what
 //! objdump would.
 
@@ -52,6 +68,10 @@
 #![deny(missing_docs)]
 
 mod disasm;
+mod elf;
+mod error;
 mod spelling;
 
 pub use disasm::{annotate_instructions, Bitness, Code, Flow, Insn, Listing, Syntax};
+pub use elf::{file_offset_to_vaddr, read_code, Segment, Segments, MAX_CODE_BYTES};
+pub use error::{Error, Result};

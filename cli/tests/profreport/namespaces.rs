@@ -249,3 +249,107 @@ fn live_jit_map_in_a_private_pid_namespace_and_tmp_is_used() {
         "a host process has no namespace ids"
     );
 }
+
+/// Warm-up JavaScript for 1 s, then a function compiled and run only in
+/// the last 120 ms before the process exits.
+const LATE_JS: &str = "function warm(n){let x=0;for(let i=0;i<n;i++){x=(x*7+i)%1009;}return x;}\
+function lateHotGamma(n){let x=0;for(let i=0;i<n;i++){x=(x*31+i)%1000003;}return x;}\
+let s=0;const t0=Date.now();while(Date.now()<t0+1000){s+=warm(100000);}\
+while(Date.now()<t0+1120){s+=lateHotGamma(200000);}";
+
+/// A JIT map written in a private /tmp is read to its end after the
+/// process, its namespace and its tmpfs are gone (the daemon holds the
+/// open map): functions compiled in the last round are named.
+#[test]
+fn live_jit_functions_compiled_just_before_a_namespaced_process_exits_are_named() {
+    let _rec = recording();
+    if !perf_ok() || !unshare_ok() {
+        return;
+    }
+    let Some(node) = node() else {
+        return;
+    };
+    let d = tempdir();
+    let script = format!(
+        "mount -t tmpfs ns-tmp /tmp && exec {} --perf-basic-prof -e \"$0\"",
+        node.display()
+    );
+    let stop = system_wide(
+        d.path(),
+        Command::new("unshare")
+            .args([
+                "-p",
+                "-f",
+                "-m",
+                "--mount-proc",
+                "sh",
+                "-c",
+                &script,
+                LATE_JS,
+            ])
+            .current_dir(d.path()),
+    );
+    let (v, _) = report_l(d.path());
+    let late = samples_starting(&v, "JS:*lateHotGamma");
+    let warm = samples_starting(&v, "JS:*warm");
+    // node's anonymous code rows without a name.
+    let unnamed: u64 = rows(&v)
+        .iter()
+        .filter(|r| {
+            r["image"]
+                .as_str()
+                .is_some_and(|i| i.starts_with("anon (tgid:"))
+        })
+        .filter(|r| r["symbol"].as_str().is_none_or(|s| !s.starts_with("JS:")))
+        .map(|r| r["samples"].as_u64().unwrap_or(0))
+        .sum();
+    eprintln!("JS:*warm {warm}, JS:*lateHotGamma {late}, anonymous code unnamed {unnamed}; stop said: {stop}");
+    assert!(warm > 0, "warm not named: {stop}");
+    assert!(
+        late > 0,
+        "the function of the last 120 ms not named: {stop}"
+    );
+    assert!(
+        unnamed * 20 <= warm + late + unnamed,
+        "{unnamed} unnamed of {} samples in node's JIT code",
+        warm + late + unnamed
+    );
+}
+
+/// A binary of a private mount namespace that cannot be kept (it has no
+/// build-id to file it under) is named in the report with the reason.
+#[test]
+fn live_binary_of_a_namespace_that_cannot_be_kept_is_named_with_the_reason() {
+    let _rec = recording();
+    if !perf_ok() || !unshare_ok() {
+        return;
+    }
+    let d = tempdir();
+    let Some(shares) =
+        crate::live::build_workload(d.path(), "shares", &["-pthread", "-Wl,--build-id=none"])
+    else {
+        return;
+    };
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let inside = mnt.join("shares");
+    let script = format!(
+        "mount -t tmpfs ns-only {m} && cp {src} {bin} && {bin} ratio 40",
+        m = mnt.display(),
+        src = shares.display(),
+        bin = inside.display()
+    );
+    let stop = system_wide(
+        d.path(),
+        Command::new("unshare").args(["-m", "sh", "-c", &script]),
+    );
+    std::fs::remove_dir(&mnt).unwrap();
+    let (_, warnings) = report_l(d.path());
+    let line = warnings
+        .lines()
+        .find(|l| l.contains("could not keep it from its container"))
+        .unwrap_or_else(|| panic!("no reason given; warnings: {warnings}; stop said: {stop}"));
+    eprintln!("{line}");
+    assert!(line.contains(inside.to_str().unwrap()), "{line}");
+    assert!(line.contains("no build-id"), "{line}");
+}

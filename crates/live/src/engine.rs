@@ -218,6 +218,14 @@ impl<S: WakeSource> LiveEngine<S> {
         let mut kept = Default::default();
         if let Some(k) = &mut self.keeper {
             k.finish(KEEP_STOP_WAIT, &owner_list, &extras);
+            if let Some(dir) = self.session.parent() {
+                if let Err(why) = crate::keep::write_not_kept(dir, &k.binaries_refused) {
+                    extras.refused.push(format!(
+                        "the list of binaries not kept ({}): {why}",
+                        crate::keep::NOT_KEPT_FILE
+                    ));
+                }
+            }
             extras.refused.append(&mut k.refused);
             kept = k.kept.clone();
             extras.refused.extend(k.kept.notes());

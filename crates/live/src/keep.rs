@@ -227,7 +227,18 @@ pub(crate) struct Keeper {
     pending: usize,
     pub(crate) kept: KeptSummary,
     pub(crate) refused: Vec<String>,
+    /// Binaries other mount namespaces hide that could not be kept,
+    /// `PATH: why` (also in `refused`), for the session's
+    /// [`NOT_KEPT_FILE`].
+    pub(crate) binaries_refused: Vec<String>,
 }
+
+/// The session file naming, one per line as `PATH: why`, the binaries of
+/// other mount namespaces that could not be kept: reports add the reason
+/// to "PATH not found".
+pub const NOT_KEPT_FILE: &str = "debug/not-kept";
+/// At most this many lines are written to [`NOT_KEPT_FILE`].
+pub const NOT_KEPT_LINES: usize = 1000;
 
 impl Keeper {
     /// A keeper writing into `dir` (the held session directory), taking
@@ -268,6 +279,7 @@ impl Keeper {
             pending: 0,
             kept: KeptSummary::default(),
             refused: Vec::new(),
+            binaries_refused: Vec::new(),
         }
     }
 
@@ -293,7 +305,10 @@ impl Keeper {
                     self.kept.binary_bytes += n;
                 }
             }
-            Done::Binary(Err(why)) => self.refused.push(why),
+            Done::Binary(Err(why)) => {
+                self.binaries_refused.push(why.clone());
+                self.refused.push(why);
+            }
             Done::PerfMap(m) => self.collect_map(m),
         }
     }
@@ -371,6 +386,7 @@ impl Keeper {
 
     fn take_binaries(&mut self) {
         let (bins, refused) = self.queue.take();
+        self.binaries_refused.extend(refused.iter().cloned());
         self.refused.extend(refused);
         for b in bins {
             self.send_binary(b);
@@ -727,6 +743,22 @@ fn read_on(dir: &Path, pid: u32, h: &mut Held, sync: bool) -> Result<bool, Strin
     Ok(true)
 }
 
+/// Writes [`NOT_KEPT_FILE`] in session directory `dir` (nothing when no
+/// binary was refused): the first [`NOT_KEPT_LINES`] `PATH: why` lines.
+pub(crate) fn write_not_kept(dir: &Path, refused: &[String]) -> Result<(), String> {
+    if refused.is_empty() {
+        return Ok(());
+    }
+    make_dir(&dir.join("debug"))?;
+    let mut text = String::new();
+    for r in refused.iter().take(NOT_KEPT_LINES) {
+        text.push_str(&r.replace('\n', " "));
+        text.push('\n');
+    }
+    let to = dir.join(NOT_KEPT_FILE);
+    write_new(&to, text.as_bytes(), text.len() as u64).map(|_| ())
+}
+
 /// Copies a binary into `DIR/debug/.build-id/ab/cdef…`. `Ok(0)`: one is
 /// there already.
 fn keep_binary(dir: &Path, mut b: KeptBinary, budget: &mut u64) -> Result<u64, String> {
@@ -792,6 +824,23 @@ fn make_dir(d: &Path) -> Result<(), String> {
 mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn binaries_not_kept_are_listed_for_reports() {
+        let d = tempfile::tempdir().unwrap();
+        write_not_kept(d.path(), &[]).unwrap();
+        assert!(!d.path().join("debug").exists(), "nothing refused, no file");
+        let many: Vec<String> = (0..NOT_KEPT_LINES + 5)
+            .map(|i| format!("/ns/app{i}: no build-id\nsecond line"))
+            .collect();
+        write_not_kept(d.path(), &many).unwrap();
+        let text = std::fs::read_to_string(d.path().join(NOT_KEPT_FILE)).unwrap();
+        assert_eq!(text.lines().count(), NOT_KEPT_LINES);
+        assert_eq!(
+            text.lines().next(),
+            Some("/ns/app0: no build-id second line")
+        );
+    }
 
     #[test]
     fn a_kept_binary_lands_under_its_build_id_once() {

@@ -18,6 +18,9 @@ pub const KALLSYMS_FILE: &str = "kallsyms";
 /// Where `profctl archive` puts the sampled binaries and debug files, by
 /// build-id (`debug/.build-id/ab/cdef…`); searched automatically.
 pub const ARCHIVE_DEBUG_DIR: &str = "debug";
+/// Binaries of other mount namespaces the recorder could not keep (kept
+/// in step with `profkit_live::NOT_KEPT_FILE`).
+pub const NOT_KEPT_FILE: &str = "debug/not-kept";
 
 /// Whether the recorder of a session is still running, as far as the
 /// caller knows (the report only reads bytes; the command line asks the
@@ -133,6 +136,30 @@ impl Session {
     pub fn archive_debug_dir(&self) -> Option<PathBuf> {
         let p = self.dir.join(ARCHIVE_DEBUG_DIR);
         p.join(".build-id").is_dir().then_some(p)
+    }
+
+    /// Binaries of other mount namespaces the recorder could not keep,
+    /// recorded path → why (`debug/not-kept`, lines `PATH: why`; read as a
+    /// regular file of at most 1 MiB, else nothing).
+    pub fn not_kept(&self) -> std::collections::HashMap<String, String> {
+        use std::io::Read;
+        let mut out = std::collections::HashMap::new();
+        let p = self.dir.join(NOT_KEPT_FILE);
+        // A regular file, not a link or FIFO (checked before opening).
+        if !std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_file()) {
+            return out;
+        }
+        let mut text = String::new();
+        let read = std::fs::File::open(&p).and_then(|f| f.take(1 << 20).read_to_string(&mut text));
+        if read.is_err() {
+            return out;
+        }
+        for line in text.lines() {
+            if let Some((path, why)) = line.split_once(": ") {
+                out.insert(path.to_owned(), why.to_owned());
+            }
+        }
+        out
     }
 
     /// The session directory, if it holds perf maps (`perf-PID.map`).

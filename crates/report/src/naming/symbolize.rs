@@ -138,7 +138,7 @@ impl Resolved {
     }
 }
 
-fn request(e: &CookieEntry) -> BinaryRequest {
+pub(crate) fn request(e: &CookieEntry) -> BinaryRequest {
     let mut r = match e.kind {
         CookieKind::Kernel => BinaryRequest::kernel(e.base),
         CookieKind::Module => BinaryRequest::module(&e.path, e.base),
@@ -212,27 +212,7 @@ pub(crate) fn symbolize(
     let mut configs: Vec<SymbolizerOptions> = Vec::new();
     let mut config_of_session = Vec::new();
     for s in sessions {
-        let o = SymbolizerOptions {
-            debug_info: opts.debug_info || inline,
-            demangle: opts.demangle,
-            kallsyms: match (&sources.kallsyms, s.kallsyms_copy()) {
-                (Some(k), _) => KallsymsSource::File(k.clone()),
-                (None, Some(k)) => KallsymsSource::File(k),
-                (None, None) => KallsymsSource::Live,
-            },
-            perf_map_dir: s.perf_map_dir(),
-            debug_dirs: s
-                .archive_debug_dir()
-                .into_iter()
-                .chain(if sources.debug_dirs.is_empty() {
-                    SymbolizerOptions::default().debug_dirs
-                } else {
-                    sources.debug_dirs.clone()
-                })
-                .collect(),
-            sysroot: sources.sysroot.clone(),
-            search_dirs: sources.search_dirs.clone(),
-        };
+        let o = symbolizer_options(s, opts, sources, opts.debug_info || inline);
         let i = match configs.iter().position(|c| *c == o) {
             Some(i) => i,
             None => {
@@ -257,6 +237,7 @@ pub(crate) fn symbolize(
         "symbolizing binaries",
         groups.iter().map(|g| g.len() as u64).sum(),
     );
+    let not_kept: Vec<_> = sessions.iter().map(Session::not_kept).collect();
     let mut out = FxHashMap::default();
     let mut live_kallsyms: Option<Option<Vec<u8>>> = None;
     for (cfg, group) in configs.into_iter().zip(groups) {
@@ -285,10 +266,54 @@ pub(crate) fn symbolize(
                     warnings.push(w.clone());
                 }
             }
+            // A binary of another mount namespace the recorder could not
+            // keep: say why.
+            if resolved.result.path_used.is_none() {
+                if let Some((e, sess, _)) = agg.cookies.get(&cookie) {
+                    if let Some(why) = not_kept.get(*sess as usize).and_then(|m| m.get(&e.path)) {
+                        warnings.push(format!(
+                            "{}: not on the host, and the recorder could not keep it from its \
+                             container: {why}",
+                            e.path
+                        ));
+                    }
+                }
+            }
             out.insert(cookie, resolved);
         }
     }
     Ok(out)
+}
+
+/// How session `s`'s binaries are found and named: its kallsyms copy,
+/// perf maps and archived debug files, then the report's sources.
+pub(crate) fn symbolizer_options(
+    s: &Session,
+    opts: &ReportOptions,
+    sources: &SymbolSources,
+    debug_info: bool,
+) -> SymbolizerOptions {
+    SymbolizerOptions {
+        debug_info,
+        demangle: opts.demangle,
+        kallsyms: match (&sources.kallsyms, s.kallsyms_copy()) {
+            (Some(k), _) => KallsymsSource::File(k.clone()),
+            (None, Some(k)) => KallsymsSource::File(k),
+            (None, None) => KallsymsSource::Live,
+        },
+        perf_map_dir: s.perf_map_dir(),
+        debug_dirs: s
+            .archive_debug_dir()
+            .into_iter()
+            .chain(if sources.debug_dirs.is_empty() {
+                SymbolizerOptions::default().debug_dirs
+            } else {
+                sources.debug_dirs.clone()
+            })
+            .collect(),
+        sysroot: sources.sysroot.clone(),
+        search_dirs: sources.search_dirs.clone(),
+    }
 }
 
 /// The symbolizer options for the kernel and module requests of a group:

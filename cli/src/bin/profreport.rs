@@ -13,9 +13,9 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use profkit_daemon::{daemon_state, DaemonState};
 use profkit_report::{
-    build_report, diff_reports, printable, render, write_diff, write_flamegraph, Column, Format,
-    Liveness, ProfileSpec, Progress, Report, ReportOptions, Separate, Session, SortKey,
-    SymbolSources, SESSION_FILE,
+    build_report, diff_reports, printable, render_colored, write_diff, write_flamegraph,
+    AnnotateOptions, Column, Format, Liveness, ProfileSpec, Progress, Report, ReportOptions,
+    Separate, Session, SortKey, SymbolSources, SESSION_FILE,
 };
 
 const AFTER_HELP: &str = "PROFILE SPECS (positional, combinable; OProfile's syntax):
@@ -94,6 +94,16 @@ fn threshold(s: &str) -> Result<f64, String> {
         Err(format!(
             "bad value '{s}' for --threshold: a percentage from 0 to 100"
         ))
+    }
+}
+
+fn asm_syntax(s: &str) -> Result<bool, String> {
+    match s {
+        "att" => Ok(false),
+        "intel" => Ok(true),
+        _ => Err(format!(
+            "bad value '{s}' for --asm-syntax: att (objdump's and perf's default) or intel"
+        )),
     }
 }
 
@@ -182,6 +192,25 @@ struct Opt {
     /// binaries are read whole.
     #[arg(long, conflicts_with = "timeline")]
     inline: bool,
+    /// Annotate SYMBOL (or every function above --threshold): samples per source line, and per
+    /// instruction with --assembly (opannotate, perf annotate).
+    #[arg(long, value_name = "SYMBOL", num_args = 0..=1, default_missing_value = "",
+          conflicts_with_all = ["timeline", "callgraph", "children", "diff"])]
+    annotate: Option<String>,
+    /// With --annotate: samples per source line (the default where line information is found).
+    #[arg(long, requires = "annotate")]
+    source: bool,
+    /// With --annotate: samples per instruction (with --source: instructions under their lines).
+    #[arg(long, requires = "annotate")]
+    assembly: bool,
+    /// With --annotate: look here for source files missing at their recorded path (the path
+    /// under DIR, then its shorter tails: DIR/src/x.c, DIR/x.c).
+    #[arg(long = "source-dir", value_name = "DIR", requires = "annotate")]
+    source_dirs: Vec<PathBuf>,
+    /// With --annotate --assembly: att (objdump's and perf's default) or intel.
+    #[arg(short = 'M', long = "asm-syntax", value_name = "SYNTAX", value_parser = asm_syntax,
+          default_value = "att", requires = "annotate", action = clap::ArgAction::Set)]
+    intel: bool,
     /// Write the report to FILE instead of standard output (with --format flamegraph
     /// --separate=cpu: one FILE-cpuN.svg per CPU).
     #[arg(short = 'o', long, value_name = "FILE")]
@@ -331,6 +360,13 @@ fn validate(opt: Opt) -> Result<Config, String> {
             children: opt.children,
             stacks: format.needs_stacks(),
             inline: opt.inline,
+            annotate: opt.annotate.map(|s| AnnotateOptions {
+                symbol: (!s.is_empty()).then_some(s),
+                source: opt.source,
+                assembly: opt.assembly,
+                source_dirs: opt.source_dirs,
+                intel: opt.intel,
+            }),
         },
         sources: SymbolSources {
             kallsyms: opt.kallsyms,
@@ -623,7 +659,10 @@ fn run(cfg: Config) -> Result<()> {
         return Ok(());
     }
     let mut out = output(cfg.output.as_deref())?;
-    render(&report, cfg.format, &mut out)?;
+    let color = cfg.output.is_none()
+        && io::stdout().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none();
+    render_colored(&report, cfg.format, &mut out, color)?;
     out.flush()?;
     Ok(())
 }

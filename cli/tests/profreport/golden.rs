@@ -128,3 +128,72 @@ golden!(
     "callgraph",
     ["-c", "--format", "csv"]
 );
+
+// --annotate: per source line (sources found with --source-dir: the path
+// recorded in the binary is the build machine's), per instruction, mixed,
+// Intel syntax, per CPU, every function above a threshold, and JSON.
+golden!(
+    golden_annotate_source,
+    "annotate-f_a.txt",
+    "ratio",
+    ["--annotate=f_a", "--source-dir", "../testdata/workloads"]
+);
+golden!(
+    golden_annotate_source_json,
+    "annotate-f_a.json",
+    "ratio",
+    [
+        "--annotate=f_a",
+        "--source-dir",
+        "../testdata/workloads",
+        "--format",
+        "json"
+    ]
+);
+golden!(
+    golden_annotate_assembly,
+    "annotate-f_a-asm.txt",
+    "ratio",
+    ["--annotate=f_a", "--assembly"]
+);
+golden!(
+    golden_annotate_mixed,
+    "annotate-f_a-mixed.txt",
+    "ratio",
+    [
+        "--annotate=f_a",
+        "--source",
+        "--assembly",
+        "--source-dir",
+        "../testdata/workloads"
+    ]
+);
+golden!(
+    golden_annotate_intel,
+    "annotate-f_b-intel.txt",
+    "ratio",
+    ["--annotate=f_b", "--assembly", "-M", "intel"]
+);
+golden!(
+    golden_annotate_separate_cpu,
+    "annotate-pinned-cpu.txt",
+    "pinned",
+    [
+        "--annotate=f_cpu0",
+        "--separate=cpu",
+        "--source-dir",
+        "../testdata/workloads"
+    ]
+);
+golden!(
+    golden_annotate_above_threshold,
+    "annotate-threshold.txt",
+    "ratio",
+    [
+        "--annotate",
+        "-t",
+        "10",
+        "--source-dir",
+        "../testdata/workloads"
+    ]
+);

@@ -59,7 +59,8 @@
 //!
 //! # Not for
 //!
-//! Source lines (DWARF) and symbol names: `profkit-symbols` has them. Architectures other
+//! Reading DWARF and symbol names: `profkit-symbols` has them (this crate only lays out the
+//! lines it is given, [`source_listing`]). Architectures other
 //! than x86 (an aarch64 binary is [`Error::UnsupportedMachine`]); relocatable objects and
 //! kernel modules (`.ko`, no program headers); recovering code that linear decoding
 //! misreads (data inside `.text`, as with hand-written assembly) — the listing shows what
@@ -71,8 +72,13 @@
 mod disasm;
 mod elf;
 mod error;
+mod source;
 mod spelling;
 
 pub use disasm::{annotate_instructions, Bitness, Code, Flow, Insn, Listing, Syntax};
 pub use elf::{file_offset_to_vaddr, read_code, Segment, Segments, MAX_CODE_BYTES};
 pub use error::{Error, Result};
+pub use source::{
+    find_source, source_listing, LineInfo, SourceFile, SourceLine, SourceListing, FILLED_GAP,
+    MAX_SOURCE_BYTES,
+};

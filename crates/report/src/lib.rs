@@ -208,6 +208,7 @@
 #![deny(missing_docs)]
 
 mod aggregate;
+mod annotate;
 mod build;
 mod callgraph;
 mod diff;
@@ -229,14 +230,14 @@ pub use diff::{diff_reports, write_diff, Diff, DiffRow};
 pub use error::{Error, Result};
 pub use export::{collapsed_lines, write_collapsed, write_flamegraph};
 pub use model::{
-    BadChunkInfo, CallArc, CallEntry, CallGraph, CallGraphMode, Column, CpuLoss, Function, Header,
-    Location, Mapping, Report, Row, SessionInfo, SessionTimeline, ShownColumns, StackCounts,
-    StackSample, Stacks, Symbol, Timeline, TimelineLine,
+    Annotation, AsmLine, BadChunkInfo, CallArc, CallEntry, CallGraph, CallGraphMode, Column,
+    CpuLoss, Function, Header, Location, Mapping, Report, Row, SessionInfo, SessionTimeline,
+    ShownColumns, StackCounts, StackSample, Stacks, Symbol, Timeline, TimelineLine,
 };
-pub use options::{ReportOptions, SymbolSources};
+pub use options::{AnnotateOptions, ReportOptions, SymbolSources};
 pub use render::{
-    flat_rows, format_utc, printable, render, write_csv, write_json, write_text, Format, Printable,
-    NO_SYMBOLS, UNKNOWN_SYMBOL,
+    flat_rows, format_utc, printable, render, render_colored, write_csv, write_json, write_text,
+    Format, Printable, NO_SYMBOLS, UNKNOWN_SYMBOL,
 };
 pub use session::{Liveness, Session, ARCHIVE_DEBUG_DIR, KALLSYMS_FILE, SESSION_FILE};
 pub use spec::{base_name, Glob, ProfileSpec, Separate, SortKey, SPEC_TAGS};

@@ -302,6 +302,57 @@ pub struct Report {
     /// The symbolized stacks, for the collapsed, flame graph and pprof
     /// outputs (kept when [`crate::ReportOptions::stacks`] asks for them).
     pub stacks: Option<Stacks>,
+    /// The annotated functions (`--annotate`), hottest first.
+    pub annotations: Option<Vec<Annotation>>,
+}
+
+/// One function annotated (`--annotate`): its samples per source line
+/// and/or per instruction.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Annotation {
+    /// The binary's display name.
+    pub image: String,
+    /// The file its code was read from, when it was.
+    pub path: Option<String>,
+    /// The function.
+    pub symbol: String,
+    /// Its start address (link-time virtual address) and size.
+    pub start: u64,
+    /// Size in bytes (0: unknown).
+    pub size: u64,
+    /// Samples in the function, per column.
+    pub samples: Vec<u64>,
+    /// Their percent of the report's samples, per column.
+    pub percent: Vec<f64>,
+    /// Samples per source line (when shown).
+    pub source: Option<profkit_annotate::SourceListing>,
+    /// Samples per instruction (when shown).
+    pub assembly: Option<Vec<AsmLine>>,
+    /// What could not be shown, and how to get it.
+    pub notes: Vec<String>,
+}
+
+/// One instruction of an [`Annotation`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AsmLine {
+    /// Its address (link-time virtual address).
+    pub address: u64,
+    /// Mnemonic and operands; `None` where the code could not be read (the
+    /// kernel, JIT code): the line is then one sampled address.
+    pub text: Option<String>,
+    /// Samples on it, per column.
+    pub samples: Vec<u64>,
+    /// A direct jump's or call's target.
+    pub target: Option<u64>,
+    /// The target is inside this function (a jump the listing can show).
+    pub local_target: bool,
+    /// Its source file (as recorded in DWARF) and line, when DWARF gives
+    /// them.
+    pub file: Option<String>,
+    /// Its source line.
+    pub line: Option<u32>,
+    /// The inlined function it belongs to, if it is inlined code.
+    pub inlined: Option<String>,
 }
 
 /// What a code address is in, by name. The text shown for the stand-ins

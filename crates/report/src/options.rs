@@ -57,6 +57,27 @@ pub struct ReportOptions {
     /// Off by default: reading DWARF makes the symbolizer read each binary
     /// whole (a system-wide report: ~10× the time, ~20× the memory).
     pub inline: bool,
+    /// Annotate functions (`--annotate[=SYMBOL]`): samples per source line
+    /// and/or per instruction. Implies `symbols`.
+    pub annotate: Option<AnnotateOptions>,
+}
+
+/// What `--annotate` shows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AnnotateOptions {
+    /// The function (its name as shown, or its raw name); `None`: every
+    /// function above the threshold.
+    pub symbol: Option<String>,
+    /// Samples per source line (`--source`).
+    pub source: bool,
+    /// Samples per instruction (`--assembly`); with `source`, mixed.
+    /// Neither: source where line information is found, else assembly.
+    pub assembly: bool,
+    /// Where to look for source files whose recorded path is missing
+    /// (`--source-dir`).
+    pub source_dirs: Vec<std::path::PathBuf>,
+    /// Intel syntax instead of AT&T (objdump's and perf's default).
+    pub intel: bool,
 }
 
 impl ReportOptions {
@@ -87,6 +108,7 @@ impl Default for ReportOptions {
             children: false,
             stacks: false,
             inline: false,
+            annotate: None,
         }
     }
 }

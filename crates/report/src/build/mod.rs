@@ -134,6 +134,24 @@ pub fn build_report(
         .collect();
     let denom = if opts.global_percent { &global } else { &local };
     let total_samples: u64 = local.iter().sum();
+    let annotations = match &opts.annotate {
+        Some(a) => Some(annotations(
+            &crate::annotate::Context {
+                sessions,
+                agg: &agg,
+                opts,
+                annotate: a,
+                sources,
+                symbols: &symbols,
+                images: &images,
+                denom,
+            },
+            &grouped,
+            &placer,
+            ncols,
+        )?),
+        None => None,
+    };
 
     let columns_shown = shown_columns(opts, inclusive.is_some());
     let maker = RowMaker {
@@ -174,7 +192,47 @@ pub fn build_report(
         } else {
             None
         },
+        annotations,
     })
+}
+
+/// `--annotate`: the chosen functions' samples per offset, annotated.
+fn annotations(
+    cx: &crate::annotate::Context<'_>,
+    grouped: &FxHashMap<RowKey, Vec<u64>>,
+    placer: &Placer<'_>,
+    ncols: usize,
+) -> Result<Vec<Annotation>> {
+    use profkit_symbols::SymbolId;
+    let mut funcs: FxHashMap<(Cookie, SymbolId), Vec<u64>> = FxHashMap::default();
+    for (k, v) in grouped {
+        if let (Some(s), 0) = (k.sym, k.inlined) {
+            let f = funcs.entry((k.image, s)).or_insert_with(|| vec![0; ncols]);
+            for (t, n) in f.iter_mut().zip(v) {
+                *t += n;
+            }
+        }
+    }
+    let chosen = crate::annotate::choose(funcs, cx.annotate, cx.opts, cx.symbols, cx.denom)?;
+    let want: crate::hash::FxHashSet<(Cookie, SymbolId)> =
+        chosen.iter().map(|c| (c.cookie, c.sym)).collect();
+    let mut offsets: FxHashMap<(Cookie, SymbolId), crate::annotate::Offsets> = FxHashMap::default();
+    for (k, &n) in &cx.agg.counts {
+        let Some((key, col)) = placer.place(k) else {
+            continue;
+        };
+        let Some(s) = key.sym else {
+            continue;
+        };
+        if want.contains(&(key.image, s)) {
+            offsets
+                .entry((key.image, s))
+                .or_default()
+                .entry(k.offset)
+                .or_insert_with(|| vec![0; ncols])[col] += n;
+        }
+    }
+    Ok(crate::annotate::annotate(cx, chosen, &mut offsets))
 }
 
 /// What the aggregation must keep for `opts`.
@@ -201,7 +259,7 @@ fn plan(opts: &ReportOptions) -> Result<Plan<'_>> {
             ));
         }
     }
-    let opts = if with_stacks && !opts.symbols {
+    let opts = if (with_stacks || opts.annotate.is_some()) && !opts.symbols {
         Cow::Owned(ReportOptions {
             symbols: true,
             ..opts.clone()
@@ -258,6 +316,7 @@ fn timeline_report(
         warnings,
         callgraph: None,
         stacks: None,
+        annotations: None,
     }
 }
 

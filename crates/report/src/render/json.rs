@@ -71,6 +71,23 @@ struct JsonReport<'a> {
     timeline: Option<&'a Timeline>,
     #[serde(skip_serializing_if = "Option::is_none")]
     callgraph: Option<&'a CallGraph>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    annotations: Option<Vec<JsonAnnotation<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    annotation_rows: Option<Vec<super::annotate::JsonAnnotationRow>>,
+}
+
+/// An annotated function, without its lines (those are `annotation_rows`).
+#[derive(Serialize)]
+struct JsonAnnotation<'a> {
+    function: &'a str,
+    image: &'a str,
+    path: Option<&'a str>,
+    start: String,
+    size: u64,
+    samples: u64,
+    percent: f64,
+    notes: &'a [String],
 }
 
 fn round4(p: f64) -> f64 {
@@ -181,6 +198,27 @@ pub fn write_json(report: &Report, w: &mut dyn Write) -> io::Result<()> {
         rows,
         timeline: report.timeline.as_ref(),
         callgraph: report.callgraph.as_ref(),
+        annotations: report.annotations.as_ref().map(|list| {
+            list.iter()
+                .map(|a| {
+                    let n: u64 = a.samples.iter().sum();
+                    JsonAnnotation {
+                        function: &a.symbol,
+                        image: &a.image,
+                        path: a.path.as_deref(),
+                        start: format!("{:#x}", a.start),
+                        size: a.size,
+                        samples: n,
+                        percent: round4(crate::aggregate::summary::percent(n, h.total_samples)),
+                        notes: &a.notes,
+                    }
+                })
+                .collect()
+        }),
+        annotation_rows: report
+            .annotations
+            .as_ref()
+            .map(|list| super::annotate::json_rows(report, list)),
     };
     serde_json::to_writer_pretty(&mut *w, &j).map_err(io::Error::from)?;
     writeln!(w)

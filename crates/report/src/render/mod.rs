@@ -4,6 +4,7 @@
 //! for the caller to treat as success. The stack formats are `crate::export`'s
 //! and `crate::pprof`'s. "No symbol" becomes text here and nowhere else.
 
+mod annotate;
 mod csv;
 mod json;
 mod text;
@@ -192,6 +193,23 @@ pub fn render(report: &Report, format: Format, w: &mut dyn Write) -> io::Result<
         Format::Collapsed => crate::export::write_collapsed(report, None, &mut Printable::new(w)),
         Format::Flamegraph => crate::export::write_flamegraph(report, None, w),
         Format::Pprof => crate::pprof::write_pprof(report, w),
+    }
+}
+
+/// [`render`], with the hot lines of an annotation coloured as perf
+/// colours them when `color` (text to a terminal).
+pub fn render_colored(
+    report: &Report,
+    format: Format,
+    w: &mut dyn Write,
+    color: bool,
+) -> io::Result<()> {
+    match (&report.annotations, format, color) {
+        (Some(list), Format::Text, true) => {
+            text::write_header(report, &mut Printable::new(&mut *w))?;
+            annotate::write_annotations_text(report, list, w, true)
+        }
+        _ => render(report, format, w),
     }
 }
 

@@ -337,15 +337,23 @@ fn table(report: &Report, rows: &[Row], image_head: &str) -> (Vec<Col>, Vec<(usi
     (cols, labels)
 }
 
+/// The header lines and the blank line after them.
+pub(crate) fn write_header(report: &Report, w: &mut dyn Write) -> io::Result<()> {
+    w.write_all(header_lines(&report.header).as_bytes())?;
+    writeln!(w)
+}
+
 /// The text report: header, then opreport's table (or the timeline).
 pub fn write_text(report: &Report, w: &mut dyn Write) -> io::Result<()> {
-    w.write_all(header_lines(&report.header).as_bytes())?;
-    writeln!(w)?;
+    write_header(report, w)?;
     if let Some(t) = &report.timeline {
         return write_timeline_text(t, w);
     }
     if let Some(cg) = &report.callgraph {
         return write_callgraph_text(cg, w);
+    }
+    if let Some(list) = &report.annotations {
+        return super::annotate::write_annotations_text(report, list, w, false);
     }
     if report.rows.is_empty() {
         writeln!(w, "(no samples match)")?;

@@ -1,0 +1,349 @@
+//! The source half: a function's samples per source line.
+//!
+//! Input is one entry per instruction of the function: its source line
+//! (the line of the address itself, inside the innermost inlined function,
+//! as DWARF says) and the samples on it. Lines are grouped per file; the
+//! function's own file (the one most of its instructions come from outside
+//! inlined code) comes first. Each file shows the lines its instructions
+//! come from with short gaps filled in (so a loop reads as a loop), longer
+//! gaps elided. Source text is read from `--source-dir` directories (the
+//! recorded path under the directory, then its shorter tails:
+//! `DIR/src/x.c`, `DIR/x.c`), else from the recorded path, as regular files
+//! of at most [`MAX_SOURCE_BYTES`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// Largest source file read.
+pub const MAX_SOURCE_BYTES: u64 = 16 << 20;
+/// Gaps between lines with code up to this many lines are shown whole.
+pub const FILLED_GAP: u32 = 8;
+
+/// Where an instruction's code comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LineInfo {
+    /// The source file as recorded in DWARF.
+    pub file: String,
+    /// The line (DWARF line 0, "no line", is given as None by callers).
+    pub line: u32,
+    /// The inlined function the instruction belongs to, when it is inlined
+    /// code (innermost).
+    pub inlined: Option<String>,
+}
+
+/// One line of a listing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SourceLine {
+    /// Line number, from 1.
+    pub line: u32,
+    /// The text, when the file was found and has the line.
+    pub text: Option<String>,
+    /// Samples on instructions of this line, per column (one per CPU
+    /// with `--separate=cpu`, else one).
+    pub samples: Vec<u64>,
+    /// Whether instructions of this line were generated for it.
+    pub has_code: bool,
+    /// Inlined function(s) this line's code belongs to (empty: the
+    /// function's own code).
+    pub inlined: Vec<String>,
+    /// Lines were left out before this one (a long gap without code).
+    pub gap_before: bool,
+}
+
+/// The lines of one source file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SourceFile {
+    /// The file as recorded in DWARF.
+    pub file: String,
+    /// Where its text was read, if it was found.
+    pub found: Option<PathBuf>,
+    /// Why its text is missing, if it is.
+    pub missing: Option<String>,
+    /// Samples of all its lines, per column.
+    pub samples: Vec<u64>,
+    /// The lines, ascending.
+    pub lines: Vec<SourceLine>,
+}
+
+/// A function's samples per source line.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SourceListing {
+    /// Files, the function's own first.
+    pub files: Vec<SourceFile>,
+    /// Samples on instructions DWARF gives no line for, per column.
+    pub without_line: Vec<u64>,
+}
+
+/// Builds the listing of one function from its instructions' lines and
+/// samples (per column; every entry has `columns` of them), reading source
+/// text through `dirs` as the module docs say.
+pub fn source_listing(
+    insns: &[(Option<LineInfo>, Vec<u64>)],
+    columns: usize,
+    dirs: &[PathBuf],
+) -> SourceListing {
+    struct Acc {
+        samples: Vec<u64>,
+        inlined: Vec<String>,
+    }
+    let add = |to: &mut Vec<u64>, n: &[u64]| {
+        for (t, v) in to.iter_mut().zip(n) {
+            *t += v;
+        }
+    };
+    let mut per_file: HashMap<&str, BTreeMap<u32, Acc>> = HashMap::new();
+    let mut own: HashMap<&str, usize> = HashMap::new();
+    let mut without_line = vec![0; columns];
+    for (info, n) in insns {
+        let Some(i) = info else {
+            add(&mut without_line, n);
+            continue;
+        };
+        let acc = per_file
+            .entry(i.file.as_str())
+            .or_default()
+            .entry(i.line)
+            .or_insert_with(|| Acc {
+                samples: vec![0; columns],
+                inlined: Vec::new(),
+            });
+        add(&mut acc.samples, n);
+        match &i.inlined {
+            Some(f) if !acc.inlined.contains(f) => acc.inlined.push(f.clone()),
+            Some(_) => {}
+            None => *own.entry(i.file.as_str()).or_default() += 1,
+        }
+    }
+    let mut files: Vec<SourceFile> = per_file
+        .into_iter()
+        .map(|(file, lines)| {
+            let (found, text) = match find_source(file, dirs) {
+                Ok((p, t)) => (Some(p), Ok(t)),
+                Err(why) => (None, Err(why)),
+            };
+            let text_lines: Vec<&str> = match &text {
+                Ok(t) => t.lines().collect(),
+                Err(_) => Vec::new(),
+            };
+            let mut samples = vec![0; columns];
+            for a in lines.values() {
+                add(&mut samples, &a.samples);
+            }
+            let mut out = Vec::new();
+            let mut prev: Option<u32> = None;
+            for (&line, acc) in &lines {
+                let mut gap_before = false;
+                if let Some(p) = prev {
+                    if line - p - 1 <= FILLED_GAP {
+                        for l in p + 1..line {
+                            out.push(SourceLine {
+                                line: l,
+                                text: text_of(&text_lines, l),
+                                samples: vec![0; columns],
+                                has_code: false,
+                                inlined: Vec::new(),
+                                gap_before: false,
+                            });
+                        }
+                    } else {
+                        gap_before = true;
+                    }
+                }
+                out.push(SourceLine {
+                    line,
+                    text: text_of(&text_lines, line),
+                    samples: acc.samples.clone(),
+                    has_code: true,
+                    inlined: acc.inlined.clone(),
+                    gap_before,
+                });
+                prev = Some(line);
+            }
+            SourceFile {
+                file: file.to_owned(),
+                found,
+                missing: text.err(),
+                samples,
+                lines: out,
+            }
+        })
+        .collect();
+    files.sort_by(|a, b| {
+        let own_a = own.get(a.file.as_str()).copied().unwrap_or(0);
+        let own_b = own.get(b.file.as_str()).copied().unwrap_or(0);
+        let total = |f: &SourceFile| f.samples.iter().sum::<u64>();
+        own_b
+            .cmp(&own_a)
+            .then(total(b).cmp(&total(a)))
+            .then_with(|| a.file.cmp(&b.file))
+    });
+    SourceListing {
+        files,
+        without_line,
+    }
+}
+
+fn text_of(lines: &[&str], line: u32) -> Option<String> {
+    let i = usize::try_from(line).ok()?.checked_sub(1)?;
+    lines.get(i).map(|s| s.replace('\t', "    "))
+}
+
+/// Where the text of `file` (as recorded) is found: under each of `dirs`
+/// the recorded path and its shorter tails (the user said where the
+/// sources are: that wins over an older copy at the recorded path), then
+/// the recorded path. Returns the path and the text, or why none was read.
+pub fn find_source(file: &str, dirs: &[PathBuf]) -> Result<(PathBuf, String), String> {
+    let recorded = Path::new(file);
+    let mut tried = Vec::new();
+    let parts: Vec<_> = recorded
+        .components()
+        .filter(|c| matches!(c, std::path::Component::Normal(_)))
+        .collect();
+    for d in dirs {
+        for skip in 0..parts.len() {
+            let mut p = d.clone();
+            p.extend(&parts[skip..]);
+            tried.push(p);
+        }
+    }
+    tried.push(recorded.to_path_buf());
+    let mut first_error = None;
+    for p in &tried {
+        match read_text(p) {
+            Ok(t) => return Ok((p.clone(), t)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                first_error.get_or_insert_with(|| format!("{}: {e}", p.display()));
+            }
+        }
+    }
+    Err(first_error.unwrap_or_else(|| {
+        if dirs.is_empty() {
+            format!("{file} not found (give --source-dir DIR to look for it there)")
+        } else {
+            format!("{file} not found, nor under the --source-dir directories")
+        }
+    }))
+}
+
+/// Reads a source file: a regular file (opened non-blocking, so a FIFO
+/// does not hang), at most [`MAX_SOURCE_BYTES`], invalid UTF-8 replaced.
+fn read_text(p: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(p)?;
+    let m = f.metadata()?;
+    if !m.file_type().is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    if m.len() > MAX_SOURCE_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{} bytes, over the {MAX_SOURCE_BYTES}-byte limit for source files",
+                m.len()
+            ),
+        ));
+    }
+    let mut data = Vec::with_capacity(m.len() as usize);
+    f.take(MAX_SOURCE_BYTES).read_to_end(&mut data)?;
+    Ok(String::from_utf8_lossy(&data).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(file: &str, line: u32, inlined: Option<&str>) -> Option<LineInfo> {
+        Some(LineInfo {
+            file: file.into(),
+            line,
+            inlined: inlined.map(str::to_owned),
+        })
+    }
+
+    #[test]
+    fn samples_add_up_per_line_with_short_gaps_filled_and_long_ones_elided() {
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join("loop.c");
+        let text: String = (1..=40).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(&src, text).unwrap();
+        let f = src.to_str().unwrap();
+        let l = source_listing(
+            &[
+                (at(f, 3, None), vec![5, 0]),
+                (at(f, 3, None), vec![0, 1]),
+                (at(f, 6, None), vec![2, 0]),
+                (at(f, 30, Some("helper")), vec![1, 3]),
+                (None, vec![7, 0]),
+            ],
+            2,
+            &[],
+        );
+        assert_eq!(l.without_line, [7, 0]);
+        assert_eq!(l.files.len(), 1);
+        let file = &l.files[0];
+        assert_eq!(file.found.as_deref(), Some(src.as_path()));
+        assert_eq!(file.samples, [8, 4]);
+        let lines: Vec<_> = file
+            .lines
+            .iter()
+            .map(|s| (s.line, s.samples.clone(), s.has_code, s.gap_before))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                (3, vec![5, 1], true, false),
+                (4, vec![0, 0], false, false),
+                (5, vec![0, 0], false, false),
+                (6, vec![2, 0], true, false),
+                (30, vec![1, 3], true, true),
+            ]
+        );
+        assert_eq!(file.lines[0].text.as_deref(), Some("line 3"));
+        assert_eq!(file.lines[4].inlined, ["helper"]);
+    }
+
+    #[test]
+    fn the_functions_own_file_comes_first_and_missing_files_say_so() {
+        let l = source_listing(
+            &[
+                (at("/nowhere/own.c", 10, None), vec![1]),
+                (at("/nowhere/own.c", 11, None), vec![0]),
+                (at("/nowhere/inl.h", 2, Some("inl")), vec![50]),
+            ],
+            1,
+            &[],
+        );
+        let files: Vec<_> = l.files.iter().map(|f| f.file.as_str()).collect();
+        assert_eq!(files, ["/nowhere/own.c", "/nowhere/inl.h"]);
+        let why = l.files[0].missing.as_deref().unwrap();
+        assert!(why.contains("--source-dir"), "{why}");
+        assert_eq!(l.files[0].lines[0].text, None);
+    }
+
+    #[test]
+    fn source_dirs_find_the_recorded_path_or_its_tails() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("proj/src")).unwrap();
+        std::fs::write(d.path().join("proj/src/x.c"), "int x;\n").unwrap();
+        let dirs = [d.path().join("proj")];
+        let (p, t) = find_source("/build/tree/src/x.c", &dirs).unwrap();
+        assert_eq!(p, d.path().join("proj/src/x.c"));
+        assert_eq!(t, "int x;\n");
+        // A FIFO is refused, not opened for reading and waited on.
+        let fifo = d.path().join("proj/src/f.c");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        let e = find_source("/b/src/f.c", &dirs).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+    }
+}

@@ -1,0 +1,406 @@
+//! `--annotate[=SYMBOL]`: samples per source line and per instruction of
+//! the functions a report names (opannotate, perf annotate).
+//!
+//! The aggregation already keeps each sample's (binary, offset); a
+//! function's samples are those offsets inside it, placed in columns as
+//! the report places them (so specs and `--separate=cpu` apply). Its code
+//! is read by range (`profkit_annotate::read_code`: the ELF headers and
+//! the function's bytes), disassembled, and each instruction's source line
+//! and inlined function come from DWARF through the same symbolizer setup
+//! the report uses (debug files by build-id and debuglink, the archive's
+//! debug directory, `--sysroot`, `--search-dir`). Kernel and JIT code have
+//! no file to read here: their samples are listed per address.
+
+use std::collections::BTreeMap;
+
+use profkit_annotate::{annotate_instructions, read_code, source_listing, LineInfo, Syntax};
+use profkit_eventlog::{Cookie, CookieKind};
+use profkit_symbols::{SymbolId, Symbolizer, SymbolizerOptions};
+use rayon::prelude::*;
+
+use crate::aggregate::Aggregate;
+use crate::error::{Error, Result};
+use crate::hash::FxHashMap;
+use crate::model::{Annotation, AsmLine};
+use crate::naming::apps::Images;
+use crate::naming::symbolize::{request, symbolizer_options, Resolved};
+use crate::options::{AnnotateOptions, ReportOptions, SymbolSources};
+use crate::session::Session;
+
+/// One function's samples before annotation: per offset, per column.
+pub(crate) type Offsets = BTreeMap<u64, Vec<u64>>;
+
+/// A function to annotate.
+pub(crate) struct Chosen {
+    pub cookie: Cookie,
+    pub sym: SymbolId,
+    pub samples: Vec<u64>,
+}
+
+/// Picks the functions: the one named (by its shown or raw name; several
+/// binaries may have one of that name), else every function at or above
+/// the threshold, hottest first. `funcs` are the report's per-function
+/// samples; `denom` its per-column totals.
+pub(crate) fn choose(
+    funcs: FxHashMap<(Cookie, SymbolId), Vec<u64>>,
+    a: &AnnotateOptions,
+    opts: &ReportOptions,
+    symbols: &FxHashMap<Cookie, Resolved>,
+    denom: &[u64],
+) -> Result<Vec<Chosen>> {
+    let name_of = |c: Cookie, s: SymbolId| symbols.get(&c).map(|r| r.result.symbol(s));
+    let all: u64 = denom.iter().sum();
+    let mut chosen: Vec<Chosen> = funcs
+        .into_iter()
+        .filter(|&((c, s), ref v)| {
+            let n: u64 = v.iter().sum();
+            match &a.symbol {
+                Some(want) => name_of(c, s).is_some_and(|i| i.name == *want || i.raw_name == *want),
+                None => n > 0 && 100.0 * n as f64 >= opts.threshold * all.max(1) as f64,
+            }
+        })
+        .map(|((cookie, sym), samples)| Chosen {
+            cookie,
+            sym,
+            samples,
+        })
+        .collect();
+    if let (Some(want), true) = (&a.symbol, chosen.is_empty()) {
+        let mut names: Vec<&str> = symbols
+            .values()
+            .flat_map(|r| r.result.symbols.iter().map(|s| s.name.as_str()))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names.sort_by_key(|n| distance(want, n));
+        let close: Vec<&str> = names.into_iter().take(5).collect();
+        return Err(Error::Conflict(if close.is_empty() {
+            format!("--annotate={want}: no function has samples in this report")
+        } else {
+            format!(
+                "--annotate={want}: no sampled function of that name; the closest: {}",
+                close.join(", ")
+            )
+        }));
+    }
+    chosen.sort_by(|x, y| {
+        y.samples
+            .iter()
+            .sum::<u64>()
+            .cmp(&x.samples.iter().sum::<u64>())
+            .then(x.cookie.cmp(&y.cookie))
+            .then(x.sym.cmp(&y.sym))
+    });
+    Ok(chosen)
+}
+
+/// Edit distance (Levenshtein, on bytes), for "did you mean".
+fn distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, &x) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, &y) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(x != y))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// What annotating needs from the report.
+pub(crate) struct Context<'a> {
+    pub sessions: &'a [Session],
+    pub agg: &'a Aggregate,
+    pub opts: &'a ReportOptions,
+    pub annotate: &'a AnnotateOptions,
+    pub sources: &'a SymbolSources,
+    pub symbols: &'a FxHashMap<Cookie, Resolved>,
+    pub images: &'a Images<'a>,
+    pub denom: &'a [u64],
+}
+
+/// Annotates the chosen functions (one binary per task, in parallel).
+pub(crate) fn annotate(
+    cx: &Context<'_>,
+    chosen: Vec<Chosen>,
+    offsets: &mut FxHashMap<(Cookie, SymbolId), Offsets>,
+) -> Vec<Annotation> {
+    let mut by_binary: BTreeMap<Cookie, Vec<(usize, Chosen, Offsets)>> = BTreeMap::new();
+    for (i, c) in chosen.into_iter().enumerate() {
+        let offs = offsets.remove(&(c.cookie, c.sym)).unwrap_or_default();
+        by_binary.entry(c.cookie).or_default().push((i, c, offs));
+    }
+    let mut done: Vec<(usize, Annotation)> = by_binary
+        .into_par_iter()
+        .flat_map_iter(|(cookie, funcs)| {
+            let lines = LineReader::new(cx, cookie);
+            funcs
+                .into_iter()
+                .map(|(i, c, offs)| (i, one(cx, &lines, &c, &offs)))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, a)| a).collect()
+}
+
+/// Source lines of one binary's instructions, through a symbolizer that
+/// reads its DWARF (made only when lines are wanted).
+struct LineReader {
+    symbolizer: Option<Symbolizer>,
+    request: Option<profkit_symbols::BinaryRequest>,
+}
+
+impl LineReader {
+    fn new(cx: &Context<'_>, cookie: Cookie) -> LineReader {
+        let wanted = cx.annotate.source || !cx.annotate.assembly;
+        let Some((entry, sess, _)) = cx.agg.cookies.get(&cookie) else {
+            return LineReader {
+                symbolizer: None,
+                request: None,
+            };
+        };
+        let user = matches!(entry.kind, CookieKind::User | CookieKind::Vdso);
+        let symbolizer = (wanted && user)
+            .then(|| {
+                let s = cx.sessions.get(*sess as usize)?;
+                let o = SymbolizerOptions {
+                    kallsyms: profkit_symbols::KallsymsSource::None,
+                    ..symbolizer_options(s, cx.opts, cx.sources, true)
+                };
+                Symbolizer::new(o).ok()
+            })
+            .flatten();
+        LineReader {
+            symbolizer,
+            request: Some(request(entry)),
+        }
+    }
+
+    /// Per file offset: its line, and the inlined function it is in;
+    /// None when DWARF is not there (with the symbolizer's warnings).
+    fn lines(&self, offsets: &[u64]) -> (Option<Vec<Option<LineInfo>>>, Vec<String>) {
+        let (Some(s), Some(r)) = (&self.symbolizer, &self.request) else {
+            return (None, Vec::new());
+        };
+        let res = s.symbolize(r, offsets);
+        let lines: Vec<Option<LineInfo>> = res
+            .offsets
+            .iter()
+            .map(|o| {
+                let loc = o.location.as_ref()?;
+                Some(LineInfo {
+                    file: loc.file.clone(),
+                    line: loc.line?,
+                    inlined: o.inlined.first().and_then(|f| f.function.clone()),
+                })
+            })
+            .collect();
+        if lines.iter().all(Option::is_none) {
+            (None, res.warnings)
+        } else {
+            (Some(lines), res.warnings)
+        }
+    }
+}
+
+/// Annotates one function.
+fn one(cx: &Context<'_>, lines: &LineReader, c: &Chosen, offs: &Offsets) -> Annotation {
+    let ncols = c.samples.len();
+    let resolved = &cx.symbols[&c.cookie];
+    let info = resolved.result.symbol(c.sym);
+    let kind = cx
+        .agg
+        .cookies
+        .get(&c.cookie)
+        .map(|(e, _, _)| e.kind.clone());
+    let mut notes = Vec::new();
+    let mut out = Annotation {
+        image: cx.images.name(c.cookie),
+        path: None,
+        symbol: info.name.clone(),
+        start: info.start,
+        size: info.size,
+        samples: c.samples.clone(),
+        percent: c
+            .samples
+            .iter()
+            .zip(cx.denom)
+            .map(|(&n, &d)| crate::aggregate::summary::percent(n, d))
+            .collect(),
+        source: None,
+        assembly: None,
+        notes: Vec::new(),
+    };
+    // Sampled addresses: link-time addresses for ELF code.
+    let vaddr_of = |off: u64| -> Option<u64> {
+        match &kind {
+            Some(CookieKind::User | CookieKind::Vdso) => {
+                let fo = info.file_offset?;
+                Some(info.start.wrapping_add(off.wrapping_sub(fo)))
+            }
+            Some(CookieKind::Kernel | CookieKind::Module) => {
+                let base = cx.agg.cookies.get(&c.cookie).map_or(0, |(e, _, _)| e.base);
+                Some(base.wrapping_add(off))
+            }
+            _ => Some(off),
+        }
+    };
+    let per_address = || -> Vec<AsmLine> {
+        offs.iter()
+            .map(|(&off, v)| AsmLine {
+                address: vaddr_of(off).unwrap_or(off),
+                text: None,
+                samples: v.clone(),
+                target: None,
+                local_target: false,
+                file: None,
+                line: None,
+                inlined: None,
+            })
+            .collect()
+    };
+    let path = match (&kind, &resolved.result.path_used) {
+        (Some(CookieKind::User | CookieKind::Vdso), Some(p)) => p.clone(),
+        (Some(CookieKind::Kernel | CookieKind::Module), _) => {
+            // Sizes from a trimmed kallsyms run to the next symbol kept,
+            // not the next in the kernel: not shown.
+            out.size = 0;
+            notes.push(format!(
+                "{}: kernel code is not read (no vmlinux); samples per address",
+                out.image
+            ));
+            out.assembly = Some(per_address());
+            out.notes = notes;
+            return out;
+        }
+        (Some(CookieKind::User | CookieKind::Vdso), None) => {
+            notes.push(format!(
+                "{}: the binary was not found, so its code cannot be shown (give --sysroot or \
+                 --search-dir, or archive the session with `profctl archive`); samples per \
+                 address",
+                out.image
+            ));
+            out.assembly = Some(per_address());
+            out.notes = notes;
+            return out;
+        }
+        _ => {
+            notes.push(format!(
+                "{}: JIT or anonymous code has no file to disassemble; samples per address",
+                out.image
+            ));
+            out.assembly = Some(per_address());
+            out.notes = notes;
+            return out;
+        }
+    };
+    out.path = Some(path.display().to_string());
+    let code = match read_code(&path, info.start, info.size) {
+        Ok(code) => code,
+        Err(e) => {
+            notes.push(format!("{}: {e}; samples per address", out.image));
+            out.assembly = Some(per_address());
+            out.notes = notes;
+            return out;
+        }
+    };
+    let syntax = if cx.annotate.intel {
+        Syntax::Intel
+    } else {
+        Syntax::Att
+    };
+    let listing = annotate_instructions(&code, &[], syntax);
+    // Samples per instruction and column.
+    let mut per_insn = vec![vec![0u64; ncols]; listing.insns.len()];
+    let mut outside = vec![0u64; ncols];
+    for (&off, v) in offs {
+        let slot = vaddr_of(off)
+            .and_then(|a| listing.insn_at(a))
+            .map_or(&mut outside, |i| &mut per_insn[i]);
+        for (t, n) in slot.iter_mut().zip(v) {
+            *t += n;
+        }
+    }
+    if outside.iter().any(|&n| n > 0) {
+        notes.push(format!(
+            "{} samples fell outside the function's instructions",
+            outside.iter().sum::<u64>()
+        ));
+    }
+    // Source lines of every instruction.
+    let fo = info.file_offset.unwrap_or(0);
+    let insn_offsets: Vec<u64> = listing
+        .insns
+        .iter()
+        .map(|i| fo.wrapping_add(i.addr.wrapping_sub(info.start)))
+        .collect();
+    let (insn_lines, warnings) = lines.lines(&insn_offsets);
+    let wants_source = cx.annotate.source || !cx.annotate.assembly;
+    let wants_asm = cx.annotate.assembly || insn_lines.is_none();
+    if wants_source {
+        match &insn_lines {
+            Some(l) => {
+                let rows: Vec<(Option<LineInfo>, Vec<u64>)> =
+                    l.iter().cloned().zip(per_insn.iter().cloned()).collect();
+                let listing = source_listing(&rows, ncols, &cx.annotate.source_dirs);
+                for f in &listing.files {
+                    if let Some(why) = &f.missing {
+                        notes.push(why.clone());
+                    }
+                }
+                out.source = Some(listing);
+            }
+            None => {
+                let why = warnings
+                    .iter()
+                    .find(|w| w.contains("DWARF"))
+                    .cloned()
+                    .unwrap_or_else(|| format!("no line information in {}", path.display()));
+                notes.push(format!(
+                    "{why}: no source lines (build with -g, or install the binary's debug \
+                     symbols: Debian's -dbgsym package, found by build-id under \
+                     /usr/lib/debug or --debug-dir); showing instructions"
+                ));
+            }
+        }
+    }
+    if wants_asm {
+        let loc = |i: usize| insn_lines.as_ref().and_then(|l| l[i].as_ref());
+        out.assembly = Some(
+            listing
+                .insns
+                .iter()
+                .enumerate()
+                .map(|(i, insn)| AsmLine {
+                    address: insn.addr,
+                    text: Some(insn.text.clone()),
+                    samples: per_insn[i].clone(),
+                    target: insn.target,
+                    local_target: insn.local_target,
+                    file: loc(i).map(|l| l.file.clone()),
+                    line: loc(i).map(|l| l.line),
+                    inlined: loc(i).and_then(|l| l.inlined.clone()),
+                })
+                .collect(),
+        );
+    }
+    out.notes = notes;
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::distance;
+
+    #[test]
+    fn distance_counts_edits() {
+        assert_eq!(distance("loop_a", "loop_a"), 0);
+        assert_eq!(distance("loop_a", "loop_b"), 1);
+        assert_eq!(distance("main", "mian"), 2);
+        assert_eq!(distance("", "abc"), 3);
+    }
+}

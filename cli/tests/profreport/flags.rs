@@ -814,3 +814,86 @@ fn a_crashed_imports_scratch_dir_is_swept_by_the_next() {
     assert!(!stale.exists(), "a crashed run's scratch dir was left");
     assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
 }
+
+#[test]
+fn flag_annotate_reads_an_archives_binary() {
+    let d = tempdir();
+    unpack_as_archive("ratio", d.path());
+    let dir = d.path().to_str().unwrap();
+    let run = profreport(&["--session-dir", dir, "--annotate=f_a", "--assembly"]).expect(0);
+    assert!(
+        run.stdout.contains("Annotation of f_a in shares"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("imul"),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+}
+
+#[test]
+fn flag_annotate_of_an_unknown_symbol_names_the_closest() {
+    let run = on_fixture("ratio", &["--annotate=f_c"]).expect(1);
+    assert!(
+        run.stderr
+            .contains("no sampled function of that name; the closest: f_a, f_b"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn flag_annotate_without_debug_info_says_what_is_missing() {
+    let d = tempdir();
+    let bin = d.path().join("shares");
+    std::fs::copy(testdata().join("sessions/bin/shares"), &bin).unwrap();
+    match std::process::Command::new("objcopy")
+        .arg("--strip-debug")
+        .arg(&bin)
+        .status()
+    {
+        Ok(s) if s.success() => {}
+        other => {
+            profkit_testsupport::skip(format!("objcopy --strip-debug failed: {other:?}"));
+            return;
+        }
+    }
+    let dir = d.path().to_str().unwrap();
+    let run = profreport(&[
+        "--session-dir",
+        &session("ratio"),
+        "--sysroot",
+        dir,
+        "--search-dir",
+        dir,
+        "--annotate=f_a",
+    ])
+    .expect(0);
+    assert!(
+        run.stdout
+            .contains("no source lines (build with -g, or install the binary's debug symbols"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("instruction"),
+        "falls back to instructions: {}",
+        run.stdout
+    );
+}
+
+#[test]
+fn flag_annotate_options_need_annotate_and_a_known_syntax() {
+    on_fixture("ratio", &["--source-dir", "/tmp"]).expect(2);
+    on_fixture("ratio", &["--assembly"]).expect(2);
+    let run = on_fixture("ratio", &["--annotate=f_a", "-M", "arm"]).expect(2);
+    assert!(
+        run.stderr
+            .contains("att (objdump's and perf's default) or intel"),
+        "{}",
+        run.stderr
+    );
+}

@@ -7,6 +7,7 @@
 //! profkit-cli --test profreport golden`; the sessions themselves with
 //! `scripts/golden-sessions.sh`.
 
+mod annotate;
 mod callgraph;
 mod cgroups;
 mod dwarf;

@@ -315,6 +315,12 @@ fn validate(opt: Opt) -> Result<Config, String> {
                 .to_owned(),
         );
     }
+    if format.needs_stacks() && opt.annotate.is_some() {
+        return Err(format!(
+            "--annotate lists lines and instructions: it is written as text, json or csv, not {}",
+            opt.format_name()
+        ));
+    }
     if format.needs_stacks() && opt.timeline.is_some() {
         return Err(format!(
             "--timeline cannot be written as {}",

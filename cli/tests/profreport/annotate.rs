@@ -65,8 +65,16 @@ fn live_annotate_splits_two_loops_three_to_one_per_source_line() {
     .expect(0)
     .json();
     // The loop control (`for`) lines count with their loop's body.
-    let first: Vec<u64> = [lines_with("/* first loop */"), lines_with("i < 3 * ITERATIONS")].concat();
-    let second: Vec<u64> = [lines_with("/* second loop */"), lines_with("i < ITERATIONS;")].concat();
+    let first: Vec<u64> = [
+        lines_with("/* first loop */"),
+        lines_with("i < 3 * ITERATIONS"),
+    ]
+    .concat();
+    let second: Vec<u64> = [
+        lines_with("/* second loop */"),
+        lines_with("i < ITERATIONS;"),
+    ]
+    .concat();
     assert_eq!((first.len(), second.len()), (3, 3), "loops.c changed");
     let (mut a, mut b, mut other) = (0, 0, 0);
     for r in annotation_rows(&v) {

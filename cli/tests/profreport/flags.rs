@@ -897,3 +897,31 @@ fn flag_annotate_options_need_annotate_and_a_known_syntax() {
         run.stderr
     );
 }
+
+#[test]
+fn flag_annotate_as_csv_and_not_as_stacks() {
+    let csv = on_fixture(
+        "ratio",
+        &["--annotate=f_b", "--assembly", "--format", "csv"],
+    )
+    .expect(0)
+    .stdout;
+    assert!(
+        csv.starts_with(
+            "function,image,file,line,address,instruction,inlined,samples,percent,cpu\n"
+        ),
+        "{csv}"
+    );
+    let rows: u64 = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.rsplit(',').nth(2).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(rows, 299, "f_b's samples, one row per instruction: {csv}");
+    let run = on_fixture("ratio", &["--annotate=f_b", "--format", "collapsed"]).expect(2);
+    assert!(
+        run.stderr.contains("written as text, json or csv"),
+        "{}",
+        run.stderr
+    );
+}

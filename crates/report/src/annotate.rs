@@ -144,7 +144,14 @@ pub(crate) fn annotate(
         })
         .collect();
     done.sort_by_key(|(i, _)| *i);
-    done.into_iter().map(|(_, a)| a).collect()
+    // A note (a missing source file, say) is said once: at the first
+    // function it concerns.
+    let mut said = crate::hash::FxHashSet::default();
+    let mut out: Vec<Annotation> = done.into_iter().map(|(_, a)| a).collect();
+    for a in &mut out {
+        a.notes.retain(|n| said.insert(n.clone()));
+    }
+    out
 }
 
 /// Source lines of one binary's instructions, through a symbolizer that

@@ -233,6 +233,28 @@ pub(crate) struct JsonAnnotationRow {
     cpu: Option<u32>,
 }
 
+impl JsonAnnotationRow {
+    /// The row as a CSV line (the header is the field names, less
+    /// `source`).
+    pub(crate) fn csv_line(&self) -> String {
+        use super::csv::csv_field as f;
+        let opt = |v: Option<String>| v.map_or_else(String::new, |s| f(&s));
+        format!(
+            "{},{},{},{},{},{},{},{},{:.4},{}",
+            f(&self.function),
+            f(&self.image),
+            opt(self.file.clone()),
+            self.line.map_or_else(String::new, |l| l.to_string()),
+            opt(self.address.clone()),
+            opt(self.instruction.clone()),
+            opt(self.inlined.clone()),
+            self.samples,
+            self.percent,
+            self.cpu.map_or_else(String::new, |c| c.to_string()),
+        )
+    }
+}
+
 /// The JSON rows of the annotations: per column (CPU), every source line
 /// with samples or code, then every instruction.
 pub(crate) fn json_rows(report: &Report, list: &[Annotation]) -> Vec<JsonAnnotationRow> {

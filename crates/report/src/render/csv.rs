@@ -38,6 +38,16 @@ pub fn write_csv(report: &Report, w: &mut dyn Write) -> io::Result<()> {
         }
         return Ok(());
     }
+    if let Some(list) = &report.annotations {
+        writeln!(
+            w,
+            "function,image,file,line,address,instruction,inlined,samples,percent,cpu"
+        )?;
+        for r in super::annotate::json_rows(report, list) {
+            writeln!(w, "{}", r.csv_line())?;
+        }
+        return Ok(());
+    }
     if let Some(cg) = &report.callgraph {
         writeln!(
             w,

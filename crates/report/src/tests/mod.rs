@@ -201,6 +201,7 @@ fn text(r: &Report) -> String {
     String::from_utf8(out).unwrap()
 }
 
+mod annotate;
 mod callgraph;
 mod flat;
 mod inline;

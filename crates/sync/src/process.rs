@@ -76,6 +76,15 @@ fn first_overlap(maps: &MapSet, start: u64, end: u64) -> Option<&Map> {
     covering(maps, start).or_else(|| maps.range(start..end).next().map(|(_, m)| m))
 }
 
+/// The first live mapping over `m`'s addresses that appeared after `m`.
+fn first_newer_overlap(maps: &MapSet, m: &Map) -> Option<Map> {
+    covering(maps, m.start)
+        .into_iter()
+        .chain(maps.range(m.start..m.end).map(|(_, o)| o))
+        .find(|o| o.since > m.since)
+        .copied()
+}
+
 /// A process.
 #[derive(Debug, Clone, Default)]
 pub struct Process {
@@ -148,6 +157,36 @@ impl Process {
             self.retired.push((Map { until: exec, ..m }, round));
             return;
         }
+        // A mapping read after a newer one over the same addresses (JIT
+        // code is announced again at each mprotect to executable; the two
+        // records sat in different CPUs' rings): under the newer one it
+        // ended when that began; only its other parts are live.
+        if m.since != 0 {
+            let newer = first_newer_overlap(&self.live, &m);
+            if let Some(n) = newer {
+                let (lo, hi) = (m.start.max(n.start), m.end.min(n.end));
+                let part = |start: u64, end: u64| Map {
+                    start,
+                    end,
+                    pgoff: m.pgoff.wrapping_add(start - m.start),
+                    ..m
+                };
+                self.retired.push((
+                    Map {
+                        until: n.since,
+                        ..part(lo, hi)
+                    },
+                    round,
+                ));
+                if m.start < lo {
+                    self.map(part(m.start, lo), round);
+                }
+                if hi < m.end {
+                    self.map(part(hi, m.end), round);
+                }
+                return;
+            }
+        }
         let time = m.since;
         let live = Arc::make_mut(&mut self.live);
         while let Some(at) = first_overlap(live, m.start, m.end).map(|o| o.start) {
@@ -195,7 +234,24 @@ impl Process {
             return;
         }
         self.exec_time = Some(time);
-        let old = std::mem::take(&mut self.live);
+        let mut old = std::mem::take(&mut self.live);
+        // Mappings made after the exec, read before it (the exec's COMM
+        // sits in another CPU's ring, read later in the round): they are
+        // the new address space, not the old one.
+        if old.values().any(|m| m.since > time) {
+            let all = Arc::make_mut(&mut old);
+            let newer: Vec<u64> = all
+                .values()
+                .filter(|m| m.since > time)
+                .map(|m| m.start)
+                .collect();
+            let live = Arc::make_mut(&mut self.live);
+            for start in newer {
+                if let Some(m) = all.remove(&start) {
+                    live.insert(start, m);
+                }
+            }
+        }
         if !old.is_empty() {
             self.retired_spaces.push((old, time, round));
         }
@@ -610,6 +666,57 @@ mod tests {
         t.fork_at(6, 5, 6, 30, 0);
         assert_eq!(t.resolve(6, 0x8100, 31), Err(Unresolved::NoMapping));
         assert_eq!(t.resolve(6, 0x1100, 31), Ok((1, 0x1100)));
+    }
+
+    /// JIT code regions are re-announced (MMAP2 at each `mprotect` to
+    /// executable), each time with the vma's extent then; two of them can
+    /// be read out of order (other CPU's ring). The older one must not end
+    /// the newer one, nor hide its parts outside the older's extent.
+    #[test]
+    fn an_older_mapping_read_after_a_newer_overlapping_one_keeps_the_newer() {
+        let mut p = Process::default();
+        // Newer (time 20), larger, read first.
+        p.map(m(0x1000, 0x5000, 7, 20), 0);
+        // Older (time 10), smaller, read after it.
+        p.map(m(0x1000, 0x3000, 8, 10), 0);
+        // After both: the newer one everywhere it covers.
+        assert_eq!(p.resolve(0x4000, 30).map(|r| r.0), Some(7));
+        assert_eq!(p.resolve(0x2000, 30).map(|r| r.0), Some(7));
+        // Between them: the older one where it was.
+        assert_eq!(p.resolve(0x2000, 15).map(|r| r.0), Some(8));
+        // A newer, smaller one inside an older, larger one read late.
+        let mut q = Process::default();
+        q.map(m(0x2000, 0x3000, 7, 20), 0);
+        q.map(m(0x1000, 0x5000, 8, 10), 0);
+        assert_eq!(q.resolve(0x2800, 30).map(|r| r.0), Some(7));
+        assert_eq!(q.resolve(0x4000, 30).map(|r| r.0), Some(8));
+        assert_eq!(q.resolve(0x1800, 30).map(|r| r.0), Some(8));
+        assert_eq!(q.resolve(0x2800, 15).map(|r| r.0), Some(8));
+        // In order it was always so.
+        let mut r = Process::default();
+        r.map(m(0x1000, 0x3000, 8, 10), 0);
+        r.map(m(0x1000, 0x5000, 7, 20), 0);
+        assert_eq!(r.resolve(0x4000, 30).map(|r| r.0), Some(7));
+        assert_eq!(r.resolve(0x2000, 15).map(|r| r.0), Some(8));
+    }
+
+    /// A task that execs on one CPU and maps its binaries (or JIT code)
+    /// on another: the mappings can be read before the exec's COMM. They
+    /// are the new program's, and stay live.
+    #[test]
+    fn mappings_read_before_their_exec_stay_live() {
+        let mut p = Process::default();
+        p.map(m(0x1000, 0x2000, 1, 5), 0); // the old program
+        p.map(m(0x5000, 0x6000, 2, 20), 0); // the new one's, read first
+        p.clear_maps(10, 0); // the exec, read late
+        assert_eq!(p.resolve(0x5800, 30).map(|r| r.0), Some(2));
+        assert_eq!(
+            p.resolve(0x1800, 7).map(|r| r.0),
+            Some(1),
+            "before the exec"
+        );
+        assert_eq!(p.resolve(0x1800, 30), None, "the old program is gone");
+        assert_eq!(p.maps().count(), 1);
     }
 
     #[test]

@@ -276,3 +276,58 @@ fn the_newest_exec_names_a_task_and_container_tasks_carry_their_ns_ids() {
         )]
     );
 }
+
+/// A program that execs on CPU 1 and maps its code on CPU 0: CPU 0's ring
+/// is drained first, so the mapping is read before the exec. Samples after
+/// both resolve (before the fix, the exec retired the new mapping with the
+/// old program: every later sample was "no mapping").
+#[test]
+fn a_mapping_read_before_its_exec_still_resolves_later_samples() {
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+        cgroup: false,
+    };
+    let mut stage = SyncStage::new(SyncOptions {
+        layout,
+        paths: Default::default(),
+        use_procfs: false,
+    });
+    let mut cpu0 = SimRing::new(0, 1 << 16, layout);
+    let mut cpu1 = SimRing::new(1, 1 << 16, layout);
+    assert!(cpu0.push(&SimRecord::Mmap2 {
+        pid: 50,
+        tid: 50,
+        addr: 0x7f00_0000_0000,
+        len: 0x10000,
+        pgoff: 0,
+        ino: 0,
+        build_id: None,
+        prot: 7,
+        filename: "//anon".into(),
+        time: 20,
+    }));
+    assert!(cpu1.push(&SimRecord::Comm {
+        pid: 50,
+        tid: 50,
+        comm: "node".into(),
+        exec: true,
+        time: 10,
+    }));
+    assert!(cpu1.push(&SimRecord::Sample {
+        ip: 0x7f00_0000_0040,
+        pid: 50,
+        tid: 50,
+        time: 30,
+        kernel: false,
+        period: 1,
+        callchain: vec![],
+    }));
+    let chunk = stage.round(&mut [cpu0, cpu1], 40);
+    stage.finish_final_round();
+    let mut got = Vec::new();
+    profkit_eventlog::for_each_sample(&chunk.bytes, |s| got.push((s.pid, s.offset)), |_| {})
+        .unwrap();
+    assert_eq!(got, [(50, 0x7f00_0000_0040)]);
+    assert_eq!(stage.accounting()[0].lost_no_mapping, 0);
+}

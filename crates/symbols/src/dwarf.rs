@@ -1,20 +1,40 @@
 //! Source lines and inlined frames from DWARF, through addr2line.
+//!
+//! An ELF64 little-endian file's DWARF is read by range through [`DwarfReader`]
+//! (`dwarf_reader.rs`): [`load_ranged`] makes each section a range of the open file, so a
+//! lookup reads the unit headers, the line table and the DIEs of the unit it lands in, not
+//! the file. Files read whole for other reasons ([`load`]) have their sections copied out.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use object::{Object, ObjectSection};
+use object::{CompressionFormat, Object, ObjectSection};
 
 use crate::demangle::display_name;
+use crate::dwarf_reader::{DwarfReader, PagedFileHandle};
 use crate::types::{InlinedFrame, SourceLocation};
 
-/// Owned, shareable DWARF bytes: sections are copied (and decompressed) out of the file so
-/// the file's bytes need not be kept.
-pub(crate) type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
+/// DWARF bytes: a range of an open file read lazily, or a section held in memory.
+pub(crate) type Reader = DwarfReader;
 
 /// An addr2line context. It is `Send` but not `Sync` (it fills caches lazily), so the image
 /// keeps it behind a mutex.
 pub(crate) type Context = addr2line::Context<Reader>;
+
+/// Largest section decompressed (a bigger claimed size is taken as no section).
+const MAX_DECOMPRESSED: u64 = 1 << 30;
+
+/// A `.debug_*` (or `.zdebug_*`) section of a file, from its section header.
+#[derive(Clone, Debug)]
+pub(crate) struct DwarfSection {
+    pub name: String,
+    pub offset: u64,
+    pub size: u64,
+    /// `SHT_NOBITS` (a debug file's stripped copy): no bytes.
+    pub nobits: bool,
+    /// `SHF_COMPRESSED`: an `Elf64_Chdr`, then compressed bytes.
+    pub compressed: bool,
+}
 
 /// True if `file` carries its own DWARF.
 pub(crate) fn has_dwarf(file: &object::File<'_>) -> bool {
@@ -22,7 +42,21 @@ pub(crate) fn has_dwarf(file: &object::File<'_>) -> bool {
         .is_some_and(|s| s.size() > 0 && s.kind() != object::SectionKind::UninitializedData)
 }
 
-/// Loads `file`'s DWARF sections into an addr2line context.
+/// True if `sections` (from the section headers) hold DWARF.
+pub(crate) fn has_dwarf_sections(sections: &[DwarfSection]) -> bool {
+    find(sections, ".debug_info").is_some_and(|s| s.size > 0 && !s.nobits)
+}
+
+/// The section `name` (`.debug_x`), else its GNU-compressed `.zdebug_x`.
+fn find<'a>(sections: &'a [DwarfSection], name: &str) -> Option<&'a DwarfSection> {
+    sections.iter().find(|s| s.name == name).or_else(|| {
+        let z = format!(".z{}", name.strip_prefix('.')?);
+        sections.iter().find(|s| s.name == z)
+    })
+}
+
+/// Loads `file`'s DWARF sections, copied (and decompressed) out of its bytes, into an
+/// addr2line context.
 pub(crate) fn load(file: &object::File<'_>) -> Result<Context, gimli::Error> {
     let endian = if file.is_little_endian() {
         gimli::RunTimeEndian::Little
@@ -34,9 +68,75 @@ pub(crate) fn load(file: &object::File<'_>) -> Result<Context, gimli::Error> {
             Some(section) => section.uncompressed_data().unwrap_or_default(),
             None => Cow::Borrowed(&[]),
         };
-        Ok(Reader::new(Arc::from(&*data), endian))
+        Ok(DwarfReader::memory(Arc::from(&*data), endian))
     })?;
     addr2line::Context::from_dwarf(dwarf)
+}
+
+/// Loads the DWARF `sections` of the little-endian ELF file `file` into an addr2line
+/// context that reads them by range, when asked. Compressed sections are decompressed into
+/// memory here, one at a time; one that cannot be (unknown format, bad data, too large) is
+/// taken as absent, as `load` does.
+pub(crate) fn load_ranged(
+    file: &Arc<PagedFileHandle>,
+    sections: &[DwarfSection],
+) -> Result<Context, gimli::Error> {
+    let endian = gimli::RunTimeEndian::Little;
+    let empty = || DwarfReader::memory(Arc::from(&[][..]), endian);
+    let dwarf = gimli::Dwarf::load(|id| -> Result<Reader, gimli::Error> {
+        let Some(s) = find(sections, id.name()) else {
+            return Ok(empty());
+        };
+        if s.nobits || s.size == 0 {
+            return Ok(empty());
+        }
+        let raw = DwarfReader::file(file, s.offset, s.size);
+        let zdebug = s.name.starts_with(".zdebug_");
+        if !s.compressed && !zdebug {
+            return Ok(raw);
+        }
+        let bytes = gimli::Reader::to_slice(&raw)?;
+        Ok(match decompress(&bytes, zdebug) {
+            Some(data) => DwarfReader::memory(Arc::from(&*data), endian),
+            None => empty(),
+        })
+    })?;
+    addr2line::Context::from_dwarf(dwarf)
+}
+
+/// The bytes of a compressed section: `SHF_COMPRESSED` (an `Elf64_Chdr`, little-endian) or
+/// GNU `.zdebug` (`ZLIB`, a big-endian size); `None` if that fails.
+fn decompress(raw: &[u8], zdebug: bool) -> Option<Cow<'_, [u8]>> {
+    let (format, data, size) = if zdebug {
+        match raw.strip_prefix(b"ZLIB") {
+            Some(rest) if rest.len() >= 8 => (
+                CompressionFormat::Zlib,
+                &rest[8..],
+                u64::from_be_bytes(rest[..8].try_into().ok()?),
+            ),
+            // Not compressed after all.
+            _ => return Some(Cow::Borrowed(raw)),
+        }
+    } else {
+        let ch_type = u32::from_le_bytes(raw.get(..4)?.try_into().ok()?);
+        let size = u64::from_le_bytes(raw.get(8..16)?.try_into().ok()?);
+        let format = match ch_type {
+            object::elf::ELFCOMPRESS_ZLIB => CompressionFormat::Zlib,
+            object::elf::ELFCOMPRESS_ZSTD => CompressionFormat::Zstandard,
+            _ => return None,
+        };
+        (format, raw.get(24..)?, size)
+    };
+    if size > MAX_DECOMPRESSED {
+        return None;
+    }
+    object::CompressedData {
+        format,
+        data,
+        uncompressed_size: size,
+    }
+    .decompress()
+    .ok()
 }
 
 /// The source line at `vaddr` and the inlined frames there, innermost first.

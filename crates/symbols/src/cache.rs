@@ -60,7 +60,7 @@ struct DwarfPart {
     /// The separate debug file was looked for (the binary has no DWARF or no `.symtab`).
     debug_searched: bool,
     debug: Option<DebugFile>,
-    context: Option<Arc<Mutex<dwarf::Context>>>,
+    context: Option<Arc<dwarf::Dwarf>>,
     /// "no DWARF for …", or the DWARF parser's complaint.
     notes: Vec<String>,
 }
@@ -287,7 +287,7 @@ impl Cache {
                 let paged = PagedFile::new(f, len, Arc::clone(&self.dwarf_read));
                 let handle = PagedFileHandle::new(paged, gimli::RunTimeEndian::Little);
                 match dwarf::load_ranged(&handle, sections) {
-                    Ok(ctx) => Some(Arc::new(Mutex::new(ctx))),
+                    Ok(d) => Some(Arc::new(d)),
                     Err(source) => {
                         notes.push(Error::Dwarf { path: from, source }.to_string());
                         None

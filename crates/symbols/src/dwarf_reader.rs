@@ -22,14 +22,14 @@ use std::fmt;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use gimli::{Error, ReaderOffsetId, RunTimeEndian};
 
 /// Bytes per page of the cache.
 pub(crate) const PAGE: usize = 8 << 10;
 /// Most bytes of pages a file's cache holds.
-pub(crate) const BUDGET: usize = 8 << 20;
+pub(crate) const BUDGET: usize = 2 << 20;
 
 /// An open file read by pages, shared by all the readers of its sections.
 pub(crate) struct PagedFile {
@@ -76,8 +76,8 @@ impl PagedFile {
         }
     }
 
-    /// The page holding file position `pos`: its start and bytes (the last page is short).
-    fn page_at(&self, pos: u64) -> Result<(u64, Arc<[u8]>), Error> {
+    /// The page holding file position `pos` (the last page is short).
+    fn page_at(&self, pos: u64) -> Result<Chunk, Error> {
         if pos >= self.len {
             return Err(Error::UnexpectedEof(ReaderOffsetId(pos)));
         }
@@ -88,7 +88,7 @@ impl PagedFile {
         let tick = pages.tick;
         if let Some((data, used)) = pages.map.get_mut(&index) {
             *used = tick;
-            return Ok((start, Arc::clone(data)));
+            return Ok(Chunk::whole(start, Arc::clone(data)));
         }
         let n = (self.len - start).min(self.page as u64) as usize;
         let mut buf = vec![0u8; n];
@@ -107,7 +107,24 @@ impl PagedFile {
         let data: Arc<[u8]> = buf.into();
         pages.held += n;
         pages.map.insert(index, (Arc::clone(&data), tick));
-        Ok((start, data))
+        Ok(Chunk::whole(start, data))
+    }
+
+    /// Reads `buf.len()` bytes at `pos` past the cache (a few bytes far apart: unit
+    /// headers).
+    fn peek(&self, pos: u64, buf: &mut [u8]) -> Result<(), Error> {
+        if pos.saturating_add(buf.len() as u64) > self.len {
+            return Err(Error::UnexpectedEof(ReaderOffsetId(pos)));
+        }
+        match self.file.read_exact_at(buf, pos) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return Err(Error::UnexpectedEof(ReaderOffsetId(pos)))
+            }
+            Err(_) => return Err(Error::Io),
+        }
+        self.read.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        Ok(())
     }
 }
 
@@ -123,6 +140,34 @@ fn evict(pages: &mut Pages) {
     pages.held = pages.map.values().map(|(d, _)| d.len()).sum();
 }
 
+/// Bytes `data[from..from + len]`, at positions `pos..pos + len` of a source.
+#[derive(Clone)]
+struct Chunk {
+    pos: u64,
+    data: Arc<[u8]>,
+    from: usize,
+    len: usize,
+}
+
+impl Chunk {
+    fn whole(pos: u64, data: Arc<[u8]>) -> Chunk {
+        let len = data.len();
+        Chunk {
+            pos,
+            data,
+            from: 0,
+            len,
+        }
+    }
+
+    /// The bytes from position `at` to the end of the chunk, if it holds `at`.
+    #[inline]
+    fn from(&self, at: u64) -> Option<&[u8]> {
+        let i = at.checked_sub(self.pos)?;
+        (i < self.len as u64).then(|| &self.data[self.from + i as usize..self.from + self.len])
+    }
+}
+
 /// Where a reader's bytes are.
 enum Source {
     File(PagedFile),
@@ -132,18 +177,89 @@ enum Source {
         data: Arc<[u8]>,
         id: u64,
     },
+    /// A compressed section of a file, decompressed into memory at its first read (`None`
+    /// inside when that failed); `id` as for `Memory`.
+    Compressed {
+        raw: DwarfReader,
+        format: object::CompressionFormat,
+        size: u64,
+        data: OnceLock<Option<Arc<[u8]>>>,
+        id: u64,
+    },
+    /// `base` with some ranges replaced (sorted, apart): a view of a section in which the
+    /// units not wanted are hidden behind made-up headers (`dwarf.rs`).
+    Patched {
+        base: Arc<Source>,
+        patches: Vec<(u64, Arc<[u8]>)>,
+    },
 }
 
 impl Source {
-    /// The bytes around `pos` that one read can take: (their start, bytes).
-    fn chunk(&self, pos: u64) -> Result<(u64, Arc<[u8]>), Error> {
+    /// The bytes around `pos` that one read can take.
+    fn chunk(&self, pos: u64) -> Result<Chunk, Error> {
         match self {
             Source::File(f) => f.page_at(pos),
             Source::Memory { data, id } => {
                 if pos >= data.len() as u64 {
                     return Err(Error::UnexpectedEof(ReaderOffsetId(id + pos)));
                 }
-                Ok((0, Arc::clone(data)))
+                Ok(Chunk::whole(0, Arc::clone(data)))
+            }
+            Source::Compressed {
+                raw,
+                format,
+                size,
+                data,
+                id,
+            } => {
+                let data = data
+                    .get_or_init(|| decompress(raw, *format, *size))
+                    .as_ref()
+                    .ok_or(Error::Io)?;
+                if pos >= data.len() as u64 {
+                    return Err(Error::UnexpectedEof(ReaderOffsetId(id + pos)));
+                }
+                Ok(Chunk::whole(0, Arc::clone(data)))
+            }
+            Source::Patched { base, patches } => {
+                let i = patches.partition_point(|(at, _)| *at <= pos);
+                let prev_end = match i.checked_sub(1).map(|k| &patches[k]) {
+                    Some((at, bytes)) if pos - at < bytes.len() as u64 => {
+                        return Ok(Chunk::whole(*at, Arc::clone(bytes)));
+                    }
+                    Some((at, bytes)) => at + bytes.len() as u64,
+                    None => 0,
+                };
+                let mut c = base.chunk(pos)?;
+                // Cut off what the patches around `pos` replace.
+                if c.pos < prev_end {
+                    let cut = (prev_end - c.pos) as usize;
+                    c.pos += cut as u64;
+                    c.from += cut;
+                    c.len -= cut;
+                }
+                if let Some((next, _)) = patches.get(i) {
+                    c.len = c.len.min((next - c.pos) as usize);
+                }
+                Ok(c)
+            }
+        }
+    }
+
+    /// Reads `buf.len()` bytes at `pos`, past the page cache.
+    fn peek(&self, pos: u64, buf: &mut [u8]) -> Result<(), Error> {
+        match self {
+            Source::File(f) => f.peek(pos, buf),
+            _ => {
+                let mut done = 0;
+                while done < buf.len() {
+                    let c = self.chunk(pos + done as u64)?;
+                    let bytes = c.from(pos + done as u64).expect("the chunk holds it");
+                    let n = bytes.len().min(buf.len() - done);
+                    buf[done..done + n].copy_from_slice(&bytes[..n]);
+                    done += n;
+                }
+                Ok(())
             }
         }
     }
@@ -151,13 +267,56 @@ impl Source {
     fn id_base(&self) -> u64 {
         match self {
             Source::File(_) => 0,
-            Source::Memory { id, .. } => *id,
+            Source::Memory { id, .. } | Source::Compressed { id, .. } => *id,
+            Source::Patched { base, .. } => base.id_base(),
         }
+    }
+}
+
+/// The bytes of the compressed section `raw` (compressed bytes only), `size` of them once
+/// decompressed; `None` if that fails.
+fn decompress(
+    raw: &DwarfReader,
+    format: object::CompressionFormat,
+    size: u64,
+) -> Option<Arc<[u8]>> {
+    let bytes = gimli::Reader::to_slice(raw).ok()?;
+    let data = object::CompressedData {
+        format,
+        data: &bytes,
+        uncompressed_size: size,
+    }
+    .decompress()
+    .ok()?;
+    (data.len() as u64 == size).then(|| Arc::from(&*data))
+}
+
+/// Bytes of a window.
+const WINDOW: usize = 512;
+
+/// [`WINDOW`] bytes (fewer at the end of a chunk) at `pos..pos + len`.
+struct Window {
+    pos: u64,
+    len: usize,
+    buf: Box<[u8; WINDOW]>,
+}
+
+impl Window {
+    /// The bytes from `at` to the end of the window, if it holds `at`.
+    #[inline]
+    fn from(&self, at: u64) -> Option<&[u8]> {
+        let i = at.checked_sub(self.pos)?;
+        (i < self.len as u64).then(|| &self.buf[i as usize..self.len])
     }
 }
 
 /// Offset ids of in-memory sections start at 2^63, 2^40 apart.
 static NEXT_MEMORY_ID: AtomicU64 = AtomicU64::new(0);
+
+fn next_memory_id() -> u64 {
+    let n = NEXT_MEMORY_ID.fetch_add(1, Ordering::Relaxed) & ((1 << 23) - 1);
+    (1 << 63) | (n << 40)
+}
 
 /// A range of a DWARF section, read lazily. Cloning it is cheap (an `Arc` and three words).
 pub(crate) struct DwarfReader {
@@ -166,8 +325,10 @@ pub(crate) struct DwarfReader {
     pos: u64,
     len: u64,
     endian: RunTimeEndian,
-    /// The chunk read last, kept so that reading on within it takes no lock.
-    window: Option<(u64, Arc<[u8]>)>,
+    /// A copy of the bytes read last and after, so that reading on (a DIE, a LEB128, a
+    /// line-program opcode) takes no lock. A copy, not the page: addr2line keeps readers
+    /// it has read from (unit headers), and those would pin their pages.
+    window: Option<Window>,
 }
 
 impl Clone for DwarfReader {
@@ -188,6 +349,8 @@ impl fmt::Debug for DwarfReader {
         let kind = match &*self.source {
             Source::File(_) => "file",
             Source::Memory { .. } => "memory",
+            Source::Compressed { .. } => "compressed",
+            Source::Patched { .. } => "patched",
         };
         f.debug_struct("DwarfReader")
             .field("source", &kind)
@@ -213,15 +376,37 @@ impl DwarfReader {
 
     /// `data`, held in memory.
     pub fn memory(data: Arc<[u8]>, endian: RunTimeEndian) -> DwarfReader {
-        let n = NEXT_MEMORY_ID.fetch_add(1, Ordering::Relaxed) & ((1 << 23) - 1);
         let len = data.len() as u64;
         DwarfReader {
             source: Arc::new(Source::Memory {
                 data,
-                id: (1 << 63) | (n << 40),
+                id: next_memory_id(),
             }),
             pos: 0,
             len,
+            endian,
+            window: None,
+        }
+    }
+
+    /// A section of `size` bytes once decompressed from the bytes of `raw` (`format`),
+    /// decompressed at its first read; a read fails if that does.
+    pub fn compressed(
+        raw: DwarfReader,
+        format: object::CompressionFormat,
+        size: u64,
+    ) -> DwarfReader {
+        let endian = raw.endian;
+        DwarfReader {
+            source: Arc::new(Source::Compressed {
+                raw,
+                format,
+                size,
+                data: OnceLock::new(),
+                id: next_memory_id(),
+            }),
+            pos: 0,
+            len: size,
             endian,
             window: None,
         }
@@ -241,19 +426,50 @@ impl DwarfReader {
     fn scan<T>(&self, mut f: impl FnMut(u64, &[u8]) -> Option<T>) -> Result<Option<T>, Error> {
         let end = self.pos + self.len;
         let mut pos = self.pos;
+        let mut fetched;
         while pos < end {
-            let (start, data) = match &self.window {
-                Some((s, d)) if pos >= *s && pos - s < d.len() as u64 => (*s, Arc::clone(d)),
-                _ => self.source.chunk(pos)?,
+            let bytes = match self.window.as_ref().and_then(|w| w.from(pos)) {
+                Some(b) => b,
+                None => {
+                    fetched = self.source.chunk(pos)?;
+                    fetched.from(pos).ok_or(Error::Io)?
+                }
             };
-            let from = (pos - start) as usize;
-            let to = (end - start).min(data.len() as u64) as usize;
-            if let Some(t) = f(pos - self.pos, &data[from..to]) {
+            let n = (end - pos).min(bytes.len() as u64) as usize;
+            if let Some(t) = f(pos - self.pos, &bytes[..n]) {
                 return Ok(Some(t));
             }
-            pos = start + to as u64;
+            pos += n as u64;
         }
         Ok(None)
+    }
+
+    /// Reads `buf.len()` bytes at `at` bytes from the reader's position, past the page
+    /// cache, without moving.
+    pub fn peek(&self, at: u64, buf: &mut [u8]) -> gimli::Result<()> {
+        if at.saturating_add(buf.len() as u64) > self.len {
+            return Err(self.eof());
+        }
+        self.source.peek(self.pos + at, buf)
+    }
+
+    /// A view of this reader (a whole section) in which `patches` (offsets in it, sorted,
+    /// apart, inside it) replace its bytes.
+    pub fn patched(&self, patches: Vec<(u64, Arc<[u8]>)>) -> DwarfReader {
+        let patches = patches
+            .into_iter()
+            .map(|(at, bytes)| (self.pos + at, bytes))
+            .collect();
+        DwarfReader {
+            source: Arc::new(Source::Patched {
+                base: Arc::clone(&self.source),
+                patches,
+            }),
+            pos: self.pos,
+            len: self.len,
+            endian: self.endian,
+            window: None,
+        }
     }
 
     /// All the remaining bytes, copied.
@@ -272,7 +488,7 @@ impl DwarfReader {
             Source::Memory { data, .. } => {
                 Some(&data[self.pos as usize..(self.pos + self.len) as usize])
             }
-            Source::File(_) => None,
+            Source::File(_) | Source::Compressed { .. } | Source::Patched { .. } => None,
         }
     }
 }
@@ -283,6 +499,13 @@ pub(crate) struct PagedFileHandle(Arc<Source>, RunTimeEndian);
 impl PagedFileHandle {
     pub fn new(file: PagedFile, endian: RunTimeEndian) -> Arc<PagedFileHandle> {
         Arc::new(PagedFileHandle(Arc::new(Source::File(file)), endian))
+    }
+
+    /// Drops every page held (readers read them again when asked).
+    pub fn clear(&self) {
+        if let Source::File(f) = &*self.0 {
+            *f.pages.lock().unwrap_or_else(PoisonError::into_inner) = Pages::default();
+        }
     }
 }
 
@@ -388,10 +611,8 @@ impl gimli::Reader for DwarfReader {
 
     #[inline]
     fn read_u8(&mut self) -> gimli::Result<u8> {
-        if let Some((start, data)) = &self.window {
-            let i = self.pos.wrapping_sub(*start);
-            if self.len > 0 && i < data.len() as u64 {
-                let b = data[i as usize];
+        if self.len > 0 {
+            if let Some(&b) = self.window.as_ref().and_then(|w| w.from(self.pos)?.first()) {
                 self.pos += 1;
                 self.len -= 1;
                 return Ok(b);
@@ -409,16 +630,31 @@ impl gimli::Reader for DwarfReader {
         let mut done = 0;
         while done < buf.len() {
             let pos = self.pos + done as u64;
-            let hit = matches!(&self.window,
-                Some((s, d)) if pos >= *s && pos - s < d.len() as u64);
-            if !hit {
-                self.window = Some(self.source.chunk(pos)?);
+            let left = buf.len() - done;
+            if let Some(bytes) = self.window.as_ref().and_then(|w| w.from(pos)) {
+                let n = bytes.len().min(left);
+                buf[done..done + n].copy_from_slice(&bytes[..n]);
+                done += n;
+                continue;
             }
-            let (start, data) = self.window.as_ref().expect("set above");
-            let from = (pos - start) as usize;
-            let n = (data.len() - from).min(buf.len() - done);
-            buf[done..done + n].copy_from_slice(&data[from..from + n]);
-            done += n;
+            let chunk = self.source.chunk(pos)?;
+            let bytes = chunk.from(pos).ok_or(Error::Io)?;
+            if left >= WINDOW {
+                // A long read: straight from the chunk.
+                let n = bytes.len().min(left);
+                buf[done..done + n].copy_from_slice(&bytes[..n]);
+                done += n;
+                continue;
+            }
+            let w = self.window.get_or_insert_with(|| Window {
+                pos: 0,
+                len: 0,
+                buf: Box::new([0; WINDOW]),
+            });
+            let n = bytes.len().min(WINDOW);
+            w.buf[..n].copy_from_slice(&bytes[..n]);
+            w.pos = pos;
+            w.len = n;
         }
         self.pos += buf.len() as u64;
         self.len -= buf.len() as u64;
@@ -550,6 +786,51 @@ mod tests {
                 let id = lazy.offset_id();
                 prop_assert_eq!(base_lazy.lookup_offset_id(id), Some(lazy.offset_from(&base_lazy)));
                 prop_assert_eq!(base_mem.lookup_offset_id(base_lazy.offset_id()), None);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// A patched view (of a file or of memory) reads as the bytes with the patches
+        /// written over them, patches and pages cutting each other anywhere; `peek` agrees.
+        #[test]
+        fn a_patched_view_reads_as_the_patched_bytes(
+            data in proptest::collection::vec(any::<u8>(), 1..2500),
+            mut cuts in proptest::collection::vec((0usize..2500, 1usize..40), 0..8),
+            page in prop_oneof![Just(1usize), Just(7), Just(64), Just(4096)],
+            ops in proptest::collection::vec(op(), 1..40),
+            peek_at in 0usize..2500,
+        ) {
+            cuts.sort_unstable();
+            let mut patches: Vec<(u64, Arc<[u8]>)> = Vec::new();
+            let mut patched = data.clone();
+            let mut free_from = 0;
+            for (start, len) in cuts {
+                if start < free_from || start >= data.len() {
+                    continue;
+                }
+                let len = len.min(data.len() - start);
+                let bytes: Vec<u8> = (0..len).map(|i| (start + i) as u8 ^ 0x5a).collect();
+                patched[start..start + len].copy_from_slice(&bytes);
+                patches.push((start as u64, bytes.into()));
+                free_from = start + len;
+            }
+            let (file, _, _tmp) = paged(&data, page, 1 << 20);
+            let from_file = DwarfReader::file(&file, 0, data.len() as u64);
+            let in_memory = DwarfReader::memory(data.clone().into(), RunTimeEndian::Little);
+            for base in [from_file, in_memory] {
+                let mut lazy = base.patched(patches.clone());
+                let mut slice = EndianSlice::new(&patched, RunTimeEndian::Little);
+                let at = peek_at.min(data.len() - 1);
+                let mut got = vec![0u8; (data.len() - at).min(50)];
+                lazy.peek(at as u64, &mut got).unwrap();
+                prop_assert_eq!(&got[..], &patched[at..at + got.len()]);
+                for op in &ops {
+                    prop_assert_eq!(outcome(&mut lazy, op), outcome(&mut slice, op), "{:?}", op);
+                    prop_assert_eq!(lazy.len(), slice.len());
+                }
             }
         }
     }

@@ -22,7 +22,7 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use object::{
     Architecture, Object, ObjectKind, ObjectSection, ObjectSegment, ObjectSymbol, SectionFlags,
@@ -64,7 +64,7 @@ pub(crate) struct ElfImage {
     /// Problems found while loading (bad DWARF, no DWARF although asked for).
     pub notes: Vec<String>,
     /// Shared with the cache (by range, with `--debug-info`) or owned (file read whole).
-    pub dwarf: Option<Arc<Mutex<dwarf::Context>>>,
+    pub dwarf: Option<Arc<dwarf::Dwarf>>,
 }
 
 impl std::fmt::Debug for ElfImage {
@@ -182,7 +182,7 @@ impl ElfImage {
             };
             match source {
                 Some((obj, from)) => match dwarf::load(obj) {
-                    Ok(ctx) => Some(Arc::new(Mutex::new(ctx))),
+                    Ok(d) => Some(Arc::new(d)),
                     Err(source) => {
                         notes.push(
                             Error::Dwarf {

@@ -37,6 +37,7 @@
 //! one context for the units it needs that no context shows yet.
 
 use std::borrow::Cow;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -188,6 +189,9 @@ struct State {
     outside: Option<Outside>,
     /// The context over all units, made when first needed.
     full: Option<Result<Context, gimli::Error>>,
+    /// Function names as shown, by the offset id of their DWARF string: a name is read and
+    /// demangled once, not once per address.
+    names: HashMap<u64, String>,
 }
 
 /// A context over some units.
@@ -206,8 +210,8 @@ struct Index {
     ranges: Vec<(u64, u64, u64)>,
     /// The largest end among `ranges[..=i]`.
     max_end: Vec<u64>,
-    /// The units listed.
-    units: HashSet<u64>,
+    /// The units listed, and where their sets are in `.debug_aranges` (offset, length).
+    units: HashMap<u64, Vec<(u64, u64)>>,
 }
 
 /// Where an address in no range of `.debug_aranges` may be.
@@ -226,9 +230,16 @@ impl Index {
     /// Reads `.debug_aranges`; `None` when it lists no range.
     fn read(sections: &gimli::DwarfSections<Reader>) -> Option<Index> {
         let mut ranges = Vec::new();
+        let mut units: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
         let mut headers = sections.debug_aranges.headers();
         while let Ok(Some(header)) = headers.next() {
             let unit = header.debug_info_offset().0 as u64;
+            let length =
+                header.length() as u64 + u64::from(header.encoding().format.initial_length_size());
+            units
+                .entry(unit)
+                .or_default()
+                .push((header.offset().0 as u64, length));
             let mut entries = header.entries();
             while let Ok(Some(entry)) = entries.next() {
                 let r = entry.range();
@@ -248,7 +259,6 @@ impl Index {
                 Some(*m)
             })
             .collect();
-        let units = ranges.iter().map(|r| r.2).collect();
         Some(Index {
             ranges,
             max_end,
@@ -369,7 +379,7 @@ impl Dwarf {
             .full
             .get_or_insert_with(|| Context::from_dwarf(self.sections.borrow(|r| r.clone())));
         match full {
-            Ok(ctx) => frames(ctx, addr, demangle).map(Option::unwrap_or_default),
+            Ok(ctx) => frames(ctx, addr, demangle, &mut st.names).map(Option::unwrap_or_default),
             Err(e) => Err(*e),
         }
     }
@@ -385,14 +395,14 @@ impl Dwarf {
         addr: u64,
         demangle: bool,
     ) -> Result<Option<Frames>, gimli::Error> {
-        match frames(&st.parts[p].ctx, addr, demangle) {
+        match frames(&st.parts[p].ctx, addr, demangle, &mut st.names) {
             Err(e) if units.iter().any(|u| !st.closed.contains(u)) => {
                 st.closed.extend(units);
                 let mut units = units.to_vec();
                 units.sort_unstable();
                 match self.closure(st, &units) {
                     Some(all) if all.len() > units.len() => match self.add_part(st, all) {
-                        Some(q) => frames(&st.parts[q].ctx, addr, demangle),
+                        Some(q) => frames(&st.parts[q].ctx, addr, demangle, &mut st.names),
                         None => Err(e),
                     },
                     _ => Err(e),
@@ -404,7 +414,9 @@ impl Dwarf {
 
     /// Makes a context over `units` (sorted), which shows them from now on; its index.
     fn add_part(&self, st: &mut State, units: Vec<u64>) -> Option<usize> {
-        let ctx = self.part(&units).ok()?;
+        let ctx = self
+            .part(&units, st.index.as_ref().and_then(Option::as_ref))
+            .ok()?;
         let p = st.parts.len();
         st.by_unit.extend(units.iter().map(|&u| (u, p)));
         st.parts.push(Part { ctx, units });
@@ -476,7 +488,7 @@ impl Dwarf {
                 (Some(Some(index)), Some(units)) => Some(
                     units
                         .iter()
-                        .filter(|&&(u, ranges)| ranges && !index.units.contains(&u))
+                        .filter(|&&(u, ranges)| ranges && !index.units.contains_key(&u))
                         .map(|&(u, _)| u)
                         .collect(),
                 ),
@@ -485,7 +497,7 @@ impl Dwarf {
         let o = match unlisted {
             None => Outside::Unknown,
             Some(units) if units.is_empty() => Outside::Nowhere,
-            Some(units) => match self.part(&units) {
+            Some(units) => match self.part(&units, st.index.as_ref().and_then(Option::as_ref)) {
                 Ok(ctx) => {
                     st.parts.push(Part { ctx, units });
                     Outside::Part(st.parts.len() - 1)
@@ -497,8 +509,10 @@ impl Dwarf {
         o
     }
 
-    /// A context over the units at `units` (sorted offsets in `.debug_info`) alone.
-    fn part(&self, units: &[u64]) -> Result<Context, gimli::Error> {
+    /// A context over the units at `units` (sorted offsets in `.debug_info`) alone. It sees
+    /// of `.debug_aranges` only their sets (from `index`), copied: addr2line reads every
+    /// set's header when it makes a context.
+    fn part(&self, units: &[u64], index: Option<&Index>) -> Result<Context, gimli::Error> {
         let info = self.sections.debug_info.reader();
         let total = gimli::Reader::len(info) as u64;
         let mut patches = Vec::new();
@@ -518,8 +532,20 @@ impl Dwarf {
             return Err(gimli::Error::OffsetOutOfBounds);
         }
         hide(&mut patches, at, total)?;
+        let mut aranges = Vec::new();
+        for unit in units {
+            for &(offset, length) in index.and_then(|i| i.units.get(unit)).into_iter().flatten() {
+                let mut r = self.sections.debug_aranges.reader().clone();
+                gimli::Reader::skip(&mut r, offset as usize)?;
+                let set = gimli::Reader::split(&mut r, length as usize)?;
+                aranges.extend_from_slice(&gimli::Reader::to_slice(&set)?);
+            }
+        }
+        let endian = gimli::Reader::endian(info);
         let mut dwarf = self.sections.borrow(|r| r.clone());
         dwarf.debug_info = gimli::DebugInfo::from(info.patched(patches));
+        dwarf.debug_aranges =
+            gimli::DebugAranges::from(DwarfReader::memory(aranges.into(), endian));
         Context::from_dwarf(dwarf)
     }
 }
@@ -596,12 +622,22 @@ fn scan_units(info: &Reader) -> Option<Vec<(u64, bool)>> {
 /// addr2line yields frames innermost first, each with the location *inside* that frame's
 /// function; the last one is the physical function. So frame 0's location is the line of the
 /// address itself, and frame i+1's location is where frame i was inlined.
-fn frames(ctx: &Context, vaddr: u64, demangle_names: bool) -> Result<Option<Frames>, gimli::Error> {
+fn frames(
+    ctx: &Context,
+    vaddr: u64,
+    demangle_names: bool,
+    names: &mut HashMap<u64, String>,
+) -> Result<Option<Frames>, gimli::Error> {
     let mut iter = ctx.find_frames(vaddr).skip_all_loads()?;
     let mut frames: Vec<(Option<String>, Option<SourceLocation>)> = Vec::new();
     while let Some(frame) = iter.next()? {
         let name = match &frame.function {
-            Some(f) => Some(display_name(&f.raw_name()?, demangle_names)),
+            Some(f) => Some(match names.entry(gimli::Reader::offset_id(&f.name).0) {
+                Entry::Occupied(e) => e.get().clone(),
+                Entry::Vacant(e) => e
+                    .insert(display_name(&f.raw_name()?, demangle_names))
+                    .clone(),
+            }),
             None => None,
         };
         let location = frame.location.as_ref().and_then(|l| {
@@ -668,7 +704,9 @@ mod tests {
         let all = full(&dwarf);
         let mut with_lines = 0;
         for (a, g) in addrs.iter().zip(got) {
-            let want = frames(&all, a.unwrap(), true).unwrap().unwrap_or_default();
+            let want = frames(&all, a.unwrap(), true, &mut HashMap::new())
+                .unwrap()
+                .unwrap_or_default();
             let g = g.unwrap().unwrap();
             assert_eq!(g, want, "at {:#x}", a.unwrap());
             with_lines += usize::from(g.0.is_some());
@@ -704,7 +742,9 @@ mod tests {
         let got = dwarf.lookup_all(&addrs, false);
         let all = full(&dwarf);
         for (a, g) in addrs.iter().zip(got) {
-            let want = frames(&all, a.unwrap(), false).unwrap().unwrap_or_default();
+            let want = frames(&all, a.unwrap(), false, &mut HashMap::new())
+                .unwrap()
+                .unwrap_or_default();
             assert_eq!(g.unwrap().unwrap(), want);
         }
         assert!(dwarf.state.lock().unwrap().full.is_some());

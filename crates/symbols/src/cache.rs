@@ -152,26 +152,25 @@ impl Cache {
             Arc::clone(cell)
         };
         let cached = cell.get_or_init(|| self.read(path, &file, &meta, expect, cfg));
-        let build_id = match cached {
-            Cached::Parsed(image) => image.build_id.as_ref(),
-            Cached::Ranged(r) => r.headers.build_id.as_ref(),
-            Cached::BuildIdOnly(now) => return Ok(Loaded::WrongBuildId { now: now.clone() }),
-            Cached::Failed(msg) => return Err(msg.clone()),
+        // A file shared by build-id, or parsed before for no expectation, may not have the
+        // one wanted.
+        let wrong = |now: Option<&Vec<u8>>| {
+            expect
+                .is_some_and(|want| now.map(Vec::as_slice) != Some(want))
+                .then(|| Loaded::WrongBuildId { now: now.cloned() })
         };
-        if let Some(want) = expect {
-            if build_id.map(Vec::as_slice) != Some(want) {
-                return Ok(Loaded::WrongBuildId {
-                    now: build_id.cloned(),
-                });
-            }
-        }
         match cached {
-            Cached::Parsed(image) => Ok(Loaded::Image(Arc::clone(image), meta.ino())),
-            Cached::Ranged(r) => {
-                let image = self.ranged_image(path, &file, &meta, r, cfg, wanted)?;
-                Ok(Loaded::Image(Arc::new(image), meta.ino()))
-            }
-            Cached::BuildIdOnly(_) | Cached::Failed(_) => unreachable!("returned above"),
+            Cached::Parsed(image) => Ok(wrong(image.build_id.as_ref())
+                .unwrap_or_else(|| Loaded::Image(Arc::clone(image), meta.ino()))),
+            Cached::Ranged(r) => match wrong(r.headers.build_id.as_ref()) {
+                Some(w) => Ok(w),
+                None => {
+                    let image = self.ranged_image(path, &file, &meta, r, cfg, wanted)?;
+                    Ok(Loaded::Image(Arc::new(image), meta.ino()))
+                }
+            },
+            Cached::BuildIdOnly(now) => Ok(Loaded::WrongBuildId { now: now.clone() }),
+            Cached::Failed(msg) => Err(msg.clone()),
         }
     }
 

@@ -4,17 +4,21 @@
 //! A section is a range of the file (its offset and size). Reads go through a bounded page
 //! cache shared by every reader of the file ([`PagedFile`]): pages of [`PAGE`] bytes, read by
 //! positioned reads (`FileExt::read_at`, no `mmap`: the crate has no `unsafe`), at most
-//! [`BUDGET`] bytes held, the least recently used half dropped when full. A reader also keeps
-//! the page it read last, so that reading on within a page (a DIE, a LEB128, a line program
-//! opcode) takes no lock; a clone does not keep it, so the readers addr2line stores (one per
-//! unit, name, line program) hold no pages beyond the budget.
+//! [`BUDGET`] bytes held, the least recently used half dropped when full (and all of them
+//! after each batch of lookups, `dwarf.rs`). A reader also keeps a copy of the
+//! [`WINDOW`] bytes it read last and after, so that reading on (a DIE, a LEB128, a line
+//! program opcode) takes no lock; a copy rather than the page, because addr2line keeps
+//! readers it has read from (unit headers), and a clone keeps none.
 //!
-//! Compressed sections (`SHF_COMPRESSED`, `.zdebug_*`) are decompressed into memory, one
-//! section at a time ([`DwarfReader::memory`]); the same reader type serves both, and files
-//! read whole (not ELF64 little-endian, `.ko`, the vDSO) use in-memory sections as before.
+//! Other sources serve the same reader type: a section held in memory
+//! ([`DwarfReader::memory`]: files read whole, which are not ELF64 little-endian, `.ko`
+//! modules, the vDSO), a compressed section (`SHF_COMPRESSED`, `.zdebug_*`) decompressed
+//! whole at its first read ([`DwarfReader::compressed`]), and a view of a section with some
+//! ranges replaced ([`DwarfReader::patched`]: `.debug_info` with units hidden).
 //!
 //! Errors are gimli errors, never panics: a read past the end of the file (a truncated file,
-//! a section header pointing outside it) is `UnexpectedEof`, an I/O error is `Io`.
+//! a section header pointing outside it) is `UnexpectedEof`, an I/O error or a section that
+//! does not decompress is `Io`.
 
 use std::borrow::Cow;
 use std::collections::HashMap;

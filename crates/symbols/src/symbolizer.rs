@@ -351,7 +351,7 @@ impl Symbolizer {
             (Some(dwarf), true) => dwarf.lookup_all(&vaddrs, self.opts.demangle),
             _ => Vec::new(),
         };
-        for (i, (&off, &vaddr)) in offsets.iter().zip(&vaddrs).enumerate() {
+        for (k, (&off, &vaddr)) in offsets.iter().zip(&vaddrs).enumerate() {
             let symbol = vaddr.and_then(|a| image.symbols.lookup(a)).map(|i| {
                 b.intern_entry(SymKey::Table(i), &image.symbols, i, |s| {
                     image.to_file_offset(s)
@@ -359,7 +359,7 @@ impl Symbolizer {
             });
             unnamed |= vaddr.is_some() && symbol.is_none();
             let info = b.push(off, vaddr, symbol);
-            match lines.get_mut(i).and_then(Option::take) {
+            match lines.get_mut(k).and_then(Option::take) {
                 Some(Ok((location, inlined))) => {
                     info.location = location;
                     info.inlined = inlined;

@@ -6,8 +6,13 @@
 //!   each lookup being file offset → vaddr → symbol → result entry.
 //! - `warm_debug_info/10k_offsets`: the same with DWARF lines and inlined frames.
 //! - `cold/parse_and_lookup`: a fresh symbolizer each time: read + parse the binary, one lookup.
+//! - `cold_debug_info/one_function`: a fresh symbolizer with DWARF each time, every byte of
+//!   one function looked up (what `profreport --annotate=SYMBOL` asks): the binary's DWARF
+//!   read as far as that function needs.
 //!
-//! Run: `cargo bench -p profkit-symbols --bench lookup`
+//! Run: `cargo bench -p profkit-symbols --bench lookup`. `PROFKIT_BENCH_BINARY=PATH`
+//! symbolizes that ELF file instead of the bench executable (so that two builds of the bench
+//! can be compared on the same binary).
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -15,8 +20,21 @@ use std::path::PathBuf;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use profkit_symbols::{BinaryRequest, KallsymsSource, Symbolizer, SymbolizerOptions};
 
-/// This executable and `n` distinct file offsets inside its executable mapping.
-fn targets(n: usize) -> (PathBuf, Vec<u64>) {
+/// The binary to symbolize and the file range of its code (offset, length): the file
+/// `PROFKIT_BENCH_BINARY` names (its executable PT_LOAD), else this executable (its
+/// executable mapping).
+fn binary() -> (PathBuf, u64, u64) {
+    if let Some(path) = std::env::var_os("PROFKIT_BENCH_BINARY") {
+        use object::{Object, ObjectSegment, SegmentFlags};
+        let data = std::fs::read(&path).unwrap();
+        let file = object::File::parse(&*data).unwrap();
+        let (off, len) = file
+            .segments()
+            .find(|s| matches!(s.flags(), SegmentFlags::Elf { p_flags } if p_flags & 1 != 0))
+            .map(|s| s.file_range())
+            .expect("an executable segment");
+        return (PathBuf::from(path), off, len);
+    }
     let exe = std::env::current_exe().unwrap();
     let canon = std::fs::canonicalize(&exe).unwrap();
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
@@ -38,6 +56,12 @@ fn targets(n: usize) -> (PathBuf, Vec<u64>) {
         })
         .next()
         .expect("executable mapping of the bench binary");
+    (exe, pgoff, len)
+}
+
+/// The binary and `n` distinct file offsets inside its code.
+fn targets(n: usize) -> (PathBuf, Vec<u64>) {
+    let (exe, pgoff, len) = binary();
     // A fixed LCG so every run looks up the same offsets.
     let mut x = 0x2545_f491_4f6c_dd1du64;
     let mut offsets: Vec<u64> = (0..n * 2)
@@ -101,6 +125,31 @@ fn bench(c: &mut Criterion) {
         b.iter_batched(
             || Symbolizer::new(options(false)).unwrap(),
             |s| black_box(s.symbolize(&request, &offsets[..1])),
+            BatchSize::PerIteration,
+        )
+    });
+    group.finish();
+
+    // One function: every byte of the function at the middle offset (as its symbol says).
+    let mid = warmup
+        .offsets
+        .iter()
+        .skip(offsets.len() / 2)
+        .find_map(|o| {
+            let id = o.symbol?;
+            Some((warmup.symbol(id).file_offset?, id))
+        })
+        .expect("a named function");
+    let info = warmup.symbol(mid.1);
+    let function: Vec<u64> = (mid.0..mid.0 + info.size.max(1)).collect();
+    eprintln!("one function: {} ({} bytes)", info.name, info.size);
+    let mut group = c.benchmark_group("cold_debug_info");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(function.len() as u64));
+    group.bench_function("one_function", |b| {
+        b.iter_batched(
+            || Symbolizer::new(options(true)).unwrap(),
+            |s| black_box(s.symbolize(&request, &function)),
             BatchSize::PerIteration,
         )
     });

@@ -2,16 +2,26 @@
 //! by what `stat` says about the file (so a replaced file is re-read) and by build-id (so the
 //! same binary reached through two paths is parsed once).
 //!
+//! What is kept depends on `--debug-info`. Without it, nothing: an ELF64 file's symbol
+//! tables are read by range for each request's offsets (`elf_range.rs`). With it, an ELF64
+//! little-endian file's headers and its DWARF (its own or its debug file's), read by range
+//! when lookups ask (`dwarf_reader.rs`), are kept, and its symbol tables are read by range for
+//! each request as without. Other files are read whole and parsed once.
+//!
 //! Each key owns a `OnceLock`: when two rayon tasks want the same file, one parses and the
 //! other waits for its result instead of parsing it again.
 
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use crate::elf::{build_id_of, ElfImage, LoadConfig};
+use crate::dwarf;
+use crate::dwarf_reader::{PagedFile, PagedFileHandle};
+use crate::elf::{build_id_of, no_dwarf_note, ElfImage, LoadConfig};
+use crate::elf_range::{self, DebugFile, DebugLookup, Headers};
 use crate::error::Error;
 
 /// Identity of a file on disk as far as `stat` can tell.
@@ -25,14 +35,34 @@ struct FileKey {
 }
 
 /// What a file turned out to be.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 enum Cached {
     /// Parsed (possibly shared with another path of the same build-id).
     Parsed(Arc<ElfImage>),
+    /// With `--debug-info`, an ELF64 little-endian file: its headers and DWARF are kept,
+    /// its symbol tables are read by range for each request.
+    Ranged(Arc<RangedFile>),
     /// Read but not parsed, because its build-id was not the one wanted.
     BuildIdOnly(Option<Vec<u8>>),
     /// Unusable; the message says why.
     Failed(String),
+}
+
+/// What `--debug-info` keeps of a file read by range.
+struct RangedFile {
+    headers: Headers,
+    dwarf: Arc<DwarfPart>,
+}
+
+/// A binary's DWARF, read by range: shared by every file of the same build-id (and with
+/// or without DWARF of its own).
+struct DwarfPart {
+    /// The separate debug file was looked for (the binary has no DWARF or no `.symtab`).
+    debug_searched: bool,
+    debug: Option<DebugFile>,
+    context: Option<Arc<dwarf::Dwarf>>,
+    /// "no DWARF for …", or the DWARF parser's complaint.
+    notes: Vec<String>,
 }
 
 /// The outcome of [`Cache::load`].
@@ -46,24 +76,37 @@ pub(crate) enum Loaded {
 /// Counters, for tests and `--verbose` reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
-    /// Full parses of ELF files (symbol tables built) since the symbolizer was made.
+    /// Parses of ELF files since the symbolizer was made. Without `--debug-info`, every
+    /// request's read of a binary's symbol tables by range (they are not kept); with it, a
+    /// binary's headers and DWARF once (kept: its symbol tables are still read by range for
+    /// each request, which is not counted), or a file read whole once.
     pub binaries_parsed: usize,
     /// Files the cache knows about (parsed, rejected by build-id, or failed).
     pub files_cached: usize,
+    /// Bytes of DWARF read from files by range (through the page cache), all files together.
+    pub dwarf_bytes_read: u64,
 }
+
+/// A build-id, and whether the file has DWARF of its own.
+type SharedKey = (Vec<u8>, bool);
 
 #[derive(Default)]
 pub(crate) struct Cache {
     by_file: Mutex<HashMap<FileKey, Arc<OnceLock<Cached>>>>,
     by_build_id: Mutex<HashMap<Vec<u8>, Arc<ElfImage>>>,
+    /// DWARF read by range, by (build-id, has DWARF of its own).
+    dwarf_by_build_id: Mutex<HashMap<SharedKey, Arc<DwarfPart>>>,
     parses: AtomicUsize,
+    dwarf_read: Arc<AtomicU64>,
 }
 
 impl Cache {
     /// Loads `path` for the file offsets `wanted`, when `expect` is given only if it has
-    /// that build-id. Without `--debug-info` an ELF64 file is read by range for just the
-    /// symbols `wanted` needs (`elf_range.rs`), each time; else it is read whole and parsed
-    /// once, only if it is new (or changed on disk). Errors are the warning text to show.
+    /// that build-id. An ELF64 file's symbol tables are read by range for just the symbols
+    /// `wanted` needs (`elf_range.rs`), for each request; with `--debug-info` its headers
+    /// and DWARF (read by range, when asked) are kept, as is any other file read whole and
+    /// parsed, and read again only if the file changes on disk. Errors are the warning text
+    /// to show.
     pub fn load(
         &self,
         path: &Path,
@@ -79,11 +122,15 @@ impl Cache {
             }
             .to_string());
         }
-        match self.read_by_range(path, expect, cfg, wanted) {
-            Some(Cached::Parsed(image)) => return Ok(Loaded::Image(image, meta.ino())),
-            Some(Cached::BuildIdOnly(now)) => return Ok(Loaded::WrongBuildId { now }),
-            Some(Cached::Failed(msg)) => return Err(msg),
-            None => {}
+        let (file, meta) = crate::files::open_bounded(path, crate::files::MAX_BINARY_BYTES)
+            .map_err(|e| Error::io(path, e).to_string())?;
+        if !cfg.debug_info {
+            match self.read_by_range(path, &file, &meta, expect, cfg, wanted) {
+                Some(Cached::Parsed(image)) => return Ok(Loaded::Image(image, meta.ino())),
+                Some(Cached::BuildIdOnly(now)) => return Ok(Loaded::WrongBuildId { now }),
+                Some(Cached::Failed(msg)) => return Err(msg),
+                Some(Cached::Ranged(_)) | None => {}
+            }
         }
         let key = FileKey {
             path: path.to_owned(),
@@ -104,24 +151,48 @@ impl Cache {
             }
             Arc::clone(cell)
         };
-        let cached = cell.get_or_init(|| self.read(path, expect, cfg));
+        let cached = cell.get_or_init(|| self.read(path, &file, &meta, expect, cfg));
+        // A file shared by build-id, or parsed before for no expectation, may not have the
+        // one wanted.
+        let wrong = |now: Option<&Vec<u8>>| {
+            expect
+                .is_some_and(|want| now.map(Vec::as_slice) != Some(want))
+                .then(|| Loaded::WrongBuildId { now: now.cloned() })
+        };
         match cached {
-            Cached::Parsed(image) => match expect {
-                Some(want) if image.build_id.as_deref() != Some(want) => Ok(Loaded::WrongBuildId {
-                    now: image.build_id.clone(),
-                }),
-                _ => Ok(Loaded::Image(Arc::clone(image), meta.ino())),
+            Cached::Parsed(image) => Ok(wrong(image.build_id.as_ref())
+                .unwrap_or_else(|| Loaded::Image(Arc::clone(image), meta.ino()))),
+            Cached::Ranged(r) => match wrong(r.headers.build_id.as_ref()) {
+                Some(w) => Ok(w),
+                None => {
+                    let image = self.ranged_image(path, &file, &meta, r, cfg, wanted)?;
+                    Ok(Loaded::Image(Arc::new(image), meta.ino()))
+                }
             },
             Cached::BuildIdOnly(now) => Ok(Loaded::WrongBuildId { now: now.clone() }),
             Cached::Failed(msg) => Err(msg.clone()),
         }
     }
 
-    fn read(&self, path: &Path, expect: Option<&[u8]>, cfg: &LoadConfig<'_>) -> Cached {
-        let data = match crate::files::read_regular(path, crate::files::MAX_BINARY_BYTES) {
-            Ok(data) => data,
-            Err(e) => return Cached::Failed(Error::io(path, e).to_string()),
-        };
+    /// Reads the opened file `path` for the cache: with `--debug-info` by range if it is
+    /// ELF64 little-endian, else whole.
+    fn read(
+        &self,
+        path: &Path,
+        file: &File,
+        meta: &std::fs::Metadata,
+        expect: Option<&[u8]>,
+        cfg: &LoadConfig<'_>,
+    ) -> Cached {
+        if cfg.debug_info {
+            if let Some(cached) = self.read_dwarf_by_range(path, file, meta, expect, cfg) {
+                return cached;
+            }
+        }
+        let mut data = vec![0u8; meta.len() as usize];
+        if let Err(e) = file.read_exact_at(&mut data, 0) {
+            return Cached::Failed(Error::io(path, e).to_string());
+        }
         let build_id = match build_id_of(path, &data) {
             Ok(id) => id,
             Err(e) => return Cached::Failed(e.to_string()),
@@ -146,31 +217,172 @@ impl Cache {
         }
     }
 
-    /// The image of `path` with just the symbols the file offsets `wanted` need, read by
-    /// range (`elf_range.rs`); not kept, since it answers only for `wanted`. `None` for a
-    /// file that must be read whole.
-    fn read_by_range(
+    /// With `--debug-info`: the headers of the ELF64 little-endian file `path` and its DWARF
+    /// (its own, else its debug file's, found by build-id or debuglink), made ready to be
+    /// read by range; nothing else of the file is read. `None` for a file that must be
+    /// read whole (not ELF64 little-endian, relocatable, extended section indices, or a
+    /// debug file that is not ELF64 little-endian).
+    fn read_dwarf_by_range(
         &self,
         path: &Path,
+        file: &File,
+        meta: &std::fs::Metadata,
         expect: Option<&[u8]>,
         cfg: &LoadConfig<'_>,
-        wanted: &[u64],
     ) -> Option<Cached> {
-        if cfg.debug_info {
+        let headers = elf_range::headers(file)?;
+        if !headers.by_range() {
             return None;
         }
-        let (file, meta) = match crate::files::open_bounded(path, crate::files::MAX_BINARY_BYTES) {
-            Ok(f) => f,
-            Err(e) => return Some(Cached::Failed(Error::io(path, e).to_string())),
-        };
-        // Not ELF64 little-endian: the whole-file path reads it.
-        let headers = crate::elf_range::headers(&file)?;
         if let Some(want) = expect {
             if headers.build_id.as_deref() != Some(want) {
                 return Some(Cached::BuildIdOnly(headers.build_id));
             }
         }
-        match crate::elf_range::parse(path, &file, &meta, headers, cfg, wanted) {
+        let own = dwarf::has_dwarf_sections(&headers.dwarf);
+        let shared_key = headers.build_id.clone().map(|id| (id, own));
+        if let Some(k) = &shared_key {
+            let map = self
+                .dwarf_by_build_id
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(part) = map.get(k) {
+                let dwarf = Arc::clone(part);
+                return Some(Cached::Ranged(Arc::new(RangedFile { headers, dwarf })));
+            }
+        }
+        let debug_searched = !own || !headers.has_symtab();
+        let debug = if debug_searched {
+            let link = headers
+                .debuglink
+                .as_ref()
+                .map(|(name, crc)| (name.as_slice(), *crc));
+            elf_range::find_debug_path(path, headers.build_id.as_deref(), link, cfg.debug_dirs)
+        } else {
+            None
+        };
+        if debug.as_ref().is_some_and(|d| d.headers.is_none()) {
+            return None;
+        }
+        let mut notes = Vec::new();
+        // (the file, its length, its DWARF sections, its path)
+        let source = if own {
+            match file.try_clone() {
+                Ok(f) => Some((Arc::new(f), meta.len(), &headers.dwarf, path.to_owned())),
+                Err(e) => {
+                    notes.push(Error::io(path, e).to_string());
+                    None
+                }
+            }
+        } else {
+            debug.as_ref().and_then(|d| {
+                let h = d.headers.as_ref()?;
+                dwarf::has_dwarf_sections(&h.dwarf)
+                    .then(|| (Arc::clone(&d.file), d.len, &h.dwarf, d.path.clone()))
+            })
+        };
+        let context = match source {
+            Some((f, len, sections, from)) => {
+                let paged = PagedFile::new(f, len, Arc::clone(&self.dwarf_read));
+                let handle = PagedFileHandle::new(paged, gimli::RunTimeEndian::Little);
+                match dwarf::load_ranged(&handle, sections) {
+                    Ok(d) => Some(Arc::new(d)),
+                    Err(source) => {
+                        notes.push(Error::Dwarf { path: from, source }.to_string());
+                        None
+                    }
+                }
+            }
+            None => {
+                if notes.is_empty() {
+                    notes.push(no_dwarf_note(path, cfg.debug_dirs));
+                }
+                None
+            }
+        };
+        self.parses.fetch_add(1, Ordering::Relaxed);
+        let mut part = Arc::new(DwarfPart {
+            debug_searched,
+            debug,
+            context,
+            notes,
+        });
+        if let Some(k) = shared_key {
+            let mut map = self
+                .dwarf_by_build_id
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            part = Arc::clone(map.entry(k).or_insert(part));
+        }
+        Some(Cached::Ranged(Arc::new(RangedFile {
+            headers,
+            dwarf: part,
+        })))
+    }
+
+    /// The image of the file `path` of `ranged` for the offsets `wanted`: its symbol tables
+    /// read by range now, its DWARF the one kept.
+    fn ranged_image(
+        &self,
+        path: &Path,
+        file: &File,
+        meta: &std::fs::Metadata,
+        ranged: &RangedFile,
+        cfg: &LoadConfig<'_>,
+        wanted: &[u64],
+    ) -> Result<ElfImage, String> {
+        let part = &ranged.dwarf;
+        let lookup = if part.debug_searched {
+            DebugLookup::Found(part.debug.as_ref())
+        } else {
+            DebugLookup::Search
+        };
+        match elf_range::parse(
+            path,
+            file,
+            meta,
+            ranged.headers.clone(),
+            cfg,
+            wanted,
+            lookup,
+        ) {
+            Ok(Some(mut image)) => {
+                if image.debug_file.is_none() {
+                    image.debug_file = part.debug.as_ref().map(|d| d.path.clone());
+                }
+                image.notes.clone_from(&part.notes);
+                image.dwarf.clone_from(&part.context);
+                Ok(image)
+            }
+            // `read_dwarf_by_range` took only files this reads.
+            Ok(None) => Err(format!(
+                "{}: its symbols cannot be read by range",
+                path.display()
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// The image of the opened file `path` with just the symbols the file offsets `wanted`
+    /// need, read by range (`elf_range.rs`); not kept, since it answers only for `wanted`.
+    /// `None` for a file that must be read whole.
+    fn read_by_range(
+        &self,
+        path: &Path,
+        file: &File,
+        meta: &std::fs::Metadata,
+        expect: Option<&[u8]>,
+        cfg: &LoadConfig<'_>,
+        wanted: &[u64],
+    ) -> Option<Cached> {
+        // Not ELF64 little-endian: the whole-file path reads it.
+        let headers = crate::elf_range::headers(file)?;
+        if let Some(want) = expect {
+            if headers.build_id.as_deref() != Some(want) {
+                return Some(Cached::BuildIdOnly(headers.build_id));
+            }
+        }
+        match crate::elf_range::parse(path, file, meta, headers, cfg, wanted, DebugLookup::Search) {
             Ok(Some(image)) => {
                 self.parses.fetch_add(1, Ordering::Relaxed);
                 Some(Cached::Parsed(Arc::new(image)))
@@ -212,6 +424,7 @@ impl Cache {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .len(),
+            dwarf_bytes_read: self.dwarf_read.load(Ordering::Relaxed),
         }
     }
 }

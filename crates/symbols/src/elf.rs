@@ -22,7 +22,7 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use object::{
     Architecture, Object, ObjectKind, ObjectSection, ObjectSegment, ObjectSymbol, SectionFlags,
@@ -63,7 +63,8 @@ pub(crate) struct ElfImage {
     pub sparse_note: Option<String>,
     /// Problems found while loading (bad DWARF, no DWARF although asked for).
     pub notes: Vec<String>,
-    pub dwarf: Option<Mutex<dwarf::Context>>,
+    /// Shared with the cache (by range, with `--debug-info`) or owned (file read whole).
+    pub dwarf: Option<Arc<dwarf::Dwarf>>,
 }
 
 impl std::fmt::Debug for ElfImage {
@@ -181,7 +182,7 @@ impl ElfImage {
             };
             match source {
                 Some((obj, from)) => match dwarf::load(obj) {
-                    Ok(ctx) => Some(Mutex::new(ctx)),
+                    Ok(d) => Some(Arc::new(d)),
                     Err(source) => {
                         notes.push(
                             Error::Dwarf {
@@ -194,12 +195,7 @@ impl ElfImage {
                     }
                 },
                 None => {
-                    notes.push(format!(
-                        "no DWARF for {} (not built with -g, and no debug file under {} by \
-                         build-id or debuglink); source lines not shown",
-                        path.display(),
-                        dirs_list(cfg.debug_dirs)
-                    ));
+                    notes.push(no_dwarf_note(path, cfg.debug_dirs));
                     None
                 }
             }
@@ -259,6 +255,16 @@ impl ElfImage {
     }
 }
 
+/// Why `--debug-info` shows no source lines for the binary at `path`.
+pub(crate) fn no_dwarf_note(path: &Path, debug_dirs: &[PathBuf]) -> String {
+    format!(
+        "no DWARF for {} (not built with -g, and no debug file under {} by build-id or \
+         debuglink); source lines not shown",
+        path.display(),
+        dirs_list(debug_dirs)
+    )
+}
+
 /// Why a stripped binary's samples may find no name.
 pub(crate) fn stripped_note(
     path: &Path,
@@ -292,6 +298,7 @@ fn dirs_list(dirs: &[PathBuf]) -> String {
 
 /// Per section index: where the section is (link-time, or module-layout for `ET_REL`) and
 /// whether it holds code.
+#[derive(Clone)]
 pub(crate) struct Sections {
     by_index: Vec<Option<SectionInfo>>,
 }

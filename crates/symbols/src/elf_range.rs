@@ -1,6 +1,7 @@
 //! Symbol tables read by range, for the offsets a report sampled: what a
-//! report without `--debug-info` needs of an ELF file, without reading
-//! the file.
+//! report needs of an ELF file's symbols, without reading the file (with
+//! `--debug-info`, `cache.rs` keeps the headers read here and the DWARF,
+//! read by range too, and this reads the symbols for each request).
 //!
 //! A binary's code, data and DWARF are most of its bytes (librustc_driver:
 //! 154 MB of which 24 MB are symbol tables; a profkit binary built with
@@ -24,20 +25,22 @@
 //! symbols sampled, whatever its size; the image answers only for the
 //! offsets it was read for and is not cached. Files this does not cover
 //! (not ELF64 little-endian, relocatable `.ko`, extended section indices,
-//! a debug file that is not ELF64, `--debug-info`) return `None` and are
-//! read whole as before. Names are looked at only for the symbols kept:
+//! a debug file that is not ELF64) return `None` and are read whole as
+//! before. Names are looked at only for the symbols kept:
 //! on x86-64 the names the whole-file path drops (`$x`, `.L…`, empty)
 //! belong to symbols `is_definition` already drops (size 0, NOTYPE).
 
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use object::elf;
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
 use object::{Endianness, ReadCache};
 
+use crate::dwarf::DwarfSection;
 use crate::elf::{debug_candidates, DebugCheck, ElfImage, LoadConfig, Sections, Segment};
 use crate::error::Error;
 use crate::table::{Candidate, SymbolTable};
@@ -91,6 +94,7 @@ struct Func {
 }
 
 /// A symbol table's place in the file and its string table's.
+#[derive(Clone)]
 struct Table {
     origin: SymbolOrigin,
     at: u64,
@@ -102,14 +106,48 @@ struct Table {
 /// What the headers of an ELF64 little-endian file say, read by range
 /// through `object`'s low-level API (its `ElfFile` would read both symbol
 /// tables whole to parse).
+#[derive(Clone)]
 pub(crate) struct Headers {
     pub build_id: Option<Vec<u8>>,
-    debuglink: Option<(Vec<u8>, u32)>,
+    pub debuglink: Option<(Vec<u8>, u32)>,
     relocatable: bool,
     segments: Vec<Segment>,
     layout: Sections,
     tables: Vec<Table>,
     extended_indices: bool,
+    /// The `.debug_*` and `.zdebug_*` sections.
+    pub dwarf: Vec<DwarfSection>,
+}
+
+impl Headers {
+    /// True if [`parse`] reads this file's symbols by range (else it is read whole).
+    pub fn by_range(&self) -> bool {
+        !self.relocatable && !self.extended_indices
+    }
+
+    /// True if the file has a `.symtab` (not stripped).
+    pub fn has_symtab(&self) -> bool {
+        self.tables.iter().any(|t| t.origin == SymbolOrigin::Symtab)
+    }
+}
+
+/// A binary's separate debug file, found and checked by [`find_debug_path`], held open.
+#[derive(Clone)]
+pub(crate) struct DebugFile {
+    pub path: PathBuf,
+    pub file: Arc<File>,
+    pub len: u64,
+    /// Its headers, if it is ELF64 little-endian.
+    pub headers: Option<Headers>,
+}
+
+/// How [`parse`] gets a stripped binary's debug file.
+pub(crate) enum DebugLookup<'a> {
+    /// Look for it ([`find_debug_path`]).
+    Search,
+    /// Already looked for (with `--debug-info`, where the DWARF needs it too): this one, or
+    /// none.
+    Found(Option<&'a DebugFile>),
 }
 
 /// The headers of `file`; `None` when it is not ELF64 little-endian (the
@@ -175,6 +213,22 @@ pub(crate) fn headers(file: &File) -> Option<Headers> {
             s.sh_flags(endian) & u64::from(elf::SHF_EXECINSTR) != 0,
         )
     }));
+    let dwarf = sections
+        .iter()
+        .filter_map(|s| {
+            let name = sections.section_name(endian, s).ok()?;
+            if !(name.starts_with(b".debug_") || name.starts_with(b".zdebug_")) {
+                return None;
+            }
+            Some(DwarfSection {
+                name: String::from_utf8_lossy(name).into_owned(),
+                offset: s.sh_offset(endian),
+                size: s.sh_size(endian),
+                nobits: s.sh_type(endian) == elf::SHT_NOBITS,
+                compressed: s.sh_flags(endian) & u64::from(elf::SHF_COMPRESSED) != 0,
+            })
+        })
+        .collect();
     let mut tables = Vec::new();
     for (kind, origin) in [
         (elf::SHT_SYMTAB, SymbolOrigin::Symtab),
@@ -204,6 +258,7 @@ pub(crate) fn headers(file: &File) -> Option<Headers> {
         extended_indices: sections
             .iter()
             .any(|s| s.sh_type(endian) == elf::SHT_SYMTAB_SHNDX),
+        dwarf,
     })
 }
 
@@ -212,8 +267,9 @@ pub(crate) fn headers(file: &File) -> Option<Headers> {
 /// symbols that cover the file offsets `wanted` (and their aliases),
 /// reading only headers, the symbol tables and those symbols' names:
 /// every wanted offset finds the symbol the whole table would give it.
-/// `None` when it is a kind of file this does not cover (the caller reads
-/// it whole).
+/// A stripped binary's symbols come from its debug file, looked for as
+/// `debug` says. `None` when it is a kind of file this does not cover (the
+/// caller reads it whole).
 ///
 /// Three streamed passes over the tables: every function's start (an
 /// unsized symbol ends at the next start, so all are needed), then the
@@ -227,11 +283,9 @@ pub(crate) fn parse(
     h: Headers,
     cfg: &LoadConfig<'_>,
     wanted: &[u64],
+    debug: DebugLookup<'_>,
 ) -> Result<Option<ElfImage>, Error> {
-    if cfg.debug_info {
-        return Ok(None);
-    }
-    if h.relocatable || h.extended_indices {
+    if !h.by_range() {
         return Ok(None);
     }
     let io = |e| Error::io(path, e);
@@ -255,26 +309,39 @@ pub(crate) fn parse(
         .map_err(io)?;
     }
     // Stripped: a debug file's .symtab, read by range the same way.
-    let mut debug = None;
+    let mut found_debug = None;
+    let mut debug_table = None;
     if from_symtab == 0 {
-        let link = debuglink
-            .as_ref()
-            .map(|(name, crc)| (name.as_slice(), *crc));
-        if let Some(found) = find_debug_path(path, build_id.as_deref(), link, cfg.debug_dirs) {
-            let Some(dh) = found.3 else {
+        let searched = matches!(debug, DebugLookup::Search);
+        let found = match debug {
+            DebugLookup::Search => {
+                let link = debuglink
+                    .as_ref()
+                    .map(|(name, crc)| (name.as_slice(), *crc));
+                find_debug_path(path, build_id.as_deref(), link, cfg.debug_dirs)
+            }
+            DebugLookup::Found(d) => d.cloned(),
+        };
+        if let Some(found) = found {
+            let Some(dh) = &found.headers else {
                 return Ok(None); // not ELF64 LE: the whole-file path reads both
             };
-            let Some(mut t) = dh
-                .tables
-                .into_iter()
-                .find(|t| t.origin == SymbolOrigin::Symtab)
-            else {
-                return Ok(None);
-            };
-            t.origin = SymbolOrigin::DebugFile;
-            for_each_function(&found.1, &t, &dh.layout, found.2, |f| starts.push(f.start))
-                .map_err(io)?;
-            debug = Some((found.0, found.1, found.2, dh.layout, t));
+            match dh.tables.iter().find(|t| t.origin == SymbolOrigin::Symtab) {
+                Some(t) => {
+                    let mut t = t.clone();
+                    t.origin = SymbolOrigin::DebugFile;
+                    for_each_function(&found.file, &t, &dh.layout, found.len, |f| {
+                        starts.push(f.start);
+                    })
+                    .map_err(io)?;
+                    debug_table = Some((dh.layout.clone(), t));
+                }
+                // The whole-file path words a debug file without symbols.
+                None if searched => return Ok(None),
+                // Found for its DWARF: no symbols from it.
+                None => {}
+            }
+            found_debug = Some(found);
         }
     }
     // Every table to look in: (file, its section layout, its length, table).
@@ -282,8 +349,8 @@ pub(crate) fn parse(
         .iter()
         .map(|t| (file, &layout, meta.len(), t))
         .collect();
-    if let Some((_, f, len, l, t)) = &debug {
-        sources.push((f, l, *len, t));
+    if let (Some(d), Some((l, t))) = (&found_debug, &debug_table) {
+        sources.push((&d.file, l, d.len, t));
     }
     let any_function = !starts.is_empty();
     starts.sort_unstable();
@@ -344,7 +411,7 @@ pub(crate) fn parse(
     }
     drop(starts);
     let symbols = SymbolTable::build(cands);
-    let sparse_note = (from_symtab == 0 && debug.is_none()).then(|| {
+    let sparse_note = (from_symtab == 0 && found_debug.is_none()).then(|| {
         crate::elf::stripped_note(path, build_id.as_deref(), !any_function, cfg.debug_dirs)
     });
     Ok(Some(ElfImage {
@@ -353,7 +420,7 @@ pub(crate) fn parse(
         relocatable: false,
         segments,
         symbols,
-        debug_file: debug.as_ref().map(|d| d.0.clone()),
+        debug_file: found_debug.map(|d| d.path),
         sparse_note,
         notes: Vec::new(),
         dwarf: None,
@@ -361,14 +428,14 @@ pub(crate) fn parse(
 }
 
 /// The binary's separate debug file ([`debug_candidates`]), checked by
-/// range (its build-id from its headers) or streamed (its CRC), never
-/// held: (path, opened file, length, its headers if ELF64 little-endian).
-fn find_debug_path(
+/// range (its build-id from its headers) or streamed (its CRC), not read
+/// whole.
+pub(crate) fn find_debug_path(
     bin_path: &Path,
     build_id: Option<&[u8]>,
     debuglink: Option<(&[u8], u32)>,
-    debug_dirs: &[std::path::PathBuf],
-) -> Option<(std::path::PathBuf, File, u64, Option<Headers>)> {
+    debug_dirs: &[PathBuf],
+) -> Option<DebugFile> {
     for (candidate, check) in debug_candidates(bin_path, build_id, debuglink, debug_dirs) {
         let Ok((f, m)) = crate::files::open_bounded(&candidate, crate::files::MAX_BINARY_BYTES)
         else {
@@ -394,8 +461,13 @@ fn find_debug_path(
                 ok.then(|| headers(&f))
             }
         };
-        if let Some(h) = found {
-            return Some((candidate, f, m.len(), h));
+        if let Some(headers) = found {
+            return Some(DebugFile {
+                path: candidate,
+                file: Arc::new(f),
+                len: m.len(),
+                headers,
+            });
         }
     }
     None
@@ -508,9 +580,17 @@ mod tests {
         let whole = ElfImage::parse(path, &data, cfg).unwrap();
         let wanted = offsets(&whole, step);
         let (f, m) = crate::files::open_bounded(path, crate::files::MAX_BINARY_BYTES).unwrap();
-        let ranged = parse(path, &f, &m, headers(&f).unwrap(), cfg, &wanted)
-            .unwrap()
-            .expect("an ELF64 file");
+        let ranged = parse(
+            path,
+            &f,
+            &m,
+            headers(&f).unwrap(),
+            cfg,
+            &wanted,
+            DebugLookup::Search,
+        )
+        .unwrap()
+        .expect("an ELF64 file");
         assert_eq!(ranged.build_id, whole.build_id);
         assert_eq!(ranged.sparse_note, whole.sparse_note);
         assert_eq!(ranged.debug_file, whole.debug_file);
@@ -570,18 +650,34 @@ mod tests {
             .copied()
             .collect();
         let (f, m) = crate::files::open_bounded(&exe, crate::files::MAX_BINARY_BYTES).unwrap();
-        let ranged = parse(&exe, &f, &m, headers(&f).unwrap(), &cfg(), &some)
-            .unwrap()
-            .unwrap();
+        let ranged = parse(
+            &exe,
+            &f,
+            &m,
+            headers(&f).unwrap(),
+            &cfg(),
+            &some,
+            DebugLookup::Search,
+        )
+        .unwrap()
+        .unwrap();
         assert!(whole.symbols.len() > 1000);
         assert!(
             (1..=12).contains(&ranged.symbols.len()),
             "{} symbols kept for 3 addresses",
             ranged.symbols.len()
         );
-        let none = parse(&exe, &f, &m, headers(&f).unwrap(), &cfg(), &[])
-            .unwrap()
-            .unwrap();
+        let none = parse(
+            &exe,
+            &f,
+            &m,
+            headers(&f).unwrap(),
+            &cfg(),
+            &[],
+            DebugLookup::Search,
+        )
+        .unwrap()
+        .unwrap();
         assert!(none.symbols.is_empty());
     }
 }

@@ -39,8 +39,11 @@
 //!   binary's debug file the same way. A report's memory is then its samples and those
 //!   symbols, not the binaries' sizes (a `cargo build` session: 383 MB before, 32 MB).
 //!   Such a table answers only for the offsets it was read for, so it is not cached;
-//!   each binary is one request per report. With `--debug-info` (DWARF) files are read
-//!   whole and parsed once per symbolizer. No `unsafe`: nothing is memory-mapped
+//!   each binary is one request per report. With `--debug-info` the DWARF is read by
+//!   range too, as addr2line asks for it (`dwarf_reader.rs`: a lazy `gimli::Reader` over a
+//!   bounded page cache of positioned reads), and kept per symbolizer with the headers; the
+//!   symbol tables are still read per request. Files that are not ELF64 little-endian
+//!   (and `.ko` modules) are read whole. No `unsafe`: nothing is memory-mapped
 //!   (`memmap2::Mmap::map` is `unsafe`).
 //! - **Untrusted files.** Every file is opened non-blocking and must be a regular file, at
 //!   most 4 GiB (binaries, debug files) or 256 MiB (kallsyms, perf maps), not mostly holes;
@@ -83,6 +86,7 @@
 mod cache;
 mod demangle;
 mod dwarf;
+mod dwarf_reader;
 mod elf;
 mod elf_range;
 mod error;

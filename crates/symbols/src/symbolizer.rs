@@ -8,7 +8,6 @@ use rayon::prelude::*;
 
 use crate::cache::{Cache, CacheStats, Loaded};
 use crate::demangle::display_name;
-use crate::dwarf;
 use crate::elf::{hex, ElfImage, LoadConfig};
 use crate::error::Error;
 use crate::kallsyms::Kallsyms;
@@ -347,12 +346,12 @@ impl Symbolizer {
         }
         let mut unnamed = false;
         let mut dwarf_error = None;
-        let ctx_guard = match (&image.dwarf, self.opts.debug_info) {
-            (Some(ctx), true) => Some(ctx.lock().unwrap_or_else(PoisonError::into_inner)),
-            _ => None,
+        let vaddrs: Vec<Option<u64>> = offsets.iter().map(|&off| image.to_vaddr(off)).collect();
+        let mut lines = match (&image.dwarf, self.opts.debug_info) {
+            (Some(dwarf), true) => dwarf.lookup_all(&vaddrs, self.opts.demangle),
+            _ => Vec::new(),
         };
-        for &off in offsets {
-            let vaddr = image.to_vaddr(off);
+        for (k, (&off, &vaddr)) in offsets.iter().zip(&vaddrs).enumerate() {
             let symbol = vaddr.and_then(|a| image.symbols.lookup(a)).map(|i| {
                 b.intern_entry(SymKey::Table(i), &image.symbols, i, |s| {
                     image.to_file_offset(s)
@@ -360,19 +359,17 @@ impl Symbolizer {
             });
             unnamed |= vaddr.is_some() && symbol.is_none();
             let info = b.push(off, vaddr, symbol);
-            if let (Some(ctx), Some(addr)) = (&ctx_guard, vaddr) {
-                match dwarf::lookup(ctx, addr, self.opts.demangle) {
-                    Ok((location, inlined)) => {
-                        info.location = location;
-                        info.inlined = inlined;
-                    }
-                    Err(e) => {
-                        dwarf_error.get_or_insert(e);
-                    }
+            match lines.get_mut(k).and_then(Option::take) {
+                Some(Ok((location, inlined))) => {
+                    info.location = location;
+                    info.inlined = inlined;
                 }
+                Some(Err(e)) => {
+                    dwarf_error.get_or_insert(e);
+                }
+                None => {}
             }
         }
-        drop(ctx_guard);
         if let Some(source) = dwarf_error {
             let path = image
                 .debug_file

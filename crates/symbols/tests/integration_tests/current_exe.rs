@@ -115,3 +115,31 @@ fn names_a_function_of_the_system_libc_this_process_uses() {
     let name = r.name_at(0).expect("getpid is named");
     assert!(aliases.contains(&name), "{name} not in {aliases:?}");
 }
+
+/// With `--debug-info`, the lines of one function of this test binary (tens of megabytes,
+/// most of it DWARF) cost a small part of the file: `.debug_aranges`, and the unit, line
+/// table and strings of that function, read by range.
+#[test]
+fn debug_info_for_one_function_reads_a_small_part_of_the_binary() {
+    let addr = marker_function_for_current_exe as *const () as usize as u64;
+    let (path, offset) = file_offset_in_self(addr);
+    let len = std::fs::metadata(&path).unwrap().len();
+    let s = symbolizer(SymbolizerOptions {
+        debug_info: true,
+        ..isolated()
+    });
+    let offsets: Vec<u64> = (offset..offset + 16).collect();
+    let r = s.symbolize(&BinaryRequest::elf(&path), &offsets);
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    assert!(r.offsets.iter().all(|o| o
+        .location
+        .as_ref()
+        .is_some_and(|l| l.file.ends_with("current_exe.rs"))));
+    let read = s.cache_stats().dwarf_bytes_read;
+    eprintln!("{read} bytes of DWARF read for one function of a {len}-byte binary");
+    assert!(read > 0 && read < len / 20, "{read} of {len} bytes");
+    // Asked again, nothing more is read for it.
+    let again = s.symbolize(&BinaryRequest::elf(&path), &offsets);
+    assert_eq!(again, r);
+    assert!(s.cache_stats().dwarf_bytes_read - read < 256 << 10);
+}

@@ -550,3 +550,136 @@ fn not_an_elf_file_is_a_warning() {
         r.warnings
     );
 }
+
+/// Per address: its line, and its inlined frames (function, line of the call).
+type Lines = Vec<(Option<u32>, Vec<(Option<String>, Option<u32>)>)>;
+
+/// The lines and inlined frames of `uses_inline` in `bin`, with `--debug-info`.
+fn inline_lines(bin: &Path) -> Lines {
+    let uses = sym(bin, "uses_inline");
+    let offsets: Vec<u64> = (0..uses.size)
+        .map(|d| file_offset(bin, uses.vaddr + d))
+        .collect();
+    let r = one(
+        SymbolizerOptions {
+            debug_info: true,
+            ..isolated()
+        },
+        BinaryRequest::elf(bin),
+        &offsets,
+    );
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    r.offsets
+        .iter()
+        .map(|o| {
+            (
+                o.location.as_ref().and_then(|l| l.line),
+                o.inlined
+                    .iter()
+                    .map(|f| {
+                        (
+                            f.function.clone(),
+                            f.call_site.as_ref().and_then(|c| c.line),
+                        )
+                    })
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// DWARF in compressed sections (`SHF_COMPRESSED` from `-gz=zlib`, GNU `.zdebug_*` from
+/// `-gz=zlib-gnu`) gives the lines and inlined frames the same build gives uncompressed.
+#[test]
+fn compressed_debug_sections_give_the_same_lines() {
+    let f = Fixture::new();
+    let plain = f.build("plain", &["-O2", "-g"]);
+    let want = inline_lines(&plain);
+    assert!(want.iter().any(|(_, inl)| !inl.is_empty()), "{want:?}");
+    for (name, flag, section) in [
+        ("gz", "-gz=zlib", ".debug_info"),
+        ("zdebug", "-gz=zlib-gnu", ".zdebug_info"),
+    ] {
+        let bin = f.build(name, &["-O2", "-g", flag]);
+        let headers = run(Command::new("readelf").arg("-SW").arg(&bin));
+        let line = headers
+            .lines()
+            .find(|l| l.contains(&format!("{section} ")))
+            .unwrap_or_else(|| panic!("{flag}: no {section} in {headers}"));
+        if flag == "-gz=zlib" {
+            assert!(line.contains(" C "), "not compressed: {line}");
+        }
+        assert_eq!(inline_lines(&bin), want, "{flag}");
+    }
+}
+
+/// A `.debug_info` section header that points past the end of the file (a truncated or
+/// forged binary) is a warning; names are still given, nothing panics.
+#[test]
+fn dwarf_past_the_end_of_the_file_is_a_warning() {
+    let f = Fixture::new();
+    let bin = f.build("forged", &["-O1", "-g"]);
+    let mut data = std::fs::read(&bin).unwrap();
+    // Elf64_Ehdr: e_shoff at 0x28, e_shentsize at 0x3a, e_shnum at 0x3c, e_shstrndx at 0x3e;
+    // Elf64_Shdr: sh_name at 0, sh_offset at 0x18, sh_size at 0x20.
+    let u16_at = |d: &[u8], at: usize| u16::from_le_bytes([d[at], d[at + 1]]) as usize;
+    let u64_at = |d: &[u8], at: usize| u64::from_le_bytes(d[at..at + 8].try_into().unwrap());
+    let shoff = u64_at(&data, 0x28) as usize;
+    let (entsize, count, strndx) = (
+        u16_at(&data, 0x3a),
+        u16_at(&data, 0x3c),
+        u16_at(&data, 0x3e),
+    );
+    let strtab = u64_at(&data, shoff + strndx * entsize + 0x18) as usize;
+    let info = (0..count)
+        .map(|i| shoff + i * entsize)
+        .find(|&h| {
+            let name = strtab + u32::from_le_bytes(data[h..h + 4].try_into().unwrap()) as usize;
+            data[name..].starts_with(b".debug_info\0")
+        })
+        .expect("a .debug_info section");
+    let len = data.len() as u64;
+    data[info + 0x18..info + 0x20].copy_from_slice(&(len - 64).to_le_bytes());
+    data[info + 0x20..info + 0x28].copy_from_slice(&(1u64 << 20).to_le_bytes());
+    std::fs::write(&bin, &data).unwrap();
+    let r = one(
+        SymbolizerOptions {
+            debug_info: true,
+            ..isolated()
+        },
+        BinaryRequest::elf(&bin),
+        &[offset_of(&bin, "alpha", 0), offset_of(&bin, "beta", 0)],
+    );
+    assert_eq!((r.name_at(0), r.name_at(1)), (Some("alpha"), Some("beta")));
+    assert!(r.offsets.iter().all(|o| o.location.is_none()));
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    assert!(
+        r.warnings[0].starts_with("bad DWARF in "),
+        "{:?}",
+        r.warnings
+    );
+}
+
+/// A stripped binary's DWARF comes from the debug file its debuglink names, read by range.
+#[test]
+fn debug_info_from_a_debug_file_found_by_debuglink() {
+    let f = Fixture::new();
+    let (full, stripped, debug) = split(&f, "dlink", &["-O1", "-g", "-Wl,--build-id=none"]);
+    run(Command::new("objcopy")
+        .current_dir(&f.dir)
+        .arg("--add-gnu-debuglink=dlink.debug")
+        .arg(&stripped));
+    let r = one(
+        SymbolizerOptions {
+            debug_info: true,
+            ..isolated()
+        },
+        BinaryRequest::elf(&stripped),
+        &[offset_of(&full, "alpha", 0)],
+    );
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    assert_eq!(r.name_at(0), Some("alpha"));
+    assert_eq!(r.debug_file_used, Some(debug));
+    let line = r.offsets[0].location.as_ref().and_then(|l| l.line);
+    assert_eq!(line, Some(line_of(FIXTURE_C, "LINE_ALPHA")));
+}

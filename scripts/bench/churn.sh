@@ -20,6 +20,7 @@ while time.time()<end:
     if p==0: os._exit(0)
     os.waitpid(p,0)
 ' ) &
-(for i in $(seq 20); do unshare -p -f -m --mount-proc sh -c "mount -t tmpfs tmpfs /tmp && exec node --perf-basic-prof "$HOT_JS"" >/dev/null 2>&1; sleep 1.5; done) &
+# node writes isolate-*-v8.log files into its working directory.
+(cd /var/tmp && for i in $(seq 20); do unshare -p -f -m --mount-proc sh -c "mount -t tmpfs tmpfs /tmp && exec node --perf-basic-prof "$HOT_JS"" >/dev/null 2>&1; sleep 1.5; done) &
 wait
 $B/profctl stop --session-dir $S

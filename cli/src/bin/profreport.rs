@@ -15,7 +15,7 @@ use profkit_daemon::{daemon_state, DaemonState};
 use profkit_report::{
     build_report, diff_reports, printable, render_colored, write_diff, write_flamegraph,
     AnnotateOptions, Column, Format, Liveness, ProfileSpec, Progress, Report, ReportOptions,
-    Separate, Session, SortKey, SymbolSources, SESSION_FILE,
+    Separate, Session, SortKey, SymbolSources, TimeSpec, SESSION_FILE,
 };
 
 const AFTER_HELP: &str = "PROFILE SPECS (positional, combinable; OProfile's syntax):
@@ -95,6 +95,10 @@ fn threshold(s: &str) -> Result<f64, String> {
             "bad value '{s}' for --threshold: a percentage from 0 to 100"
         ))
     }
+}
+
+fn time_window(s: &str) -> Result<TimeSpec, String> {
+    TimeSpec::parse(s).map_err(|e| e.to_string())
 }
 
 fn asm_syntax(s: &str) -> Result<bool, String> {
@@ -211,6 +215,12 @@ struct Opt {
     #[arg(short = 'M', long = "asm-syntax", value_name = "SYNTAX", value_parser = asm_syntax,
           default_value = "att", requires = "annotate", action = clap::ArgAction::Set)]
     intel: bool,
+    /// Only the samples of a window of time: START,END in seconds from the session's start
+    /// (10,20; 10,; ,20), wall-clock UTC (2026-11-26 10:00:00,2026-11-26 10:05:00 or
+    /// 10:00:00,10:05:00), or percent of the session (10%-20%; 10%/2: the second tenth).
+    /// Exact to the sync round (a round counts where its middle falls).
+    #[arg(long, value_name = "WINDOW", value_parser = time_window, conflicts_with = "diff")]
+    time: Option<TimeSpec>,
     /// Write the report to FILE instead of standard output (with --format flamegraph
     /// --separate=cpu: one FILE-cpuN.svg per CPU).
     #[arg(short = 'o', long, value_name = "FILE")]
@@ -373,6 +383,7 @@ fn validate(opt: Opt) -> Result<Config, String> {
                 source_dirs: opt.source_dirs,
                 intel: opt.intel,
             }),
+            time: opt.time,
         },
         sources: SymbolSources {
             kallsyms: opt.kallsyms,

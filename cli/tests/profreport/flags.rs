@@ -925,3 +925,27 @@ fn flag_annotate_as_csv_and_not_as_stacks() {
         run.stderr
     );
 }
+
+#[test]
+fn flag_time_selects_a_window_and_bad_windows_exit_2() {
+    let all = on_fixture("ratio", &["--format", "json"]).expect(0).json();
+    let half = on_fixture("ratio", &["--time", "0%-50%", "--format", "json"])
+        .expect(0)
+        .json();
+    let rest = on_fixture("ratio", &["--time", "50%-100%", "--format", "json"])
+        .expect(0)
+        .json();
+    let n = |v: &serde_json::Value| v["total_samples"].as_u64().unwrap();
+    assert_eq!(n(&half) + n(&rest), n(&all), "the two halves add up");
+    assert!(n(&half) > 0 && n(&rest) > 0);
+    assert_eq!(half["window"], true);
+    assert!(all.get("window").is_none());
+    for bad in ["20,10", "", "10", "10%/0", "x,2", "25:61:00,"] {
+        let run = on_fixture("ratio", &["--time", bad]).expect(2);
+        assert!(
+            run.stderr.contains(&format!("'{bad}'")),
+            "{bad}: {}",
+            run.stderr
+        );
+    }
+}

@@ -16,3 +16,4 @@ mod golden;
 mod live;
 mod namespaces;
 mod util;
+mod window;

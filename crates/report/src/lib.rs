@@ -224,6 +224,7 @@ mod session;
 mod spec;
 #[cfg(test)]
 mod tests;
+mod window;
 
 pub use build::build_report;
 pub use diff::{diff_reports, write_diff, Diff, DiffRow};
@@ -241,6 +242,7 @@ pub use render::{
 };
 pub use session::{Liveness, Session, ARCHIVE_DEBUG_DIR, KALLSYMS_FILE, SESSION_FILE};
 pub use spec::{base_name, Glob, ProfileSpec, Separate, SortKey, SPEC_TAGS};
+pub use window::TimeSpec;
 
 /// Progress of a report, for a progress bar. Called from rayon workers, so
 /// it must be `Sync`; every method has an empty default.

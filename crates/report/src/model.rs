@@ -135,8 +135,11 @@ pub struct Header {
     pub cgroups: Option<&'static str>,
     /// Wall-clock start, ns since the Unix epoch.
     pub start_unix_ns: u64,
-    /// Length of the session(s), ns.
+    /// Length of the session(s), ns (of the window, with `--time`).
     pub duration_ns: u64,
+    /// A `--time` window was applied: start, length, samples and losses
+    /// are the window's (to the sync interval).
+    pub window: bool,
     /// Samples decoded from the session(s), before any spec or filter.
     pub samples_read: u64,
     /// Samples in this report (after specs, `--exclude-dependent`).

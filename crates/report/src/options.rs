@@ -60,6 +60,8 @@ pub struct ReportOptions {
     /// Annotate functions (`--annotate[=SYMBOL]`): samples per source line
     /// and/or per instruction. Implies `symbols`.
     pub annotate: Option<AnnotateOptions>,
+    /// Only the samples of this window of time (`--time`).
+    pub time: Option<crate::window::TimeSpec>,
 }
 
 /// What `--annotate` shows.
@@ -109,6 +111,7 @@ impl Default for ReportOptions {
             stacks: false,
             inline: false,
             annotate: None,
+            time: None,
         }
     }
 }

@@ -152,6 +152,7 @@ struct Marks {
 }
 
 /// One chunk of session `sess`, decoded into `acc`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn decode_chunk(
     acc: &mut Aggregate,
     sess: u32,
@@ -160,6 +161,7 @@ pub(super) fn decode_chunk(
     shape: KeyShape,
     spec: &ProfileSpec,
     filter_task: bool,
+    counts: bool,
 ) {
     let marks = if shape.stacks {
         let mut table = acc.stack_tables.remove(&sess).unwrap_or_default();
@@ -176,6 +178,7 @@ pub(super) fn decode_chunk(
             shape,
             spec,
             filter_task,
+            counts,
         );
         acc.stack_tables.insert(sess, table);
         marks
@@ -184,9 +187,19 @@ pub(super) fn decode_chunk(
             counts: &mut acc.counts,
             last: None,
         });
-        decode_into(sink, &mut (), sess, reader, chunk, shape, spec, filter_task)
+        decode_into(
+            sink,
+            &mut (),
+            sess,
+            reader,
+            chunk,
+            shape,
+            spec,
+            filter_task,
+            counts,
+        )
     };
-    acc.add_marks(marks, sess, chunk);
+    acc.add_marks(marks, sess, chunk, counts);
 }
 
 /// The decode loop, monomorphized per sink. The sink is taken by value so
@@ -203,6 +216,7 @@ fn decode_into<S: Sink, D: StackDefs>(
     shape: KeyShape,
     spec: &ProfileSpec,
     filter_task: bool,
+    counts: bool,
 ) -> Marks {
     let mut read = CpuCounts::default();
     let mut kept = CpuCounts::default();
@@ -215,6 +229,9 @@ fn decode_into<S: Sink, D: StackDefs>(
     let result = reader.for_each_sample(
         chunk,
         |s| {
+            if !counts {
+                return;
+            }
             read.add(s.cpu, 1);
             if filter_task && !spec.wants_task(s.cpu, s.pid, s.tid) {
                 return;
@@ -257,7 +274,7 @@ fn decode_into<S: Sink, D: StackDefs>(
                 pid: Some(pid),
                 ..
             } => maps.push((sess, pid, cookie)),
-            Event::Lost { cpu, count, .. } => lost.add(cpu, count),
+            Event::Lost { cpu, count, .. } if counts => lost.add(cpu, count),
             Event::CgroupDef { id, path } => cgroups.push((id, path)),
             Event::StackDef { id, frames } => defs.define(id, frames),
             Event::StackDefOn { id, parent, frames } => defs.define_on(id, parent, frames),
@@ -280,7 +297,7 @@ fn decode_into<S: Sink, D: StackDefs>(
 impl Aggregate {
     /// Adds what a chunk gave besides its samples; a cookie's first
     /// definition (in file order) wins.
-    fn add_marks(&mut self, m: Marks, sess: u32, chunk: &ChunkRef) {
+    fn add_marks(&mut self, m: Marks, sess: u32, chunk: &ChunkRef, counts: bool) {
         let Marks {
             read,
             kept,
@@ -314,13 +331,16 @@ impl Aggregate {
                 message: e.to_string(),
             });
         }
-        self.chunks.push(ChunkStat {
-            sess,
-            round: chunk.round,
-            time: chunk.time,
-            read,
-            kept: kept.into_pairs(),
-            lost: lost.into_pairs(),
-        });
+        // A chunk outside the time window is not part of the report.
+        if counts {
+            self.chunks.push(ChunkStat {
+                sess,
+                round: chunk.round,
+                time: chunk.time,
+                read,
+                kept: kept.into_pairs(),
+                lost: lost.into_pairs(),
+            });
+        }
     }
 }

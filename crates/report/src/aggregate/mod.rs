@@ -179,16 +179,28 @@ pub(crate) fn aggregate(
     sessions: &[Session],
     shape: KeyShape,
     spec: &ProfileSpec,
+    window: Option<&crate::window::TimeSpec>,
     progress: &dyn Progress,
 ) -> Aggregate {
-    let work: Vec<(u32, &SessionReader, &ChunkRef)> = sessions
+    // With a time window (`--time`), chunks outside it are read for their
+    // definitions only: their samples and losses do not count.
+    let work: Vec<(u32, &SessionReader, &ChunkRef, bool)> = sessions
         .iter()
         .enumerate()
         .flat_map(|(i, s)| {
-            s.reader()
-                .chunks()
-                .iter()
-                .map(move |c| (i as u32, s.reader(), c))
+            let r = s.reader();
+            let h = r.header();
+            let end = r
+                .footer()
+                .map_or(0, |f| f.end_monotonic_ns)
+                .max(r.chunks().last().map_or(h.start_monotonic_ns, |c| c.time));
+            let win = window.map(|w| w.resolve(h.start_monotonic_ns, h.start_time_unix_ns, end));
+            let mut prev = h.start_monotonic_ns;
+            r.chunks().iter().map(move |c| {
+                let counts = win.is_none_or(|w| crate::window::in_window(prev, c.time, w));
+                prev = prev.max(c.time);
+                (i as u32, r, c, counts)
+            })
         })
         .collect();
     progress.start("decoding chunks", work.len() as u64);
@@ -200,11 +212,23 @@ pub(crate) fn aggregate(
     let mut agg = work
         .par_iter()
         .with_min_len(min_len.max(1))
-        .fold(Aggregate::default, |mut acc, &(sess, reader, chunk)| {
-            decode_chunk(&mut acc, sess, reader, chunk, shape, spec, filter_task);
-            progress.advance(1);
-            acc
-        })
+        .fold(
+            Aggregate::default,
+            |mut acc, &(sess, reader, chunk, counts)| {
+                decode_chunk(
+                    &mut acc,
+                    sess,
+                    reader,
+                    chunk,
+                    shape,
+                    spec,
+                    filter_task,
+                    counts,
+                );
+                progress.advance(1);
+                acc
+            },
+        )
         .reduce(Aggregate::default, Aggregate::merge);
     // Stacks defined on a parent in a chunk decoded after theirs.
     for t in agg.stack_tables.values_mut() {

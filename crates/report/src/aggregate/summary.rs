@@ -35,6 +35,7 @@ pub(crate) fn percents(samples: &[u64], denom: &[u64]) -> Vec<f64> {
 pub(crate) fn header(
     sessions: &[Session],
     agg: &Aggregate,
+    windowed: bool,
     warnings: &mut Vec<String>,
 ) -> (Header, BTreeMap<u32, u64>) {
     let mut infos = Vec::new();
@@ -55,7 +56,10 @@ pub(crate) fn header(
         let mut read_here: BTreeMap<u32, u64> = BTreeMap::new();
         let mut lost_here: BTreeMap<u32, u64> = BTreeMap::new();
         let mut last_time = h.start_monotonic_ns;
+        // With `--time`: from the start of the first round in the window.
+        let mut first_time = u64::MAX;
         for c in stats {
+            first_time = first_time.min(c.time);
             for &(cpu, n) in &c.read {
                 add(read_here.entry(cpu).or_insert(0), n);
             }
@@ -69,7 +73,9 @@ pub(crate) fn header(
         }
         let read_total: u64 = read_here.values().fold(0, |a, &b| a.saturating_add(b));
         let errors: Vec<_> = agg.errors.iter().filter(|e| e.sess == i as u32).collect();
-        let end_mono = match r.footer() {
+        // A window's samples and losses are its chunks' (the footer counts
+        // the whole session).
+        let end_mono = match r.footer().filter(|_| !windowed) {
             Some(f) => {
                 with_footer += 1;
                 for a in &f.accounting {
@@ -111,7 +117,17 @@ pub(crate) fn header(
         for &cpu in s.claimed_cpus() {
             cpus.entry(cpu).or_insert((0, 0));
         }
-        start = start.min(h.start_time_unix_ns);
+        let begin = if windowed && first_time != u64::MAX {
+            let round = u64::from(h.sync_interval_ms) * 1_000_000;
+            h.start_time_unix_ns.saturating_add(
+                first_time
+                    .saturating_sub(round)
+                    .saturating_sub(h.start_monotonic_ns),
+            )
+        } else {
+            h.start_time_unix_ns
+        };
+        start = start.min(begin);
         end = end.max(
             h.start_time_unix_ns
                 .saturating_add(end_mono.saturating_sub(h.start_monotonic_ns)),
@@ -224,6 +240,7 @@ pub(crate) fn header(
             }),
         start_unix_ns: if start == u64::MAX { 0 } else { start },
         duration_ns: end.saturating_sub(start),
+        window: windowed,
         samples_read,
         total_samples: 0,
         samples_unreadable: unreadable,

@@ -59,11 +59,17 @@ pub fn build_report(
                 .to_owned(),
         );
     }
-    let mut agg = aggregate(sessions, plan.shape, &opts.spec, progress);
+    let mut agg = aggregate(
+        sessions,
+        plan.shape,
+        &opts.spec,
+        opts.time.as_ref(),
+        progress,
+    );
     if plan.with_stacks {
         agg.fold_stacks();
     }
-    let (mut header, read_per_cpu) = header(sessions, &agg, &mut warnings);
+    let (mut header, read_per_cpu) = header(sessions, &agg, opts.time.is_some(), &mut warnings);
     if let Some(per) = opts.timeline {
         return Ok(timeline_report(
             sessions, &agg, per, opts, header, warnings, progress,

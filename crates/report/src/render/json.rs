@@ -62,6 +62,8 @@ struct JsonReport<'a> {
     start_time: String,
     start_time_unix_ns: u64,
     duration_s: f64,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    window: bool,
     sessions: &'a [SessionInfo],
     bad_chunks: &'a [BadChunkInfo],
     warnings: &'a [String],
@@ -192,6 +194,7 @@ pub fn write_json(report: &Report, w: &mut dyn Write) -> io::Result<()> {
         start_time: format_utc(h.start_unix_ns),
         start_time_unix_ns: h.start_unix_ns,
         duration_s: (h.duration_ns as f64 / 1e6).round() / 1e3,
+        window: h.window,
         sessions: &h.sessions,
         bad_chunks: &h.bad_chunks,
         warnings: &report.warnings,

@@ -47,9 +47,14 @@ fn header_lines(h: &Header) -> String {
     }
     let _ = writeln!(
         s,
-        "Time:     {}, {:.3} s",
+        "Time:     {}, {:.3} s{}",
         format_utc(h.start_unix_ns),
-        h.duration_ns as f64 / 1e9
+        h.duration_ns as f64 / 1e9,
+        if h.window {
+            " (the --time window, to the sync interval; samples and losses are its own)"
+        } else {
+            ""
+        }
     );
     let unreadable = match h.samples_unreadable {
         Some(0) => String::new(),

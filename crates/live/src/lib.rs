@@ -99,4 +99,6 @@ pub use keep::{
     KeptSummary, BINARIES_KEPT_MAX_BYTES, BINARY_KEEP_MAX_BYTES, KEEP_STOP_WAIT, NOT_KEPT_FILE,
     NOT_KEPT_LINES, NS_PROCESSES_PER_ROUND,
 };
-pub use summary::{CpuSummary, SessionSummary, Summary, UnattributedExample, UnwindSummary};
+pub use summary::{
+    CpuSummary, SessionSummary, Status, Summary, UnattributedExample, UnwindSummary,
+};

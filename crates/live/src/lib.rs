@@ -23,6 +23,9 @@
 //! - [`archive`]: a session and the binaries it samples in one tar.
 //! - [`Summary`]: the typed status/stop summary, built here only, sent as
 //!   JSON over the control socket and printed by `profctl`.
+//! - [`Status`]: `profctl status`: the daemon's state, event and rate
+//!   (session header), uptime, sizes and the [`Summary`], as text
+//!   ([`Status::text`], [`Summary::status_text`]) or serde JSON.
 //!
 //! # Design constraints
 //!

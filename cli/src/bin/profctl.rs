@@ -10,7 +10,7 @@ use profkit_daemon::{
 };
 use profkit_live::{
     finalize_dead, perf_is_usage, run_daemon, CallGraph, DwarfRing, ExtrasSources, Rate,
-    StartConfig, Summary, DEFAULT_FREQUENCY, SYSTEM_DEBUG_DIR,
+    StartConfig, Status, Summary, DEFAULT_FREQUENCY, SYSTEM_DEBUG_DIR,
 };
 use profkit_perf::parse_cpu_list;
 use serde_json::Value;
@@ -23,6 +23,8 @@ use std::time::Duration;
 
 const EXIT_CODES: &str = "EXIT STATUS:\n  0  success\n  1  the operation failed (no daemon, no permission, I/O error)\n  2  bad command line\n  record: the recorded command's own exit status\n\nEXAMPLES:\n  profctl start -F 1000            sample the whole system at 1 kHz into ./profkit_data\n  profctl dump; profctl status     flush to disk now; show counters\n  profctl stop                     finish and print the summary\n  profctl record -- make -j2       profile one command and its children
   profctl record --call-graph dwarf -- ./app   with call graphs, also through code built without frame pointers";
+
+const STATUS_JSON: &str = "--json KEYS:\n  state               running, stopping, died or not running\n  pid                 the daemon's pid (null if unknown)\n  session_dir         the session directory\n  event, frequency_hz, period, sync_interval_ms   from the session header\n  uptime_s            seconds since the daemon started\n  session_file_bytes, session_dir_bytes           file sizes (bytes)\n  round_errors, last_round_error                  failed sync rounds\n  running only, the recorder's counters:\n  rounds, last_round_ms, elapsed_s, bytes_written, processes, stacks, ...\n  cpus                [{cpu, samples, lost, lost_pct, lost_ring, lost_overflow,\n                       lost_disk_full, lost_no_mapping, lost_no_task,\n                       lost_reconcile, kernel_lost, throttle_events, ...}]\n  unwind, build_ids_refused, unattributed          DWARF, build-id and unattributed notes";
 
 #[derive(Parser, Debug)]
 #[command(name = "profctl", version, about = "Control profkit's system-wide sampling daemon", after_help = EXIT_CODES)]
@@ -107,8 +109,15 @@ enum Cmd {
     Stop(DirArg),
     /// Force a sync round now; returns once it is on disk.
     Dump(DirArg),
-    /// Show whether a daemon runs and its counters.
-    Status(DirArg),
+    /// Show whether a daemon runs, what it samples and its counters.
+    #[command(after_help = STATUS_JSON)]
+    Status {
+        #[command(flatten)]
+        dir: DirArg,
+        /// One JSON object instead of text (keys below).
+        #[arg(long)]
+        json: bool,
+    },
     /// Discard the samples so far.
     Reset {
         #[command(flatten)]
@@ -591,24 +600,21 @@ fn run(opt: Opt) -> Result<ExitCode> {
                 d.session_dir.join(SESSION_LOG).display()
             );
         }
-        Cmd::Status(d) => match daemon_state(&d.session_dir)? {
-            DaemonState::NotRunning => {
-                println!("profkit: no daemon running for {}", d.session_dir.display())
+        Cmd::Status { dir: d, json } => {
+            let dir = &d.session_dir;
+            let status = match daemon_state(dir)? {
+                DaemonState::NotRunning => Status::of_dir("not running", None, dir),
+                DaemonState::Dead { pid } => Status::of_dir("died", pid, dir),
+                DaemonState::Running { pid } => {
+                    Status::running(pid, dir, &request(&d, Request::Status)?)
+                }
+            };
+            if json {
+                println!("{}", serde_json::to_string(&status)?);
+            } else {
+                print!("{}", status.text());
             }
-            DaemonState::Dead { pid } => println!(
-                "profkit: the daemon (pid {}) died; its complete rounds are kept in {}",
-                pid.map(|p| p.to_string()).unwrap_or("?".into()),
-                d.session_dir.join(SESSION_LOG).display()
-            ),
-            DaemonState::Running { pid } => {
-                let v = request(&d, Request::Status)?;
-                println!(
-                    "profkit: running (pid {})",
-                    pid.map(|p| p.to_string()).unwrap_or("?".into())
-                );
-                println!("{}", serde_json::to_string_pretty(&v)?);
-            }
-        },
+        }
         Cmd::Reset { dir, yes } => {
             if !yes {
                 bail!("reset discards every sample so far: confirm with `profctl reset --yes`");

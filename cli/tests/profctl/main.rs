@@ -121,7 +121,27 @@ fn start_dump_status_stop_with_busy_workers_on_every_cpu() {
         "{}",
         text(&o)
     );
-    assert!(text(&o).contains("\"rounds\""), "{}", text(&o));
+    let t = text(&o);
+    assert!(!t.contains('{') && !t.contains('"'), "no raw JSON: {t}");
+    assert!(t.contains("event:    cpu-clock at 1000 Hz"), "{t}");
+    assert!(t.contains("cpu  samples  lost  lost %"), "{t}");
+    for cpu in &cpus {
+        assert!(
+            t.lines()
+                .any(|l| l.split_whitespace().next() == Some(&cpu.to_string())),
+            "a row for cpu {cpu}: {t}"
+        );
+    }
+    let st = status_json(tmp.path(), d);
+    assert_eq!(st["state"], "running", "{st}");
+    assert!(st["pid"].as_u64().is_some(), "{st}");
+    assert!(st["rounds"].as_u64().unwrap() > 0, "{st}");
+    let per_cpu = st["cpus"].as_array().unwrap();
+    assert_eq!(per_cpu.len(), cpus.len(), "{st}");
+    assert!(
+        per_cpu.iter().all(|c| c["samples"].as_u64().unwrap() > 0),
+        "samples on every busy CPU: {st}"
+    );
     std::thread::sleep(Duration::from_millis(300));
     let o = profctl(tmp.path(), &["stop", "--session-dir", d]);
     for w in &mut workers {
@@ -254,6 +274,13 @@ fn sigkill_then_status_says_died_and_stop_finalizes_every_complete_round() {
     let _ = w.wait();
     let o = profctl(tmp.path(), &["status", "--session-dir", ds]);
     assert!(text(&o).contains("died"), "{}", text(&o));
+    let st = status_json(tmp.path(), ds);
+    assert_eq!(
+        (st["state"].as_str(), st["pid"].as_i64()),
+        (Some("died"), Some(i64::from(pid))),
+        "{st}"
+    );
+    assert!(st["session_file_bytes"].as_u64().unwrap() > 0, "{st}");
     let o = profctl(tmp.path(), &["stop", "--session-dir", ds]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("finalized"), "{}", text(&o));
@@ -377,6 +404,33 @@ fn no_daemon_errors_for_stop_dump_status() {
     }
     let o = profctl(tmp.path(), &["status", "--session-dir", ds]);
     assert!(text(&o).contains("no daemon running"), "{}", text(&o));
+}
+
+#[test]
+fn status_of_a_directory_without_a_session_says_so_in_text_and_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("empty")).unwrap();
+    for dir in ["none", "empty"] {
+        let d = tmp.path().join(dir);
+        let ds = d.to_str().unwrap();
+        let o = profctl(tmp.path(), &["status", "--session-dir", ds]);
+        assert_eq!(o.status.code(), Some(0), "{dir}: {}", text(&o));
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            format!("profkit: no daemon running for {ds}\n"),
+            "{dir}"
+        );
+        let st = status_json(tmp.path(), ds);
+        assert_eq!(st["state"], "not running", "{dir}: {st}");
+        assert!(
+            st["pid"].is_null() && st["session_file_bytes"].is_null(),
+            "{st}"
+        );
+        assert!(
+            st.get("cpus").is_none(),
+            "no counters without a daemon: {st}"
+        );
+    }
 }
 
 #[test]
@@ -1045,11 +1099,12 @@ fn a_nonexistent_pid_exits_2_naming_it() {
     assert!(text(&o).contains("2147483600"), "{}", text(&o));
 }
 
+/// `profctl status --json`: one JSON object on stdout.
 fn status_json(dir: &Path, ds: &str) -> serde_json::Value {
-    let o = profctl(dir, &["status", "--session-dir", ds]);
+    let o = profctl(dir, &["status", "--json", "--session-dir", ds]);
+    assert!(o.status.success(), "{}", text(&o));
     let t = String::from_utf8_lossy(&o.stdout).to_string();
-    let json = t.split_once('\n').map(|x| x.1).unwrap_or("");
-    serde_json::from_str(json).unwrap_or_else(|e| panic!("status JSON: {e}: {t}"))
+    serde_json::from_str(&t).unwrap_or_else(|e| panic!("status JSON: {e}: {t}"))
 }
 
 fn vm_rss_kib(pid: &str) -> u64 {
@@ -1112,7 +1167,6 @@ fn fork_exec_and_thread_storms_do_not_grow_the_daemon() {
                 .is_ok_and(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
         })
         .count() as u64;
-    let st = &st["engine"];
     let procs = st["processes"].as_u64().unwrap();
     assert!(
         procs <= live + 64,

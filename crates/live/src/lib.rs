@@ -23,6 +23,9 @@
 //! - [`archive`]: a session and the binaries it samples in one tar.
 //! - [`Summary`]: the typed status/stop summary, built here only, sent as
 //!   JSON over the control socket and printed by `profctl`.
+//! - [`Status`]: `profctl status`: the daemon's state, event and rate
+//!   (session header), uptime, sizes and the [`Summary`], as text
+//!   ([`Status::text`], [`Summary::status_text`]) or serde JSON.
 //!
 //! # Design constraints
 //!
@@ -99,4 +102,6 @@ pub use keep::{
     KeptSummary, BINARIES_KEPT_MAX_BYTES, BINARY_KEEP_MAX_BYTES, KEEP_STOP_WAIT, NOT_KEPT_FILE,
     NOT_KEPT_LINES, NS_PROCESSES_PER_ROUND,
 };
-pub use summary::{CpuSummary, SessionSummary, Summary, UnattributedExample, UnwindSummary};
+pub use summary::{
+    CpuSummary, SessionSummary, Status, Summary, UnattributedExample, UnwindSummary,
+};

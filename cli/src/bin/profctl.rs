@@ -9,8 +9,8 @@ use profkit_daemon::{
     SESSION_LOG,
 };
 use profkit_live::{
-    finalize_dead, perf_is_usage, run_daemon, CallGraph, DwarfRing, ExtrasSources, Rate,
-    StartConfig, Status, Summary, DEFAULT_FREQUENCY, SYSTEM_DEBUG_DIR,
+    finalize_dead, perf_is_usage, run_daemon, run_daemon_with, CallGraph, DwarfRing, ExtrasSources,
+    Rate, StartConfig, Status, Summary, DEFAULT_FREQUENCY, SYSTEM_DEBUG_DIR,
 };
 use profkit_perf::parse_cpu_list;
 use serde_json::Value;
@@ -104,7 +104,15 @@ struct StartArgs {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Start sampling in the background; returns once sampling is live.
-    Start(StartArgs),
+    Start {
+        #[command(flatten)]
+        args: StartArgs,
+        /// Run the daemon in this process, for a service manager: no fork,
+        /// log lines on stderr, SIGTERM or SIGINT (or `profctl stop`) stops
+        /// it cleanly with the footer written. See scripts/profkit.service.
+        #[arg(long)]
+        foreground: bool,
+    },
     /// Stop: final drain, reconcile lost counts, write the footer, print a summary.
     Stop(DirArg),
     /// Force a sync round now; returns once it is on disk.
@@ -204,6 +212,34 @@ fn start_config(
 
 /// Starts the daemon and waits until sampling is live.
 fn start(a: &StartArgs, pid_override: Option<u32>) -> Result<u32> {
+    let c = prepare(a, pid_override)?;
+    let dir = SessionDir::create(&c.session_dir)?;
+    let mut cmd = Command::new(std::env::current_exe().context("finding profctl's own path")?);
+    cmd.arg("__daemon").arg(c.to_json());
+    let child = spawn_daemon(cmd, &dir, DEFAULT_READY_TIMEOUT)?;
+    Ok(child.id())
+}
+
+/// `start --foreground`: the daemon in this process until stopped.
+fn start_foreground(a: &StartArgs) -> Result<()> {
+    let c = prepare(a, None)?;
+    SessionDir::create(&c.session_dir)?;
+    eprintln!(
+        "profkit: sampling in the foreground (pid {}, session {}); SIGTERM, Ctrl-C or `profctl \
+         stop` ends it",
+        std::process::id(),
+        c.session_dir.display()
+    );
+    run_daemon_with(&c, true)?;
+    eprintln!(
+        "profkit: stopped; session {}",
+        c.session_dir.join(SESSION_LOG).display()
+    );
+    Ok(())
+}
+
+/// The checked configuration of `start` (events probed, notes printed).
+fn prepare(a: &StartArgs, pid_override: Option<u32>) -> Result<StartConfig> {
     let (mut c, ring) = start_config(a, pid_override)?;
     if let Some(r) = &ring {
         eprintln!("profkit: {r}");
@@ -228,11 +264,7 @@ fn start(a: &StartArgs, pid_override: Option<u32>) -> Result<u32> {
             _ => eprintln!("profkit: cgroups: each sample's, from the kernel (PERF_SAMPLE_CGROUP)"),
         }
     }
-    let dir = SessionDir::create(&c.session_dir)?;
-    let mut cmd = Command::new(std::env::current_exe().context("finding profctl's own path")?);
-    cmd.arg("__daemon").arg(c.to_json());
-    let child = spawn_daemon(cmd, &dir, DEFAULT_READY_TIMEOUT)?;
-    Ok(child.id())
+    Ok(c)
 }
 
 fn print_summary(s: &Summary) {
@@ -581,7 +613,11 @@ fn rustix_signal(s: &std::process::ExitStatus) -> u8 {
 
 fn run(opt: Opt) -> Result<ExitCode> {
     match opt.cmd {
-        Cmd::Start(a) => {
+        Cmd::Start {
+            args: a,
+            foreground: true,
+        } => start_foreground(&a)?,
+        Cmd::Start { args: a, .. } => {
             let pid = start(&a, None)?;
             println!(
                 "profkit: sampling started (daemon pid {pid}, session {})",

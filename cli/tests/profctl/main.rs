@@ -1504,3 +1504,68 @@ fn exec_chains_and_fork_loops_leave_no_sample_unattributed() {
         text(&o)
     );
 }
+
+/// `start --foreground` (for a service manager): no fork, log lines on
+/// stderr, `status` works from elsewhere, SIGTERM stops it cleanly with
+/// the footer written and exit status 0.
+#[test]
+fn start_in_the_foreground_logs_to_stderr_and_stops_cleanly_on_sigterm() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("s");
+    let ds = d.to_str().unwrap();
+    let _stop = StopOnDrop(PathBuf::from(ds));
+    let mut fg = Command::new(PROFCTL)
+        .args(["start", "--foreground", "-F", "1000", "--session-dir", ds])
+        .env_remove("PROFKIT_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut w = busy_on(0);
+    // Running once `status --json` says so, under the foreground pid.
+    let mut running = false;
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(50));
+        let o = profctl(tmp.path(), &["status", "--json", "--session-dir", ds]);
+        let v: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null);
+        if v["state"] == "running" {
+            assert_eq!(v["pid"], fg.id(), "the daemon is this process: {v}");
+            running = true;
+            break;
+        }
+    }
+    assert!(running, "status never said running");
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(Command::new("kill")
+        .args(["-TERM", &fg.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let out = fg.wait_with_output().unwrap();
+    let _ = w.kill();
+    let _ = w.wait();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {err}", out.status);
+    assert!(
+        err.contains("INFO  stopping on SIGTERM"),
+        "log lines on stderr: {err}"
+    );
+    assert!(err.contains("profkit: stopped; session"), "{err}");
+    let r = SessionReader::open(session(tmp.path())).unwrap();
+    assert!(r.is_complete(), "the footer is written");
+    let samples: u64 = r
+        .footer()
+        .unwrap()
+        .accounting
+        .iter()
+        .map(|a| a.samples_written)
+        .sum();
+    assert!(samples > 100, "{samples} samples");
+    // --foreground is start's alone: record runs in the foreground anyway.
+    let o = profctl(tmp.path(), &["record", "--foreground", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}

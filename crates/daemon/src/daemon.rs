@@ -64,6 +64,8 @@ pub struct LoopOptions {
     pub handle_signals: bool,
     /// Log level; `None` (default) takes it from `PROFKIT_LOG`.
     pub log_level: Option<Level>,
+    /// Also write log lines to stderr (`profctl start --foreground`).
+    pub log_to_stderr: bool,
 }
 
 impl Default for LoopOptions {
@@ -73,6 +75,7 @@ impl Default for LoopOptions {
             min_wake_interval: Duration::from_millis(10),
             handle_signals: true,
             log_level: None,
+            log_to_stderr: false,
         }
     }
 }
@@ -117,6 +120,9 @@ impl<'d> Daemon<'d> {
         let mut log = Logger::open(dir)?;
         if let Some(level) = opts.log_level {
             log = log.with_level(level);
+        }
+        if opts.log_to_stderr {
+            log = log.with_stderr();
         }
         let lock = DaemonLock::acquire(dir)?;
         log.info(format_args!(

@@ -72,6 +72,9 @@ impl FromStr for Level {
 pub struct Logger {
     file: Option<Arc<File>>,
     level: Level,
+    /// Also write each line to stderr (a daemon run in the foreground
+    /// under a service manager, which collects stderr).
+    stderr: bool,
 }
 
 impl Logger {
@@ -80,6 +83,7 @@ impl Logger {
         Ok(Logger {
             file: Some(Arc::new(dir.open_append(DAEMON_LOG)?)),
             level: Level::from_env(),
+            stderr: false,
         })
     }
 
@@ -88,7 +92,14 @@ impl Logger {
         Logger {
             file: None,
             level: Level::Error,
+            stderr: false,
         }
+    }
+
+    /// The same logger, also writing each line to stderr.
+    pub fn with_stderr(mut self) -> Logger {
+        self.stderr = true;
+        self
     }
 
     /// The same logger at another level.
@@ -117,6 +128,9 @@ impl Logger {
             args
         );
         let _ = (&**file).write_all(line.as_bytes());
+        if self.stderr {
+            let _ = std::io::stderr().write_all(line.as_bytes());
+        }
     }
 
     /// [`Level::Error`] line.

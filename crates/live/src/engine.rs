@@ -316,6 +316,12 @@ impl<S: WakeSource> Engine for LiveEngine<S> {
 /// starts the session file (replacing an old one) with its footer reserve,
 /// and serves until stopped.
 pub fn run_daemon(cfg: &StartConfig) -> Result<()> {
+    run_daemon_with(cfg, false)
+}
+
+/// [`run_daemon`]; `foreground`: log lines go to stderr too (`profctl
+/// start --foreground`, under a service manager).
+pub fn run_daemon_with(cfg: &StartConfig, foreground: bool) -> Result<()> {
     let c = cfg.sampler_config()?;
     let dir = SessionDir::open(&cfg.session_dir)?;
     // Small rings at high rates fill in milliseconds: answer a watermark
@@ -323,6 +329,7 @@ pub fn run_daemon(cfg: &StartConfig) -> Result<()> {
     let opts = LoopOptions {
         sync_interval: Duration::from_millis(cfg.sync_interval_ms),
         min_wake_interval: Duration::from_millis(1),
+        log_to_stderr: foreground,
         ..Default::default()
     };
     let daemon = Daemon::new(&dir, opts)?;

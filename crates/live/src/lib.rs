@@ -89,8 +89,8 @@ pub use callgraph::{
 };
 pub use config::{Rate, StartConfig, DEFAULT_FREQUENCY};
 pub use engine::{
-    run_daemon, LiveEngine, ReservedSink, WakeSource, DIR_CHECK_INTERVAL, RESERVE_BYTES,
-    RESERVE_FILE,
+    run_daemon, run_daemon_with, LiveEngine, ReservedSink, WakeSource, DIR_CHECK_INTERVAL,
+    RESERVE_BYTES, RESERVE_FILE,
 };
 pub use error::{perf_is_usage, Error, Result};
 pub use extras::{

@@ -1517,7 +1517,7 @@ fn start_in_the_foreground_logs_to_stderr_and_stops_cleanly_on_sigterm() {
     let d = tmp.path().join("s");
     let ds = d.to_str().unwrap();
     let _stop = StopOnDrop(PathBuf::from(ds));
-    let mut fg = Command::new(PROFCTL)
+    let fg = Command::new(PROFCTL)
         .args(["start", "--foreground", "-F", "1000", "--session-dir", ds])
         .env_remove("PROFKIT_LOG")
         .stdout(Stdio::piped())

@@ -34,13 +34,18 @@
 //! [`SyncStage::begin_cpu`] and [`SyncStage::record`] for each of that
 //! CPU's records, then [`SyncStage::finish_round`] (for its last round,
 //! [`SyncStage::finish_final_round`]).
+//!
+//! Parts: `stage/maps.rs` (mapping records and `/proc` maps → cookies),
+//! `stage/stacks.rs` (call stacks, DWARF unwinding), `stage/tasks.rs`
+//! (processes, threads and their names); this file keeps the record
+//! dispatch, samples, rounds, deferral and losses.
 
 use crate::binfile::BuildIdReader;
 use crate::cgroups::Cgroups;
 use crate::cookies::CookieTable;
 use crate::kernel::KernelMaps;
 use crate::process::{IntMap, ProcessTable, UnattributedSample, Unresolved};
-use crate::procfs::{read_all_processes, read_process, ProcPaths};
+use crate::procfs::ProcPaths;
 use crate::stacks::{StackIds, StackStats};
 use crate::unwind::DwarfUnwinder;
 use profkit_eventlog::{
@@ -51,6 +56,7 @@ use std::collections::{BTreeMap, HashMap};
 
 mod maps;
 mod stacks;
+mod tasks;
 use stacks::DeferredUser;
 
 /// Options of a sync stage.
@@ -254,35 +260,6 @@ impl SyncStage {
     /// sessions that record cgroups.
     pub fn seed_cgroups(&mut self, mount: Option<std::path::PathBuf>) {
         self.cgroups.seed(mount);
-    }
-
-    /// Seeds the tables from `/proc` and `/sys`: running processes with
-    /// their executable mappings and thread names, the kernel and modules.
-    pub fn seed_from_proc(&mut self) {
-        self.seed_kernel();
-        if self.cgroups.on() {
-            self.seed_cgroups(None);
-        }
-        let root = self.opts.paths.proc_root.clone();
-        for p in read_all_processes(&root) {
-            self.add_proc_process(p);
-        }
-    }
-
-    /// Like [`SyncStage::seed_from_proc`] for a per-process session: the
-    /// kernel and modules, and only these processes (others, met later
-    /// through FORK records or samples, are read when first needed).
-    pub fn seed_pids(&mut self, pids: &[u32]) {
-        self.seed_kernel();
-        if self.cgroups.on() {
-            self.seed_cgroups(None);
-        }
-        let root = self.opts.paths.proc_root.clone();
-        for &pid in pids {
-            if let Some(p) = read_process(&root, pid) {
-                self.add_proc_process(p);
-            }
-        }
     }
 
     fn seed_kernel(&mut self) {
@@ -646,87 +623,6 @@ impl SyncStage {
         }
     }
 
-    /// Writes, once per task, the names a report needs: the process's
-    /// name, and a thread's own name when it has one (a thread without one
-    /// is shown with its process's name, whatever that is at the end: a
-    /// thread seen before its process's exec gets the post-exec name).
-    fn announce(&mut self, pid: u32, tid: u32) {
-        if self.announced.insert(pid, ()).is_none() {
-            if let Some(c) = self.procs.process_comm(pid) {
-                let comm = c.to_string();
-                let ns = self.ns_of(pid, pid);
-                self.marker(Event::Comm {
-                    pid,
-                    tid: pid,
-                    comm,
-                    exec: false,
-                    ns,
-                });
-            }
-        }
-        if tid != pid && self.announced.insert(tid, ()).is_none() {
-            // A thread with no name of its own is named only when it has
-            // ids of its own to write (another pid namespace); it has its
-            // process's name then (threads do not outlive an exec).
-            let ns = self.ns_of(pid, tid);
-            let comm = match self.procs.thread_comm(pid, tid) {
-                Some(c) => Some(c.to_string()),
-                None if ns.is_some() => self.procs.process_comm(pid).map(str::to_string),
-                None => None,
-            };
-            if let Some(comm) = comm {
-                self.marker(Event::Comm {
-                    pid,
-                    tid,
-                    comm,
-                    exec: false,
-                    ns,
-                });
-            }
-        }
-    }
-
-    /// A task's ids in its own pid namespace when that is not the
-    /// recorder's, read from `/proc` while the task lives (live sessions
-    /// only).
-    #[cold]
-    fn ns_of(&mut self, pid: u32, tid: u32) -> Option<profkit_eventlog::NsTask> {
-        if !self.opts.use_procfs {
-            return None;
-        }
-        self.ns_tasks.of(&self.opts.paths.proc_root, pid, tid)
-    }
-
-    /// The first samples of the session that resolved to nothing (at most
-    /// [`crate::UNATTRIBUTED_EXAMPLES`]), to tell where they come from.
-    pub fn unattributed_examples(&self) -> &[UnattributedSample] {
-        &self.unattributed
-    }
-
-    #[cold]
-    fn keep_unattributed(
-        &mut self,
-        pid: u32,
-        tid: u32,
-        ip: u64,
-        time: u64,
-        kernel: bool,
-        reason: Unresolved,
-    ) {
-        if self.unattributed.len() < crate::UNATTRIBUTED_EXAMPLES {
-            let comm = self.procs.process_comm(pid).map(str::to_string);
-            self.unattributed.push(UnattributedSample {
-                pid,
-                tid,
-                ip,
-                time,
-                kernel,
-                reason,
-                comm,
-            });
-        }
-    }
-
     #[inline]
     #[allow(clippy::too_many_arguments)]
     fn emit_sample(
@@ -777,43 +673,6 @@ impl SyncStage {
             self.marker(Event::CgroupDef { id, path });
         }
         self.enc.cgroup(id);
-    }
-
-    /// Once per process and round, for a sample nothing resolves: reads
-    /// `/proc/PID/maps` and adds the mappings the table lacks (their MMAP2
-    /// records were lost in a full ring, or came before the session).
-    fn refresh_from_proc(&mut self, pid: u32) {
-        if !self.opts.use_procfs || self.refreshed.insert(pid, ()).is_some() {
-            return;
-        }
-        let Some(p) = read_process(&self.opts.paths.proc_root.clone(), pid) else {
-            return;
-        };
-        let maps = self.proc_maps(&p);
-        if self.procs.get(pid).is_none() {
-            self.procs.set_comm(pid, pid, &p.comm);
-        }
-        self.procs.add_missing_maps(pid, maps, self.round);
-        self.no_proc.remove(&pid);
-    }
-
-    fn ensure_process(&mut self, pid: u32) -> bool {
-        if self.procs.get(pid).is_some() {
-            return true;
-        }
-        if !self.opts.use_procfs || self.no_proc.contains_key(&pid) {
-            return false;
-        }
-        match read_process(&self.opts.paths.proc_root.clone(), pid) {
-            Some(p) => {
-                self.add_proc_process(p);
-                true
-            }
-            None => {
-                self.no_proc.insert(pid, ());
-                false
-            }
-        }
     }
 
     /// The call-graph sample path, kept out of line so that the plain path
@@ -924,49 +783,9 @@ impl SyncStage {
                 }
             }
             Record::Mmap(ref m) => self.on_mmap(m),
-            Record::Comm(c) => {
-                if c.exec {
-                    self.ensure_process(c.pid);
-                    self.procs.entry(c.pid).clear_maps(c.id.time, self.round);
-                }
-                // Names: the newest wins, whatever the order rings are
-                // read in (the maps above have their own time rules).
-                let newest = self.comm_time.entry(c.tid).or_insert(0);
-                if c.id.time < *newest {
-                    return;
-                }
-                *newest = c.id.time;
-                let comm = String::from_utf8_lossy(c.comm).into_owned();
-                self.procs.set_comm(c.pid, c.tid, &comm);
-                self.no_proc.remove(&c.pid);
-                self.announced.insert(c.tid, ());
-                let ns = self.ns_of(c.pid, c.tid);
-                self.marker(Event::Comm {
-                    pid: c.pid,
-                    tid: c.tid,
-                    comm,
-                    exec: c.exec,
-                    ns,
-                });
-            }
-            Record::Fork(t) => {
-                if t.pid == t.ppid {
-                    self.ensure_process(t.pid);
-                } else {
-                    self.ensure_process(t.ppid);
-                }
-                self.procs
-                    .fork_at(t.pid, t.ppid, t.tid, t.id.time, self.round);
-                self.no_proc.remove(&t.pid);
-                self.announced.remove(&t.tid);
-            }
-            Record::Exit(t) => {
-                if t.pid == t.tid {
-                    self.cgroups.exit(t.pid);
-                    self.ns_tasks.exit(t.pid);
-                }
-                self.procs.exit(t.pid, t.tid, self.round)
-            }
+            Record::Comm(c) => self.on_comm(&c),
+            Record::Fork(t) => self.on_fork(&t),
+            Record::Exit(t) => self.on_exit(&t),
             Record::Lost { lost, .. } => self.lost(cpu, LostKind::Ring, lost),
             Record::LostSamples { lost, .. } => self.lost(cpu, LostKind::Other, lost),
             Record::Throttle {

@@ -1,0 +1,210 @@
+//! The sync stage's tasks: processes and threads as the records and
+//! `/proc` describe them, and their names in the log. Seeding from `/proc`,
+//! COMM/FORK/EXIT records, the `Comm` markers written once per task (with
+//! a container task's own pid/tid), `/proc` reads for processes the
+//! records have not described, and examples of samples nothing resolved.
+
+use super::SyncStage;
+use crate::process::{UnattributedSample, Unresolved};
+use crate::procfs::{read_all_processes, read_process};
+use profkit_eventlog::Event;
+use profkit_perf::{Comm, Task};
+
+impl SyncStage {
+    /// Seeds the tables from `/proc` and `/sys`: running processes with
+    /// their executable mappings and thread names, the kernel and modules.
+    pub fn seed_from_proc(&mut self) {
+        self.seed_kernel();
+        if self.cgroups.on() {
+            self.seed_cgroups(None);
+        }
+        let root = self.opts.paths.proc_root.clone();
+        for p in read_all_processes(&root) {
+            self.add_proc_process(p);
+        }
+    }
+
+    /// Like [`SyncStage::seed_from_proc`] for a per-process session: the
+    /// kernel and modules, and only these processes (others, met later
+    /// through FORK records or samples, are read when first needed).
+    pub fn seed_pids(&mut self, pids: &[u32]) {
+        self.seed_kernel();
+        if self.cgroups.on() {
+            self.seed_cgroups(None);
+        }
+        let root = self.opts.paths.proc_root.clone();
+        for &pid in pids {
+            if let Some(p) = read_process(&root, pid) {
+                self.add_proc_process(p);
+            }
+        }
+    }
+
+    /// Writes, once per task, the names a report needs: the process's
+    /// name, and a thread's own name when it has one (a thread without one
+    /// is shown with its process's name, whatever that is at the end: a
+    /// thread seen before its process's exec gets the post-exec name).
+    pub(super) fn announce(&mut self, pid: u32, tid: u32) {
+        if self.announced.insert(pid, ()).is_none() {
+            if let Some(c) = self.procs.process_comm(pid) {
+                let comm = c.to_string();
+                let ns = self.ns_of(pid, pid);
+                self.marker(Event::Comm {
+                    pid,
+                    tid: pid,
+                    comm,
+                    exec: false,
+                    ns,
+                });
+            }
+        }
+        if tid != pid && self.announced.insert(tid, ()).is_none() {
+            // A thread with no name of its own is named only when it has
+            // ids of its own to write (another pid namespace); it has its
+            // process's name then (threads do not outlive an exec).
+            let ns = self.ns_of(pid, tid);
+            let comm = match self.procs.thread_comm(pid, tid) {
+                Some(c) => Some(c.to_string()),
+                None if ns.is_some() => self.procs.process_comm(pid).map(str::to_string),
+                None => None,
+            };
+            if let Some(comm) = comm {
+                self.marker(Event::Comm {
+                    pid,
+                    tid,
+                    comm,
+                    exec: false,
+                    ns,
+                });
+            }
+        }
+    }
+
+    /// A task's ids in its own pid namespace when that is not the
+    /// recorder's, read from `/proc` while the task lives (live sessions
+    /// only).
+    #[cold]
+    pub(super) fn ns_of(&mut self, pid: u32, tid: u32) -> Option<profkit_eventlog::NsTask> {
+        if !self.opts.use_procfs {
+            return None;
+        }
+        self.ns_tasks.of(&self.opts.paths.proc_root, pid, tid)
+    }
+
+    /// The first samples of the session that resolved to nothing (at most
+    /// [`crate::UNATTRIBUTED_EXAMPLES`]), to tell where they come from.
+    pub fn unattributed_examples(&self) -> &[UnattributedSample] {
+        &self.unattributed
+    }
+
+    #[cold]
+    pub(super) fn keep_unattributed(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        ip: u64,
+        time: u64,
+        kernel: bool,
+        reason: Unresolved,
+    ) {
+        if self.unattributed.len() < crate::UNATTRIBUTED_EXAMPLES {
+            let comm = self.procs.process_comm(pid).map(str::to_string);
+            self.unattributed.push(UnattributedSample {
+                pid,
+                tid,
+                ip,
+                time,
+                kernel,
+                reason,
+                comm,
+            });
+        }
+    }
+
+    /// Once per process and round, for a sample nothing resolves: reads
+    /// `/proc/PID/maps` and adds the mappings the table lacks (their MMAP2
+    /// records were lost in a full ring, or came before the session).
+    pub(super) fn refresh_from_proc(&mut self, pid: u32) {
+        if !self.opts.use_procfs || self.refreshed.insert(pid, ()).is_some() {
+            return;
+        }
+        let Some(p) = read_process(&self.opts.paths.proc_root.clone(), pid) else {
+            return;
+        };
+        let maps = self.proc_maps(&p);
+        if self.procs.get(pid).is_none() {
+            self.procs.set_comm(pid, pid, &p.comm);
+        }
+        self.procs.add_missing_maps(pid, maps, self.round);
+        self.no_proc.remove(&pid);
+    }
+
+    pub(super) fn ensure_process(&mut self, pid: u32) -> bool {
+        if self.procs.get(pid).is_some() {
+            return true;
+        }
+        if !self.opts.use_procfs || self.no_proc.contains_key(&pid) {
+            return false;
+        }
+        match read_process(&self.opts.paths.proc_root.clone(), pid) {
+            Some(p) => {
+                self.add_proc_process(p);
+                true
+            }
+            None => {
+                self.no_proc.insert(pid, ());
+                false
+            }
+        }
+    }
+
+    /// A COMM record: an exec ends the old address space; the newest name
+    /// (by time, whatever the order rings are read in) is written.
+    pub(super) fn on_comm(&mut self, c: &Comm<'_>) {
+        if c.exec {
+            self.ensure_process(c.pid);
+            self.procs.entry(c.pid).clear_maps(c.id.time, self.round);
+        }
+        // Names: the newest wins, whatever the order rings are
+        // read in (the maps above have their own time rules).
+        let newest = self.comm_time.entry(c.tid).or_insert(0);
+        if c.id.time < *newest {
+            return;
+        }
+        *newest = c.id.time;
+        let comm = String::from_utf8_lossy(c.comm).into_owned();
+        self.procs.set_comm(c.pid, c.tid, &comm);
+        self.no_proc.remove(&c.pid);
+        self.announced.insert(c.tid, ());
+        let ns = self.ns_of(c.pid, c.tid);
+        self.marker(Event::Comm {
+            pid: c.pid,
+            tid: c.tid,
+            comm,
+            exec: c.exec,
+            ns,
+        });
+    }
+
+    /// A FORK record: a new process or thread.
+    pub(super) fn on_fork(&mut self, t: &Task) {
+        if t.pid == t.ppid {
+            self.ensure_process(t.pid);
+        } else {
+            self.ensure_process(t.ppid);
+        }
+        self.procs
+            .fork_at(t.pid, t.ppid, t.tid, t.id.time, self.round);
+        self.no_proc.remove(&t.pid);
+        self.announced.remove(&t.tid);
+    }
+
+    /// An EXIT record.
+    pub(super) fn on_exit(&mut self, t: &Task) {
+        if t.pid == t.tid {
+            self.cgroups.exit(t.pid);
+            self.ns_tasks.exit(t.pid);
+        }
+        self.procs.exit(t.pid, t.tid, self.round)
+    }
+}

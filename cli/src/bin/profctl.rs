@@ -223,7 +223,15 @@ fn start(a: &StartArgs, pid_override: Option<u32>) -> Result<u32> {
 /// `start --foreground`: the daemon in this process until stopped.
 fn start_foreground(a: &StartArgs) -> Result<()> {
     let c = prepare(a, None)?;
-    SessionDir::create(&c.session_dir)?;
+    let dir = SessionDir::create(&c.session_dir)?;
+    // Said before announcing anything (the daemon would refuse too).
+    if let DaemonState::Running { pid } = daemon_state(dir.path())? {
+        return Err(profkit_daemon::Error::AlreadyRunning {
+            dir: dir.path().into(),
+            pid,
+        }
+        .into());
+    }
     eprintln!(
         "profkit: sampling in the foreground (pid {}, session {}); SIGTERM, Ctrl-C or `profctl \
          stop` ends it",

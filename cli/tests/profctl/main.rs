@@ -1539,6 +1539,16 @@ fn start_in_the_foreground_logs_to_stderr_and_stops_cleanly_on_sigterm() {
         }
     }
     assert!(running, "status never said running");
+    // A second one on the same directory is refused before announcing
+    // anything.
+    let again = profctl(tmp.path(), &["start", "--foreground", "--session-dir", ds]);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again));
+    assert!(
+        text(&again).contains("is already running"),
+        "{}",
+        text(&again)
+    );
+    assert!(!text(&again).contains("sampling in the foreground"));
     std::thread::sleep(Duration::from_millis(600));
     assert!(Command::new("kill")
         .args(["-TERM", &fg.id().to_string()])

@@ -40,20 +40,7 @@ fn live_annotate_splits_two_loops_three_to_one_per_source_line() {
     let Some(loops) = build_workload(d.path(), "loops", &[]) else {
         return;
     };
-    let run = profctl(
-        d.path(),
-        &[
-            "record",
-            "-F",
-            "4000",
-            "--session-dir",
-            "s",
-            "--",
-            loops.to_str().unwrap(),
-            "300",
-        ],
-    );
-    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    crate::live::record(d.path(), &[loops.to_str().unwrap(), "300"]);
     let s = d.path().join("s");
     let v = profreport(&[
         "--session-dir",

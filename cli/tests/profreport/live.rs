@@ -42,8 +42,16 @@ pub(crate) fn build_workload(dir: &Path, name: &str, extra: &[&str]) -> Option<P
     .then_some(out)
 }
 
-fn record(dir: &Path, args: &[&str]) {
-    let mut all = vec!["record", "-F", "4000", "--session-dir", "s", "--"];
+/// `profctl record -F 4000 --session-dir s -- ARGS` in `dir`.
+pub(crate) fn record(dir: &Path, args: &[&str]) {
+    record_with(dir, &[], args);
+}
+
+/// [`record`] with more `profctl record` flags.
+pub(crate) fn record_with(dir: &Path, flags: &[&str], args: &[&str]) {
+    let mut all = vec!["record", "-F", "4000", "--session-dir", "s"];
+    all.extend_from_slice(flags);
+    all.push("--");
     all.extend_from_slice(args);
     let run = profctl(dir, &all);
     assert_eq!(run.code, 0, "profctl record: {}{}", run.stdout, run.stderr);

@@ -19,22 +19,11 @@ fn live_the_middle_third_of_a_recording_holds_a_third_of_its_samples() {
     let Some(loops) = build_workload(d.path(), "loops", &[]) else {
         return;
     };
-    let run = profctl(
+    crate::live::record_with(
         d.path(),
-        &[
-            "record",
-            "-F",
-            "4000",
-            "--sync-interval",
-            "50",
-            "--session-dir",
-            "s",
-            "--",
-            loops.to_str().unwrap(),
-            "500",
-        ],
+        &["--sync-interval", "50"],
+        &[loops.to_str().unwrap(), "500"],
     );
-    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     let s = d.path().join("s");
     let total = |args: &[&str]| {
         let mut all = vec![

@@ -134,6 +134,20 @@ const HOT_JS: &str =
     "function hotLoopAlpha(n){let x=0;for(let i=0;i<n;i++){x=(x*31+i)%1000003;}return x;}\
 const end=Date.now()+1500;let s=0;while(Date.now()<end){s+=hotLoopAlpha(200000);}";
 
+/// `node --perf-basic-prof -e JS` as pid 1 of its own pid and mount
+/// namespaces with a private tmpfs on /tmp (where it writes its JIT map),
+/// working in `cwd` (node leaves isolate-*.log files there).
+fn node_in_pid_namespace(node: &Path, js: &str, cwd: &Path) -> Command {
+    let script = format!(
+        "mount -t tmpfs ns-tmp /tmp && exec {} --perf-basic-prof -e \"$0\"",
+        node.display()
+    );
+    let mut c = Command::new("unshare");
+    c.args(["-p", "-f", "-m", "--mount-proc", "sh", "-c", &script, js])
+        .current_dir(cwd);
+    c
+}
+
 /// Samples of rows whose symbol starts with `prefix`.
 fn samples_starting(v: &serde_json::Value, prefix: &str) -> u64 {
     rows(v)
@@ -165,26 +179,7 @@ fn live_jit_map_in_a_private_pid_namespace_and_tmp_is_used() {
     let on_host = samples_starting(&v, "JS:*hotLoopAlpha");
     let ns = d.path().join("ns");
     std::fs::create_dir(&ns).unwrap();
-    let script = format!(
-        "mount -t tmpfs ns-tmp /tmp && exec {} --perf-basic-prof -e \"$0\"",
-        node.display()
-    );
-    let stop = system_wide(
-        &ns,
-        Command::new("unshare")
-            .args([
-                "-p",
-                "-f",
-                "-m",
-                "--mount-proc",
-                "sh",
-                "-c",
-                &script,
-                HOT_JS,
-            ])
-            // node leaves isolate-*.log files in its working directory.
-            .current_dir(&ns),
-    );
+    let stop = system_wide(&ns, &mut node_in_pid_namespace(&node, HOT_JS, &ns));
     let (v, _) = report_l(&ns);
     let in_ns = samples_starting(&v, "JS:*hotLoopAlpha");
     let maps: Vec<String> = std::fs::read_dir(ns.join("s"))
@@ -270,24 +265,9 @@ fn live_jit_functions_compiled_just_before_a_namespaced_process_exits_are_named(
         return;
     };
     let d = tempdir();
-    let script = format!(
-        "mount -t tmpfs ns-tmp /tmp && exec {} --perf-basic-prof -e \"$0\"",
-        node.display()
-    );
     let stop = system_wide(
         d.path(),
-        Command::new("unshare")
-            .args([
-                "-p",
-                "-f",
-                "-m",
-                "--mount-proc",
-                "sh",
-                "-c",
-                &script,
-                LATE_JS,
-            ])
-            .current_dir(d.path()),
+        &mut node_in_pid_namespace(&node, LATE_JS, d.path()),
     );
     let (v, _) = report_l(d.path());
     let late = samples_starting(&v, "JS:*lateHotGamma");

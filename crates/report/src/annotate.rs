@@ -256,19 +256,25 @@ fn one(cx: &Context<'_>, lines: &LineReader, c: &Chosen, offs: &Offsets) -> Anno
             _ => Some(off),
         }
     };
-    let per_address = || -> Vec<AsmLine> {
-        offs.iter()
-            .map(|(&off, v)| AsmLine {
-                address: vaddr_of(off).unwrap_or(off),
-                text: None,
-                samples: v.clone(),
-                target: None,
-                local_target: false,
-                file: None,
-                line: None,
-                inlined: None,
-            })
-            .collect()
+    // Without code to read: the note, and the samples per address.
+    let per_address = |mut out: Annotation, mut notes: Vec<String>, why: String| {
+        notes.push(format!("{}: {why}; samples per address", out.image));
+        out.assembly = Some(
+            offs.iter()
+                .map(|(&off, v)| AsmLine {
+                    address: vaddr_of(off).unwrap_or(off),
+                    text: None,
+                    samples: v.clone(),
+                    target: None,
+                    local_target: false,
+                    file: None,
+                    line: None,
+                    inlined: None,
+                })
+                .collect(),
+        );
+        out.notes = notes;
+        out
     };
     let path = match (&kind, &resolved.result.path_used) {
         (Some(CookieKind::User | CookieKind::Vdso), Some(p)) => p.clone(),
@@ -276,44 +282,24 @@ fn one(cx: &Context<'_>, lines: &LineReader, c: &Chosen, offs: &Offsets) -> Anno
             // Sizes from a trimmed kallsyms run to the next symbol kept,
             // not the next in the kernel: not shown.
             out.size = 0;
-            notes.push(format!(
-                "{}: kernel code is not read (no vmlinux); samples per address",
-                out.image
-            ));
-            out.assembly = Some(per_address());
-            out.notes = notes;
-            return out;
+            let why = "kernel code is not read (no vmlinux)".to_owned();
+            return per_address(out, notes, why);
         }
         (Some(CookieKind::User | CookieKind::Vdso), None) => {
-            notes.push(format!(
-                "{}: the binary was not found, so its code cannot be shown (give --sysroot or \
-                 --search-dir, or archive the session with `profctl archive`); samples per \
-                 address",
-                out.image
-            ));
-            out.assembly = Some(per_address());
-            out.notes = notes;
-            return out;
+            let why = "the binary was not found, so its code cannot be shown (give --sysroot or \
+                       --search-dir, or archive the session with `profctl archive`)"
+                .to_owned();
+            return per_address(out, notes, why);
         }
         _ => {
-            notes.push(format!(
-                "{}: JIT or anonymous code has no file to disassemble; samples per address",
-                out.image
-            ));
-            out.assembly = Some(per_address());
-            out.notes = notes;
-            return out;
+            let why = "JIT or anonymous code has no file to disassemble".to_owned();
+            return per_address(out, notes, why);
         }
     };
     out.path = Some(path.display().to_string());
     let code = match read_code(&path, info.start, info.size) {
         Ok(code) => code,
-        Err(e) => {
-            notes.push(format!("{}: {e}; samples per address", out.image));
-            out.assembly = Some(per_address());
-            out.notes = notes;
-            return out;
-        }
+        Err(e) => return per_address(out, notes, e.to_string()),
     };
     let syntax = if cx.annotate.intel {
         Syntax::Intel

@@ -348,10 +348,12 @@ fn one(cx: &Context<'_>, lines: &LineReader, c: &Chosen, offs: &Offsets) -> Anno
                 out.source = Some(listing);
             }
             None => {
+                // The symbolizer's "no DWARF for X (where it looked);
+                // source lines not shown", without its own conclusion.
                 let why = warnings
                     .iter()
                     .find(|w| w.contains("DWARF"))
-                    .cloned()
+                    .map(|w| w.trim_end_matches("; source lines not shown").to_owned())
                     .unwrap_or_else(|| format!("no line information in {}", path.display()));
                 notes.push(format!(
                     "{why}: no source lines (build with -g, or install the binary's debug \

@@ -156,6 +156,7 @@ mod error;
 mod event;
 mod idlist;
 mod markers;
+pub mod parts;
 mod reader;
 mod session;
 mod stacks;
@@ -176,11 +177,11 @@ pub use event::{
 };
 pub use idlist::{format_id_list, parse_id_list, IdListError};
 pub use markers::{MAX_CGROUP_PATH, MAX_STACK_FRAMES};
-pub use reader::SessionReader;
+pub use reader::{read_header, SessionReader};
 pub use session::{
-    BadChunk, BadReason, CgroupSource, ChunkRef, CpuAccounting, EventConfigDesc, SessionFooter,
-    SessionHeader, CHUNK_MAGIC, FILE_MAGIC, FOOTER_MAGIC, FORMAT_VERSION, FRAME_HEADER_LEN,
-    MAX_PAYLOAD_LEN, MIN_READ_VERSION,
+    BadChunk, BadReason, CgroupSource, ChunkRef, CpuAccounting, EventConfigDesc, PartInfo,
+    SessionFooter, SessionHeader, CHUNK_MAGIC, FILE_MAGIC, FOOTER_MAGIC, FORMAT_VERSION,
+    FRAME_HEADER_LEN, MAX_PAYLOAD_LEN, MIN_READ_VERSION,
 };
 pub use stacks::{StackTable, ON_FRAME_BUDGET};
 pub use writer::{Resume, SessionWriter};

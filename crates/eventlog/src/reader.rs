@@ -8,7 +8,8 @@ use crate::decode::{for_each_sample, ChunkDecoder};
 use crate::error::{Error, Result};
 use crate::event::{Event, ExpandedSample};
 use crate::session::{
-    parse_header, scan, BadChunk, ChunkRef, SessionFooter, SessionHeader, FRAME_HEADER_LEN,
+    header_extent, parse_header, scan, BadChunk, ChunkRef, SessionFooter, SessionHeader,
+    FRAME_HEADER_LEN,
 };
 use crate::stacks::StackTable;
 
@@ -98,6 +99,45 @@ impl SessionReader<Vec<u8>> {
             .map_err(|e| Error::io("read", path, e))?;
         Self::from_bytes(data, path)
     }
+}
+
+/// Reads only the header of the session file at `path` (and its format
+/// version): what a reader needs to place a part of a rotated session in
+/// time without reading its chunks. The same checks as
+/// [`SessionReader::open`]: a regular file, opened non-blocking.
+///
+/// # Errors
+/// As [`SessionReader::open`] for the header: not a session, a version
+/// this build does not read, a truncated or corrupt header.
+pub fn read_header(path: &Path) -> Result<(SessionHeader, u16)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| Error::io("open", path, e))?;
+    let meta = f.metadata().map_err(|e| Error::io("open", path, e))?;
+    if !meta.file_type().is_file() {
+        return Err(Error::io(
+            "open",
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file (a FIFO, device or directory)",
+            ),
+        ));
+    }
+    let mut prefix = Vec::with_capacity(crate::session::HEADER_PREFIX_LEN);
+    (&f).take(crate::session::HEADER_PREFIX_LEN as u64)
+        .read_to_end(&mut prefix)
+        .map_err(|e| Error::io("read", path, e))?;
+    let (_, extent) = header_extent(&prefix, meta.len(), path)?;
+    let mut data = prefix;
+    (&f).take((extent - data.len()) as u64)
+        .read_to_end(&mut data)
+        .map_err(|e| Error::io("read", path, e))?;
+    let (h, version, _) = parse_header(&data, path)?;
+    Ok((h, version))
 }
 
 impl<B: AsRef<[u8]>> SessionReader<B> {

@@ -10,7 +10,7 @@ mod header;
 pub(crate) use footer::{encode_footer, parse_footer_body};
 pub use footer::{CpuAccounting, SessionFooter};
 pub(crate) use header::{encode_header, header_extent, parse_header};
-pub use header::{CgroupSource, EventConfigDesc, SessionHeader};
+pub use header::{CgroupSource, EventConfigDesc, PartInfo, SessionHeader};
 
 /// First 8 bytes of every session file.
 pub const FILE_MAGIC: [u8; 8] = *b"PROFKIT\0";
@@ -519,6 +519,7 @@ mod tests {
             sync_interval_ms: 250,
             target: "command ls -l".into(),
             cgroups: Default::default(),
+            part: None,
         }
     }
 
@@ -863,6 +864,52 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("unknown cgroup source 9"), "{err}");
+    }
+
+    /// A part of a rotated session carries its place as an appended
+    /// field: older readers skip it, the version stays the session's, and
+    /// a header-only read gives the same header as the whole file.
+    #[test]
+    fn a_parts_header_carries_its_place_without_a_new_version() {
+        let h = header();
+        let plain = encode_header(&h).unwrap();
+        let part = PartInfo {
+            number: 3,
+            first_round: 4711,
+            session_start_unix_ns: 1_699_999_000_000_000_000,
+            session_start_monotonic_ns: 99,
+        };
+        for cgroups in [CgroupSource::None, CgroupSource::Proc] {
+            let p = SessionHeader {
+                part: Some(part),
+                cgroups,
+                ..h.clone()
+            };
+            let bytes = encode_header(&p).unwrap();
+            assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), p.format_version());
+            let (back, _, _) = parse_header(&bytes, Path::new("f")).unwrap();
+            assert_eq!(back, p);
+            // A reader of the fields before it sees a whole header ending
+            // where the cgroup byte ends: the rest is an appended struct.
+            assert!(bytes.len() > plain.len() + 1);
+        }
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("session.000003.pkl");
+        let p = SessionHeader {
+            part: Some(part),
+            ..h.clone()
+        };
+        let mut w = crate::SessionWriter::create(&f, &p).unwrap();
+        w.append_chunk(4711, 5, &[crate::codec::tag::CPU_SWITCH, 0])
+            .unwrap();
+        drop(w);
+        let (only, v) = crate::read_header(&f).unwrap();
+        assert_eq!((only, v), (p.clone(), p.format_version()));
+        assert_eq!(crate::SessionReader::open(&f).unwrap().header(), &p);
+        // Not a session, and not a regular file: errors, not hangs.
+        std::fs::write(d.path().join("x"), b"hello").unwrap();
+        assert!(crate::read_header(&d.path().join("x")).is_err());
+        assert!(crate::read_header(d.path()).is_err());
     }
 
     #[test]

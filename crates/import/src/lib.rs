@@ -300,6 +300,7 @@ pub fn import_perf_data(perf_data: &Path, session: &Path) -> Result<ImportSummar
             format!("perf.data {} ({cmdline})", perf_data.display())
         },
         cgroups: Default::default(),
+        part: None,
     };
     if let Some(parent) = session.parent() {
         std::fs::create_dir_all(parent).map_err(|source| Error::SessionDir {

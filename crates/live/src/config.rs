@@ -214,6 +214,7 @@ pub(crate) fn session_header(c: &SamplerConfig, sync_interval_ms: u64) -> Result
             profkit_perf::CgroupRecording::Sample => CgroupSource::Sample,
             profkit_perf::CgroupRecording::Proc => CgroupSource::Proc,
         },
+        part: None,
     })
 }
 

@@ -53,6 +53,27 @@ pub struct SessionHeader {
     /// How samples' cgroups were recorded (since version 4; absent, read
     /// as [`CgroupSource::None`], in sessions without cgroups).
     pub cgroups: CgroupSource,
+    /// Which part of a rotated session this file is (`profctl start
+    /// --rotate`); None for a session in one file. An appended field: older
+    /// readers skip it.
+    pub part: Option<PartInfo>,
+}
+
+/// The place of one file among the parts of a rotated session: each part
+/// is a complete session of its own (header, chunks, footer), and the
+/// parts of one session share its start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PartInfo {
+    /// The part's number, from 1, in the order written.
+    pub number: u64,
+    /// Round number of the part's first chunk (round numbers go on across
+    /// parts).
+    pub first_round: u64,
+    /// The whole session's start, wall clock, ns since the epoch (the
+    /// first part's `start_time_unix_ns`, even once that part is deleted).
+    pub session_start_unix_ns: u64,
+    /// The whole session's start on perf's clock.
+    pub session_start_monotonic_ns: u64,
 }
 
 /// How a session recorded the cgroup of each sample (header field
@@ -138,8 +159,16 @@ pub(crate) fn encode_header(h: &SessionHeader) -> Result<Vec<u8>> {
     push_uvar(&mut body, h.start_monotonic_ns);
     push_uvar(&mut body, u64::from(h.sync_interval_ms));
     push_str(&mut body, &h.target);
-    if h.cgroups != CgroupSource::None {
+    if h.cgroups != CgroupSource::None || h.part.is_some() {
         body.push(h.cgroups.code());
+    }
+    if let Some(p) = &h.part {
+        push_struct(&mut body, |b| {
+            push_uvar(b, p.number);
+            push_uvar(b, p.first_round);
+            push_uvar(b, p.session_start_unix_ns);
+            push_uvar(b, p.session_start_monotonic_ns);
+        });
     }
     if body.len() > MAX_BODY_LEN as usize {
         return Err(Error::BodyTooLarge {
@@ -282,6 +311,21 @@ pub(crate) fn parse_header(data: &[u8], path: &Path) -> Result<(SessionHeader, u
                 )
             })?
         },
+        part: None,
+    };
+    let header = SessionHeader {
+        part: if r.remaining() == 0 {
+            None
+        } else {
+            let mut p = r.struct_body("part")?;
+            Some(PartInfo {
+                number: p.uvar("part.number")?,
+                first_round: p.uvar("part.first_round")?,
+                session_start_unix_ns: p.uvar("part.session_start_unix_ns")?,
+                session_start_monotonic_ns: p.uvar("part.session_start_monotonic_ns")?,
+            })
+        },
+        ..header
     };
     Ok((header, version, end))
 }

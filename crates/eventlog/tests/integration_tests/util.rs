@@ -26,6 +26,7 @@ pub fn header() -> SessionHeader {
         sync_interval_ms: 100,
         target: "system-wide".into(),
         cgroups: Default::default(),
+        part: None,
     }
 }
 

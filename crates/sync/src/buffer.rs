@@ -11,7 +11,8 @@
 
 use crate::error::{Error, Result};
 use crate::stage::Chunk;
-use profkit_eventlog::{SessionFooter, SessionHeader, SessionWriter};
+use profkit_eventlog::parts::{closed_parts, part_file_name};
+use profkit_eventlog::{PartInfo, SessionFooter, SessionHeader, SessionWriter};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -25,6 +26,26 @@ pub trait ChunkSink: Send {
     fn finish(&mut self, footer: &SessionFooter) -> Result<()>;
     /// Starts over with an empty session (`profctl reset`).
     fn restart(&mut self) -> Result<()>;
+    /// Closes the current part of a rotated session with `next.footer`
+    /// and goes on in a new part ([`FileSink`]: the file is renamed
+    /// [`part_file_name`] and a new one started). The default cannot.
+    fn rotate(&mut self, next: &NextPart) -> Result<()> {
+        let _ = next;
+        Err(Error::Sink("this sink cannot rotate".into()))
+    }
+}
+
+/// What closes one part of a rotated session and starts the next.
+#[derive(Debug, Clone)]
+pub struct NextPart {
+    /// The closing part's footer.
+    pub footer: SessionFooter,
+    /// The new part's first round.
+    pub first_round: u64,
+    /// The new part's start, wall clock (ns since the epoch).
+    pub start_unix_ns: u64,
+    /// The new part's start on perf's clock.
+    pub start_monotonic_ns: u64,
 }
 
 /// The session file as a sink.
@@ -34,7 +55,11 @@ pub struct FileSink {
     /// The name messages give it (`path` unless [`FileSink::shown_as`]).
     shown: PathBuf,
     header: SessionHeader,
-    writer: SessionWriter,
+    /// The first part's header (`profctl reset` starts over with it).
+    first_header: SessionHeader,
+    /// None after a rotation could not start the new part's file: the
+    /// next write tries again.
+    writer: Option<SessionWriter>,
 }
 
 impl FileSink {
@@ -47,17 +72,33 @@ impl FileSink {
         Ok(Self {
             shown: path.clone(),
             path,
+            first_header: header.clone(),
             header,
-            writer,
+            writer: Some(writer),
         })
     }
 
     /// Names the file `shown` in every later error (it was created through
     /// a held directory, `/proc/self/fd/N/...`).
     pub fn shown_as(mut self, shown: PathBuf) -> Self {
-        self.writer = self.writer.shown_as(&shown);
+        self.writer = self.writer.map(|w| w.shown_as(&shown));
         self.shown = shown;
         self
+    }
+
+    fn writer(&mut self) -> Result<&mut SessionWriter> {
+        if self.writer.is_none() {
+            let w = SessionWriter::create(&self.path, &self.header)
+                .map_err(|source| self.error("creating", source))?
+                .shown_as(&self.shown);
+            self.writer = Some(w);
+        }
+        Ok(self.writer.as_mut().expect("just made"))
+    }
+
+    /// The part being written (1 without rotation).
+    pub fn part(&self) -> u64 {
+        self.header.part.map_or(1, |p| p.number)
     }
 }
 
@@ -73,33 +114,86 @@ impl FileSink {
 
 impl ChunkSink for FileSink {
     fn write_chunk(&mut self, round: u64, time: u64, payload: &[u8]) -> Result<u64> {
-        self.writer
+        self.writer()?
             .append_chunk(round, time, payload)
             .map_err(|source| self.error("writing a round to", source))
     }
     fn finish(&mut self, footer: &SessionFooter) -> Result<()> {
-        self.writer
-            .write_footer(footer)
-            .map_err(|source| self.error("writing the footer of", source))?;
-        self.writer
-            .sync_data()
-            .map_err(|source| self.error("syncing", source))
+        let w = self.writer()?;
+        let r = w.write_footer(footer).and_then(|_| w.sync_data());
+        r.map_err(|source| self.error("writing the footer of", source))
     }
     fn restart(&mut self) -> Result<()> {
+        self.writer = None;
         std::fs::remove_file(&self.path).map_err(|source| Error::Remove {
             path: self.shown.clone(),
             source,
         })?;
-        self.writer = SessionWriter::create(&self.path, &self.header)
-            .map_err(|source| self.error("creating", source))?
-            .shown_as(&self.shown);
+        // Earlier parts are samples so far too.
+        if let Some(dir) = self.path.parent() {
+            for (_, p) in closed_parts(dir).unwrap_or_default() {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        self.header = self.first_header.clone();
+        self.writer()?;
         Ok(())
+    }
+    /// Renames the file to its part's name first (so a failure there
+    /// leaves it whole and being written), then writes its footer and
+    /// starts the next part's file; the closed part is synced last, so a
+    /// reader listing the directory sees no `session.pkl` only for as
+    /// long as two small writes take.
+    fn rotate(&mut self, next: &NextPart) -> Result<()> {
+        let number = self.part();
+        let closed = self.path.with_file_name(part_file_name(number));
+        let shown_closed = self.shown.with_file_name(part_file_name(number));
+        if let Some(mut w) = self.writer.take() {
+            if let Err(source) = std::fs::rename(&self.path, &closed) {
+                self.writer = Some(w);
+                return Err(Error::Rename {
+                    from: self.shown.clone(),
+                    to: shown_closed,
+                    source,
+                });
+            }
+            w = w.shown_as(&shown_closed);
+            let footer = w.write_footer(&next.footer);
+            let session = self.header.part.map_or(
+                (
+                    self.header.start_time_unix_ns,
+                    self.header.start_monotonic_ns,
+                ),
+                |p| (p.session_start_unix_ns, p.session_start_monotonic_ns),
+            );
+            self.header.start_time_unix_ns = next.start_unix_ns;
+            self.header.start_monotonic_ns = next.start_monotonic_ns;
+            self.header.part = Some(PartInfo {
+                number: number + 1,
+                first_round: next.first_round,
+                session_start_unix_ns: session.0,
+                session_start_monotonic_ns: session.1,
+            });
+            let created = self.writer().map(|_| ());
+            footer
+                .and_then(|_| w.sync_data())
+                .map_err(|source| Error::Session {
+                    action: "writing the footer of",
+                    path: shown_closed,
+                    source,
+                })?;
+            created
+        } else {
+            // The last rotation could not start this part: nothing to close.
+            self.writer().map(|_| ())
+        }
     }
 }
 
 enum Item {
     Chunk(Chunk),
     Restart,
+    Rotate(Box<NextPart>),
     Finish(Box<SessionFooter>),
 }
 
@@ -107,6 +201,9 @@ enum Item {
 struct State {
     queue: VecDeque<Item>,
     queued_bytes: usize,
+    part_bytes: u64,
+    rotations: u64,
+    rotate_errors: u64,
     /// Highest round the writer has finished with (written or failed).
     done_round: Option<u64>,
     bytes_written: u64,
@@ -126,10 +223,17 @@ pub struct BufferState {
     pub queued_bytes: usize,
     /// Bytes the writer has written.
     pub bytes_written: u64,
+    /// Bytes written to the current part of a rotated session (all of
+    /// them without rotation).
+    pub part_bytes: u64,
     /// Chunks written.
     pub chunks_written: u64,
     /// The last write error, if any.
     pub last_error: Option<String>,
+    /// Rotations the writer has done (tried).
+    pub rotations: u64,
+    /// Rotations that failed (the message is in `last_error`).
+    pub rotate_errors: u64,
 }
 
 /// The bounded global event buffer. See the module docs.
@@ -201,6 +305,12 @@ impl EventBuffer {
         self.push_wait(Item::Chunk(chunk));
     }
 
+    /// Asks the writer to close the current part and start the next
+    /// ([`ChunkSink::rotate`]), after the rounds queued so far.
+    pub fn rotate(&self, next: NextPart) {
+        self.push_wait(Item::Rotate(Box::new(next)));
+    }
+
     /// Asks the writer to start the session over.
     pub fn restart(&self) {
         self.push_wait(Item::Restart);
@@ -225,6 +335,9 @@ impl EventBuffer {
         BufferState {
             queued_bytes: s.queued_bytes,
             bytes_written: s.bytes_written,
+            part_bytes: s.part_bytes,
+            rotations: s.rotations,
+            rotate_errors: s.rotate_errors,
             chunks_written: s.chunks_written,
             last_error: s.last_error.clone(),
         }
@@ -271,6 +384,7 @@ impl EventBuffer {
                         match r {
                             Ok(n) => {
                                 s.bytes_written += n;
+                                s.part_bytes += n;
                                 s.chunks_written += 1;
                             }
                             Err(e) => {
@@ -283,8 +397,19 @@ impl EventBuffer {
                         let r = sink.restart();
                         let mut s = buf.lock();
                         s.bytes_written = 0;
+                        s.part_bytes = 0;
                         s.chunks_written = 0;
                         if let Err(e) = r {
+                            s.last_error = Some(e.to_string());
+                        }
+                    }
+                    Item::Rotate(next) => {
+                        let r = sink.rotate(&next);
+                        let mut s = buf.lock();
+                        s.part_bytes = 0;
+                        s.rotations += 1;
+                        if let Err(e) = r {
+                            s.rotate_errors += 1;
                             s.last_error = Some(e.to_string());
                         }
                     }

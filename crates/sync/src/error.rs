@@ -28,6 +28,17 @@ pub enum Error {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// Renaming the closed part of a rotated session failed: the session
+    /// goes on in the same file.
+    #[error("renaming {from} to {to} to close the part: {source}; still writing {from}")]
+    Rename {
+        /// The part being written.
+        from: PathBuf,
+        /// Its closed part's name.
+        to: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
     /// A sink's own failure (sinks other than [`FileSink`](crate::FileSink),
     /// e.g. a test sink or a reserve file).
     #[error("{0}")]

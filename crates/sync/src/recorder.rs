@@ -1,7 +1,7 @@
 //! `Recorder`: rings + sync stage + event buffer + writer thread, the
 //! engine a daemon drives (a round per tick, dump, status, reset, stop).
 
-use crate::buffer::{BufferState, ChunkSink, EventBuffer};
+use crate::buffer::{BufferState, ChunkSink, EventBuffer, NextPart};
 use crate::error::{Error, Result};
 use crate::stacks::StackStats;
 use crate::stage::SyncStage;
@@ -10,6 +10,13 @@ use profkit_perf::{monotonic_ns, PerfRing, RecordRing, Sampler, SimRing};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
 
 /// Where the rings come from: the live [`Sampler`] or [`SimRings`].
 pub trait RingSource {
@@ -190,6 +197,34 @@ impl<S: RingSource> Recorder<S> {
         }
     }
 
+    /// Closes the current part of a rotated session and goes on in a new
+    /// one, without stopping the rings: a round drains what they hold
+    /// into the old part, the writer is waited for (so the old part's
+    /// footer counts exactly what reached its file; a rotation is rare,
+    /// a round never waits), then the footer and the new part's header go
+    /// to the sink in order. Returns the number of the round the new part
+    /// starts with.
+    pub fn rotate(&mut self) -> u64 {
+        let r = self.round();
+        self.buffer.wait_done(r);
+        self.absorb_failed();
+        let footer = SessionFooter {
+            end_time_unix_ns: unix_ns(),
+            end_monotonic_ns: monotonic_ns(),
+            rounds: self.stage.part_rounds(),
+            accounting: self.stage.part_accounting(),
+        };
+        self.stage.new_part();
+        let first_round = self.stage.rounds();
+        self.buffer.rotate(NextPart {
+            footer,
+            first_round,
+            start_unix_ns: unix_ns(),
+            start_monotonic_ns: monotonic_ns(),
+        });
+        first_round
+    }
+
     /// Discards the samples so far and starts a new session file.
     pub fn reset(&mut self) -> Result<()> {
         // Drain what the rings hold now into the old file, then start over.
@@ -247,13 +282,10 @@ impl<S: RingSource> Recorder<S> {
             }
         }
         let footer = SessionFooter {
-            end_time_unix_ns: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(0),
+            end_time_unix_ns: unix_ns(),
             end_monotonic_ns: monotonic_ns(),
-            rounds: self.stage.rounds(),
-            accounting: self.stage.accounting(),
+            rounds: self.stage.part_rounds(),
+            accounting: self.stage.part_accounting(),
         };
         let fin = self.buffer.finish(footer);
         if let Some(w) = self.writer.take() {

@@ -274,6 +274,18 @@ impl StackIds {
         }
     }
 
+    /// A new part of a rotated session: nothing of the old table is
+    /// needed (a part never refers to another's stacks), so the table
+    /// starts empty and ids start from 0 again, which also keeps a
+    /// weeks-long recording from running out of ids.
+    pub(crate) fn restart(&mut self) {
+        *self = StackIds {
+            limit: self.limit,
+            flushes: self.flushes,
+            ..StackIds::default()
+        };
+    }
+
     pub(crate) fn set_limit(&mut self, bytes: usize) {
         self.limit = bytes;
     }

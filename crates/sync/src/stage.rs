@@ -153,6 +153,10 @@ pub struct SyncStage {
     no_proc: IntMap<u32, ()>,
     refreshed: IntMap<u32, ()>,
     acct: BTreeMap<u32, CpuAccounting>,
+    /// `acct` when the current part of a rotated session began.
+    part_base: BTreeMap<u32, CpuAccounting>,
+    /// The round the current part began with.
+    part_first_round: u64,
     enc: ChunkEncoder,
     meta: Vec<Event>,
     round: u64,
@@ -212,6 +216,8 @@ impl SyncStage {
             no_proc: IntMap::default(),
             refreshed: IntMap::default(),
             acct: BTreeMap::new(),
+            part_base: BTreeMap::new(),
+            part_first_round: 0,
             enc: ChunkEncoder::with_capacity(1 << 20),
             meta: Vec::new(),
             round: 0,
@@ -314,6 +320,43 @@ impl SyncStage {
     /// Per-CPU accounting so far.
     pub fn accounting(&self) -> Vec<CpuAccounting> {
         self.acct.values().cloned().collect()
+    }
+
+    /// Per-CPU accounting of the current part of a rotated session (all
+    /// of it without rotation): what the part's footer says, so that the
+    /// parts' footers add up to the session's counts.
+    pub fn part_accounting(&self) -> Vec<CpuAccounting> {
+        self.acct
+            .values()
+            .map(|a| match self.part_base.get(&a.cpu) {
+                Some(b) => a.minus(b),
+                None => a.clone(),
+            })
+            .collect()
+    }
+
+    /// Rounds of the current part.
+    pub fn part_rounds(&self) -> u64 {
+        self.round - self.part_first_round
+    }
+
+    /// Starts a new part of a rotated session (its own file): cookie,
+    /// stack and cgroup definitions and thread names are written again
+    /// when next needed, the part's accounting starts from zero (the
+    /// session's goes on), and round numbers go on. Samples waiting for
+    /// their mapping and losses not yet written go into the new part.
+    /// Call it between rounds, after the old part's chunks are written
+    /// (or dropped and accounted).
+    pub fn new_part(&mut self) {
+        self.emitted = CookieTable::default();
+        self.cgroups.reset();
+        self.stacks.restart();
+        self.announced.clear();
+        // Definitions of dropped chunks belonged to the old part; the new
+        // one writes its own on first use.
+        self.pending_meta.clear();
+        self.part_base = self.acct.clone();
+        self.part_first_round = self.round;
     }
 
     /// Rounds completed.
@@ -589,6 +632,8 @@ impl SyncStage {
         self.stacks.reset();
         self.announced.clear();
         self.acct.clear();
+        self.part_base.clear();
+        self.part_first_round = self.round;
         self.pending_meta.clear();
         self.pending_lost.clear();
         // Samples waiting for their mapping belong to the discarded file.

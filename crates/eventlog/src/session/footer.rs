@@ -50,6 +50,33 @@ pub struct CpuAccounting {
 }
 
 impl CpuAccounting {
+    /// These counts minus `earlier` (the same CPU's counts at an earlier
+    /// time), field by field: what happened in between (a part of a
+    /// rotated session).
+    pub fn minus(&self, earlier: &CpuAccounting) -> CpuAccounting {
+        CpuAccounting {
+            cpu: self.cpu,
+            samples_received: self
+                .samples_received
+                .saturating_sub(earlier.samples_received),
+            samples_written: self.samples_written.saturating_sub(earlier.samples_written),
+            lost_ring: self.lost_ring.saturating_sub(earlier.lost_ring),
+            lost_overflow: self.lost_overflow.saturating_sub(earlier.lost_overflow),
+            lost_disk_full: self.lost_disk_full.saturating_sub(earlier.lost_disk_full),
+            lost_no_mapping: self.lost_no_mapping.saturating_sub(earlier.lost_no_mapping),
+            lost_no_task: self.lost_no_task.saturating_sub(earlier.lost_no_task),
+            lost_reconcile: self.lost_reconcile.saturating_sub(earlier.lost_reconcile),
+            records_skipped: self.records_skipped.saturating_sub(earlier.records_skipped),
+            throttle_events: self.throttle_events.saturating_sub(earlier.throttle_events),
+            kernel_lost: self.kernel_lost.saturating_sub(earlier.kernel_lost),
+            stacks_unknown: self.stacks_unknown.saturating_sub(earlier.stacks_unknown),
+            stacks_truncated: self
+                .stacks_truncated
+                .saturating_sub(earlier.stacks_truncated),
+            user_stacks_cut: self.user_stacks_cut.saturating_sub(earlier.user_stacks_cut),
+        }
+    }
+
     /// Adds `n` samples lost for `kind` to the counter that accounts for
     /// that kind: the one place this rule is written. `Ring` and `Other`
     /// (`PERF_RECORD_LOST` and `PERF_RECORD_LOST_SAMPLES`: both dropped by

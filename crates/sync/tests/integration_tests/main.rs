@@ -4,6 +4,7 @@
 
 mod callgraph;
 mod live;
+mod rotation;
 mod scenarios;
 
 use profkit_eventlog::{CpuAccounting, Event, ExpandedSample, SessionHeader, SessionReader};

@@ -519,7 +519,10 @@ impl<'a> LoopState<'a> {
                 if let Some(s) = signals {
                     let arrived = s.take();
                     if arrived.hup {
-                        self.log.info("SIGHUP ignored");
+                        match engine.rotate() {
+                            Ok(v) => self.log.info(format!("SIGHUP: rotated: {v}")),
+                            Err(m) => self.log.warn(format!("SIGHUP: not rotated: {m}")),
+                        }
                     }
                     if let Some(name) = arrived.stop {
                         for c in self.conns.drain(..) {
@@ -708,6 +711,13 @@ impl<'a> LoopState<'a> {
             },
             Request::Reset => match engine.reset() {
                 Ok(()) => Response::Ok(Value::Null),
+                Err(m) => failed(self.log, m),
+            },
+            Request::Rotate => match engine.rotate() {
+                Ok(v) => {
+                    self.log.info(format!("rotated: {v}"));
+                    Response::Ok(v)
+                }
                 Err(m) => failed(self.log, m),
             },
             Request::Stop => unreachable!("stop is handled by the loop"),

@@ -42,6 +42,13 @@ pub trait Engine {
     /// Discard the samples so far (`profctl reset`).
     fn reset(&mut self) -> Result<(), String>;
 
+    /// Close the current part of the session and go on in a new one
+    /// (`profctl rotate`, SIGHUP). Answers what the new part is. The
+    /// default cannot.
+    fn rotate(&mut self) -> Result<serde_json::Value, String> {
+        Err("this engine cannot rotate its session".into())
+    }
+
     /// Whether the engine has nothing more to record, and why (e.g. its
     /// session directory was deleted, so no client can reach the daemon
     /// any more). Checked after every round; when it says `Some(reason)`,

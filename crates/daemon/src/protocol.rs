@@ -39,15 +39,20 @@ pub enum Request {
     Status,
     /// Discard the samples so far. Answer: `null`.
     Reset,
+    /// Close the current part of the session and go on in a new one
+    /// (`profctl rotate`; SIGHUP does the same). Answer: what the engine
+    /// says of the new part.
+    Rotate,
 }
 
 impl Request {
     /// Every request, in a stable order.
-    pub const ALL: [Request; 4] = [
+    pub const ALL: [Request; 5] = [
         Request::Stop,
         Request::Dump,
         Request::Status,
         Request::Reset,
+        Request::Rotate,
     ];
 
     /// The request's name on the wire and in messages.
@@ -57,6 +62,7 @@ impl Request {
             Request::Dump => "dump",
             Request::Status => "status",
             Request::Reset => "reset",
+            Request::Rotate => "rotate",
         }
     }
 
@@ -70,6 +76,7 @@ impl Request {
             Request::Dump => 60,
             Request::Status => 10,
             Request::Reset => 30,
+            Request::Rotate => 60,
         })
     }
 
@@ -88,7 +95,7 @@ impl FromStr for Request {
         Request::ALL
             .into_iter()
             .find(|r| r.name() == s)
-            .ok_or_else(|| format!("unknown request {s:?} (expected stop, dump, status or reset)"))
+            .ok_or_else(|| format!("unknown request {s:?} (expected stop, dump, status, reset or rotate)"))
     }
 }
 

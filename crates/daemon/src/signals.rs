@@ -3,7 +3,8 @@
 //! SIGTERM and SIGINT mean "stop cleanly"; a second one while the daemon is
 //! already stopping takes the default action (the process dies; the next
 //! start recovers the stale lock), so a hung stop can still be interrupted.
-//! SIGHUP is caught and ignored: the daemon has no terminal to lose.
+//! SIGHUP asks the engine to rotate its session (as logrotate expects of a
+//! daemon); an engine that cannot rotate says why in the log.
 
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd};

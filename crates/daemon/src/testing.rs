@@ -21,6 +21,8 @@ pub struct FakeStats {
     pub dumps: AtomicU64,
     /// Calls of [`Engine::reset`].
     pub resets: AtomicU64,
+    /// Calls of [`Engine::rotate`].
+    pub rotations: AtomicU64,
     /// Calls of [`Engine::stop`].
     pub stops: AtomicU64,
     /// Every call by name, in order.
@@ -145,6 +147,12 @@ impl Engine for FakeEngine {
         self.stats.call("reset");
         self.stats.resets.fetch_add(1, Ordering::SeqCst);
         Ok(())
+    }
+
+    fn rotate(&mut self) -> Result<serde_json::Value, String> {
+        self.stats.call("rotate");
+        let n = self.stats.rotations.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(serde_json::json!({ "part": n + 1 }))
     }
 
     fn finished(&mut self) -> Option<String> {

@@ -55,12 +55,18 @@ fn status_dump_reset_stop_round_trip() {
         .unwrap();
     assert_eq!(reset, Response::Ok(serde_json::Value::Null));
 
+    let rotated = Client::connect(&s.path)
+        .unwrap()
+        .request(Request::Rotate)
+        .unwrap();
+    assert_eq!(rotated, Response::Ok(serde_json::json!({"part": 2})));
+
     let (got, returned) = d.stop();
     assert_eq!(got, returned);
     assert_eq!(got["stopped"], true);
     let calls = stats.calls.lock().unwrap().clone();
     let non_round: Vec<_> = calls.into_iter().filter(|c| *c != "round").collect();
-    assert_eq!(non_round, ["dump", "reset", "stop"]);
+    assert_eq!(non_round, ["dump", "reset", "rotate", "stop"]);
 
     // By the time the stop answer arrived, everything was cleaned up.
     assert!(!s.path.join("control.sock").exists());
@@ -70,6 +76,8 @@ fn status_dump_reset_stop_round_trip() {
     for line in [
         "dump requested",
         "reset requested",
+        "rotate requested",
+        "rotated: {\"part\":2}",
         "stop requested",
         "stopped after",
     ] {

@@ -132,12 +132,12 @@ fn sigterm_stops_the_daemon_cleanly() {
 }
 
 #[test]
-fn sighup_is_ignored_and_sigint_stops() {
+fn sighup_rotates_and_sigint_stops() {
     let s = Session::new();
     let mut child = spawn(&s, "run").unwrap();
     signal(&child, Signal::HUP);
     wait_until(Duration::from_secs(5), "SIGHUP logged", || {
-        s.log().contains("SIGHUP ignored")
+        s.log().contains("SIGHUP: rotated: {\"part\":2}")
     });
     assert!(status(&s.path).is_some(), "the daemon died of SIGHUP");
     assert!(child.try_wait().unwrap().is_none());

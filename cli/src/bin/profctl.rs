@@ -9,8 +9,9 @@ use profkit_daemon::{
     SESSION_LOG,
 };
 use profkit_live::{
-    finalize_dead, perf_is_usage, run_daemon, run_daemon_with, CallGraph, DwarfRing, ExtrasSources,
-    Rate, StartConfig, Status, Summary, DEFAULT_FREQUENCY, SYSTEM_DEBUG_DIR,
+    finalize_dead, parse_keep, parse_size, perf_is_usage, run_daemon, run_daemon_with, CallGraph,
+    DwarfRing, ExtrasSources, PartsConfig, Rate, Rotate, StartConfig, Status, Summary,
+    DEFAULT_FREQUENCY, SYSTEM_DEBUG_DIR,
 };
 use profkit_perf::parse_cpu_list;
 use serde_json::Value;
@@ -24,7 +25,7 @@ use std::time::Duration;
 const EXIT_CODES: &str = "EXIT STATUS:\n  0  success\n  1  the operation failed (no daemon, no permission, I/O error)\n  2  bad command line\n  record: the recorded command's own exit status\n\nEXAMPLES:\n  profctl start -F 1000            sample the whole system at 1 kHz into ./profkit_data\n  profctl dump; profctl status     flush to disk now; show counters\n  profctl stop                     finish and print the summary\n  profctl record -- make -j2       profile one command and its children
   profctl record --call-graph dwarf -- ./app   with call graphs, also through code built without frame pointers";
 
-const STATUS_JSON: &str = "--json KEYS:\n  state               running, stopping, died or not running\n  pid                 the daemon's pid (null if unknown)\n  session_dir         the session directory\n  event, frequency_hz, period, sync_interval_ms   from the session header\n  uptime_s            seconds since the daemon started\n  session_file_bytes, session_dir_bytes           file sizes (bytes)\n  round_errors, last_round_error                  failed sync rounds\n  running only, the recorder's counters:\n  rounds, last_round_ms, elapsed_s, bytes_written, processes, stacks, ...\n  cpus                [{cpu, samples, lost, lost_pct, lost_ring, lost_overflow,\n                       lost_disk_full, lost_no_mapping, lost_no_task,\n                       lost_reconcile, kernel_lost, throttle_events, ...}]\n  unwind, build_ids_refused, unattributed          DWARF, build-id and unattributed notes";
+const STATUS_JSON: &str = "--json KEYS:\n  state               running, stopping, died or not running\n  pid                 the daemon's pid (null if unknown)\n  session_dir         the session directory\n  event, frequency_hz, period, sync_interval_ms   from the session header\n  uptime_s            seconds since the daemon started\n  session_file_bytes, session_dir_bytes           file sizes (bytes)\n  round_errors, last_round_error                  failed sync rounds\n  running only, the recorder's counters:\n  rounds, last_round_ms, elapsed_s, bytes_written, processes, stacks, ...\n  cpus                [{cpu, samples, lost, lost_pct, lost_ring, lost_overflow,\n                       lost_disk_full, lost_no_mapping, lost_no_task,\n                       lost_reconcile, kernel_lost, throttle_events, ...}]\n  unwind, build_ids_refused, unattributed          DWARF, build-id and unattributed notes\n  parts               {part, closed, closed_bytes, removed, rule, errors} of a\n                      rotated session (--rotate, SIGHUP, profctl rotate)";
 
 #[derive(Parser, Debug)]
 #[command(name = "profctl", version, about = "Control profkit's system-wide sampling daemon", after_help = EXIT_CODES)]
@@ -99,6 +100,22 @@ struct StartArgs {
         conflicts_with = "pid"
     )]
     cgroup: Option<std::path::PathBuf>,
+    /// Split the session into parts: close the current part after a time
+    /// (30s, 10m, 1h, 1d) or a size (100M, 1G) and go on in a new one
+    /// without a gap, as perf's --switch-output. Each part is a complete
+    /// session (session.NNNNNN.pkl; session.pkl is the one being written);
+    /// profreport reads them all as one. SIGHUP or `profctl rotate` rotates
+    /// now.
+    #[arg(long, value_name = "TIME|SIZE", value_parser = Rotate::parse)]
+    rotate: Option<Rotate>,
+    /// Keep at most N parts (the one being written included), deleting the
+    /// oldest at each rotation, as perf's --switch-max-files.
+    #[arg(long, value_name = "N", value_parser = parse_keep)]
+    keep: Option<u32>,
+    /// Keep the parts' total size at most SIZE (500M, 10G), deleting the
+    /// oldest closed parts; the part being written is never deleted.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_disk: Option<u64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -126,6 +143,9 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Close the current part of the session and go on in a new one now
+    /// (as SIGHUP to the daemon; see start --rotate).
+    Rotate(DirArg),
     /// Discard the samples so far.
     Reset {
         #[command(flatten)]
@@ -201,6 +221,11 @@ fn start_config(
         enable_on_exec: a.enable_on_exec,
         cgroups: a.cgroups,
         cgroup: a.cgroup.clone(),
+        parts: PartsConfig {
+            rotate: a.rotate,
+            keep: a.keep,
+            max_disk: a.max_disk,
+        },
     };
     if let Some(p) = pid_override {
         c.pids = vec![p as i32];
@@ -627,9 +652,18 @@ fn run(opt: Opt) -> Result<ExitCode> {
         } => start_foreground(&a)?,
         Cmd::Start { args: a, .. } => {
             let pid = start(&a, None)?;
+            let parts = PartsConfig {
+                rotate: a.rotate,
+                keep: a.keep,
+                max_disk: a.max_disk,
+            };
             println!(
-                "profkit: sampling started (daemon pid {pid}, session {})",
-                a.dir.session_dir.display()
+                "profkit: sampling started (daemon pid {pid}, session {}){}",
+                a.dir.session_dir.display(),
+                parts
+                    .describe()
+                    .map(|d| format!("; {d}"))
+                    .unwrap_or_default()
             );
         }
         Cmd::Daemon { config } => run_daemon(&StartConfig::from_json(&config)?)?,
@@ -658,6 +692,19 @@ fn run(opt: Opt) -> Result<ExitCode> {
             } else {
                 print!("{}", status.text());
             }
+        }
+        Cmd::Rotate(d) => {
+            let v = request(&d, Request::Rotate)?;
+            let removed = v["removed"].as_array().map_or(0, Vec::len);
+            println!(
+                "profkit: now writing part {} in {}{}",
+                v["part"].as_u64().unwrap_or(0),
+                d.session_dir.join(SESSION_LOG).display(),
+                match removed {
+                    0 => String::new(),
+                    n => format!("; {n} old parts deleted (retention)"),
+                }
+            );
         }
         Cmd::Reset { dir, yes } => {
             if !yes {

@@ -95,7 +95,9 @@ impl FromStr for Request {
         Request::ALL
             .into_iter()
             .find(|r| r.name() == s)
-            .ok_or_else(|| format!("unknown request {s:?} (expected stop, dump, status, reset or rotate)"))
+            .ok_or_else(|| {
+                format!("unknown request {s:?} (expected stop, dump, status, reset or rotate)")
+            })
     }
 }
 

@@ -44,21 +44,29 @@ pub fn archive(session_dir: &Path, output: &Path, debug_dir: &Path) -> Result<Ar
         });
     }
     let held = sdir.held_path();
-    let session = held.join(SESSION_LOG);
-    let r = SessionReader::open_shown(&session, &sdir.join(SESSION_LOG))?;
+    // Every part of a rotated session, oldest first, then the last one.
+    let mut parts: Vec<(PathBuf, String)> = profkit_eventlog::parts::closed_parts(&held)
+        .map_err(|e| Error::io("listing", session_dir, e))?
+        .into_iter()
+        .map(|(n, p)| (p, profkit_eventlog::parts::part_file_name(n)))
+        .collect();
+    parts.push((held.join(SESSION_LOG), SESSION_LOG.to_owned()));
     let mut entries: BTreeMap<String, CookieEntry> = Default::default();
-    for c in r.chunks() {
-        let _ = r.for_each_sample(
-            c,
-            |_| {},
-            |m| {
-                if let Event::CookieDef(e) = m {
-                    if matches!(e.kind, CookieKind::User) {
-                        entries.insert(e.path.clone(), e);
+    for (path, name) in &parts {
+        let r = SessionReader::open_shown(path, &sdir.join(name))?;
+        for c in r.chunks() {
+            let _ = r.for_each_sample(
+                c,
+                |_| {},
+                |m| {
+                    if let Event::CookieDef(e) = m {
+                        if matches!(e.kind, CookieKind::User) {
+                            entries.insert(e.path.clone(), e);
+                        }
                     }
-                }
-            },
-        );
+                },
+            );
+        }
     }
     let tmp = temp_beside(output);
     let file = {
@@ -71,7 +79,7 @@ pub fn archive(session_dir: &Path, output: &Path, debug_dir: &Path) -> Result<Ar
             .open(&tmp)
             .map_err(|e| Error::io("creating", &tmp, e))?
     };
-    let written = write_tar(file, &tmp, &sdir, &session, &entries, debug_dir);
+    let written = write_tar(file, &tmp, &sdir, &parts, &entries, debug_dir);
     let done = match written {
         Ok(d) => d,
         Err(e) => {
@@ -99,7 +107,7 @@ fn write_tar(
     file: std::fs::File,
     output: &Path,
     sdir: &SessionDir,
-    session: &Path,
+    parts: &[(PathBuf, String)],
     entries: &BTreeMap<String, CookieEntry>,
     debug_dir: &Path,
 ) -> Result<Archived> {
@@ -108,10 +116,10 @@ fn write_tar(
         output: output.into(),
     };
     tar.builder.mode(tar::HeaderMode::Deterministic);
-    let mut done = Archived {
-        bytes: tar.add(session, SESSION_LOG)?,
-        ..Default::default()
-    };
+    let mut done = Archived::default();
+    for (path, name) in parts {
+        done.bytes += tar.add(path, name)?;
+    }
     if let Ok(rd) = std::fs::read_dir(sdir.held_path()) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();

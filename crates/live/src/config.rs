@@ -60,6 +60,9 @@ pub struct StartConfig {
     /// directory's absolute path).
     #[serde(default)]
     pub cgroup: Option<PathBuf>,
+    /// Rotation and retention (`--rotate`, `--keep`, `--max-disk`).
+    #[serde(default)]
+    pub parts: crate::parts::PartsConfig,
 }
 
 /// The default rate when neither `-F` nor `-c` is given.
@@ -165,7 +168,7 @@ pub(crate) fn session_header(c: &SamplerConfig, sync_interval_ms: u64) -> Result
         profkit_perf::Rate::Frequency(f) => (Some(f), None),
         profkit_perf::Rate::Period(p) => (None, Some(p)),
     };
-    Ok(SessionHeader {
+    let mut h = SessionHeader {
         host: std::fs::read_to_string("/proc/sys/kernel/hostname")
             .unwrap_or_default()
             .trim()
@@ -215,7 +218,16 @@ pub(crate) fn session_header(c: &SamplerConfig, sync_interval_ms: u64) -> Result
             profkit_perf::CgroupRecording::Proc => CgroupSource::Proc,
         },
         part: None,
-    })
+    };
+    // A live session is part 1 of its parts from the start, so that a
+    // rotation asked for later (SIGHUP, `profctl rotate`) numbers from it.
+    h.part = Some(profkit_eventlog::PartInfo {
+        number: 1,
+        first_round: 0,
+        session_start_unix_ns: h.start_time_unix_ns,
+        session_start_monotonic_ns: h.start_monotonic_ns,
+    });
+    Ok(h)
 }
 
 /// A path as its bytes (Linux paths need not be UTF-8).

@@ -5,7 +5,8 @@ use crate::config::{session_header, StartConfig};
 use crate::error::{Error, Result};
 use crate::extras::{save_session_extras, ExtrasSources};
 use crate::keep::{Keeper, KEEP_STOP_WAIT};
-use crate::summary::{SessionSummary, Summary};
+use crate::parts::{apply_retention, PartsConfig, Rotate};
+use crate::summary::{PartsSummary, SessionSummary, Summary};
 use profkit_daemon::{Daemon, Engine, LoopOptions, SessionDir, SESSION_LOG};
 use profkit_eventlog::SessionFooter;
 use profkit_perf::{Sampler, Target};
@@ -39,31 +40,32 @@ impl<S: ChunkSink> ReservedSink<S> {
     /// Creates `reserve` (0600, replacing an old one, never through a link)
     /// holding [`RESERVE_BYTES`] bytes, synced, in front of `inner`.
     pub fn create(inner: S, reserve: PathBuf) -> Result<Self> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let _ = std::fs::remove_file(&reserve);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&reserve)
-            .map_err(|e| Error::io("creating", &reserve, e))?;
-        if let Err(e) = f
-            .write_all(&vec![0u8; RESERVE_BYTES])
-            .and_then(|_| f.sync_all())
-        {
-            // A tiny disk: leave no partial reserve behind.
-            drop(f);
-            let _ = std::fs::remove_file(&reserve);
-            return Err(Error::io(
-                "reserving 256 KiB for the footer in",
-                &reserve,
-                e,
-            ));
-        }
+        make_reserve(&reserve)?;
         Ok(Self { inner, reserve })
     }
+}
+
+fn make_reserve(reserve: &Path) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(reserve);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(reserve)
+        .map_err(|e| Error::io("creating", reserve, e))?;
+    if let Err(e) = f
+        .write_all(&vec![0u8; RESERVE_BYTES])
+        .and_then(|_| f.sync_all())
+    {
+        // A tiny disk: leave no partial reserve behind.
+        drop(f);
+        let _ = std::fs::remove_file(reserve);
+        return Err(Error::io("reserving 256 KiB for the footer in", reserve, e));
+    }
+    Ok(())
 }
 
 impl<S: ChunkSink> ChunkSink for ReservedSink<S> {
@@ -76,6 +78,17 @@ impl<S: ChunkSink> ChunkSink for ReservedSink<S> {
     }
     fn restart(&mut self) -> profkit_sync::Result<()> {
         self.inner.restart()
+    }
+    /// The closing part's footer gets the reserve as at stop; the reserve
+    /// is made again for the next part (on a full disk it cannot be: the
+    /// next footer then has what space there is).
+    fn rotate(&mut self, next: &profkit_sync::NextPart) -> profkit_sync::Result<()> {
+        let _ = std::fs::remove_file(&self.reserve);
+        let r = self.inner.rotate(next);
+        // Not a failed rotation when this fails: the disk is full, which
+        // the next writes count.
+        let _ = make_reserve(&self.reserve);
+        r
     }
 }
 
@@ -122,6 +135,15 @@ pub struct LiveEngine<S: WakeSource> {
     /// Copies binaries and JIT maps of other namespaces (made at the
     /// first round).
     keeper: Option<Keeper>,
+    /// Rotation and retention.
+    parts: PartsConfig,
+    /// When the time rule next closes the part.
+    next_rotation: Option<Instant>,
+    /// What status and stop say of the parts.
+    parts_state: PartsSummary,
+    /// Bytes of the closed parts on disk (kept for the `--max-disk` check
+    /// every round).
+    closed_bytes: u64,
 }
 
 impl<S: WakeSource> std::fmt::Debug for LiveEngine<S> {
@@ -148,6 +170,115 @@ impl<S: WakeSource> LiveEngine<S> {
             dir_gone: false,
             extras: ExtrasSources::default(),
             keeper: None,
+            parts: PartsConfig::default(),
+            next_rotation: None,
+            parts_state: PartsSummary {
+                part: 1,
+                ..Default::default()
+            },
+            closed_bytes: 0,
+        }
+    }
+
+    /// Rotates and deletes parts as `cfg` says.
+    pub fn with_parts(mut self, cfg: PartsConfig) -> Self {
+        self.parts = cfg;
+        self.parts_state.rule = cfg.describe();
+        self.next_rotation = match cfg.rotate {
+            Some(Rotate::Every(d)) => Instant::now().checked_add(d),
+            _ => None,
+        };
+        self
+    }
+
+    /// Whether the session has (or is set to have) parts.
+    fn has_parts(&self) -> bool {
+        self.parts != PartsConfig::default() || self.parts_state.part > 1
+    }
+
+    /// Closes the current part and starts the next (`why`: what asked),
+    /// then applies retention. Answers the new part's number and what
+    /// was deleted.
+    pub fn rotate_now(&mut self, why: &str) -> Result<Value> {
+        let rec = self
+            .rec
+            .as_mut()
+            .ok_or_else(|| Error::Sync(profkit_sync::Error::Sink("already stopped".into())))?;
+        let failed_before = rec.buffer_state().rotate_errors;
+        let first_round = rec.rotate();
+        let st = rec.buffer_state();
+        if let Some(Rotate::Every(d)) = self.parts.rotate {
+            let now = Instant::now();
+            // The next part starts from this rotation's deadline, so parts
+            // do not drift by a round each; a late one starts afresh.
+            let next = self.next_rotation.and_then(|t| t.checked_add(d));
+            self.next_rotation = match next {
+                Some(t) if t > now => Some(t),
+                _ => now.checked_add(d),
+            };
+        }
+        if st.rotate_errors > failed_before {
+            let e = st.last_error.unwrap_or_default();
+            self.note_parts_error(e.clone());
+            return Err(Error::Sync(profkit_sync::Error::Sink(format!(
+                "the {why} rotation failed: {e}"
+            ))));
+        }
+        self.parts_state.part += 1;
+        let removed = self.retain(st.part_bytes);
+        Ok(json!({
+            "part": self.parts_state.part,
+            "first_round": first_round,
+            "why": why,
+            "removed": removed,
+        }))
+    }
+
+    fn note_parts_error(&mut self, e: String) {
+        let errs = &mut self.parts_state.errors;
+        if errs.len() >= 4 {
+            errs.remove(0);
+        }
+        errs.push(e);
+    }
+
+    /// Deletes closed parts beyond `--keep`/`--max-disk` and counts what
+    /// is left. Returns the parts deleted.
+    fn retain(&mut self, current_bytes: u64) -> Vec<u64> {
+        let Some(dir) = self.session.parent().map(Path::to_path_buf) else {
+            return Vec::new();
+        };
+        let r = apply_retention(&dir, &self.parts, current_bytes);
+        self.closed_bytes = r.closed_bytes();
+        self.parts_state.closed = r.closed.len() as u64;
+        self.parts_state.closed_bytes = self.closed_bytes;
+        self.parts_state.removed += r.removed.len() as u64;
+        for e in r.errors {
+            self.note_parts_error(format!("deleting a part: {e}"));
+        }
+        r.removed
+    }
+
+    /// After each round: a rotation the rule asks for, and the disk limit.
+    fn parts_round(&mut self) {
+        let Some(rec) = self.rec.as_ref() else { return };
+        let part_bytes = rec.buffer_state().part_bytes;
+        let due = match self.parts.rotate {
+            Some(Rotate::Every(_)) => self.next_rotation.is_some_and(|t| Instant::now() >= t),
+            Some(Rotate::Size(b)) => part_bytes >= b,
+            None => false,
+        };
+        if due {
+            let _ = self.rotate_now(match self.parts.rotate {
+                Some(Rotate::Size(_)) => "size",
+                _ => "time",
+            });
+        } else if self
+            .parts
+            .max_disk
+            .is_some_and(|m| self.closed_bytes + part_bytes > m && self.parts_state.closed > 0)
+        {
+            self.retain(part_bytes);
         }
     }
 
@@ -231,12 +362,17 @@ impl<S: WakeSource> LiveEngine<S> {
             extras.refused.extend(k.kept.notes());
         }
         let mut s = Summary::of_recorder(&st);
+        if self.has_parts() {
+            s.parts = Some(self.parts_state.clone());
+        }
         s.session = Some(SessionSummary {
             duration_s: self.started.elapsed().as_secs_f64(),
             session: self.display.display().to_string(),
+            // With parts: all of them.
             session_bytes: std::fs::metadata(&self.session)
                 .map(|m| m.len())
-                .unwrap_or(0),
+                .unwrap_or(0)
+                + self.closed_bytes,
             extras_refused: extras.refused,
             kept,
         });
@@ -279,6 +415,7 @@ impl<S: WakeSource> Engine for LiveEngine<S> {
         rec.round();
         self.keep_round(&rec);
         self.rec = Some(rec);
+        self.parts_round();
         Ok(())
     }
     fn dump(&mut self) -> std::result::Result<(), String> {
@@ -286,9 +423,18 @@ impl<S: WakeSource> Engine for LiveEngine<S> {
     }
     fn status(&self) -> Value {
         match &self.rec {
-            Some(r) => Summary::of_recorder(&r.status()).to_value(),
+            Some(r) => {
+                let mut s = Summary::of_recorder(&r.status());
+                if self.has_parts() {
+                    s.parts = Some(self.parts_state.clone());
+                }
+                s.to_value()
+            }
             None => json!({"stopped": true}),
         }
+    }
+    fn rotate(&mut self) -> std::result::Result<Value, String> {
+        self.rotate_now("requested").map_err(|e| e.to_string())
     }
     fn reset(&mut self) -> std::result::Result<(), String> {
         self.rec()?.reset().map_err(|e| e.to_string())
@@ -350,6 +496,12 @@ pub fn run_daemon_with(cfg: &StartConfig, foreground: bool) -> Result<()> {
     let held = dir.held_path();
     let session = held.join(SESSION_LOG);
     dir.remove(SESSION_LOG)?;
+    // Parts of an earlier session here would read as this one's.
+    for (_, p) in profkit_eventlog::parts::closed_parts(&held)
+        .map_err(|e| Error::io("listing", dir.path(), e))?
+    {
+        std::fs::remove_file(&p).map_err(|e| Error::io("removing an old part", &p, e))?;
+    }
     let header = session_header(&c, cfg.sync_interval_ms)?;
     let sink = ReservedSink::create(
         FileSink::create(session.clone(), header)?.shown_as(dir.join(SESSION_LOG)),
@@ -360,7 +512,9 @@ pub fn run_daemon_with(cfg: &StartConfig, foreground: bool) -> Result<()> {
     if !c.enable_on_exec {
         rec.source().enable()?;
     }
-    let mut engine = LiveEngine::new(rec, session).with_session_dir(dir.try_clone()?);
+    let mut engine = LiveEngine::new(rec, session)
+        .with_session_dir(dir.try_clone()?)
+        .with_parts(cfg.parts);
     daemon.run(&mut engine)?;
     Ok(())
 }

@@ -81,6 +81,7 @@ mod error;
 mod extras;
 mod finalize;
 mod keep;
+mod parts;
 mod summary;
 
 pub use archive::{archive, Archived, SYSTEM_DEBUG_DIR};
@@ -102,6 +103,7 @@ pub use keep::{
     KeptSummary, BINARIES_KEPT_MAX_BYTES, BINARY_KEEP_MAX_BYTES, KEEP_STOP_WAIT, NOT_KEPT_FILE,
     NOT_KEPT_LINES, NS_PROCESSES_PER_ROUND,
 };
+pub use parts::{apply_retention, parse_keep, parse_size, PartsConfig, Retention, Rotate};
 pub use summary::{
     CpuSummary, SessionSummary, Status, Summary, UnattributedExample, UnwindSummary,
 };

@@ -205,9 +205,57 @@ pub struct Summary {
     /// corrupt, `PATH: reason` (the first few).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unwind_refused: Vec<String>,
+    /// The session's parts (`--rotate`, `--keep`, `--max-disk`, SIGHUP,
+    /// `profctl rotate`); absent until the first rotation when none was
+    /// asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<PartsSummary>,
     /// The finished session (stop only).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionSummary>,
+}
+
+/// The parts of a rotated session, as status and stop show them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartsSummary {
+    /// The number of the part being written (`session.pkl`).
+    pub part: u64,
+    /// Closed parts on disk (`session.NNNNNN.pkl`).
+    pub closed: u64,
+    /// Their bytes.
+    pub closed_bytes: u64,
+    /// Closed parts deleted by `--keep`/`--max-disk`.
+    pub removed: u64,
+    /// The rule, as the user would say it (`a new part every 2s, keeping
+    /// the newest 3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// Rotations and deletions that failed (the newest few), each with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
+}
+
+impl PartsSummary {
+    /// One line for people.
+    pub fn text(&self) -> String {
+        let mut out = format!(
+            "parts:    part {} being written, {} closed ({})",
+            self.part,
+            self.closed,
+            human_bytes(self.closed_bytes)
+        );
+        if self.removed > 0 {
+            out.push_str(&format!(", {} deleted by retention", self.removed));
+        }
+        if let Some(r) = &self.rule {
+            out.push_str(&format!("; {}", one_line(r)));
+        }
+        out.push('\n');
+        for e in &self.errors {
+            out.push_str(&format!("note: parts: {}\n", one_line(e)));
+        }
+        out
+    }
 }
 
 impl Summary {
@@ -232,6 +280,7 @@ impl Summary {
                 .map(UnattributedExample::from)
                 .collect(),
             unwind_refused: st.unwind_refused.clone(),
+            parts: None,
             session: None,
         }
     }
@@ -322,6 +371,9 @@ impl Summary {
             self.last_round_ms,
             human_bytes(self.bytes_written)
         ));
+        if let Some(p) = &self.parts {
+            out.push_str(&p.text());
+        }
         out.push_str(&format!(
             "samples:  {samples}, lost {lost} ({:.3}%)\n",
             pct(lost, n)

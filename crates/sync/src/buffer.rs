@@ -306,9 +306,16 @@ impl EventBuffer {
     }
 
     /// Asks the writer to close the current part and start the next
-    /// ([`ChunkSink::rotate`]), after the rounds queued so far.
+    /// ([`ChunkSink::rotate`]), after the rounds queued so far; returns
+    /// once the writer has done it (or failed: see
+    /// [`BufferState::rotate_errors`]).
     pub fn rotate(&self, next: NextPart) {
+        let before = self.lock().rotations;
         self.push_wait(Item::Rotate(Box::new(next)));
+        let mut s = self.lock();
+        while s.rotations == before && !s.closed {
+            s = self.done.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
     }
 
     /// Asks the writer to start the session over.

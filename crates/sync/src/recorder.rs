@@ -179,6 +179,12 @@ impl<S: RingSource> Recorder<S> {
         }
     }
 
+    /// The buffer's and writer's counters alone (cheap: for checks every
+    /// round).
+    pub fn buffer_state(&self) -> BufferState {
+        self.buffer.state()
+    }
+
     /// Counters for `profctl status`.
     pub fn status(&self) -> RecorderStatus {
         RecorderStatus {
@@ -202,8 +208,9 @@ impl<S: RingSource> Recorder<S> {
     /// into the old part, the writer is waited for (so the old part's
     /// footer counts exactly what reached its file; a rotation is rare,
     /// a round never waits), then the footer and the new part's header go
-    /// to the sink in order. Returns the number of the round the new part
-    /// starts with.
+    /// to the sink, and the writer is waited for again until the new part
+    /// is started. Returns the number of the round the new part starts
+    /// with.
     pub fn rotate(&mut self) -> u64 {
         let r = self.round();
         self.buffer.wait_done(r);

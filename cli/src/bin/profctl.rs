@@ -327,6 +327,22 @@ fn print_summary(s: &Summary) {
         session.session_bytes,
         if samples > 0 { session.session_bytes as f64 / samples as f64 } else { 0.0 }
     );
+    if let Some(p) = &s.parts {
+        let first = p.part.saturating_sub(p.closed);
+        let files = match p.closed {
+            0 => "session.pkl".to_owned(),
+            _ => format!("session.{first:06}.pkl … session.pkl"),
+        };
+        println!(
+            "profkit: the session is in parts {first}–{} ({files}; their bytes above){}; \
+             profreport reads them as one.",
+            p.part,
+            match p.removed {
+                0 => String::new(),
+                n => format!(", {n} older deleted by retention (their samples are counted above)"),
+            }
+        );
+    }
     let throttled: Vec<String> = s
         .cpus
         .iter()

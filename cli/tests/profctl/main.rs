@@ -45,6 +45,7 @@ fn text(o: &Output) -> String {
 use profkit_testsupport::perf_ok;
 
 mod hostile;
+mod rotation;
 
 fn busy_on(cpu: u32) -> Child {
     Command::new("taskset")
@@ -475,6 +476,16 @@ fn bad_values_exit_2_with_a_message_naming_them() {
             },
         ),
         (&["start", "-p", "1", "-G", "/"], "cannot be used with"),
+        (&["start", "--rotate", "0"], "\"0\""),
+        (&["start", "--rotate", "0s"], "\"0s\""),
+        (&["start", "--rotate", "10"], "\"10\" has no unit"),
+        (&["start", "--rotate", "5x"], "\"5x\""),
+        (
+            &["start", "--keep", "0"],
+            "\"0\": the part being written always stays",
+        ),
+        (&["start", "--keep", "-1"], "-1"),
+        (&["start", "--max-disk", "0M"], "\"0M\""),
         (
             &["bogus-command"],
             "unrecognized subcommand 'bogus-command'",

@@ -437,7 +437,13 @@ impl<S: WakeSource> Engine for LiveEngine<S> {
         self.rotate_now("requested").map_err(|e| e.to_string())
     }
     fn reset(&mut self) -> std::result::Result<(), String> {
-        self.rec()?.reset().map_err(|e| e.to_string())
+        self.rec()?.reset().map_err(|e| e.to_string())?;
+        // The sink started over at part 1 and deleted the closed parts.
+        self.parts_state.part = 1;
+        self.parts_state.closed = 0;
+        self.parts_state.closed_bytes = 0;
+        self.closed_bytes = 0;
+        Ok(())
     }
     fn finished(&mut self) -> Option<String> {
         self.dir_gone.then(|| {

@@ -200,3 +200,75 @@ fn keep_2_leaves_the_newest_two_parts() {
         text(&stop)
     );
 }
+
+#[test]
+fn rotating_on_a_full_disk_counts_the_loss_and_stop_still_succeeds() {
+    if !perf_ok() {
+        return;
+    }
+    if rustix::process::geteuid().as_raw() != 0 {
+        eprintln!("SKIP: mounting a small tmpfs needs root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs"])
+        .arg(&mnt)
+        .status();
+    if !ok.map(|s| s.success()).unwrap_or(false) {
+        eprintln!("SKIP: cannot mount a tmpfs here");
+        return;
+    }
+    let _guard = Mount(mnt.clone());
+    let d = mnt.join("s");
+    let ds = d.to_str().unwrap();
+    let _stop = StopOnDrop(d.clone());
+    let o = profctl(
+        tmp.path(),
+        &["start", "-F", "4000", "--rotate", "1s", "--session-dir", ds],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(mnt.join("fill")).unwrap();
+        let block = vec![0u8; 4096];
+        while f.write_all(&block).is_ok() {}
+    }
+    let mut w = busy_on(0);
+    // Three rotations on a full disk.
+    std::thread::sleep(Duration::from_millis(3500));
+    let st = status_json(tmp.path(), ds);
+    assert_eq!(st["state"], "running", "{st}");
+    let stop = profctl(tmp.path(), &["stop", "--session-dir", ds]);
+    let _ = w.kill();
+    let _ = w.wait();
+    assert!(
+        stop.status.success(),
+        "stop succeeds on a full disk: {}",
+        text(&stop)
+    );
+    assert!(
+        text(&stop).contains("warning: cpu"),
+        "the summary warns about the loss: {}",
+        text(&stop)
+    );
+    // Whatever parts there are read without error; the last one has its
+    // footer (the reserve); the footers count the disk's loss.
+    let mut disk = 0;
+    for (n, p) in parts(&d) {
+        let r = SessionReader::open(&p).unwrap();
+        assert!(
+            r.bad_chunks().iter().all(|b| b.is_torn_tail()),
+            "part {n}: {:?}",
+            r.bad_chunks()
+        );
+        if let Some(f) = r.footer() {
+            disk += f.accounting.iter().map(|a| a.lost_disk_full).sum::<u64>();
+        }
+    }
+    let r = SessionReader::open(d.join(CURRENT_PART)).unwrap();
+    assert!(r.footer().is_some(), "the last footer fits in the reserve");
+    assert!(disk > 0, "no part counts a loss to the full disk");
+}

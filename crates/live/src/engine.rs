@@ -45,7 +45,14 @@ impl<S: ChunkSink> ReservedSink<S> {
     }
 }
 
+/// The smallest reserve made again after a rotation on a full disk.
+const MIN_RESERVE_BYTES: usize = 16 << 10;
+
 fn make_reserve(reserve: &Path) -> Result<()> {
+    make_reserve_of(reserve, RESERVE_BYTES)
+}
+
+fn make_reserve_of(reserve: &Path, size: usize) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let _ = std::fs::remove_file(reserve);
@@ -56,10 +63,7 @@ fn make_reserve(reserve: &Path) -> Result<()> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(reserve)
         .map_err(|e| Error::io("creating", reserve, e))?;
-    if let Err(e) = f
-        .write_all(&vec![0u8; RESERVE_BYTES])
-        .and_then(|_| f.sync_all())
-    {
+    if let Err(e) = f.write_all(&vec![0u8; size]).and_then(|_| f.sync_all()) {
         // A tiny disk: leave no partial reserve behind.
         drop(f);
         let _ = std::fs::remove_file(reserve);
@@ -85,9 +89,14 @@ impl<S: ChunkSink> ChunkSink for ReservedSink<S> {
     fn rotate(&mut self, next: &profkit_sync::NextPart) -> profkit_sync::Result<()> {
         let _ = std::fs::remove_file(&self.reserve);
         let r = self.inner.rotate(next);
-        // Not a failed rotation when this fails: the disk is full, which
-        // the next writes count.
-        let _ = make_reserve(&self.reserve);
+        // On a full disk the footer and the new header took some of the
+        // space freed: a smaller reserve still holds a footer (a few
+        // hundred bytes for a few CPUs). Not a failed rotation when none
+        // fits: the next writes count the full disk.
+        let mut size = RESERVE_BYTES;
+        while size >= MIN_RESERVE_BYTES && make_reserve_of(&self.reserve, size).is_err() {
+            size /= 2;
+        }
         r
     }
 }

@@ -268,6 +268,7 @@ mod tests {
             user_only: false,
             kernel_only: false,
             enable_on_exec: false,
+            parts: Default::default(),
         }
     }
 
@@ -280,6 +281,13 @@ mod tests {
         c.rate = Rate::Period(10_000);
         c.callgraph = true;
         c.user_stack = 16384;
+        c.parts = crate::parts::PartsConfig {
+            rotate: Some(crate::parts::Rotate::Every(std::time::Duration::from_secs(
+                3600,
+            ))),
+            keep: Some(24),
+            max_disk: Some(10 << 30),
+        };
         let text = c.to_json();
         assert!(!text.contains('\n'), "{text}");
         let back = StartConfig::from_json(&text).unwrap();

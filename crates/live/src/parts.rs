@@ -315,8 +315,9 @@ mod tests {
             max_disk: Some(250),
             ..Default::default()
         };
-        // 300 closed + 40 being written: two must go to fit 250.
-        let r = apply_retention(d.path(), &cfg, 40);
+        // 300 closed + 60 being written: two must go to fit 250 (one
+        // leaves 260).
+        let r = apply_retention(d.path(), &cfg, 60);
         assert_eq!(r.removed, [1, 2]);
         assert_eq!(r.closed_bytes(), 100);
         // The part being written alone over the limit: every closed part

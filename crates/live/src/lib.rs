@@ -14,7 +14,11 @@
 //!   over the ring source ([`WakeSource`]: the live `Sampler`, or
 //!   `SimRings` in tests); [`run_daemon`] is the daemon process's body.
 //! - [`ReservedSink`]: the session file plus [`RESERVE_FILE`], disk space
-//!   released right before the footer so a full disk still gets one.
+//!   released right before each footer so a full disk still gets one.
+//! - [`PartsConfig`]: a long recording in parts (`--rotate TIME|SIZE`,
+//!   SIGHUP, `profctl rotate`) and which closed parts to delete
+//!   ([`apply_retention`]: `--keep N`, `--max-disk SIZE`); the engine
+//!   rotates through `Recorder::rotate`.
 //! - [`save_session_extras`]: at stop, the lines of the kernel symbol table
 //!   the session's kernel samples and frames need (trimmed by
 //!   `profkit_symbols::trim_kallsyms`, not the whole 5 MB table) and the

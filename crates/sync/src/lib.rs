@@ -40,7 +40,9 @@
 //! - [`EventBuffer`]: the bounded in-memory global event buffer between the
 //!   sync stage (producer, never blocks) and the writer thread (consumer),
 //!   and [`Recorder`], which ties rings, stage, buffer and writer together
-//!   for the daemon.
+//!   for the daemon, and closes one part of a rotated session and starts
+//!   the next without stopping the rings ([`Recorder::rotate`],
+//!   [`SyncStage::new_part`], [`ChunkSink::rotate`]).
 //!
 //! # Design constraints
 //!

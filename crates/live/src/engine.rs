@@ -214,7 +214,9 @@ impl<S: WakeSource> LiveEngine<S> {
             .as_mut()
             .ok_or_else(|| Error::Sync(profkit_sync::Error::Sink("already stopped".into())))?;
         let failed_before = rec.buffer_state().rotate_errors;
+        let t0 = Instant::now();
         let first_round = rec.rotate();
+        let took_ms = t0.elapsed().as_secs_f64() * 1e3;
         let st = rec.buffer_state();
         if let Some(Rotate::Every(d)) = self.parts.rotate {
             let now = Instant::now();
@@ -240,6 +242,7 @@ impl<S: WakeSource> LiveEngine<S> {
             "first_round": first_round,
             "why": why,
             "removed": removed,
+            "took_ms": (took_ms * 100.0).round() / 100.0,
         }))
     }
 

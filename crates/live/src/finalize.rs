@@ -33,8 +33,20 @@ pub fn finalize_dead(session_dir: &Path, extras: &ExtrasSources) -> Result<Final
     // Takes over the stale lock (and cleans it up when dropped).
     let _lock = DaemonLock::acquire(&sdir)?;
     // Opened under the held directory, never again through its path.
-    let path = sdir.held_path().join(SESSION_LOG);
-    let shown = sdir.join(SESSION_LOG);
+    let mut path = sdir.held_path().join(SESSION_LOG);
+    let mut shown = sdir.join(SESSION_LOG);
+    // Died in a rotation, between closing the part and starting the next:
+    // the newest closed part is the one to finish. (Every other part has
+    // its footer; the summary is of the part finished.)
+    if !path.exists() {
+        if let Some((n, p)) = profkit_eventlog::parts::closed_parts(&sdir.held_path())
+            .ok()
+            .and_then(|mut v| v.pop())
+        {
+            path = p;
+            shown = sdir.join(&profkit_eventlog::parts::part_file_name(n));
+        }
+    }
     // Free the space kept for this footer.
     let _ = sdir.remove(RESERVE_FILE);
     // Killed after its footer: the session is finished; say so.

@@ -273,6 +273,27 @@ fn a_dead_daemons_session_gets_the_footer_stop_would_have_written() {
     assert!(s.dir.join("perf-20.map").exists(), "extras saved");
 }
 
+/// Killed during a rotation, after the part was renamed and before the
+/// next one started: the renamed part is the one finished.
+#[test]
+fn a_daemon_killed_mid_rotation_gets_its_last_part_finished() {
+    let s = setup();
+    died_after_rounds(&s);
+    let part = s.dir.join(profkit_eventlog::parts::part_file_name(3));
+    std::fs::rename(&s.session, &part).unwrap();
+    let fin = finalize_dead(&s.dir, &s.extras).unwrap();
+    assert_eq!((fin.rounds, fin.summary.samples()), (2, 5));
+    let r = SessionReader::open(&part).unwrap();
+    assert!(r.is_complete(), "the part got its footer");
+    assert!(!s.session.exists());
+    assert!(fin
+        .summary
+        .session
+        .unwrap()
+        .session
+        .ends_with("session.000003.pkl"));
+}
+
 #[test]
 fn a_torn_last_round_is_cut_and_named() {
     let s = setup();

@@ -104,6 +104,11 @@ fn rotating_every_2s_gives_whole_parts_and_sighup_and_rotate_add_one_each() {
         "{}",
         text(&stop)
     );
+    let log = std::fs::read_to_string(d.join("daemon.log")).unwrap();
+    assert!(
+        log.contains("rotated: {") && log.contains("\"why\":\"time\""),
+        "the daemon logs its own rotations: {log}"
+    );
     let files = parts(&d);
     let numbers: Vec<u64> = files.iter().map(|p| p.0).collect();
     // 9 s at 2 s: at least 4 parts by time, then SIGHUP and rotate.

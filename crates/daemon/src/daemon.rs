@@ -755,6 +755,9 @@ impl<'a> LoopState<'a> {
         let t0 = Instant::now();
         let result = engine.round();
         let took = t0.elapsed();
+        for line in engine.take_log_lines() {
+            self.log.info(line);
+        }
         let s = &mut self.stats;
         match cause {
             Cause::Timer => s.timer_rounds += 1,

@@ -49,6 +49,13 @@ pub trait Engine {
         Err("this engine cannot rotate its session".into())
     }
 
+    /// Lines for the daemon's log about what the engine did on its own in
+    /// the last round (a rotation by time or size, parts deleted), taken
+    /// after every round. The default has none.
+    fn take_log_lines(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Whether the engine has nothing more to record, and why (e.g. its
     /// session directory was deleted, so no client can reach the daemon
     /// any more). Checked after every round; when it says `Some(reason)`,

@@ -153,6 +153,8 @@ pub struct LiveEngine<S: WakeSource> {
     /// Bytes of the closed parts on disk (kept for the `--max-disk` check
     /// every round).
     closed_bytes: u64,
+    /// What the daemon should log (automatic rotations).
+    log_lines: Vec<String>,
 }
 
 impl<S: WakeSource> std::fmt::Debug for LiveEngine<S> {
@@ -186,6 +188,7 @@ impl<S: WakeSource> LiveEngine<S> {
                 ..Default::default()
             },
             closed_bytes: 0,
+            log_lines: Vec::new(),
         }
     }
 
@@ -281,16 +284,25 @@ impl<S: WakeSource> LiveEngine<S> {
             None => false,
         };
         if due {
-            let _ = self.rotate_now(match self.parts.rotate {
+            let why = match self.parts.rotate {
                 Some(Rotate::Size(_)) => "size",
                 _ => "time",
-            });
+            };
+            let line = match self.rotate_now(why) {
+                Ok(v) => format!("rotated: {v}"),
+                Err(e) => e.to_string(),
+            };
+            self.log_lines.push(line);
         } else if self
             .parts
             .max_disk
             .is_some_and(|m| self.closed_bytes + part_bytes > m && self.parts_state.closed > 0)
         {
-            self.retain(part_bytes);
+            let removed = self.retain(part_bytes);
+            if !removed.is_empty() {
+                self.log_lines
+                    .push(format!("--max-disk: deleted parts {removed:?}"));
+            }
         }
     }
 
@@ -447,6 +459,9 @@ impl<S: WakeSource> Engine for LiveEngine<S> {
     }
     fn rotate(&mut self) -> std::result::Result<Value, String> {
         self.rotate_now("requested").map_err(|e| e.to_string())
+    }
+    fn take_log_lines(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.log_lines)
     }
     fn reset(&mut self) -> std::result::Result<(), String> {
         self.rec()?.reset().map_err(|e| e.to_string())?;

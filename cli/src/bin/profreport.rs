@@ -462,9 +462,11 @@ fn liveness(dir: &Path) -> Liveness {
     }
 }
 
-fn open(dir: &Path) -> Result<Session> {
-    let mut s =
-        Session::open(dir).with_context(|| format!("reading the session in {}", dir.display()))?;
+/// Opens a session (all parts of a rotated one; with `--time`, only the
+/// parts the window needs).
+fn open(dir: &Path, window: Option<&TimeSpec>) -> Result<Session> {
+    let mut s = Session::open_window(dir, window)
+        .with_context(|| format!("reading the session in {}", dir.display()))?;
     s.set_liveness(liveness(dir));
     Ok(s)
 }
@@ -596,8 +598,8 @@ fn per_cpu_path(path: &Path, cpu: u32) -> PathBuf {
 fn run(cfg: Config) -> Result<()> {
     let bar = Bar::new(cfg.progress);
     if let Some((old, new)) = &cfg.diff {
-        let old_s = open(old)?;
-        let new_s = open(new)?;
+        let old_s = open(old, None)?;
+        let new_s = open(new, None)?;
         let old_r = build_report(
             std::slice::from_ref(&old_s),
             &ReportOptions {
@@ -628,7 +630,7 @@ fn run(cfg: Config) -> Result<()> {
     }
     let mut sessions = Vec::new();
     for dir in &cfg.dirs {
-        sessions.push(open(dir)?);
+        sessions.push(open(dir, cfg.options.time.as_ref())?);
     }
     let _scratch = match &cfg.import {
         Some(perf_data) => {

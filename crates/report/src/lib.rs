@@ -240,7 +240,9 @@ pub use render::{
     flat_rows, format_utc, printable, render, render_colored, write_csv, write_json, write_text,
     Format, Printable, NO_SYMBOLS, UNKNOWN_SYMBOL,
 };
-pub use session::{Liveness, Session, ARCHIVE_DEBUG_DIR, KALLSYMS_FILE, SESSION_FILE};
+pub use session::{
+    Liveness, Part, Rotation, Session, ARCHIVE_DEBUG_DIR, KALLSYMS_FILE, MAX_PARTS, SESSION_FILE,
+};
 pub use spec::{base_name, Glob, ProfileSpec, Separate, SortKey, SPEC_TAGS};
 pub use window::TimeSpec;
 

@@ -430,7 +430,9 @@ impl Session {
                 let to = listed
                     .get(i + 1)
                     .map_or(u64::MAX, |n| n.header.start_monotonic_ns);
-                wanted[i] = from < hi && to >= lo;
+                // Its rounds end by the next part's start, so their
+                // middles fall before it.
+                wanted[i] = from < hi && to > lo;
             }
         }
         let mut parts = Vec::new();

@@ -225,15 +225,23 @@ impl Session {
             dir: dir.to_path_buf(),
             reason,
         };
-        let closed = profkit_eventlog::parts::closed_parts(dir)
-            .map_err(|e| parts_error(format!("cannot list it: {e}")))?;
+        let current_path = dir.join(CURRENT_PART);
+        let closed = match profkit_eventlog::parts::closed_parts(dir) {
+            Ok(c) => c,
+            Err(_) if !current_path.exists() => {
+                return Err(Error::NoSession {
+                    dir: dir.to_path_buf(),
+                    file: current_path,
+                })
+            }
+            Err(e) => return Err(parts_error(format!("cannot list it: {e}"))),
+        };
         if closed.len() > MAX_PARTS {
             return Err(parts_error(format!(
                 "{} parts, more than the {MAX_PARTS} a report reads: report a part file                  alone, or fewer parts moved to another directory",
                 closed.len()
             )));
         }
-        let current_path = dir.join(CURRENT_PART);
         let mut warnings = Vec::new();
         if closed.is_empty() {
             // A session in one file, or a rotated one whose closed parts

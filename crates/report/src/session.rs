@@ -107,6 +107,10 @@ pub struct Session {
     /// The whole session's start (monotonic ns, Unix ns): the first part's,
     /// even when it was deleted.
     start: (u64, u64),
+    /// The whole session's end (monotonic ns), when its newest part was
+    /// read for it but is not among `parts` (a `--time` percentage
+    /// window before it).
+    end: Option<u64>,
     warnings: Vec<String>,
     liveness: Liveness,
 }
@@ -212,6 +216,7 @@ impl Session {
             parts,
             rotation,
             start,
+            end: None,
             warnings,
             liveness: Liveness::Unknown,
         }
@@ -410,6 +415,7 @@ impl Session {
             |p| (p.session_start_monotonic_ns, p.session_start_unix_ns),
         );
         let mut opened: Vec<Option<SessionReader>> = (0..listed.len()).map(|_| None).collect();
+        let mut session_end = None;
         let mut wanted = vec![true; listed.len()];
         if let Some(w) = window {
             let newest_i = listed.len() - 1;
@@ -418,6 +424,7 @@ impl Session {
                 match open_listed(&listed[newest_i]) {
                     Ok(r) => {
                         let end = reader_end(&r);
+                        session_end = Some(end);
                         opened[newest_i] = Some(r);
                         end
                     }
@@ -506,6 +513,7 @@ impl Session {
         };
         let mut s = Session::of_parts(dir.to_path_buf(), parts, Some(rotation), warnings);
         s.start = start;
+        s.end = session_end;
         Ok(Attempt::Done(s))
     }
 
@@ -556,10 +564,12 @@ impl Session {
         self.start
     }
 
-    /// The end of the newest part read, monotonic ns: its footer's end or
-    /// its last chunk's time, whichever is later.
+    /// The session's end, monotonic ns: its newest part's footer's end or
+    /// last chunk's time, whichever is later (of a rotated session read
+    /// for a `--time` window that ends before its newest part, that part
+    /// was read for this alone; for other windows, the newest part read).
     pub fn end_monotonic_ns(&self) -> u64 {
-        reader_end(self.reader())
+        self.end.unwrap_or_else(|| reader_end(self.reader()))
     }
 
     /// Says whether a recorder still writes this session.

@@ -379,6 +379,11 @@ fn a_window_reads_across_a_part_boundary_and_only_the_parts_it_needs() {
     // 30 s, round 11.
     let r = report("90%-100%");
     assert_eq!(r.header.total_samples, samples_of(11..12));
+    // 0 % to 40 % is 0 to 12 s of the whole 30 s, though part 3 (read
+    // for the end) is not in it: rounds 0 to 4.
+    let r = report("0%-40%");
+    assert_eq!(r.header.total_samples, samples_of(0..5));
+    assert_eq!(json(&r)["sessions"][0]["parts_read"], 2);
     // Break part 1 inside a chunk: a window in part 3 never opens it.
     let p1 = d.path().join(part_file_name(1));
     let mut bytes = std::fs::read(&p1).unwrap();

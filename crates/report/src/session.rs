@@ -186,6 +186,10 @@ impl Session {
         }
         let mut why = String::new();
         for attempt in 1..=LIST_ATTEMPTS {
+            if attempt > 1 {
+                // Let a rotation under way finish (2, 4, 8, 16 ms).
+                std::thread::sleep(std::time::Duration::from_millis(2 << (attempt - 2)));
+            }
             match Session::try_open_dir(given, window, attempt == LIST_ATTEMPTS)? {
                 Attempt::Done(s) => return Ok(s),
                 Attempt::Again(w) => why = w,
@@ -243,7 +247,8 @@ impl Session {
         };
         if closed.len() > MAX_PARTS {
             return Err(parts_error(format!(
-                "{} parts, more than the {MAX_PARTS} a report reads: report a part file                  alone, or fewer parts moved to another directory",
+                "{} parts, more than the {MAX_PARTS} a report reads: report a part file \
+                 alone, or fewer parts moved to another directory",
                 closed.len()
             )));
         }
@@ -300,7 +305,8 @@ impl Session {
                 Ok((h, _)) => {
                     if h.part.map(|p| p.number) != Some(n) {
                         warnings.push(format!(
-                            "{}: its header does not say it is part {n} of a rotated session;                              not read",
+                            "{}: its header does not say it is part {n} of a rotated session; \
+                             not read",
                             path.display()
                         ));
                         unreadable.insert(n);
@@ -332,7 +338,8 @@ impl Session {
                 None => {
                     // Not a part: a session in one file beside old parts.
                     warnings.push(format!(
-                        "{}: not a part of a rotated session, but closed parts are beside                          it: reporting {CURRENT_PART} alone",
+                        "{}: not a part of a rotated session, but closed parts are beside \
+                         it: reporting {CURRENT_PART} alone",
                         dir.display()
                     ));
                     let reader = SessionReader::open(&current_path)?;
@@ -349,7 +356,8 @@ impl Session {
                 }
                 Some(n) if newest_closed.is_some_and(|m| n != m + 1) && !last => {
                     return Ok(Attempt::Again(format!(
-                        "{CURRENT_PART} is part {n}, after part {}: a rotation while the                          directory was read",
+                        "{CURRENT_PART} is part {n}, after part {}: a rotation while the \
+                         directory was read",
                         newest_closed.unwrap_or(0)
                     )));
                 }
@@ -374,7 +382,13 @@ impl Session {
                     )));
                 }
             }
-            Err(e) => warnings.push(format!("{}: {e}", current_path.display())),
+            // Created by a rotation but its header not yet written.
+            Err(_) if !last => {
+                return Ok(Attempt::Again(format!(
+                    "{CURRENT_PART} had no readable header yet"
+                )))
+            }
+            Err(e) => warnings.push(format!("{}: {e}; not read", current_path.display())),
         }
         // Consecutive numbers; a gap after the first is a part missed.
         for w in listed.windows(2) {
@@ -393,7 +407,9 @@ impl Session {
                     format!("parts {}–{}", a + 1, b - 1)
                 };
                 warnings.push(format!(
-                    "{}: {which} of the rotated session could not be read (missing, or renamed                      while the directory was read {LIST_ATTEMPTS} times); the report leaves                      it out",
+                    "{}: {which} of the rotated session could not be read (missing, or renamed \
+                     while the directory was read {LIST_ATTEMPTS} times); the report leaves \
+                     it out",
                     dir.display()
                 ));
             }
@@ -483,7 +499,8 @@ impl Session {
                     )));
                 }
                 warnings.push(format!(
-                    "{}: part {} changed while the directory was read {LIST_ATTEMPTS} times;                      the report leaves it out",
+                    "{}: part {} changed while the directory was read {LIST_ATTEMPTS} times; \
+                     the report leaves it out",
                     dir.display(),
                     l.number
                 ));

@@ -541,3 +541,85 @@ fn too_many_parts_are_refused_before_any_is_opened() {
     let e = Session::open(d.path()).unwrap_err().to_string();
     assert!(e.contains("100001 parts, more than the 100000"), "{e}");
 }
+
+/// A recorder rotating while reports read the directory: every report
+/// reads consecutive parts and counts exactly their samples (part `n`
+/// holds `n` samples); a report that could not see a consistent listing
+/// in 5 tries says so rather than miscounting.
+#[test]
+fn reports_during_rotations_read_consistent_parts() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().to_path_buf();
+    let part = |n: u64| -> Vec<Round> {
+        vec![(
+            vec![def(APP, CookieKind::User, "/usr/bin/app", 0, None)],
+            vec![(0, 10, 10, false, APP, 0x100, n as u32, None)],
+        )]
+    };
+    write_part(&dir, 1, true, &flat_event(), &part(1), false);
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (dir, done) = (dir.clone(), done.clone());
+        std::thread::spawn(move || {
+            for n in 1..=150u64 {
+                std::fs::rename(dir.join(SESSION_FILE), dir.join(part_file_name(n))).unwrap();
+                write_part(&dir, n + 1, true, &flat_event(), &part(n + 1), false);
+                std::thread::sleep(std::time::Duration::from_micros(500));
+            }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        })
+    };
+    let (mut reports, mut warned) = (0, 0);
+    while !done.load(std::sync::atomic::Ordering::SeqCst) {
+        let s = Session::open(&dir).unwrap();
+        let numbers: Vec<u64> = s.parts().iter().filter_map(Part::number).collect();
+        // Part n holds n samples; the one being written may not have its
+        // chunk complete yet.
+        let expected: u64 = s
+            .parts()
+            .iter()
+            .filter(|p| !p.reader().chunks().is_empty())
+            .filter_map(Part::number)
+            .sum();
+        if s.warnings().is_empty() {
+            let first = numbers[0];
+            assert_eq!(first, 1, "{numbers:?}");
+            assert_eq!(
+                numbers,
+                (first..first + numbers.len() as u64).collect::<Vec<_>>()
+            );
+        } else {
+            warned += 1;
+        }
+        assert!(numbers.windows(2).all(|w| w[0] < w[1]), "{numbers:?}");
+        let r = build_report(&[s], &ReportOptions::default(), &sources(), &NoProgress).unwrap();
+        assert_eq!(r.header.total_samples, expected);
+        reports += 1;
+    }
+    writer.join().unwrap();
+    eprintln!("{reports} reports during 150 rotations, {warned} with a warning");
+    assert!(reports > 0);
+}
+
+/// A rotation caught half done (part 3 not yet in place, `session.pkl`
+/// already part 4) and finished a moment later: the directory is listed
+/// again and every part read, without a warning.
+#[test]
+fn a_rotation_finishing_while_listing_is_waited_for() {
+    let d = tempfile::tempdir().unwrap();
+    flat_parts(d.path(), 1..=4);
+    let held = d.path().join("held");
+    std::fs::rename(d.path().join(part_file_name(3)), &held).unwrap();
+    let finish = {
+        let (held, to) = (held.clone(), d.path().join(part_file_name(3)));
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_micros(500));
+            std::fs::rename(held, to).unwrap();
+        })
+    };
+    let s = Session::open(d.path()).unwrap();
+    finish.join().unwrap();
+    assert!(s.warnings().is_empty(), "{:?}", s.warnings());
+    let numbers: Vec<u64> = s.parts().iter().filter_map(Part::number).collect();
+    assert_eq!(numbers, [1, 2, 3, 4]);
+}

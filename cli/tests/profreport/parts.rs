@@ -192,3 +192,31 @@ fn merged_rotated_sessions_add_up() {
     assert_eq!(j["total_samples"], 960);
     assert_eq!(j["sessions"].as_array().unwrap().len(), 2);
 }
+
+#[test]
+fn diff_and_per_cpu_reports_read_every_part() {
+    let (a, b) = (parts_dir(), parts_dir());
+    write_part(b.path(), 2, false);
+    let j = profreport(&[
+        "--diff",
+        a.path().to_str().unwrap(),
+        b.path().to_str().unwrap(),
+        "--format",
+        "json",
+    ])
+    .expect(0)
+    .json();
+    assert_eq!(j["old"]["total_samples"], 480, "{j}");
+    assert_eq!(j["new"]["total_samples"], 560, "{j}");
+    let j = profreport(&[
+        "--session-dir",
+        b.path().to_str().unwrap(),
+        "--separate=cpu",
+        "--format",
+        "json",
+    ])
+    .expect(0)
+    .json();
+    assert_eq!(j["total_samples"], 560);
+    assert_eq!(j["sessions"][0]["first_part"], 2);
+}

@@ -420,7 +420,7 @@ impl Session {
                 file: current_path,
             });
         };
-        let (first, last_n) = (listed[0].number, newest.number);
+        let (mut first, last_n) = (listed[0].number, newest.number);
         // Place each part in time from its header: part i spans its start
         // to the next one's; the newest to its end (read only if needed).
         let start = listed[0].header.part.map_or(
@@ -476,7 +476,12 @@ impl Session {
                 None => match open_listed(l) {
                     Ok(r) => r,
                     // Deleted by retention since the listing.
-                    Err(e) if not_found(&e) && parts.is_empty() && !l.current => continue,
+                    Err(e) if not_found(&e) && parts.is_empty() && !l.current => {
+                        if l.number == first {
+                            first += 1;
+                        }
+                        continue;
+                    }
                     Err(e) if not_found(&e) && !last => {
                         return Ok(Attempt::Again(format!(
                             "{} vanished while the directory was read",

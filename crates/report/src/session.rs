@@ -258,6 +258,17 @@ impl Session {
             // were all deleted.
             let reader = match SessionReader::open(&current_path) {
                 Ok(r) => r,
+                // Renamed to part 1 (or later) since the listing.
+                Err(e)
+                    if not_found(&e)
+                        && !last
+                        && profkit_eventlog::parts::closed_parts(dir)
+                            .is_ok_and(|c| !c.is_empty()) =>
+                {
+                    return Ok(Attempt::Again(format!(
+                        "{CURRENT_PART} was renamed while the directory was read"
+                    )))
+                }
                 Err(e) if not_found(&e) => {
                     return Err(Error::NoSession {
                         dir: dir.to_path_buf(),

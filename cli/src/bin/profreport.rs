@@ -131,7 +131,8 @@ struct Opt {
     /// Profile specs: cpu:LIST tgid:LIST tid:LIST image:GLOB image-exclude:GLOB.
     #[arg(value_name = "SPEC")]
     specs: Vec<String>,
-    /// Session directory (or its session.pkl) [default: profkit_data].
+    /// Session directory (or its session.pkl) [default: profkit_data]. A rotated session's
+    /// parts (session.NNNNNN.pkl) are read as one session; name a part file to read it alone.
     #[arg(long, env = "PROFKIT_SESSION_DIR", value_name = "DIR")]
     session_dir: Option<PathBuf>,
     /// Report these sessions added up (with --session-dir, that one too);

@@ -131,7 +131,8 @@ struct Opt {
     /// Profile specs: cpu:LIST tgid:LIST tid:LIST image:GLOB image-exclude:GLOB.
     #[arg(value_name = "SPEC")]
     specs: Vec<String>,
-    /// Session directory (or its session.pkl) [default: profkit_data].
+    /// Session directory (or its session.pkl) [default: profkit_data]. A rotated session's
+    /// parts (session.NNNNNN.pkl) are read as one session; name a part file to read it alone.
     #[arg(long, env = "PROFKIT_SESSION_DIR", value_name = "DIR")]
     session_dir: Option<PathBuf>,
     /// Report these sessions added up (with --session-dir, that one too);
@@ -462,9 +463,11 @@ fn liveness(dir: &Path) -> Liveness {
     }
 }
 
-fn open(dir: &Path) -> Result<Session> {
-    let mut s =
-        Session::open(dir).with_context(|| format!("reading the session in {}", dir.display()))?;
+/// Opens a session (all parts of a rotated one; with `--time`, only the
+/// parts the window needs).
+fn open(dir: &Path, window: Option<&TimeSpec>) -> Result<Session> {
+    let mut s = Session::open_window(dir, window)
+        .with_context(|| format!("reading the session in {}", dir.display()))?;
     s.set_liveness(liveness(dir));
     Ok(s)
 }
@@ -596,8 +599,8 @@ fn per_cpu_path(path: &Path, cpu: u32) -> PathBuf {
 fn run(cfg: Config) -> Result<()> {
     let bar = Bar::new(cfg.progress);
     if let Some((old, new)) = &cfg.diff {
-        let old_s = open(old)?;
-        let new_s = open(new)?;
+        let old_s = open(old, None)?;
+        let new_s = open(new, None)?;
         let old_r = build_report(
             std::slice::from_ref(&old_s),
             &ReportOptions {
@@ -628,7 +631,7 @@ fn run(cfg: Config) -> Result<()> {
     }
     let mut sessions = Vec::new();
     for dir in &cfg.dirs {
-        sessions.push(open(dir)?);
+        sessions.push(open(dir, cfg.options.time.as_ref())?);
     }
     let _scratch = match &cfg.import {
         Some(perf_data) => {

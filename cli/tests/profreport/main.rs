@@ -15,5 +15,6 @@ mod flags;
 mod golden;
 mod live;
 mod namespaces;
+mod parts;
 mod util;
 mod window;

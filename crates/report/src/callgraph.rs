@@ -199,26 +199,26 @@ pub(crate) fn build_stacks(
     let mut undefined_ids: FxHashSet<(u32, u32)> = FxHashSet::default();
     // Deterministic order: the map's order would make location ids (and
     // so pprof bytes) differ from run to run.
-    let mut keys: Vec<(&(Key, u32), &u64)> = agg.stack_counts.iter().collect();
+    let mut keys: Vec<(&(Key, u32, u32), &u64)> = agg.stack_counts.iter().collect();
     keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    for (&(k, stack), &n) in keys {
+    // Stack ids are per file (part): looked up in their file's table.
+    for (&(k, file, stack), &n) in keys {
         let Some(col) = column(&k) else {
             continue;
         };
         let leaf = b.location(k.cookie, k.offset);
         let mut list = 0;
         if stack != NO_STACK {
-            let id = match frames_of.get(&(k.sess, stack)) {
+            let id = match frames_of.get(&(file, stack)) {
                 Some(&id) => id,
                 None => {
-                    let f: Vec<u32> = match agg.stack_tables.get(&k.sess).and_then(|t| t.get(stack))
-                    {
+                    let f: Vec<u32> = match agg.stack_tables.get(&file).and_then(|t| t.get(stack)) {
                         Some(frames) => frames
                             .iter()
                             .map(|f| b.location(f.cookie, f.offset.saturating_sub(1)))
                             .collect(),
                         None => {
-                            undefined_ids.insert((k.sess, stack));
+                            undefined_ids.insert((file, stack));
                             Vec::new()
                         }
                     };
@@ -232,11 +232,11 @@ pub(crate) fn build_stacks(
                             id
                         }
                     };
-                    frames_of.insert((k.sess, stack), id);
+                    frames_of.insert((file, stack), id);
                     id
                 }
             };
-            if id == 0 && undefined_ids.contains(&(k.sess, stack)) {
+            if id == 0 && undefined_ids.contains(&(file, stack)) {
                 undefined += n;
             }
             list = id;

@@ -36,6 +36,15 @@ pub enum Error {
         /// The file looked for.
         file: PathBuf,
     },
+    /// The parts of a rotated session could not be listed, are too many
+    /// to read, or kept changing while they were read.
+    #[error("{}: cannot read the parts of the rotated session: {reason}", dir.display())]
+    Parts {
+        /// The session directory.
+        dir: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
     /// The session file could not be opened or is not a readable session
     /// (wrong magic, unsupported version, corrupt header). The source names
     /// the file and, for a version mismatch, both versions.

@@ -5,6 +5,22 @@
 //! - opening sessions ([`Session`]), including running ones (every complete
 //!   chunk is read), stopped ones, and ones killed mid-run (the torn chunk is
 //!   named) — and merging several;
+//! - reading a rotated session (`profctl start --rotate`: closed parts
+//!   `session.NNNNNN.pkl` beside the `session.pkl` being written) as one
+//!   session ([`Session::open`]): every part in number order, each an
+//!   [`Part`] with its own checked file; the listing is checked against the
+//!   parts' header numbers (a gap after the first, or `session.pkl` ahead of
+//!   the newest closed part, is a rotation seen mid-listing: listed again,
+//!   up to 5 times, then a warning naming the part); parts deleted by
+//!   retention are said in the header; at most [`MAX_PARTS`] parts. Each
+//!   footer counts its own part, so losses and totals add up over parts;
+//!   only the newest part may lack a footer while recording. Stack ids are
+//!   per file, so stack tables are kept per part; cookies, threads and
+//!   applications are per session. With `--time`
+//!   ([`Session::open_window`]) the window is the whole session's (from its
+//!   first part's start, even when deleted) and only the parts it meets are
+//!   opened, placed in time from their headers alone
+//!   (`profkit_eventlog::read_header`);
 //! - the parallel pass over chunks ([`build_report`]): decoding with
 //!   `profkit_eventlog::SessionReader::for_each_sample`, per-worker hash maps
 //!   keyed by (cookie, offset) plus whatever is separated (CPU, process,
@@ -125,6 +141,11 @@
 //! an `ns tgid/tid` column when any row has them. `cgroup` is there with
 //! `--separate=cgroup`.
 //!
+//! Each of `sessions` is `{ "path", "state", "target", "host", "chunks",
+//! "rounds" }`, and for a rotated session also `"parts"` (how many from
+//! `"first_part"` to `"last_part"`), `"parts_read"` (fewer with `--time`)
+//! and, when one part file was given alone, `"one_part": true`.
+//!
 //! `stacks` (the footers' `stacks_unknown`, `stacks_truncated` and
 //! `user_stacks_cut`, summed over CPUs and sessions) is there only when one
 //! of them is not 0.
@@ -240,7 +261,9 @@ pub use render::{
     flat_rows, format_utc, printable, render, render_colored, write_csv, write_json, write_text,
     Format, Printable, NO_SYMBOLS, UNKNOWN_SYMBOL,
 };
-pub use session::{Liveness, Session, ARCHIVE_DEBUG_DIR, KALLSYMS_FILE, SESSION_FILE};
+pub use session::{
+    Liveness, Part, Rotation, Session, ARCHIVE_DEBUG_DIR, KALLSYMS_FILE, MAX_PARTS, SESSION_FILE,
+};
 pub use spec::{base_name, Glob, ProfileSpec, Separate, SortKey, SPEC_TAGS};
 pub use window::TimeSpec;
 

@@ -19,6 +19,24 @@ pub struct SessionInfo {
     pub chunks: u64,
     /// Sync rounds run, from the footer.
     pub rounds: Option<u64>,
+    /// Of a rotated session (`profctl start --rotate`): how many parts it
+    /// has from `first_part` to `last_part` (older ones were deleted by
+    /// retention when `first_part` is not 1). Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parts: Option<u64>,
+    /// The oldest part present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_part: Option<u64>,
+    /// The newest part present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_part: Option<u64>,
+    /// The parts read: fewer than `parts` with `--time` (parts outside the
+    /// window are not opened) or when some could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parts_read: Option<u64>,
+    /// One part file was given and is reported alone.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub one_part: bool,
 }
 
 /// A part of a session file that could not be read.

@@ -61,13 +61,16 @@ impl Sink for FlatSink<'_> {
     }
 }
 
-/// Counts per (key, stack id).
-pub(super) struct StackSink<'a>(pub Runs<'a, StackKey>);
+/// Counts per (key, file, stack id); the file is the one decoded.
+pub(super) struct StackSink<'a>(pub Runs<'a, StackKey>, pub u32);
 
 impl Sink for StackSink<'_> {
     #[inline(always)]
     fn add(&mut self, key: Key, stack: Option<u32>) {
-        self.0.add((key, stack.unwrap_or(NO_STACK)));
+        match stack {
+            Some(id) => self.0.add((key, self.1, id)),
+            None => self.0.add((key, 0, NO_STACK)),
+        }
     }
 
     fn flush(&mut self) {
@@ -151,11 +154,11 @@ struct Marks {
     result: profkit_eventlog::Result<u64>,
 }
 
-/// One chunk of session `sess`, decoded into `acc`.
+/// One chunk of session `sess`, file `file` (its part), decoded into `acc`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn decode_chunk(
     acc: &mut Aggregate,
-    sess: u32,
+    (sess, file): (u32, u32),
     reader: &SessionReader,
     chunk: &ChunkRef,
     shape: KeyShape,
@@ -164,15 +167,18 @@ pub(super) fn decode_chunk(
     counts: bool,
 ) {
     let marks = if shape.stacks {
-        let mut table = acc.stack_tables.remove(&sess).unwrap_or_default();
-        let sink = StackSink(Runs {
-            counts: &mut acc.stack_counts,
-            last: None,
-        });
+        let mut table = acc.stack_tables.remove(&file).unwrap_or_default();
+        let sink = StackSink(
+            Runs {
+                counts: &mut acc.stack_counts,
+                last: None,
+            },
+            file,
+        );
         let marks = decode_into(
             sink,
             &mut table,
-            sess,
+            (sess, file),
             reader,
             chunk,
             shape,
@@ -180,7 +186,7 @@ pub(super) fn decode_chunk(
             filter_task,
             counts,
         );
-        acc.stack_tables.insert(sess, table);
+        acc.stack_tables.insert(file, table);
         marks
     } else {
         let sink = FlatSink(Runs {
@@ -190,7 +196,7 @@ pub(super) fn decode_chunk(
         decode_into(
             sink,
             &mut (),
-            sess,
+            (sess, file),
             reader,
             chunk,
             shape,
@@ -199,7 +205,7 @@ pub(super) fn decode_chunk(
             counts,
         )
     };
-    acc.add_marks(marks, sess, chunk, counts);
+    acc.add_marks(marks, (sess, file), chunk, counts);
 }
 
 /// The decode loop, monomorphized per sink. The sink is taken by value so
@@ -210,7 +216,7 @@ pub(super) fn decode_chunk(
 fn decode_into<S: Sink, D: StackDefs>(
     mut sink: S,
     defs: &mut D,
-    sess: u32,
+    (sess, file): (u32, u32),
     reader: &SessionReader,
     chunk: &ChunkRef,
     shape: KeyShape,
@@ -260,6 +266,7 @@ fn decode_into<S: Sink, D: StackDefs>(
                 seq += 1;
                 comms.push(CommMark {
                     sess,
+                    file,
                     chunk: chunk.index,
                     seq,
                     pid,
@@ -297,7 +304,7 @@ fn decode_into<S: Sink, D: StackDefs>(
 impl Aggregate {
     /// Adds what a chunk gave besides its samples; a cookie's first
     /// definition (in file order) wins.
-    fn add_marks(&mut self, m: Marks, sess: u32, chunk: &ChunkRef, counts: bool) {
+    fn add_marks(&mut self, m: Marks, (sess, file): (u32, u32), chunk: &ChunkRef, counts: bool) {
         let Marks {
             read,
             kept,
@@ -313,9 +320,10 @@ impl Aggregate {
         }
         for e in cookies {
             match self.cookies.get(&e.cookie) {
-                Some(&(_, s0, i0)) if (s0, i0) <= (sess, chunk.index) => {}
+                Some(&(_, _, i0)) if i0 <= (file, chunk.index) => {}
                 _ => {
-                    self.cookies.insert(e.cookie, (e, sess, chunk.index));
+                    self.cookies
+                        .insert(e.cookie, (e, sess, (file, chunk.index)));
                 }
             }
         }
@@ -324,7 +332,7 @@ impl Aggregate {
         let read = read.into_pairs();
         if let Err(e) = result {
             self.errors.push(DecodeError {
-                sess,
+                file,
                 index: chunk.index,
                 offset: chunk.offset,
                 samples_before: read.iter().map(|&(_, n)| n).sum(),
@@ -335,6 +343,7 @@ impl Aggregate {
         if counts {
             self.chunks.push(ChunkStat {
                 sess,
+                file,
                 round: chunk.round,
                 time: chunk.time,
                 read,

@@ -41,9 +41,11 @@ pub(crate) struct KeyShape {
 /// "No stack" in a [`StackKey`]: the sample had no caller frame.
 pub(crate) const NO_STACK: u32 = u32::MAX;
 
-/// An aggregation key with call graphs: the sample's key and its stack id
-/// (session-wide within `key.sess`), or [`NO_STACK`].
-pub(crate) type StackKey = (Key, u32);
+/// An aggregation key with call graphs: the sample's key, the file its
+/// stack id is defined in (stack ids are per file: each part of a rotated
+/// session numbers its stacks anew; 0 with [`NO_STACK`]) and the stack id,
+/// or [`NO_STACK`].
+pub(crate) type StackKey = (Key, u32, u32);
 
 /// An aggregation key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -63,6 +65,8 @@ pub(crate) struct Key {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ChunkStat {
     pub sess: u32,
+    /// The file (part) it is in, numbered over all sessions' parts.
+    pub file: u32,
     pub round: u64,
     pub time: u64,
     /// (cpu, samples read) for every sample decoded.
@@ -77,7 +81,7 @@ pub(crate) struct ChunkStat {
 /// the end (a writer bug or a forged file).
 #[derive(Clone, Debug)]
 pub(crate) struct DecodeError {
-    pub sess: u32,
+    pub file: u32,
     pub index: u64,
     pub offset: u64,
     pub samples_before: u64,
@@ -88,6 +92,7 @@ pub(crate) struct DecodeError {
 #[derive(Clone, Debug)]
 pub(crate) struct CommMark {
     pub sess: u32,
+    pub file: u32,
     pub chunk: u64,
     pub seq: u32,
     pub pid: u32,
@@ -105,10 +110,13 @@ pub(crate) struct Aggregate {
     /// With [`KeyShape::stacks`]: counts per (key, stack id). `counts` is
     /// derived from it after the parallel pass ([`Aggregate::fold_stacks`]).
     pub stack_counts: FxHashMap<StackKey, u64>,
-    /// With [`KeyShape::stacks`]: each session's stack table.
+    /// With [`KeyShape::stacks`]: each file's stack table, by file index
+    /// (per part of a rotated session, not per session: stack ids are
+    /// per file).
     pub stack_tables: BTreeMap<u32, StackTable>,
-    /// Cookie → (entry, session, chunk index) of its first definition.
-    pub cookies: FxHashMap<Cookie, (CookieEntry, u32, u64)>,
+    /// Cookie → (entry, session, (file, chunk index)) of its first
+    /// definition.
+    pub cookies: FxHashMap<Cookie, (CookieEntry, u32, (u32, u64))>,
     pub comms: Vec<CommMark>,
     /// (session, pid, cookie) of every user mapping announced.
     pub maps: Vec<(u32, u32, Cookie)>,
@@ -135,17 +143,17 @@ impl Aggregate {
         for (k, v) in other.stack_counts {
             *self.stack_counts.entry(k).or_insert(0) += v;
         }
-        for (sess, table) in other.stack_tables {
-            match self.stack_tables.get_mut(&sess) {
+        for (file, table) in other.stack_tables {
+            match self.stack_tables.get_mut(&file) {
                 Some(t) => t.merge(table),
                 None => {
-                    self.stack_tables.insert(sess, table);
+                    self.stack_tables.insert(file, table);
                 }
             }
         }
         for (c, (e, s, i)) in other.cookies {
             match self.cookies.get(&c) {
-                Some(&(_, s0, i0)) if (s0, i0) <= (s, i) => {}
+                Some(&(_, _, i0)) if i0 <= i => {}
                 _ => {
                     self.cookies.insert(c, (e, s, i));
                 }
@@ -167,7 +175,7 @@ impl Aggregate {
     pub fn fold_stacks(&mut self) {
         let mut counts = FxHashMap::default();
         counts.reserve(self.stack_counts.len());
-        for (&(k, _), &n) in &self.stack_counts {
+        for (&(k, _, _), &n) in &self.stack_counts {
             *counts.entry(k).or_insert(0) += n;
         }
         self.counts = counts;
@@ -183,26 +191,25 @@ pub(crate) fn aggregate(
     progress: &dyn Progress,
 ) -> Aggregate {
     // With a time window (`--time`), chunks outside it are read for their
-    // definitions only: their samples and losses do not count.
-    let work: Vec<(u32, &SessionReader, &ChunkRef, bool)> = sessions
-        .iter()
-        .enumerate()
-        .flat_map(|(i, s)| {
-            let r = s.reader();
-            let h = r.header();
-            let end = r
-                .footer()
-                .map_or(0, |f| f.end_monotonic_ns)
-                .max(r.chunks().last().map_or(h.start_monotonic_ns, |c| c.time));
-            let win = window.map(|w| w.resolve(h.start_monotonic_ns, h.start_time_unix_ns, end));
-            let mut prev = h.start_monotonic_ns;
-            r.chunks().iter().map(move |c| {
+    // definitions only: their samples and losses do not count. The window
+    // is the whole session's (from its start, to its newest part's end);
+    // each part's first chunk starts at that part's start.
+    let mut work: Vec<(u32, u32, &SessionReader, &ChunkRef, bool)> = Vec::new();
+    let mut file = 0u32;
+    for (i, s) in sessions.iter().enumerate() {
+        let (start_mono, start_unix) = s.start();
+        let win = window.map(|w| w.resolve(start_mono, start_unix, s.end_monotonic_ns()));
+        for part in s.parts() {
+            let r = part.reader();
+            let mut prev = r.header().start_monotonic_ns;
+            for c in r.chunks() {
                 let counts = win.is_none_or(|w| crate::window::in_window(prev, c.time, w));
                 prev = prev.max(c.time);
-                (i as u32, r, c, counts)
-            })
-        })
-        .collect();
+                work.push((i as u32, file, r, c, counts));
+            }
+            file += 1;
+        }
+    }
     progress.start("decoding chunks", work.len() as u64);
     let filter_task = !(spec.cpus.is_empty() && spec.tgids.is_empty() && spec.tids.is_empty());
     // Few, large accumulators: each one's map is merged into another at the
@@ -214,10 +221,10 @@ pub(crate) fn aggregate(
         .with_min_len(min_len.max(1))
         .fold(
             Aggregate::default,
-            |mut acc, &(sess, reader, chunk, counts)| {
+            |mut acc, &(sess, file, reader, chunk, counts)| {
                 decode_chunk(
                     &mut acc,
-                    sess,
+                    (sess, file),
                     reader,
                     chunk,
                     shape,

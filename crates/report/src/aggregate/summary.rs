@@ -10,7 +10,7 @@ use crate::model::{
     BadChunkInfo, CallGraphMode, CpuLoss, Header, SessionInfo, SessionTimeline, StackCounts,
     Timeline, TimelineLine,
 };
-use crate::session::{Liveness, Session};
+use crate::session::{Liveness, Part, Session};
 use crate::spec::ProfileSpec;
 
 /// `n` in percent of `of` (0 when `of` is 0).
@@ -48,97 +48,176 @@ pub(crate) fn header(
     let (mut with_footer, mut without_footer) = (0, 0);
     let mut problems = false;
     let mut stacks = StackCounts::default();
-    for (i, s) in sessions.iter().enumerate() {
-        let r = s.reader();
-        let h = r.header();
-        let path = r.path().display().to_string();
-        let stats = agg.chunks.iter().filter(|c| c.sess == i as u32);
-        let mut read_here: BTreeMap<u32, u64> = BTreeMap::new();
-        let mut lost_here: BTreeMap<u32, u64> = BTreeMap::new();
-        let mut last_time = h.start_monotonic_ns;
-        // With `--time`: from the start of the first round in the window.
-        let mut first_time = u64::MAX;
-        for c in stats {
-            first_time = first_time.min(c.time);
-            for &(cpu, n) in &c.read {
-                add(read_here.entry(cpu).or_insert(0), n);
+    // Files (parts) are numbered over all sessions, in order.
+    let mut file = 0u32;
+    for s in sessions {
+        let newest = s.reader();
+        let h = newest.header();
+        let path = newest.path().display().to_string();
+        warnings.extend(s.warnings().iter().cloned());
+        let rotated = s.rotation().is_some_and(|r| !r.one_file);
+        let mut first_part_start = u64::MAX;
+        let mut chunks_read = 0u64;
+        let mut rounds = Some(0u64);
+        for part in s.parts() {
+            let f = file;
+            file += 1;
+            let r = part.reader();
+            let ph = r.header();
+            let path = r.path().display().to_string();
+            chunks_read += r.chunks().len() as u64;
+            rounds = rounds
+                .zip(r.footer().map(|f| f.rounds))
+                .map(|(a, b)| a.saturating_add(b));
+            first_part_start = first_part_start.min(ph.start_time_unix_ns);
+            // Only the file being written may lack its footer or end torn:
+            // the session file, or the newest part of a rotated session.
+            let being_written = part.is_current() || part.number().is_none();
+            let running = s.liveness() == Liveness::Running && being_written;
+            let stats = agg.chunks.iter().filter(|c| c.file == f);
+            let mut read_here: BTreeMap<u32, u64> = BTreeMap::new();
+            let mut lost_here: BTreeMap<u32, u64> = BTreeMap::new();
+            let mut last_time = ph.start_monotonic_ns;
+            // With `--time`: from the start of the first round in the window.
+            let mut first_time = u64::MAX;
+            for c in stats {
+                first_time = first_time.min(c.time);
+                for &(cpu, n) in &c.read {
+                    add(read_here.entry(cpu).or_insert(0), n);
+                }
+                for &(cpu, n) in &c.lost {
+                    add(lost_here.entry(cpu).or_insert(0), n);
+                }
+                last_time = last_time.max(c.time);
             }
-            for &(cpu, n) in &c.lost {
-                add(lost_here.entry(cpu).or_insert(0), n);
+            for (&cpu, &n) in &read_here {
+                add(read_per_cpu.entry(cpu).or_insert(0), n);
             }
-            last_time = last_time.max(c.time);
+            let read_total: u64 = read_here.values().fold(0, |a, &b| a.saturating_add(b));
+            let errors: Vec<_> = agg.errors.iter().filter(|e| e.file == f).collect();
+            // A window's samples and losses are its chunks' (the footer counts
+            // the whole file: each part's footer its own part).
+            let end_mono = match r.footer().filter(|_| !windowed) {
+                Some(f) => {
+                    with_footer += 1;
+                    for a in &f.accounting {
+                        let e = cpus.entry(a.cpu).or_insert((0, 0));
+                        add(&mut e.0, a.samples_written);
+                        add(&mut e.1, a.lost_total());
+                        add(&mut stacks.unknown, a.stacks_unknown);
+                        add(&mut stacks.truncated, a.stacks_truncated);
+                        add(&mut stacks.user_stacks_cut, a.user_stacks_cut);
+                    }
+                    let written: u64 = f
+                        .accounting
+                        .iter()
+                        .fold(0, |t, a| t.saturating_add(a.samples_written));
+                    if let Some(u) = unreadable.as_mut() {
+                        add(u, written.saturating_sub(read_total));
+                    }
+                    f.end_monotonic_ns.max(last_time)
+                }
+                None => {
+                    without_footer += 1;
+                    for (&cpu, &n) in &read_here {
+                        add(&mut cpus.entry(cpu).or_insert((0, 0)).0, n);
+                    }
+                    for (&cpu, &n) in &lost_here {
+                        add(&mut cpus.entry(cpu).or_insert((0, 0)).1, n);
+                    }
+                    let missing = r
+                        .bad_chunks()
+                        .iter()
+                        .any(|b| !(b.is_torn_tail() && running));
+                    if missing || !errors.is_empty() {
+                        unreadable = None;
+                    }
+                    if r.footer().is_none() && !being_written {
+                        problems = true;
+                        warnings.push(format!(
+                            "{path}: a closed part without a footer: the recorder was killed or \
+                             crashed while writing it; its losses are taken from its markers"
+                        ));
+                    }
+                    last_time
+                }
+            };
+            let begin = if windowed && first_time != u64::MAX {
+                let round = u64::from(ph.sync_interval_ms) * 1_000_000;
+                ph.start_time_unix_ns.saturating_add(
+                    first_time
+                        .saturating_sub(round)
+                        .saturating_sub(ph.start_monotonic_ns),
+                )
+            } else {
+                ph.start_time_unix_ns
+            };
+            if windowed || !rotated {
+                start = start.min(begin);
+            }
+            end = end.max(
+                ph.start_time_unix_ns
+                    .saturating_add(end_mono.saturating_sub(ph.start_monotonic_ns)),
+            );
+            for b in r.bad_chunks() {
+                let torn = b.is_torn_tail();
+                bad.push(BadChunkInfo {
+                    session: path.clone(),
+                    index: b.index,
+                    offset: b.offset,
+                    len: b.len,
+                    reason: b.reason.to_string(),
+                    torn,
+                });
+                if torn && running {
+                    continue; // a chunk being written: expected, not a problem
+                }
+                problems = true;
+                let what = if torn {
+                    "torn chunk (the recorder stopped while writing it); not read"
+                } else {
+                    "unreadable; skipped"
+                };
+                warnings.push(format!("{path}: {b}: {what}"));
+            }
+            for e in errors {
+                problems = true;
+                bad.push(BadChunkInfo {
+                    session: path.clone(),
+                    index: e.index,
+                    offset: e.offset,
+                    len: 0,
+                    reason: format!(
+                        "decoding stopped ({}); {} samples before it were read",
+                        e.message, e.samples_before
+                    ),
+                    torn: false,
+                });
+                warnings.push(format!(
+                    "{path}: chunk {} at byte {}: decoding stopped: {}; the {} samples before \
+                     the bad byte are reported, the rest of the chunk is skipped",
+                    e.index, e.offset, e.message, e.samples_before
+                ));
+            }
         }
-        for (&cpu, &n) in &read_here {
-            add(read_per_cpu.entry(cpu).or_insert(0), n);
+        // A rotated session starts at its oldest part present.
+        if rotated && !windowed && first_part_start != u64::MAX {
+            start = start.min(first_part_start);
         }
-        let read_total: u64 = read_here.values().fold(0, |a, &b| a.saturating_add(b));
-        let errors: Vec<_> = agg.errors.iter().filter(|e| e.sess == i as u32).collect();
-        // A window's samples and losses are its chunks' (the footer counts
-        // the whole session).
-        let end_mono = match r.footer().filter(|_| !windowed) {
-            Some(f) => {
-                with_footer += 1;
-                for a in &f.accounting {
-                    let e = cpus.entry(a.cpu).or_insert((0, 0));
-                    add(&mut e.0, a.samples_written);
-                    add(&mut e.1, a.lost_total());
-                    add(&mut stacks.unknown, a.stacks_unknown);
-                    add(&mut stacks.truncated, a.stacks_truncated);
-                    add(&mut stacks.user_stacks_cut, a.user_stacks_cut);
-                }
-                let written: u64 = f
-                    .accounting
-                    .iter()
-                    .fold(0, |t, a| t.saturating_add(a.samples_written));
-                if let Some(u) = unreadable.as_mut() {
-                    add(u, written.saturating_sub(read_total));
-                }
-                f.end_monotonic_ns.max(last_time)
-            }
-            None => {
-                without_footer += 1;
-                for (&cpu, &n) in &read_here {
-                    add(&mut cpus.entry(cpu).or_insert((0, 0)).0, n);
-                }
-                for (&cpu, &n) in &lost_here {
-                    add(&mut cpus.entry(cpu).or_insert((0, 0)).1, n);
-                }
-                let running = s.liveness() == Liveness::Running;
-                let missing = r
-                    .bad_chunks()
-                    .iter()
-                    .any(|b| !(b.is_torn_tail() && running));
-                if missing || !errors.is_empty() {
-                    unreadable = None;
-                }
-                last_time
-            }
-        };
         for &cpu in s.claimed_cpus() {
             cpus.entry(cpu).or_insert((0, 0));
         }
-        let begin = if windowed && first_time != u64::MAX {
-            let round = u64::from(h.sync_interval_ms) * 1_000_000;
-            h.start_time_unix_ns.saturating_add(
-                first_time
-                    .saturating_sub(round)
-                    .saturating_sub(h.start_monotonic_ns),
-            )
-        } else {
-            h.start_time_unix_ns
-        };
-        start = start.min(begin);
-        end = end.max(
-            h.start_time_unix_ns
-                .saturating_add(end_mono.saturating_sub(h.start_monotonic_ns)),
-        );
-        let running = s.liveness() == Liveness::Running;
-        let state = match (r.footer(), s.liveness()) {
+        let rotation = s.rotation();
+        let newest_read =
+            rotation.is_none_or(|r| s.parts().last().and_then(Part::number) == Some(r.last));
+        let state = match (newest.footer(), s.liveness()) {
+            _ if !newest_read => {
+                "its newest parts are outside the --time window and were not read".to_owned()
+            }
             (Some(_), _) => "stopped".to_owned(),
-            (None, Liveness::Running) => format!(
-                "running: reading the {} complete chunks so far",
-                r.chunks().len()
-            ),
+            (None, Liveness::Running) => {
+                format!("running: reading the {chunks_read} complete chunks so far")
+            }
             (None, Liveness::NotRunning) => {
                 "not stopped cleanly: no footer, the recorder was killed or crashed".to_owned()
             }
@@ -146,53 +225,18 @@ pub(crate) fn header(
                 "no footer: still running, or the recorder was killed".to_owned()
             }
         };
-        for b in r.bad_chunks() {
-            let torn = b.is_torn_tail();
-            bad.push(BadChunkInfo {
-                session: path.clone(),
-                index: b.index,
-                offset: b.offset,
-                len: b.len,
-                reason: b.reason.to_string(),
-                torn,
-            });
-            if torn && running {
-                continue; // a chunk being written: expected, not a problem
-            }
-            problems = true;
-            let what = if torn {
-                "torn chunk (the recorder stopped while writing it); not read"
-            } else {
-                "unreadable; skipped"
-            };
-            warnings.push(format!("{path}: {b}: {what}"));
-        }
-        for e in errors {
-            problems = true;
-            bad.push(BadChunkInfo {
-                session: path.clone(),
-                index: e.index,
-                offset: e.offset,
-                len: 0,
-                reason: format!(
-                    "decoding stopped ({}); {} samples before it were read",
-                    e.message, e.samples_before
-                ),
-                torn: false,
-            });
-            warnings.push(format!(
-                "{path}: chunk {} at byte {}: decoding stopped: {}; the {} samples before the \
-                 bad byte are reported, the rest of the chunk is skipped",
-                e.index, e.offset, e.message, e.samples_before
-            ));
-        }
         infos.push(SessionInfo {
             path,
             state,
             target: h.target.clone(),
             host: h.host.clone(),
-            chunks: r.chunks().len() as u64,
-            rounds: r.footer().map(|f| f.rounds),
+            chunks: chunks_read,
+            rounds,
+            parts: rotation.map(|r| r.last.saturating_sub(r.first).saturating_add(1)),
+            first_part: rotation.map(|r| r.first),
+            last_part: rotation.map(|r| r.last),
+            parts_read: rotation.map(|r| r.read),
+            one_part: rotation.is_some_and(|r| r.one_file),
         });
     }
     bad.sort_by(|a, b| (&a.session, a.index).cmp(&(&b.session, b.index)));
@@ -281,7 +325,9 @@ pub(crate) fn timeline(
     let idx: HashMap<u32, usize> = cpus.iter().enumerate().map(|(i, &c)| (c, i)).collect();
     let mut out = Vec::new();
     for (i, s) in sessions.iter().enumerate() {
-        let start = s.reader().header().start_monotonic_ns;
+        // The time axis starts at the session's start (of a rotated one,
+        // its first part's, even when deleted).
+        let start = s.start().0;
         let mut lines: BTreeMap<u64, TimelineLine> = BTreeMap::new();
         let per = u64::from(per);
         let new_line = |bucket: u64| TimelineLine {
@@ -313,7 +359,7 @@ pub(crate) fn timeline(
                 }
             }
         }
-        for b in s.reader().bad_chunks() {
+        for b in s.parts().iter().flat_map(|p| p.reader().bad_chunks()) {
             if let profkit_eventlog::BadReason::PayloadCrc { round, .. } = b.reason {
                 lines
                     .entry(round / per)

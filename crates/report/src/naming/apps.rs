@@ -26,7 +26,7 @@ pub(crate) struct Comms {
 impl Comms {
     pub(crate) fn new(agg: &Aggregate) -> Comms {
         let mut marks: Vec<_> = agg.comms.iter().collect();
-        marks.sort_by_key(|m| (m.sess, m.chunk, m.seq));
+        marks.sort_by_key(|m| (m.sess, m.file, m.chunk, m.seq));
         let mut by_tid = HashMap::new();
         let mut exec = HashMap::new();
         let mut ns = HashMap::new();

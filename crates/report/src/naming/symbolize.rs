@@ -185,11 +185,11 @@ pub(crate) fn symbolize(
     // Callers: each distinct stack's frames, at the call instruction (the
     // return address minus one).
     let mut seen: crate::hash::FxHashSet<(u32, u32)> = Default::default();
-    for &(k, stack) in agg.stack_counts.keys() {
-        if stack == NO_STACK || !seen.insert((k.sess, stack)) {
+    for &(_, file, stack) in agg.stack_counts.keys() {
+        if stack == NO_STACK || !seen.insert((file, stack)) {
             continue;
         }
-        let Some(frames) = agg.stack_tables.get(&k.sess).and_then(|t| t.get(stack)) else {
+        let Some(frames) = agg.stack_tables.get(&file).and_then(|t| t.get(stack)) else {
             continue;
         };
         for f in frames {

@@ -14,6 +14,42 @@ fn rate(h: &Header) -> String {
     }
 }
 
+/// "parts 4–9 of a rotated session; parts 1–3 were deleted (retention)",
+/// for a session read from parts.
+fn parts_line(info: &SessionInfo) -> Option<String> {
+    let (first, last) = (info.first_part?, info.last_part?);
+    let range = |a: u64, b: u64| {
+        if a == b {
+            format!("part {a}")
+        } else {
+            format!("parts {a}–{b}")
+        }
+    };
+    if info.one_part {
+        return Some(format!(
+            "{} of a rotated session, read alone",
+            range(first, last)
+        ));
+    }
+    let mut line = format!("{} of a rotated session", range(first, last));
+    if first > 1 {
+        let _ = write!(
+            line,
+            "; {} {} deleted (retention)",
+            range(1, first - 1),
+            if first == 2 { "was" } else { "were" }
+        );
+    }
+    let present = info.parts.unwrap_or(0);
+    match info.parts_read {
+        Some(n) if n < present => {
+            let _ = write!(line, "; {n} of them read");
+        }
+        _ => {}
+    }
+    Some(line)
+}
+
 fn header_lines(h: &Header) -> String {
     let mut s = String::new();
     for info in &h.sessions {
@@ -26,6 +62,9 @@ fn header_lines(h: &Header) -> String {
             "Session:  {} ({}; {}; {rounds})",
             info.path, info.state, info.target
         );
+        if let Some(line) = parts_line(info) {
+            let _ = writeln!(s, "          {line}");
+        }
     }
     let call_graph = match h.call_graph {
         Some(m) => format!("; call graph: {m}"),

@@ -205,4 +205,5 @@ mod annotate;
 mod callgraph;
 mod flat;
 mod inline;
+mod parts;
 mod sessions;

@@ -16,5 +16,6 @@ mod golden;
 mod live;
 mod namespaces;
 mod parts;
+mod rotation;
 mod util;
 mod window;

@@ -166,7 +166,14 @@ impl Session {
                 .unwrap_or(Path::new("."));
             let reader = SessionReader::open(given)?;
             let number = reader.header().part.map(|p| p.number);
-            let rotation = number.map(|n| Rotation {
+            // Every live session's one file says it is part 1: only a
+            // later part, or a closed one, is a part of a rotated session.
+            let closed = given
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(profkit_eventlog::parts::parse_part_file_name)
+                .is_some();
+            let rotation = number.filter(|&n| n > 1 || closed).map(|n| Rotation {
                 first: n,
                 last: n,
                 read: 1,
@@ -290,7 +297,8 @@ impl Session {
                     )));
                 }
             }
-            let rotation = number.map(|n| Rotation {
+            // A session.pkl that is part 1 is a session in one file.
+            let rotation = number.filter(|&n| n > 1).map(|n| Rotation {
                 first: n,
                 last: n,
                 read: 1,
@@ -554,7 +562,7 @@ impl Session {
     /// where its kallsyms copy and perf maps would be.
     pub fn from_reader(reader: SessionReader, dir: impl Into<PathBuf>) -> Session {
         let number = reader.header().part.map(|p| p.number);
-        let rotation = number.map(|n| Rotation {
+        let rotation = number.filter(|&n| n > 1).map(|n| Rotation {
             first: n,
             last: n,
             read: 1,

@@ -258,6 +258,29 @@ fn one_part_file_is_read_alone() {
     assert_eq!(json(&r)["sessions"][0]["one_part"], true);
 }
 
+/// Every live session's header says part 1: alone in its directory, its
+/// `session.pkl` is a session in one file, shown as before.
+#[test]
+fn a_session_pkl_that_is_part_1_alone_is_not_called_rotated() {
+    let d = tempfile::tempdir().unwrap();
+    flat_parts(d.path(), 1..=1);
+    for given in [d.path().to_path_buf(), d.path().join(SESSION_FILE)] {
+        let s = Session::open(&given).unwrap();
+        assert!(s.rotation().is_none(), "{given:?}");
+        let r = build_report(&[s], &ReportOptions::default(), &sources(), &NoProgress).unwrap();
+        let t = text(&r);
+        assert!(!t.contains("rotated"), "{t}");
+        assert!(json(&r)["sessions"][0].get("parts").is_none());
+    }
+    // Alone after `--keep 1` deleted the parts before it: still a part.
+    let d = tempfile::tempdir().unwrap();
+    flat_parts(d.path(), 1..=3);
+    std::fs::remove_file(d.path().join(part_file_name(1))).unwrap();
+    std::fs::remove_file(d.path().join(part_file_name(2))).unwrap();
+    let s = Session::open(d.path()).unwrap();
+    assert_eq!(s.rotation().map(|r| (r.first, r.last)), Some((3, 3)));
+}
+
 #[test]
 fn parts_deleted_by_retention_are_said_and_time_counts_from_the_session_start() {
     let d = tempfile::tempdir().unwrap();

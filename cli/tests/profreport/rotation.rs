@@ -20,11 +20,12 @@ fn live_parts_of_2_seconds_read_as_one_with_no_gap_at_the_boundaries() {
     let Some(loops) = build_workload(d.path(), "loops", &[]) else {
         return;
     };
-    // About 9 seconds of steady work.
+    // About 10 seconds of steady work: at least 3 boundaries with a second
+    // on each side.
     crate::live::record_with(
         d.path(),
         &["--rotate", "2s"],
-        &[loops.to_str().unwrap(), "1400"],
+        &[loops.to_str().unwrap(), "1600"],
     );
     let s = d.path().join("s");
     let closed = profkit_eventlog::parts::closed_parts(&s).unwrap();

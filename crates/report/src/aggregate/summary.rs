@@ -211,9 +211,16 @@ pub(crate) fn header(
         let newest_read =
             rotation.is_none_or(|r| s.parts().last().and_then(Part::number) == Some(r.last));
         let state = match (newest.footer(), s.liveness()) {
-            _ if !newest_read => {
-                "its newest parts are outside the --time window and were not read".to_owned()
+            _ if !newest_read => match s.liveness() {
+                Liveness::Running => "running; the parts after the --time window were not read",
+                Liveness::NotRunning => {
+                    "not running; the parts after the --time window were not read"
+                }
+                Liveness::Unknown => {
+                    "its newest parts are outside the --time window and were not read"
+                }
             }
+            .to_owned(),
             (Some(_), _) => "stopped".to_owned(),
             (None, Liveness::Running) => {
                 format!("running: reading the {chunks_read} complete chunks so far")

@@ -60,24 +60,8 @@ impl SessionReader<Vec<u8>> {
     /// for a file opened through a held directory (`/proc/self/fd/N/...`)
     /// whose user-facing name is another.
     pub fn open_shown(path: &Path, shown: &Path) -> Result<Self> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-            .open(path)
-            .map_err(|e| Error::io("open", shown, e))?;
+        let (f, meta) = open_regular(path, shown)?;
         let path = shown;
-        let meta = f.metadata().map_err(|e| Error::io("open", path, e))?;
-        if !meta.file_type().is_file() {
-            return Err(Error::io(
-                "open",
-                path,
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    "not a regular file (a FIFO, device or directory)",
-                ),
-            ));
-        }
         let len = meta.len();
         // A session is written, never sparse: a file that is mostly holes
         // would cost its claimed size in memory (a 1 TB hole aborted).
@@ -101,6 +85,30 @@ impl SessionReader<Vec<u8>> {
     }
 }
 
+/// Opens `path` for reading as a session file must be: non-blocking (a
+/// FIFO does not hang the reader) and checked on the opened descriptor to
+/// be a regular file; messages name `shown`.
+fn open_regular(path: &Path, shown: &Path) -> Result<(std::fs::File, std::fs::Metadata)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| Error::io("open", shown, e))?;
+    let meta = f.metadata().map_err(|e| Error::io("open", shown, e))?;
+    if !meta.file_type().is_file() {
+        return Err(Error::io(
+            "open",
+            shown,
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file (a FIFO, device or directory)",
+            ),
+        ));
+    }
+    Ok((f, meta))
+}
+
 /// Reads only the header of the session file at `path` (and its format
 /// version): what a reader needs to place a part of a rotated session in
 /// time without reading its chunks. The same checks as
@@ -110,23 +118,7 @@ impl SessionReader<Vec<u8>> {
 /// As [`SessionReader::open`] for the header: not a session, a version
 /// this build does not read, a truncated or corrupt header.
 pub fn read_header(path: &Path) -> Result<(SessionHeader, u16)> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(|e| Error::io("open", path, e))?;
-    let meta = f.metadata().map_err(|e| Error::io("open", path, e))?;
-    if !meta.file_type().is_file() {
-        return Err(Error::io(
-            "open",
-            path,
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "not a regular file (a FIFO, device or directory)",
-            ),
-        ));
-    }
+    let (f, meta) = open_regular(path, path)?;
     let mut prefix = Vec::with_capacity(crate::session::HEADER_PREFIX_LEN);
     (&f).take(crate::session::HEADER_PREFIX_LEN as u64)
         .read_to_end(&mut prefix)

@@ -150,9 +150,6 @@ pub struct LiveEngine<S: WakeSource> {
     next_rotation: Option<Instant>,
     /// What status and stop say of the parts.
     parts_state: PartsSummary,
-    /// Bytes of the closed parts on disk (kept for the `--max-disk` check
-    /// every round).
-    closed_bytes: u64,
     /// What the daemon should log (automatic rotations).
     log_lines: Vec<String>,
 }
@@ -187,7 +184,6 @@ impl<S: WakeSource> LiveEngine<S> {
                 part: 1,
                 ..Default::default()
             },
-            closed_bytes: 0,
             log_lines: Vec::new(),
         }
     }
@@ -264,9 +260,8 @@ impl<S: WakeSource> LiveEngine<S> {
             return Vec::new();
         };
         let r = apply_retention(&dir, &self.parts, current_bytes);
-        self.closed_bytes = r.closed_bytes();
         self.parts_state.closed = r.closed.len() as u64;
-        self.parts_state.closed_bytes = self.closed_bytes;
+        self.parts_state.closed_bytes = r.closed_bytes();
         self.parts_state.removed += r.removed.len() as u64;
         for e in r.errors {
             self.note_parts_error(format!("deleting a part: {e}"));
@@ -276,8 +271,12 @@ impl<S: WakeSource> LiveEngine<S> {
 
     /// After each round: a rotation the rule asks for, and the disk limit.
     fn parts_round(&mut self) {
+        // Nothing to look at without a rule (SIGHUP rotations need none).
+        if self.parts.rotate.is_none() && self.parts.max_disk.is_none() {
+            return;
+        }
         let Some(rec) = self.rec.as_ref() else { return };
-        let part_bytes = rec.buffer_state().part_bytes;
+        let part_bytes = rec.part_bytes();
         let due = match self.parts.rotate {
             Some(Rotate::Every(_)) => self.next_rotation.is_some_and(|t| Instant::now() >= t),
             Some(Rotate::Size(b)) => part_bytes >= b,
@@ -293,11 +292,9 @@ impl<S: WakeSource> LiveEngine<S> {
                 Err(e) => e.to_string(),
             };
             self.log_lines.push(line);
-        } else if self
-            .parts
-            .max_disk
-            .is_some_and(|m| self.closed_bytes + part_bytes > m && self.parts_state.closed > 0)
-        {
+        } else if self.parts.max_disk.is_some_and(|m| {
+            self.parts_state.closed_bytes + part_bytes > m && self.parts_state.closed > 0
+        }) {
             let removed = self.retain(part_bytes);
             if !removed.is_empty() {
                 self.log_lines
@@ -396,7 +393,7 @@ impl<S: WakeSource> LiveEngine<S> {
             session_bytes: std::fs::metadata(&self.session)
                 .map(|m| m.len())
                 .unwrap_or(0)
-                + self.closed_bytes,
+                + self.parts_state.closed_bytes,
             extras_refused: extras.refused,
             kept,
         });
@@ -469,7 +466,6 @@ impl<S: WakeSource> Engine for LiveEngine<S> {
         self.parts_state.part = 1;
         self.parts_state.closed = 0;
         self.parts_state.closed_bytes = 0;
-        self.closed_bytes = 0;
         Ok(())
     }
     fn finished(&mut self) -> Option<String> {

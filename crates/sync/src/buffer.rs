@@ -336,6 +336,11 @@ impl EventBuffer {
         std::mem::take(&mut self.lock().failed)
     }
 
+    /// [`BufferState::part_bytes`] alone, without copying the rest.
+    pub fn part_bytes(&self) -> u64 {
+        self.lock().part_bytes
+    }
+
     /// Counters.
     pub fn state(&self) -> BufferState {
         let s = self.lock();

@@ -179,10 +179,14 @@ impl<S: RingSource> Recorder<S> {
         }
     }
 
-    /// The buffer's and writer's counters alone (cheap: for checks every
-    /// round).
+    /// The buffer's and writer's counters alone.
     pub fn buffer_state(&self) -> BufferState {
         self.buffer.state()
+    }
+
+    /// Bytes written to the current part (cheap: for a check every round).
+    pub fn part_bytes(&self) -> u64 {
+        self.buffer.part_bytes()
     }
 
     /// Counters for `profctl status`.

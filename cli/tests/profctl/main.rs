@@ -930,17 +930,14 @@ impl Drop for Mount {
     }
 }
 
-#[test]
-fn a_full_disk_is_counted_per_cpu_and_stop_still_succeeds() {
-    if !perf_ok() {
-        return;
-    }
+/// A 1 MiB tmpfs at `tmp/mnt`, unmounted when the guard drops; None (with
+/// the reason printed) where it cannot be mounted.
+fn small_tmpfs(tmp: &Path) -> Option<Mount> {
     if rustix::process::geteuid().as_raw() != 0 {
         eprintln!("SKIP: mounting a small tmpfs needs root");
-        return;
+        return None;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let mnt = tmp.path().join("mnt");
+    let mnt = tmp.join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     let ok = Command::new("mount")
         .args(["-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs"])
@@ -948,21 +945,35 @@ fn a_full_disk_is_counted_per_cpu_and_stop_still_succeeds() {
         .status();
     if !ok.map(|s| s.success()).unwrap_or(false) {
         eprintln!("SKIP: cannot mount a tmpfs here");
+        return None;
+    }
+    Some(Mount(mnt))
+}
+
+/// Fills the file system of `dir` to the last block.
+fn fill(dir: &Path) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(dir.join("fill")).unwrap();
+    let block = vec![0u8; 4096];
+    while f.write_all(&block).is_ok() {}
+}
+
+#[test]
+fn a_full_disk_is_counted_per_cpu_and_stop_still_succeeds() {
+    if !perf_ok() {
         return;
     }
-    let _guard = Mount(mnt.clone());
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(_guard) = small_tmpfs(tmp.path()) else {
+        return;
+    };
+    let mnt = _guard.0.clone();
     let ds = mnt.join("s");
     let ds = ds.to_str().unwrap();
     let _stop = StopOnDrop(std::path::PathBuf::from(ds));
     let o = profctl(tmp.path(), &["start", "-F", "4000", "--session-dir", ds]);
     assert!(o.status.success(), "{}", text(&o));
-    // Fill the file system.
-    {
-        use std::io::Write;
-        let mut f = std::fs::File::create(mnt.join("fill")).unwrap();
-        let block = vec![0u8; 4096];
-        while f.write_all(&block).is_ok() {}
-    }
+    fill(&mnt);
     let mut workers: Vec<Child> = profkit_perf::online_cpus()
         .unwrap()
         .iter()

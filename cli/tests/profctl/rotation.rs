@@ -211,22 +211,11 @@ fn rotating_on_a_full_disk_counts_the_loss_and_stop_still_succeeds() {
     if !perf_ok() {
         return;
     }
-    if rustix::process::geteuid().as_raw() != 0 {
-        eprintln!("SKIP: mounting a small tmpfs needs root");
-        return;
-    }
     let tmp = tempfile::tempdir().unwrap();
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs"])
-        .arg(&mnt)
-        .status();
-    if !ok.map(|s| s.success()).unwrap_or(false) {
-        eprintln!("SKIP: cannot mount a tmpfs here");
+    let Some(_guard) = small_tmpfs(tmp.path()) else {
         return;
-    }
-    let _guard = Mount(mnt.clone());
+    };
+    let mnt = _guard.0.clone();
     let d = mnt.join("s");
     let ds = d.to_str().unwrap();
     let _stop = StopOnDrop(d.clone());
@@ -235,12 +224,7 @@ fn rotating_on_a_full_disk_counts_the_loss_and_stop_still_succeeds() {
         &["start", "-F", "4000", "--rotate", "1s", "--session-dir", ds],
     );
     assert!(o.status.success(), "{}", text(&o));
-    {
-        use std::io::Write;
-        let mut f = std::fs::File::create(mnt.join("fill")).unwrap();
-        let block = vec![0u8; 4096];
-        while f.write_all(&block).is_ok() {}
-    }
+    fill(&mnt);
     let mut w = busy_on(0);
     // Three rotations on a full disk.
     std::thread::sleep(Duration::from_millis(3500));

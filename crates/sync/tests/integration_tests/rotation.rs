@@ -30,6 +30,20 @@ fn header() -> SessionHeader {
     }
 }
 
+/// A call-graph recorder over `ncpu` simulated rings writing part 1 of a
+/// rotated session in `dir`.
+fn recorder(dir: &Path, ncpu: u32) -> Recorder<SimRings> {
+    let sink = FileSink::create(dir.join(CURRENT_PART), header()).unwrap();
+    let rings: Vec<SimRing> = (0..ncpu).map(|c| SimRing::new(c, 1 << 18, G)).collect();
+    Recorder::new(
+        SimRings(rings),
+        sim_stage(G),
+        Box::new(sink),
+        RecorderOptions::default(),
+    )
+    .unwrap()
+}
+
 /// What one part holds, read on its own.
 struct Part {
     header: SessionHeader,
@@ -99,15 +113,7 @@ fn read_part(path: &Path) -> Part {
 #[test]
 fn rotating_closes_each_part_whole_and_loses_nothing_between_parts() {
     let dir = tempfile::tempdir().unwrap();
-    let sink = FileSink::create(dir.path().join(CURRENT_PART), header()).unwrap();
-    let rings: Vec<SimRing> = (0..2).map(|c| SimRing::new(c, 1 << 18, G)).collect();
-    let mut rec = Recorder::new(
-        SimRings(rings),
-        sim_stage(G),
-        Box::new(sink),
-        RecorderOptions::default(),
-    )
-    .unwrap();
+    let mut rec = recorder(dir.path(), 2);
     let mut t = 1;
     for c in 0..2 {
         let r = &mut rec.source_mut().0[c];
@@ -202,15 +208,7 @@ fn rotating_closes_each_part_whole_and_loses_nothing_between_parts() {
 #[test]
 fn a_rotation_that_cannot_rename_keeps_writing_the_same_file() {
     let dir = tempfile::tempdir().unwrap();
-    let sink = FileSink::create(dir.path().join(CURRENT_PART), header()).unwrap();
-    let rings = vec![SimRing::new(0, 1 << 16, G)];
-    let mut rec = Recorder::new(
-        SimRings(rings),
-        sim_stage(G),
-        Box::new(sink),
-        RecorderOptions::default(),
-    )
-    .unwrap();
+    let mut rec = recorder(dir.path(), 1);
     // A directory where the closed part's name should go: rename fails.
     std::fs::create_dir(dir.path().join(part_file_name(1))).unwrap();
     std::fs::write(dir.path().join(part_file_name(1)).join("x"), b"x").unwrap();

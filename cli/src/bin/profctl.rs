@@ -343,16 +343,10 @@ fn print_summary(s: &Summary) {
             }
         );
     }
-    let throttled: Vec<String> = s
-        .cpus
-        .iter()
-        .filter(|c| c.throttle_events > 0)
-        .map(|c| format!("cpu{} {}x", c.cpu, c.throttle_events))
-        .collect();
-    if !throttled.is_empty() {
+    if let Some(throttled) = s.throttled() {
         println!(
             "warning: the kernel throttled sampling ({}): it caps interrupts at kernel.perf_event_max_sample_rate = {} Hz (and perf_cpu_time_max_percent), so those periods hold fewer samples than asked for; lower -F/-c or raise the sysctl",
-            throttled.join(", "),
+            throttled,
             profkit_perf::read_sysctl("kernel.perf_event_max_sample_rate").map(|v| v.to_string()).unwrap_or("?".into())
         );
     }

@@ -303,6 +303,17 @@ impl Summary {
             .sum()
     }
 
+    /// The CPUs the kernel throttled, `cpu0 3x, cpu1 1x`; None when none.
+    pub fn throttled(&self) -> Option<String> {
+        let t: Vec<String> = self
+            .cpus
+            .iter()
+            .filter(|c| c.throttle_events > 0)
+            .map(|c| format!("cpu{} {}x", c.cpu, c.throttle_events))
+            .collect();
+        (!t.is_empty()).then(|| t.join(", "))
+    }
+
     /// As JSON for the control protocol.
     pub fn to_value(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or_default()
@@ -425,16 +436,9 @@ impl Summary {
                 "note: {unattributed} samples unattributed (no mapping or no task)\n"
             ));
         }
-        let throttled: Vec<String> = self
-            .cpus
-            .iter()
-            .filter(|c| c.throttle_events > 0)
-            .map(|c| format!("cpu{} {}x", c.cpu, c.throttle_events))
-            .collect();
-        if !throttled.is_empty() {
+        if let Some(t) = self.throttled() {
             out.push_str(&format!(
-                "note: the kernel throttled sampling ({}): fewer samples than asked for\n",
-                throttled.join(", ")
+                "note: the kernel throttled sampling ({t}): fewer samples than asked for\n"
             ));
         }
         let u = &self.unwind;

@@ -277,6 +277,12 @@ fn prepare(a: &StartArgs, pid_override: Option<u32>) -> Result<StartConfig> {
     if let Some(r) = &ring {
         eprintln!("profkit: {r}");
     }
+    if c.parts.rotate.is_none() && (c.parts.keep.is_some() || c.parts.max_disk.is_some()) {
+        eprintln!(
+            "profkit: note: --keep and --max-disk delete closed parts; without --rotate a part \
+             closes only on SIGHUP or `profctl rotate`, so until then the session grows as one file"
+        );
+    }
     let note = match (c.probe(), ring) {
         (Err(e), Some(r)) if e.is_locked_memory() => {
             let mlock_kb = profkit_perf::read_sysctl("kernel.perf_event_mlock_kb")

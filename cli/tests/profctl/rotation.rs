@@ -179,6 +179,7 @@ fn keep_2_leaves_the_newest_two_parts() {
         ],
     );
     assert!(o.status.success(), "{}", text(&o));
+    assert!(!text(&o).contains("without --rotate"), "{}", text(&o));
     assert!(!d.join("session.000042.pkl").exists());
     std::thread::sleep(Duration::from_millis(4500));
     let st = status_json(tmp.path(), ds);
@@ -204,6 +205,16 @@ fn keep_2_leaves_the_newest_two_parts() {
         "{}",
         text(&stop)
     );
+    // --keep without --rotate says when parts close.
+    let o = profctl(tmp.path(), &["start", "--keep", "2", "--session-dir", ds]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("without --rotate a part closes only on SIGHUP"),
+        "{}",
+        text(&o)
+    );
+    let stop = profctl(tmp.path(), &["stop", "--session-dir", ds]);
+    assert!(stop.status.success(), "{}", text(&stop));
 }
 
 #[test]

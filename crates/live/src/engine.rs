@@ -86,7 +86,10 @@ impl<S: ChunkSink> ChunkSink for ReservedSink<S> {
     /// The closing part's footer gets the reserve as at stop; the reserve
     /// is made again for the next part (on a full disk it cannot be: the
     /// next footer then has what space there is).
-    fn rotate(&mut self, next: &profkit_sync::NextPart) -> profkit_sync::Result<()> {
+    fn rotate(
+        &mut self,
+        next: &profkit_sync::NextPart,
+    ) -> profkit_sync::Result<profkit_sync::Rotated> {
         let _ = std::fs::remove_file(&self.reserve);
         let r = self.inner.rotate(next);
         // On a full disk the footer and the new header took some of the
@@ -227,22 +230,30 @@ impl<S: WakeSource> LiveEngine<S> {
                 _ => now.checked_add(d),
             };
         }
-        if st.rotate_errors > failed_before {
-            let e = st.last_error.unwrap_or_default();
+        let error = (st.rotate_errors > failed_before).then(|| st.last_error.unwrap_or_default());
+        if let Some(e) = &error {
             self.note_parts_error(e.clone());
-            return Err(Error::Sync(profkit_sync::Error::Sink(format!(
-                "the {why} rotation failed: {e}"
-            ))));
         }
+        let Some(first_round) = first_round else {
+            return Err(Error::Sync(profkit_sync::Error::Sink(format!(
+                "the {why} rotation failed: {}",
+                error.unwrap_or_default()
+            ))));
+        };
         self.parts_state.part += 1;
         let removed = self.retain(st.part_bytes);
-        Ok(json!({
+        let mut v = json!({
             "part": self.parts_state.part,
             "first_round": first_round,
             "why": why,
             "removed": removed,
             "took_ms": (took_ms * 100.0).round() / 100.0,
-        }))
+        });
+        if let Some(e) = error {
+            // Closed, but its footer or the next file failed.
+            v["error"] = json!(e);
+        }
+        Ok(v)
     }
 
     fn note_parts_error(&mut self, e: String) {

@@ -28,11 +28,24 @@ pub trait ChunkSink: Send {
     fn restart(&mut self) -> Result<()>;
     /// Closes the current part of a rotated session with `next.footer`
     /// and goes on in a new part ([`FileSink`]: the file is renamed
-    /// [`part_file_name`] and a new one started). The default cannot.
-    fn rotate(&mut self, next: &NextPart) -> Result<()> {
+    /// [`part_file_name`] and a new one started). An error means the part
+    /// was not closed: the session goes on in the same file. The default
+    /// cannot rotate.
+    fn rotate(&mut self, next: &NextPart) -> Result<Rotated> {
         let _ = next;
         Err(Error::Sink("this sink cannot rotate".into()))
     }
+}
+
+/// What a sink's rotation did, once the part was closed.
+#[derive(Debug)]
+pub enum Rotated {
+    /// The part is closed and the next begun.
+    Cleanly,
+    /// The part is closed, but writing its footer or starting the next
+    /// part's file failed (a next part not started is tried again at the
+    /// next write).
+    WithError(Error),
 }
 
 /// What closes one part of a rotated session and starts the next.
@@ -144,7 +157,7 @@ impl ChunkSink for FileSink {
     /// starts the next part's file; the closed part is synced last, so a
     /// reader listing the directory sees no `session.pkl` only for as
     /// long as two small writes take.
-    fn rotate(&mut self, next: &NextPart) -> Result<()> {
+    fn rotate(&mut self, next: &NextPart) -> Result<Rotated> {
         let number = self.part();
         let closed = self.path.with_file_name(part_file_name(number));
         let shown_closed = self.shown.with_file_name(part_file_name(number));
@@ -175,17 +188,24 @@ impl ChunkSink for FileSink {
                 session_start_monotonic_ns: session.1,
             });
             let created = self.writer().map(|_| ());
-            footer
+            let closed = footer
                 .and_then(|_| w.sync_data())
                 .map_err(|source| Error::Session {
                     action: "writing the footer of",
                     path: shown_closed,
                     source,
-                })?;
-            created
+                });
+            Ok(match closed.and(created) {
+                Ok(()) => Rotated::Cleanly,
+                Err(e) => Rotated::WithError(e),
+            })
         } else {
-            // The last rotation could not start this part: nothing to close.
-            self.writer().map(|_| ())
+            // The last rotation could not start this part's file: nothing
+            // to close; it is started now or at the next write.
+            Ok(match self.writer() {
+                Ok(_) => Rotated::Cleanly,
+                Err(e) => Rotated::WithError(e),
+            })
         }
     }
 }
@@ -204,6 +224,8 @@ struct State {
     part_bytes: u64,
     rotations: u64,
     rotate_errors: u64,
+    /// Whether the last rotation closed the part.
+    last_rotated: bool,
     /// Highest round the writer has finished with (written or failed).
     done_round: Option<u64>,
     bytes_written: u64,
@@ -309,13 +331,15 @@ impl EventBuffer {
     /// ([`ChunkSink::rotate`]), after the rounds queued so far; returns
     /// once the writer has done it (or failed: see
     /// [`BufferState::rotate_errors`]).
-    pub fn rotate(&self, next: NextPart) {
+    /// Returns whether the part was closed.
+    pub fn rotate(&self, next: NextPart) -> bool {
         let before = self.lock().rotations;
         self.push_wait(Item::Rotate(Box::new(next)));
         let mut s = self.lock();
         while s.rotations == before && !s.closed {
             s = self.done.wait(s).unwrap_or_else(|p| p.into_inner());
         }
+        s.rotations != before && s.last_rotated
     }
 
     /// Asks the writer to start the session over.
@@ -418,9 +442,12 @@ impl EventBuffer {
                     Item::Rotate(next) => {
                         let r = sink.rotate(&next);
                         let mut s = buf.lock();
-                        s.part_bytes = 0;
                         s.rotations += 1;
-                        if let Err(e) = r {
+                        s.last_rotated = r.is_ok();
+                        if s.last_rotated {
+                            s.part_bytes = 0;
+                        }
+                        if let Err(e) | Ok(Rotated::WithError(e)) = r {
                             s.rotate_errors += 1;
                             s.last_error = Some(e.to_string());
                         }

@@ -108,7 +108,7 @@ mod stacks;
 mod stage;
 mod unwind;
 
-pub use buffer::{BufferState, ChunkSink, EventBuffer, FileSink, NextPart};
+pub use buffer::{BufferState, ChunkSink, EventBuffer, FileSink, NextPart, Rotated};
 pub use cgroups::MAX_CGROUPS;
 pub use cookies::{
     anon_cookie, build_id_cookie, build_id_from_notes, cookie_hash, file_entry, inode_cookie,

@@ -213,9 +213,12 @@ impl<S: RingSource> Recorder<S> {
     /// footer counts exactly what reached its file; a rotation is rare,
     /// a round never waits), then the footer and the new part's header go
     /// to the sink, and the writer is waited for again until the new part
-    /// is started. Returns the number of the round the new part starts
-    /// with.
-    pub fn rotate(&mut self) -> u64 {
+    /// is started. Only then does the stage start its part
+    /// ([`SyncStage::new_part`]): a part the sink could not close goes on
+    /// whole, its definitions, stack ids and counts untouched. Returns the
+    /// number of the round the new part starts with; None when the part
+    /// was not closed (the error is in [`BufferState::last_error`]).
+    pub fn rotate(&mut self) -> Option<u64> {
         let r = self.round();
         self.buffer.wait_done(r);
         self.absorb_failed();
@@ -225,15 +228,17 @@ impl<S: RingSource> Recorder<S> {
             rounds: self.stage.part_rounds(),
             accounting: self.stage.part_accounting(),
         };
-        self.stage.new_part();
         let first_round = self.stage.rounds();
-        self.buffer.rotate(NextPart {
+        let closed = self.buffer.rotate(NextPart {
             footer,
             first_round,
             start_unix_ns: unix_ns(),
             start_monotonic_ns: monotonic_ns(),
         });
-        first_round
+        closed.then(|| {
+            self.stage.new_part();
+            first_round
+        })
     }
 
     /// Discards the samples so far and starts a new session file.

@@ -110,45 +110,56 @@ fn read_part(path: &Path) -> Part {
     }
 }
 
-#[test]
-fn rotating_closes_each_part_whole_and_loses_nothing_between_parts() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut rec = recorder(dir.path(), 2);
-    let mut t = 1;
-    for c in 0..2 {
-        let r = &mut rec.source_mut().0[c];
-        r.push(&SimRecord::Comm {
-            pid: 5,
-            tid: 5 + c as u32,
-            comm: format!("w{c}"),
-            exec: false,
-            time: t,
-        });
-        r.push(&SimRecord::Mmap2 {
-            pid: 5,
-            tid: 5,
-            addr: 0x400000,
-            len: 0x10000,
-            pgoff: 0,
-            ino: 9,
-            build_id: None,
-            prot: 5,
-            filename: "/bin/f9".into(),
-            time: t,
-        });
-        t += 1;
+/// Feeds the rings of a [`recorder`]: one process, a thread per CPU, call
+/// graphs of two frames; counts what it produced per CPU.
+struct Feeder {
+    t: u64,
+    produced: Vec<u64>,
+}
+
+impl Feeder {
+    /// Names the threads and maps the binary.
+    fn new(rec: &mut Recorder<SimRings>) -> Feeder {
+        let n = rec.source_mut().0.len();
+        for c in 0..n {
+            let r = &mut rec.source_mut().0[c];
+            r.push(&SimRecord::Comm {
+                pid: 5,
+                tid: 5 + c as u32,
+                comm: format!("w{c}"),
+                exec: false,
+                time: 1,
+            });
+            r.push(&SimRecord::Mmap2 {
+                pid: 5,
+                tid: 5,
+                addr: 0x400000,
+                len: 0x10000,
+                pgoff: 0,
+                ino: 9,
+                build_id: None,
+                prot: 5,
+                filename: "/bin/f9".into(),
+                time: 1,
+            });
+        }
+        Feeder {
+            t: 2,
+            produced: vec![0; n],
+        }
     }
-    let mut produced = [0u64; 2];
-    let mut feed = |rec: &mut Recorder<SimRings>, n: u64, t: &mut u64| {
+
+    /// `n` samples on every CPU.
+    fn feed(&mut self, rec: &mut Recorder<SimRings>, n: u64) {
         for i in 0..n {
-            for (c, p) in produced.iter_mut().enumerate() {
-                *t += 1;
+            for (c, p) in self.produced.iter_mut().enumerate() {
+                self.t += 1;
                 let ip = 0x400000 + (i * 4099) % 0x10000;
                 rec.source_mut().0[c].push(&SimRecord::Sample {
                     ip,
                     pid: 5,
                     tid: 5 + c as u32,
-                    time: *t,
+                    time: self.t,
                     kernel: false,
                     period: 1,
                     callchain: vec![PERF_CONTEXT_USER, ip, 0x400100 + i % 3],
@@ -156,17 +167,24 @@ fn rotating_closes_each_part_whole_and_loses_nothing_between_parts() {
                 *p += 1;
             }
         }
-    };
+    }
+}
+
+#[test]
+fn rotating_closes_each_part_whole_and_loses_nothing_between_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rec = recorder(dir.path(), 2);
+    let mut f = Feeder::new(&mut rec);
     // Samples still in the rings when a rotation starts go into the part
     // being closed; nothing falls between.
-    feed(&mut rec, 100, &mut t);
+    f.feed(&mut rec, 100);
     rec.round();
-    feed(&mut rec, 20, &mut t);
-    assert_eq!(rec.rotate(), 2);
-    feed(&mut rec, 50, &mut t);
+    f.feed(&mut rec, 20);
+    assert_eq!(rec.rotate(), Some(2));
+    f.feed(&mut rec, 50);
     rec.round();
-    assert_eq!(rec.rotate(), 4);
-    feed(&mut rec, 30, &mut t);
+    assert_eq!(rec.rotate(), Some(4));
+    f.feed(&mut rec, 30);
     let status = rec.stop().unwrap();
     let names = [
         part_file_name(1),
@@ -200,7 +218,7 @@ fn rotating_closes_each_part_whole_and_loses_nothing_between_parts() {
     assert!(parts[1].header.start_monotonic_ns > parts[0].header.start_monotonic_ns);
     // The session's counts are all the parts'.
     for (c, a) in status.accounting.iter().enumerate() {
-        assert_eq!(a.samples_written, produced[c]);
+        assert_eq!(a.samples_written, f.produced[c]);
         assert_eq!(a.lost_total(), 0);
     }
 }
@@ -212,8 +230,11 @@ fn a_rotation_that_cannot_rename_keeps_writing_the_same_file() {
     // A directory where the closed part's name should go: rename fails.
     std::fs::create_dir(dir.path().join(part_file_name(1))).unwrap();
     std::fs::write(dir.path().join(part_file_name(1)).join("x"), b"x").unwrap();
+    let mut f = Feeder::new(&mut rec);
+    f.feed(&mut rec, 40);
     rec.round();
-    rec.rotate();
+    assert_eq!(rec.rotate(), None, "not closed");
+    f.feed(&mut rec, 60);
     rec.round();
     let st = rec.status();
     assert_eq!((st.buffer.rotations, st.buffer.rotate_errors), (1, 1));
@@ -223,7 +244,30 @@ fn a_rotation_that_cannot_rename_keeps_writing_the_same_file() {
         "{err}"
     );
     rec.stop().unwrap();
+    // The file goes on whole: its footer counts all of it, and its stacks
+    // and definitions are the ones it had (read_part checks each).
+    let p = read_part(&dir.path().join(CURRENT_PART));
+    assert_eq!(p.samples.get(&0), Some(&100));
+    assert_eq!(p.written, p.samples, "the footer counts the whole file");
+    assert_eq!(p.header.part.unwrap().number, 1);
     let r = SessionReader::open(dir.path().join(CURRENT_PART)).unwrap();
-    assert!(r.bad_chunks().is_empty() && r.footer().is_some());
+    // Each stack id is defined once in the file: ids did not start over.
+    let mut ids = Vec::new();
+    for c in r.chunks() {
+        r.for_each_sample(
+            c,
+            |_| {},
+            |m| {
+                if let Event::StackDef { id, .. } | Event::StackDefOn { id, .. } = m {
+                    ids.push(id);
+                }
+            },
+        )
+        .unwrap();
+    }
+    let n = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "a stack id defined twice");
     assert_eq!(r.chunks().len(), 4, "all rounds in the one file");
 }

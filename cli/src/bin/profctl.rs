@@ -366,7 +366,10 @@ fn print_summary(s: &Summary) {
         );
     }
     for r in &session.extras_refused {
-        println!("note: not copied into the session: {r}");
+        println!(
+            "note: not copied into the session: {}",
+            profkit_eventlog::shown(r)
+        );
     }
     let [unopenable, not_regular, other_file, timed_out] = s.build_ids_refused;
     if not_regular + other_file + timed_out > 0 {
@@ -390,7 +393,7 @@ fn print_summary(s: &Summary) {
         for r in &s.unwind_refused {
             println!(
                 "note: unwind information refused: {}",
-                profkit_report::printable(r)
+                profkit_eventlog::shown(r)
             );
         }
     }
@@ -443,7 +446,7 @@ fn archive(dir: &DirArg, output: &std::path::Path) -> Result<()> {
         output.display()
     );
     for s in a.skipped {
-        println!("note: not archived: {s}");
+        println!("note: not archived: {}", profkit_eventlog::shown(&s));
     }
     Ok(())
 }

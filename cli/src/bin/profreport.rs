@@ -475,7 +475,7 @@ fn open(dir: &Path, window: Option<&TimeSpec>) -> Result<Session> {
 fn print_warnings(report: &Report, verbose: bool) {
     let shown = if verbose { usize::MAX } else { MAX_WARNINGS };
     for w in report.warnings.iter().take(shown) {
-        eprintln!("profreport: warning: {}", printable(w));
+        eprintln!("profreport: warning: {}", profkit_eventlog::shown(w));
     }
     if report.warnings.len() > shown {
         eprintln!(

@@ -4,6 +4,10 @@
 //! logger and from the daemon's stderr (also `daemon.log`) never tear.
 //! The level comes from `PROFKIT_LOG` (`error`, `warn`, `info` — the
 //! default — or `debug`; debug adds one line per sync round).
+//! A message is one line whatever it quotes: paths and names in it are
+//! shown with [`profkit_eventlog::shown`] (a newline in a binary's path
+//! cannot add a line of its own making, nor ESC reach a terminal that
+//! reads the log).
 
 use std::fmt;
 use std::fs::File;
@@ -120,12 +124,13 @@ impl Logger {
         if level > self.level {
             return;
         }
+        let msg = args.to_string();
         let line = format!(
             "{} profkitd[{}] {:<5} {}\n",
             utc_timestamp(SystemTime::now()),
             std::process::id(),
             level.label(),
-            args
+            profkit_eventlog::shown(&msg)
         );
         let _ = (&**file).write_all(line.as_bytes());
         if self.stderr {
@@ -214,5 +219,23 @@ mod tests {
         let line = text.lines().next().unwrap();
         assert!(line.ends_with("WARN  round failed: 7"), "{line}");
         assert!(!Logger::sink().enabled(Level::Error));
+    }
+
+    #[test]
+    fn a_name_with_a_newline_or_escape_stays_on_its_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SessionDir::create(tmp.path().join("s")).unwrap();
+        let log = Logger::open(&dir).unwrap();
+        log.warn(format_args!(
+            "not kept: {}",
+            "/tmp/x\n2026-01-01T00:00:00.000Z profkitd[1] ERROR fake\u{1b}]0;t\u{7}"
+        ));
+        let text = std::fs::read_to_string(dir.join(DAEMON_LOG)).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{text}"
+        );
+        assert!(text.contains("/tmp/x\\x0a2026"), "{text}");
     }
 }

@@ -21,6 +21,9 @@
 //! ([`build_id_from_notes`]), so every writer of sessions (the sync stage,
 //! `profkit-import`) names a binary alike. Which [`CpuAccounting`] counter a
 //! [`LostKind`] adds to is [`CpuAccounting::add_lost`].
+//! Names in a session are untrusted text; [`shown`] is the one rule for
+//! showing one on a line of text (every control character escaped,
+//! newlines included).
 //!
 //! # Design constraints
 //!
@@ -159,6 +162,7 @@ mod markers;
 pub mod parts;
 mod reader;
 mod session;
+mod shown;
 mod stacks;
 pub mod synth;
 mod writer;
@@ -183,5 +187,6 @@ pub use session::{
     SessionFooter, SessionHeader, CHUNK_MAGIC, FILE_MAGIC, FOOTER_MAGIC, FORMAT_VERSION,
     FRAME_HEADER_LEN, MAX_PAYLOAD_LEN, MIN_READ_VERSION,
 };
+pub use shown::shown;
 pub use stacks::{StackTable, ON_FRAME_BUDGET};
 pub use writer::{Resume, SessionWriter};

@@ -354,9 +354,7 @@ fn human_bytes(n: u64) -> String {
 
 /// Text from a daemon or a session, one line, without control characters.
 fn one_line(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
+    profkit_eventlog::shown(s).into_owned()
 }
 
 impl Summary {

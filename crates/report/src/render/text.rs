@@ -60,7 +60,9 @@ fn header_lines(h: &Header) -> String {
         let _ = writeln!(
             s,
             "Session:  {} ({}; {}; {rounds})",
-            info.path, info.state, info.target
+            profkit_eventlog::shown(&info.path),
+            info.state,
+            info.target
         );
         if let Some(line) = parts_line(info) {
             let _ = writeln!(s, "          {line}");
@@ -159,7 +161,11 @@ fn header_lines(h: &Header) -> String {
         let _ = writeln!(
             s,
             "{what}: {} chunk {} at byte {} ({} bytes): {}",
-            b.session, b.index, b.offset, b.len, b.reason
+            profkit_eventlog::shown(&b.session),
+            b.index,
+            b.offset,
+            b.len,
+            profkit_eventlog::shown(&b.reason)
         );
     }
     s
@@ -191,10 +197,18 @@ fn format_table(
     above: &[(usize, String)],
     cols: &[Col],
 ) -> (Vec<String>, Vec<String>) {
+    // Every cell on one line: names (commands, paths, symbols, cgroups)
+    // come from untrusted processes and files, and a newline in one would
+    // add a row of its own making.
+    let shown_cells: Vec<Vec<std::borrow::Cow<'_, str>>> = cols
+        .iter()
+        .map(|c| c.cells.iter().map(|s| profkit_eventlog::shown(s)).collect())
+        .collect();
     let widths: Vec<usize> = cols
         .iter()
-        .map(|c| {
-            c.cells
+        .zip(&shown_cells)
+        .map(|(c, cells)| {
+            cells
                 .iter()
                 .map(|s| s.chars().count())
                 .chain([c.head.chars().count(), c.min])
@@ -253,10 +267,10 @@ fn format_table(
     let body = (0..rows)
         .map(|r| {
             line(
-                &mut cols
+                &mut shown_cells
                     .iter()
                     .enumerate()
-                    .map(|(i, c)| (i, c.cells[r].as_str())),
+                    .map(|(i, c)| (i, c[r].as_ref())),
             )
         })
         .collect();
@@ -564,7 +578,7 @@ fn write_timeline_text(t: &Timeline, w: &mut dyn Write) -> io::Result<()> {
     writeln!(w, "Timeline: samples and lost per CPU, {per} per line")?;
     for s in &t.sessions {
         if t.sessions.len() > 1 {
-            writeln!(w, "\nSession {}", s.session)?;
+            writeln!(w, "\nSession {}", profkit_eventlog::shown(&s.session))?;
         }
         let mut cols = vec![Col::new("round", true), Col::new("time (s)", true)];
         for cpu in &t.cpus {

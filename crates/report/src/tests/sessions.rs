@@ -122,6 +122,50 @@ fn terminal_escapes_in_names_are_shown_not_sent() {
 }
 
 #[test]
+fn a_newline_in_a_binary_path_adds_no_row_to_the_text_report() {
+    // Issue 25 (5): `x\n   99999  99.9999  sshd  check_password` as a
+    // binary's path made a fake row under root's eyes.
+    let d = tempfile::tempdir().unwrap();
+    let evil = "/home/u/x\n   99999  99.9999  sshd  check_password";
+    write_session(
+        d.path(),
+        &[(
+            vec![
+                def(APP, CookieKind::User, evil, 0, None),
+                comm(10, 10, "a\r\tb\nc", true),
+            ],
+            vec![(0, 10, 10, false, APP, 0x10, 3)],
+        )],
+        None,
+    );
+    for separate in ["none", "thread"] {
+        let r = report_with(
+            d.path(),
+            ReportOptions {
+                separate: Separate::parse(separate).unwrap(),
+                ..Default::default()
+            },
+        );
+        let mut out = Vec::new();
+        render(&r, Format::Text, &mut out).unwrap();
+        let t = String::from_utf8(out).unwrap();
+        assert!(
+            !t.lines().any(|l| l.trim_start().starts_with("99999")),
+            "{separate}: a fake row: {t}"
+        );
+        assert!(t.contains("x\\x0a   99999"), "{separate}: {t}");
+        if separate == "thread" {
+            assert!(t.contains("a\\x0d\\x09b\\x0ac"), "{t}");
+        }
+        // The machine formats keep the name as it is.
+        let mut json = Vec::new();
+        render(&r, Format::Json, &mut json).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert!(v.to_string().contains("x\\n   99999"), "{v}");
+    }
+}
+
+#[test]
 fn corrupt_and_torn_chunks_are_named_and_skipped() {
     let d = tempfile::tempdir().unwrap();
     let path = standard(d.path(), true);

@@ -185,8 +185,8 @@ pub use reader::{read_header, SessionReader};
 pub use session::{
     BadChunk, BadReason, CgroupSource, ChunkRef, CpuAccounting, EventConfigDesc, PartInfo,
     SessionFooter, SessionHeader, CHUNK_MAGIC, FILE_MAGIC, FOOTER_MAGIC, FORMAT_VERSION,
-    FRAME_HEADER_LEN, MAX_PAYLOAD_LEN, MIN_READ_VERSION,
+    FRAME_HEADER_LEN, MAX_HEADER_CPUS, MAX_PAYLOAD_LEN, MIN_READ_VERSION,
 };
 pub use shown::shown;
-pub use stacks::{StackTable, ON_FRAME_BUDGET};
+pub use stacks::{FrameBudget, StackTable, ON_FRAME_BUDGET};
 pub use writer::{Resume, SessionWriter};

@@ -18,13 +18,44 @@ pub fn part_file_name(number: u64) -> String {
 }
 
 /// The number of a closed part's file name; None for any other name
-/// (`session.pkl` included).
+/// (`session.pkl` included). Only the name [`part_file_name`] gives is a
+/// part's: `session.0000001.pkl` beside `session.000001.pkl` would be part
+/// 1 twice (issue 25), so a name with more digits than needed is none
+/// ([`stray_part_names`] finds them for a warning).
 pub fn parse_part_file_name(name: &str) -> Option<u64> {
+    let n = looks_like_part(name)?;
+    (part_file_name(n) == name).then_some(n)
+}
+
+/// `session.DIGITS.pkl` with at least six digits: its number.
+fn looks_like_part(name: &str) -> Option<u64> {
     let digits = name.strip_prefix("session.")?.strip_suffix(".pkl")?;
     if digits.len() < 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     digits.parse().ok()
+}
+
+/// Names in `dir` that look like a part's (`session.DIGITS.pkl`) but are
+/// not the name its number has (`session.0000001.pkl`): never read as a
+/// part, named in a warning. At most `max` are returned.
+///
+/// # Errors
+/// When `dir` cannot be listed.
+pub fn stray_part_names(dir: &Path, max: usize) -> std::io::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let name = e?.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if looks_like_part(name).is_some() && parse_part_file_name(name).is_none() {
+            out.push(name.to_owned());
+            if out.len() >= max {
+                break;
+            }
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
 }
 
 /// The closed parts in `dir`, by number (regular files only: a link or
@@ -66,6 +97,9 @@ mod tests {
             "session.000001.pkl.tmp",
             "x.000001.pkl",
             "session.+00001.pkl",
+            "session.0000001.pkl",
+            "session.01234567.pkl",
+            "session.18446744073709551616.pkl",
         ] {
             assert_eq!(parse_part_file_name(bad), None, "{bad}");
         }
@@ -93,5 +127,14 @@ mod tests {
             .map(|p| p.0)
             .collect();
         assert_eq!(got, [1, 2, 3]);
+        // Part 1 under a second spelling is not part 1 again.
+        std::fs::write(d.path().join("session.0000001.pkl"), b"x").unwrap();
+        std::fs::write(d.path().join("session.0000002.pkl"), b"x").unwrap();
+        assert_eq!(closed_parts(d.path()).unwrap().len(), 3);
+        assert_eq!(
+            stray_part_names(d.path(), 10).unwrap(),
+            ["session.0000001.pkl", "session.0000002.pkl"]
+        );
+        assert_eq!(stray_part_names(d.path(), 1).unwrap().len(), 1);
     }
 }

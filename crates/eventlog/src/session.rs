@@ -33,6 +33,10 @@ pub const HEADER_PREFIX_LEN: usize = 14;
 pub const MAX_BODY_LEN: u32 = 16 << 20;
 /// Largest chunk payload a frame can hold.
 pub const MAX_PAYLOAD_LEN: u64 = u32::MAX as u64;
+/// The most CPUs a header's list or a footer's accounting is believed
+/// about: Linux's largest `NR_CPUS`. A header listing more is read with an
+/// empty list (CPUs unknown); a footer accounting for more is malformed.
+pub const MAX_HEADER_CPUS: usize = 8192;
 
 /// A valid chunk found in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -665,6 +669,33 @@ mod tests {
         assert_eq!(
             parse_header(&bytes, Path::new("x")).unwrap(),
             (h, 3, bytes.len())
+        );
+    }
+
+    /// Issue 25 (6): part headers claiming 16 M CPUs (the zero bytes of a
+    /// sparse file) cost 64 MB each in memory.
+    #[test]
+    fn a_header_listing_more_cpus_than_linux_has_is_read_with_none() {
+        let mut h = header();
+        h.cpus = (0..MAX_HEADER_CPUS as u32).collect();
+        let bytes = encode_header(&h).unwrap();
+        assert_eq!(parse_header(&bytes, Path::new("x")).unwrap().0, h);
+        h.cpus = vec![0; 1 << 20];
+        let bytes = encode_header(&h).unwrap();
+        let (back, _, len) = parse_header(&bytes, Path::new("x")).unwrap();
+        assert!(back.cpus.is_empty() && back.cpus.capacity() <= MAX_HEADER_CPUS);
+        assert_eq!(len, bytes.len(), "the list is read past, not misread");
+        assert_eq!(back.start_time_unix_ns, h.start_time_unix_ns);
+        // A footer accounting for more CPUs than that is not a footer.
+        let f = SessionFooter {
+            accounting: vec![CpuAccounting::default(); MAX_HEADER_CPUS + 1],
+            ..footer()
+        };
+        let body = encode_footer(&f).unwrap();
+        let err = parse_footer_body(&body[8..body.len() - 4], 0).unwrap_err();
+        assert!(
+            err.to_string().contains("more than Linux can have"),
+            "{err}"
         );
     }
 

@@ -2,6 +2,8 @@
 //! session's `StackDef` and `StackDefOn` markers.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use crate::event::{Event, Frame};
 
@@ -43,7 +45,72 @@ pub struct StackTable {
     /// `StackDefOn` definitions refused: a parent not before the child,
     /// more than `MAX_STACK_FRAMES` frames in all, or past the budget.
     refused: u64,
+    /// The budget shared with other tables of the same reader (one
+    /// report's workers and parts), when there is one; else this table's
+    /// own [`ON_FRAME_BUDGET`].
+    budget: Option<FrameBudget>,
 }
+
+/// Frames that the `StackDefOn` stacks of several [`StackTable`]s may hold
+/// together: one report decodes chunks on several workers and reads
+/// several parts, each into tables of its own, and their stacks are all
+/// held at once, so one budget must cover them all (a per-table budget let
+/// a 10 MB file cost 2.97 GB, issue 25). Clones share the budget.
+#[derive(Debug, Clone)]
+pub struct FrameBudget {
+    left: Arc<AtomicUsize>,
+    size: usize,
+}
+
+impl FrameBudget {
+    /// A budget of `frames` frames.
+    pub fn new(frames: usize) -> Self {
+        FrameBudget {
+            left: Arc::new(AtomicUsize::new(frames)),
+            size: frames,
+        }
+    }
+
+    /// The frames it started with.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The budget a reader of `bytes` bytes of session files is given:
+    /// what the files justify (2 frames per byte, plus 1 M), never more
+    /// than [`ON_FRAME_BUDGET`]. A recorded 10-second DWARF session of a
+    /// recursive sort holds about 0.4 frames per byte of its file.
+    pub fn for_bytes(bytes: u64) -> Self {
+        let justified = bytes.saturating_mul(2).saturating_add(1 << 20);
+        Self::new(
+            usize::try_from(justified)
+                .unwrap_or(usize::MAX)
+                .min(ON_FRAME_BUDGET),
+        )
+    }
+
+    /// Frames left.
+    pub fn remaining(&self) -> usize {
+        self.left.load(Ordering::Relaxed)
+    }
+
+    /// Takes `n` frames if that many are left.
+    fn take(&self, n: usize) -> bool {
+        self.left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                left.checked_sub(n)
+            })
+            .is_ok()
+    }
+}
+
+impl PartialEq for FrameBudget {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.left, &other.left)
+    }
+}
+
+impl Eq for FrameBudget {}
 
 /// Most frames a table holds for stacks defined on a parent
 /// (`StackDefOn`): such a definition costs its own frames in the file but
@@ -56,6 +123,15 @@ impl StackTable {
     /// An empty table.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty table whose `StackDefOn` stacks draw on `budget`, shared
+    /// with the other tables given it (instead of a budget of its own).
+    pub fn with_budget(budget: FrameBudget) -> Self {
+        StackTable {
+            budget: Some(budget),
+            ..Self::default()
+        }
     }
 
     /// Defines stack `id`. Returns true if the id was new. A session defines
@@ -101,7 +177,12 @@ impl StackTable {
             return false;
         };
         let n = own.len() + p.len();
-        if n > crate::MAX_STACK_FRAMES || self.on_frames + n > ON_FRAME_BUDGET {
+        let within = match &self.budget {
+            _ if n > crate::MAX_STACK_FRAMES => false,
+            Some(b) => b.take(n),
+            None => self.on_frames + n <= ON_FRAME_BUDGET,
+        };
+        if !within {
             self.refused += 1;
             return false;
         }
@@ -152,6 +233,13 @@ impl StackTable {
     pub fn merge(&mut self, other: StackTable) {
         self.conflicts += other.conflicts;
         self.refused += other.refused;
+        // The other's stacks on a parent are held now by this table: they
+        // count against its own budget (a shared budget was charged when
+        // they were resolved).
+        self.on_frames = self.on_frames.saturating_add(other.on_frames);
+        if self.budget.is_none() {
+            self.budget = other.budget.clone();
+        }
         for (id, frames) in other.stacks {
             self.insert(id, frames.into_vec());
         }
@@ -230,6 +318,46 @@ mod tests {
         assert_eq!((t.len(), t.frame_count(), t.conflicts()), (2, 2, 1));
         assert_eq!(t.get(2), Some(&[][..]));
         assert_eq!(t.get(3), None);
+    }
+
+    /// Issue 25 (6): tables of one report (per worker, per part) share
+    /// one budget, so merging them cannot hold more than it.
+    #[test]
+    fn tables_sharing_a_budget_hold_at_most_the_budget_together() {
+        let budget = FrameBudget::new(1000);
+        let parent: Vec<Frame> = (0..200).map(f).collect();
+        let mut tables: Vec<StackTable> = (0..4)
+            .map(|_| {
+                let mut t = StackTable::with_budget(budget.clone());
+                t.insert(1, parent.clone());
+                for id in 2..10 {
+                    t.insert_on(id, 1, vec![f(id as u64)]);
+                }
+                t
+            })
+            .collect();
+        // 4 tables x 8 stacks x 201 frames asked; 4 fit in 1000 frames.
+        let mut all = tables.remove(0);
+        for t in tables {
+            all.merge(t);
+        }
+        let resolved = (2..10).filter(|&id| all.get(id).is_some()).count();
+        assert_eq!(budget.remaining(), 1000 - 4 * 201);
+        assert_eq!(resolved, 4, "first come, first served across tables");
+        assert_eq!(all.unresolved(), 4 * 8 - 4);
+        // Without a shared budget, a merged table still counts what it
+        // holds: its own budget is not started afresh.
+        let mut a = StackTable::new();
+        a.insert(1, parent.clone());
+        a.insert_on(2, 1, vec![f(2)]);
+        let mut b = StackTable::new();
+        b.merge(a);
+        assert_eq!(b.on_frames, 201);
+        assert_eq!(FrameBudget::for_bytes(0).remaining(), 1 << 20);
+        assert_eq!(
+            FrameBudget::for_bytes(u64::MAX).remaining(),
+            ON_FRAME_BUDGET
+        );
     }
 
     #[test]

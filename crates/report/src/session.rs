@@ -86,7 +86,7 @@ pub struct Rotation {
 /// The most CPUs a session header is believed about (Linux's largest
 /// `NR_CPUS`); a header claiming more gets columns only for the CPUs its
 /// chunks have samples or losses of (a forged million cost 3.9 GB).
-pub const MAX_CLAIMED_CPUS: usize = 8192;
+pub const MAX_CLAIMED_CPUS: usize = profkit_eventlog::MAX_HEADER_CPUS;
 
 /// The most closed parts a session directory may have: a directory with
 /// more is refused before anything in it is opened.
@@ -260,6 +260,14 @@ impl Session {
             )));
         }
         let mut warnings = Vec::new();
+        // `session.0000001.pkl` beside `session.000001.pkl` is not part 1
+        // a second time: only the canonical name is read.
+        for name in profkit_eventlog::parts::stray_part_names(dir, 8).unwrap_or_default() {
+            warnings.push(format!(
+                "{}: not a part's name (part N is session.{{N, six digits}}.pkl); not read",
+                dir.join(name).display()
+            ));
+        }
         if closed.is_empty() {
             // A session in one file, or a rotated one whose closed parts
             // were all deleted.

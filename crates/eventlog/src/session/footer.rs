@@ -198,7 +198,18 @@ pub(crate) fn parse_footer_body(body: &[u8], base: u64) -> Result<SessionFooter>
     let end_time_unix_ns = r.uvar("end_time_unix_ns")?;
     let end_monotonic_ns = r.uvar("end_monotonic_ns")?;
     let rounds = r.uvar("rounds")?;
+    let at = r.offset();
     let n = r.count("accounting", 1)?;
+    if n > crate::MAX_HEADER_CPUS {
+        return Err(crate::Error::malformed(
+            "footer",
+            at,
+            format!(
+                "accounting for {n} CPUs, more than Linux can have ({})",
+                crate::MAX_HEADER_CPUS
+            ),
+        ));
+    }
     let mut accounting = Vec::with_capacity(n);
     for _ in 0..n {
         let mut a = r.struct_body("accounting")?;

@@ -167,7 +167,13 @@ pub(super) fn decode_chunk(
     counts: bool,
 ) {
     let marks = if shape.stacks {
-        let mut table = acc.stack_tables.remove(&file).unwrap_or_default();
+        let mut table = match acc.stack_tables.remove(&file) {
+            Some(t) => t,
+            None => match &acc.stack_budget {
+                Some(b) => StackTable::with_budget(b.clone()),
+                None => StackTable::new(),
+            },
+        };
         let sink = StackSink(
             Runs {
                 counts: &mut acc.stack_counts,

@@ -13,7 +13,7 @@ pub(crate) mod summary;
 
 use std::collections::BTreeMap;
 
-use profkit_eventlog::{ChunkRef, Cookie, CookieEntry, SessionReader, StackTable};
+use profkit_eventlog::{ChunkRef, Cookie, CookieEntry, FrameBudget, SessionReader, StackTable};
 use rayon::prelude::*;
 
 use crate::hash::FxHashMap;
@@ -125,6 +125,10 @@ pub(crate) struct Aggregate {
     pub cgroups: FxHashMap<(u32, u64), String>,
     pub chunks: Vec<ChunkStat>,
     pub errors: Vec<DecodeError>,
+    /// The `StackDefOn` frame budget every stack table of this report
+    /// draws on (all workers, parts and sessions): what the files read
+    /// justify ([`FrameBudget::for_bytes`]).
+    pub stack_budget: Option<FrameBudget>,
 }
 
 impl Aggregate {
@@ -166,6 +170,9 @@ impl Aggregate {
         self.maps.append(&mut other.maps);
         self.chunks.append(&mut other.chunks);
         self.errors.append(&mut other.errors);
+        if self.stack_budget.is_none() {
+            self.stack_budget = other.stack_budget;
+        }
         self
     }
 
@@ -196,6 +203,16 @@ pub(crate) fn aggregate(
     // each part's first chunk starts at that part's start.
     let mut work: Vec<(u32, u32, &SessionReader, &ChunkRef, bool)> = Vec::new();
     let mut file = 0u32;
+    let bytes: u64 = sessions
+        .iter()
+        .flat_map(|s| s.parts())
+        .map(|p| p.reader().bytes().len() as u64)
+        .sum();
+    let budget = FrameBudget::for_bytes(bytes);
+    let empty = || Aggregate {
+        stack_budget: Some(budget.clone()),
+        ..Aggregate::default()
+    };
     for (i, s) in sessions.iter().enumerate() {
         let (start_mono, start_unix) = s.start();
         let win = window.map(|w| w.resolve(start_mono, start_unix, s.end_monotonic_ns()));
@@ -219,24 +236,21 @@ pub(crate) fn aggregate(
     let mut agg = work
         .par_iter()
         .with_min_len(min_len.max(1))
-        .fold(
-            Aggregate::default,
-            |mut acc, &(sess, file, reader, chunk, counts)| {
-                decode_chunk(
-                    &mut acc,
-                    (sess, file),
-                    reader,
-                    chunk,
-                    shape,
-                    spec,
-                    filter_task,
-                    counts,
-                );
-                progress.advance(1);
-                acc
-            },
-        )
-        .reduce(Aggregate::default, Aggregate::merge);
+        .fold(empty, |mut acc, &(sess, file, reader, chunk, counts)| {
+            decode_chunk(
+                &mut acc,
+                (sess, file),
+                reader,
+                chunk,
+                shape,
+                spec,
+                filter_task,
+                counts,
+            );
+            progress.advance(1);
+            acc
+        })
+        .reduce(empty, Aggregate::merge);
     // Stacks defined on a parent in a chunk decoded after theirs.
     for t in agg.stack_tables.values_mut() {
         t.settle();

@@ -376,6 +376,17 @@ fn stacks(
                 .to_owned(),
         );
     }
+    let unresolved: u64 = agg.stack_tables.values().map(|t| t.unresolved()).sum();
+    if unresolved > 0 {
+        warnings.push(format!(
+            "{unresolved} call stacks of this session could not be resolved (defined on a \
+             missing or later stack, longer than 256 frames, or past the {} frames that the \
+             files read justify in memory): their samples are shown without callers",
+            agg.stack_budget
+                .as_ref()
+                .map_or(profkit_eventlog::ON_FRAME_BUDGET, |b| b.size())
+        ));
+    }
     callgraph::build_stacks(
         agg,
         symbols,

@@ -478,3 +478,92 @@ fn diff_sorts_by_absolute_change_in_share() {
     // A threshold leaves out small changes.
     assert_eq!(diff_reports(&old, &new, 15.0).rows.len(), 2);
 }
+
+/// Issue 25 (6): a session of stacks defined on a 255-frame parent, one
+/// frame each (a few bytes in the file, 256 frames in memory), over many
+/// chunks: every worker's table had a budget of its own, so a 10 MB file
+/// held 2.97 GB. One budget per report, sized by the bytes read, now
+/// refuses the rest, and the report says how many.
+#[test]
+fn stacks_on_parents_share_one_budget_across_workers_and_say_what_was_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let header = SessionHeader {
+        host: "test".into(),
+        event: EventConfigDesc {
+            name: "cpu-clock".into(),
+            frequency: Some(1000),
+            callchain: true,
+            ..Default::default()
+        },
+        cpus: vec![0],
+        start_monotonic_ns: 1_000_000_000,
+        ..Default::default()
+    };
+    let path = d.path().join(SESSION_FILE);
+    let mut w = SessionWriter::create(&path, &header).unwrap();
+    let (chunks, children) = (16u32, 2_000u32);
+    for round in 0..chunks {
+        let mut enc = ChunkEncoder::new();
+        if round == 0 {
+            enc.event(&Event::CookieDef(CookieEntry {
+                cookie: KERNEL,
+                kind: CookieKind::Kernel,
+                path: "[kernel.kallsyms]".into(),
+                build_id: None,
+                dev: 0,
+                inode: 0,
+                generation: 0,
+                base: KBASE,
+                pid: None,
+            }));
+        }
+        enc.event(&Event::StackDef {
+            id: 1,
+            frames: (0..255).map(|i| frame(MAIN_RET + i)).collect(),
+        });
+        for c in 0..children {
+            let id = 2 + round * children + c;
+            enc.event(&Event::StackDefOn {
+                id,
+                parent: 1,
+                frames: vec![frame(A_RET)],
+            });
+            enc.sample_with_stack(0, 10, 10, true, KERNEL, C_OFF, id);
+        }
+        let time = 1_000_000_000 + u64::from(round + 1) * 250_000_000;
+        w.append_chunk(u64::from(round), time, enc.bytes()).unwrap();
+    }
+    drop(w);
+    let bytes = std::fs::metadata(&path).unwrap().len();
+    let budget = profkit_eventlog::FrameBudget::for_bytes(bytes).size();
+    let asked = (chunks * children) as usize * 256;
+    assert!(
+        asked > 2 * budget,
+        "the session asks for more than its budget"
+    );
+    let r = call_report(
+        d.path(),
+        ReportOptions {
+            callgraph: true,
+            ..Default::default()
+        },
+    );
+    let warning = r
+        .warnings
+        .iter()
+        .find(|w| w.contains("call stacks of this session could not be resolved"))
+        .unwrap_or_else(|| panic!("no warning of refused stacks: {:?}", r.warnings));
+    let refused: usize = warning.split(' ').next().unwrap().parse().unwrap();
+    let held = ((chunks * children) as usize - refused) * 256;
+    assert!(held <= budget, "{held} frames held, budget {budget}");
+    assert!(
+        held + 256 > budget,
+        "the budget is used, not refused wholesale"
+    );
+    assert!(
+        warning.contains(&format!("past the {budget} frames")),
+        "{warning}"
+    );
+    // Every sample is still counted, stack or not.
+    assert_eq!(r.header.total_samples, u64::from(chunks * children));
+}

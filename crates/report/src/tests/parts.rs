@@ -646,3 +646,61 @@ fn a_rotation_finishing_while_listing_is_waited_for() {
     let numbers: Vec<u64> = s.parts().iter().filter_map(Part::number).collect();
     assert_eq!(numbers, [1, 2, 3, 4]);
 }
+
+/// Issue 25 (6): `session.000001.pkl` and `session.0000001.pkl` were both
+/// part 1, read twice with no warning.
+#[test]
+fn a_part_under_a_second_spelling_is_not_read_again_and_is_named() {
+    let d = tempfile::tempdir().unwrap();
+    flat_parts(d.path(), 1..=3);
+    let one = std::fs::read(d.path().join(part_file_name(1))).unwrap();
+    std::fs::write(d.path().join("session.0000001.pkl"), &one).unwrap();
+    let r = open_report(d.path(), ReportOptions::default());
+    assert_eq!(r.header.total_samples, samples_of(0..12), "part 1 once");
+    let w = r.warnings.join("\n");
+    assert!(
+        w.contains("session.0000001.pkl: not a part's name") && w.contains("not read"),
+        "{w}"
+    );
+}
+
+/// Issue 25 (6): parts whose headers list 16 M CPUs (zero bytes: a
+/// sparse file on disk) were each held with a 64 MB CPU list; now every
+/// part's list is empty and the report's columns are the CPUs with data.
+#[test]
+fn parts_claiming_millions_of_cpus_hold_no_cpu_list() {
+    let d = tempfile::tempdir().unwrap();
+    flat_parts(d.path(), 1..=3);
+    for n in 1..=3u64 {
+        let path = if n == 3 {
+            d.path().join(SESSION_FILE)
+        } else {
+            d.path().join(part_file_name(n))
+        };
+        let old = SessionReader::open(&path).unwrap();
+        let mut header = old.header().clone();
+        header.cpus = vec![0; 1 << 20];
+        let chunks: Vec<(u64, u64, Vec<u8>)> = old
+            .chunks()
+            .iter()
+            .map(|c| (c.round, c.time, old.payload(c).to_vec()))
+            .collect();
+        let footer = old.footer().cloned();
+        drop(old);
+        std::fs::remove_file(&path).unwrap();
+        let mut w = SessionWriter::create(&path, &header).unwrap();
+        for (round, time, p) in &chunks {
+            w.append_chunk(*round, *time, p).unwrap();
+        }
+        if let Some(f) = footer {
+            w.write_footer(&f).unwrap();
+        }
+    }
+    let s = Session::open_window(d.path(), None).unwrap();
+    for p in s.parts() {
+        assert!(p.reader().header().cpus.is_empty());
+    }
+    let r = build_report(&[s], &ReportOptions::default(), &sources(), &NoProgress).unwrap();
+    assert_eq!(r.header.total_samples, samples_of(0..12));
+    assert!(r.header.cpus.len() <= 2, "{} CPUs", r.header.cpus.len());
+}

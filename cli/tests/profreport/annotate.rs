@@ -211,3 +211,78 @@ fn live_annotate_per_instruction_agrees_with_perf_annotate() {
         );
     }
 }
+
+/// Issue 25 (4): a user's function compiled with `#line 1 "/etc/shadow"`
+/// made root's `profreport --annotate` print the whole file. A file at its
+/// recorded path is shown only if the binary's owner could read it; under
+/// a `--source-dir` root names, it is shown.
+#[test]
+fn live_annotate_does_not_show_a_file_the_binarys_owner_could_not_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let _rec = recording();
+    if !perf_ok() {
+        return;
+    }
+    let Some(user) = profkit_testsupport::ThrowawayUser::create() else {
+        return;
+    };
+    let d = tempdir();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let secret = d.path().join("secret.txt");
+    std::fs::write(&secret, "TOP-SECRET root:$6$hash\n".repeat(20)).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let src = d.path().join("evil.c");
+    std::fs::write(
+        &src,
+        format!(
+            "#line 1 \"{}\"\nvolatile unsigned long x;\nint main(void) {{ for (unsigned long i = 0; \
+             i < 400000000UL; i++) x += i; return 0; }}\n",
+            secret.display()
+        ),
+    )
+    .unwrap();
+    let evil = d.path().join("evil");
+    if !compile(
+        Command::new("cc")
+            .args(["-O1", "-g", "-o"])
+            .arg(&evil)
+            .arg(&src),
+        "C compiler (cc)",
+    ) {
+        return;
+    }
+    user.give(&evil);
+    let as_user = [
+        "/usr/bin/setpriv".to_owned(),
+        format!("--reuid={}", user.uid),
+        format!("--regid={}", user.gid),
+        "--clear-groups".to_owned(),
+        "--".to_owned(),
+        evil.display().to_string(),
+    ];
+    let args: Vec<&str> = as_user.iter().map(String::as_str).collect();
+    crate::live::record(d.path(), &args);
+    let s = d.path().join("s");
+    let run = profreport(&["--session-dir", s.to_str().unwrap(), "--annotate=main"]).expect(0);
+    assert!(
+        !run.stdout.contains("TOP-SECRET"),
+        "a file the binary's owner cannot read was shown: {}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("not shown") && run.stdout.contains(&format!("uid {}", user.uid)),
+        "{}",
+        run.stdout
+    );
+    // Where root names the directory, it is shown.
+    let dir = d.path().to_str().unwrap();
+    let run = profreport(&[
+        "--session-dir",
+        s.to_str().unwrap(),
+        "--annotate=main",
+        "--source-dir",
+        dir,
+    ])
+    .expect(0);
+    assert!(run.stdout.contains("TOP-SECRET"), "{}", run.stdout);
+}

@@ -10,6 +10,14 @@
 //! recorded path under the directory, then its shorter tails:
 //! `DIR/src/x.c`, `DIR/x.c`), else from the recorded path, as regular files
 //! of at most [`MAX_SOURCE_BYTES`].
+//!
+//! The recorded path is whatever the binary's DWARF says, and any local
+//! user can build a binary that says `#line 1 "/etc/shadow"`; root runs the
+//! report. So a file at its recorded path is shown only if the binary's
+//! owner could have read it ([`SourceReader`]): its mode and owner are
+//! checked on the opened descriptor, and each directory above it for
+//! search permission. Under a `--source-dir` the reader named, files are
+//! shown as found.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -76,13 +84,76 @@ pub struct SourceListing {
     pub without_line: Vec<u64>,
 }
 
+/// Whose permissions a source file found at its recorded path (not under a
+/// `--source-dir`) is read with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceReader {
+    /// The owner of the binary whose DWARF names the file: its user and
+    /// group ids (the group is the binary file's). Root's binaries may
+    /// name any file.
+    Owner {
+        /// User id.
+        uid: u32,
+        /// Group id.
+        gid: u32,
+    },
+    /// Nobody in particular (the binary's owner is not known, e.g. a copy
+    /// the recorder kept in the session): only files every user may read.
+    Anyone,
+}
+
+impl SourceReader {
+    /// Whether this reader may use `m` for `bits` (4 read, 1 search).
+    fn may(self, m: &std::fs::Metadata, bits: u32) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let mode = m.mode();
+        match self {
+            SourceReader::Owner { uid: 0, .. } => true,
+            SourceReader::Owner { uid, .. } if m.uid() == uid => mode & (bits << 6) != 0,
+            SourceReader::Owner { gid, .. } if m.gid() == gid => mode & (bits << 3) != 0,
+            _ => mode & bits != 0,
+        }
+    }
+
+    /// Why `path` (whose opened file has metadata `m`) is not shown, if
+    /// this reader could not read it.
+    fn refuses(self, path: &Path, m: &std::fs::Metadata) -> Option<String> {
+        let who = match self {
+            SourceReader::Owner { uid, .. } => format!("the binary's owner (uid {uid})"),
+            SourceReader::Anyone => {
+                "every user (the binary's owner is not known: a copy kept in the session)"
+                    .to_owned()
+            }
+        };
+        let hidden = if !self.may(m, 4) {
+            Some(path.to_path_buf())
+        } else {
+            let real = std::fs::canonicalize(path).ok()?;
+            real.ancestors()
+                .skip(1)
+                .find(|d| std::fs::metadata(d).map_or(true, |dm| !self.may(&dm, 1)))
+                .map(Path::to_path_buf)
+        };
+        hidden.map(|h| {
+            format!(
+                "{}: not shown: {} is not readable by {who}; give --source-dir DIR to show \
+                 sources from a directory you name",
+                path.display(),
+                h.display()
+            )
+        })
+    }
+}
+
 /// Builds the listing of one function from its instructions' lines and
 /// samples (per column; every entry has `columns` of them), reading source
-/// text through `dirs` as the module docs say.
+/// text through `dirs`, and at recorded paths with `reader`'s permissions,
+/// as the module docs say.
 pub fn source_listing(
     insns: &[(Option<LineInfo>, Vec<u64>)],
     columns: usize,
     dirs: &[PathBuf],
+    reader: SourceReader,
 ) -> SourceListing {
     struct Acc {
         samples: Vec<u64>,
@@ -119,7 +190,7 @@ pub fn source_listing(
     let mut files: Vec<SourceFile> = per_file
         .into_iter()
         .map(|(file, lines)| {
-            let (found, text) = match find_source(file, dirs) {
+            let (found, text) = match find_source(file, dirs, reader) {
                 Ok((p, t)) => (Some(p), Ok(t)),
                 Err(why) => (None, Err(why)),
             };
@@ -193,8 +264,13 @@ fn text_of(lines: &[&str], line: u32) -> Option<String> {
 /// Where the text of `file` (as recorded) is found: under each of `dirs`
 /// the recorded path and its shorter tails (the user said where the
 /// sources are: that wins over an older copy at the recorded path), then
-/// the recorded path. Returns the path and the text, or why none was read.
-pub fn find_source(file: &str, dirs: &[PathBuf]) -> Result<(PathBuf, String), String> {
+/// the recorded path, if `reader` may read it. Returns the path and the
+/// text, or why none was read.
+pub fn find_source(
+    file: &str,
+    dirs: &[PathBuf],
+    reader: SourceReader,
+) -> Result<(PathBuf, String), String> {
     let recorded = Path::new(file);
     let mut tried = Vec::new();
     let parts: Vec<_> = recorded
@@ -208,11 +284,20 @@ pub fn find_source(file: &str, dirs: &[PathBuf]) -> Result<(PathBuf, String), St
             tried.push(p);
         }
     }
+    let under_dirs = tried.len();
     tried.push(recorded.to_path_buf());
     let mut first_error = None;
-    for p in &tried {
-        match read_text(p) {
+    for (i, p) in tried.iter().enumerate() {
+        let checked = (i >= under_dirs).then_some(reader);
+        match read_text(p, checked) {
             Ok(t) => return Ok((p.clone(), t)),
+            // Refused by the owner check: its text names the path.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::PermissionDenied
+                    && e.raw_os_error().is_none() =>
+            {
+                first_error.get_or_insert_with(|| e.to_string());
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
                 first_error.get_or_insert_with(|| format!("{}: {e}", p.display()));
@@ -229,8 +314,10 @@ pub fn find_source(file: &str, dirs: &[PathBuf]) -> Result<(PathBuf, String), St
 }
 
 /// Reads a source file: a regular file (opened non-blocking, so a FIFO
-/// does not hang), at most [`MAX_SOURCE_BYTES`], invalid UTF-8 replaced.
-fn read_text(p: &Path) -> std::io::Result<String> {
+/// does not hang), at most [`MAX_SOURCE_BYTES`], invalid UTF-8 replaced;
+/// with `reader`, only one it may read (else `PermissionDenied`, the
+/// error's text saying why).
+fn read_text(p: &Path, reader: Option<SourceReader>) -> std::io::Result<String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
@@ -242,6 +329,12 @@ fn read_text(p: &Path) -> std::io::Result<String> {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             "not a regular file",
+        ));
+    }
+    if let Some(why) = reader.and_then(|r| r.refuses(p, &m)) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            why,
         ));
     }
     if m.len() > MAX_SOURCE_BYTES {
@@ -261,6 +354,8 @@ fn read_text(p: &Path) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const ROOT: SourceReader = SourceReader::Owner { uid: 0, gid: 0 };
 
     fn at(file: &str, line: u32, inlined: Option<&str>) -> Option<LineInfo> {
         Some(LineInfo {
@@ -287,6 +382,7 @@ mod tests {
             ],
             2,
             &[],
+            ROOT,
         );
         assert_eq!(l.without_line, [7, 0]);
         assert_eq!(l.files.len(), 1);
@@ -322,6 +418,7 @@ mod tests {
             ],
             1,
             &[],
+            ROOT,
         );
         let files: Vec<_> = l.files.iter().map(|f| f.file.as_str()).collect();
         assert_eq!(files, ["/nowhere/own.c", "/nowhere/inl.h"]);
@@ -336,14 +433,71 @@ mod tests {
         std::fs::create_dir_all(d.path().join("proj/src")).unwrap();
         std::fs::write(d.path().join("proj/src/x.c"), "int x;\n").unwrap();
         let dirs = [d.path().join("proj")];
-        let (p, t) = find_source("/build/tree/src/x.c", &dirs).unwrap();
+        let (p, t) = find_source("/build/tree/src/x.c", &dirs, ROOT).unwrap();
         assert_eq!(p, d.path().join("proj/src/x.c"));
         assert_eq!(t, "int x;\n");
         // A FIFO is refused, not opened for reading and waited on.
         let fifo = d.path().join("proj/src/f.c");
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();
         assert!(made.is_ok_and(|s| s.success()), "mkfifo");
-        let e = find_source("/b/src/f.c", &dirs).unwrap_err();
+        let e = find_source("/b/src/f.c", &dirs, ROOT).unwrap_err();
         assert!(e.contains("not a regular file"), "{e}");
+    }
+
+    /// Issue 25 (4): a user's function compiled with `#line 1
+    /// "/etc/shadow"` made root's `profreport --annotate` print the file.
+    #[test]
+    fn a_recorded_path_is_read_only_if_the_binarys_owner_could_read_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let set = |p: &Path, mode: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+        };
+        set(d.path(), 0o755);
+        let secret = d.path().join("shadow");
+        std::fs::write(&secret, "root:$6$hash\n").unwrap();
+        set(&secret, 0o600);
+        let me = std::fs::metadata(&secret).unwrap();
+        let (uid, gid) = {
+            use std::os::unix::fs::MetadataExt;
+            (me.uid(), me.gid())
+        };
+        let user = SourceReader::Owner {
+            uid: uid.wrapping_add(4242),
+            gid: gid.wrapping_add(4242),
+        };
+        let file = secret.to_str().unwrap();
+        let e = find_source(file, &[], user).unwrap_err();
+        assert!(e.contains("not shown") && e.contains("--source-dir"), "{e}");
+        assert!(!e.contains("$6$"), "{e}");
+        // Its owner, root, and a reader who names the directory may.
+        let owner = SourceReader::Owner {
+            uid,
+            gid: gid.wrapping_add(1),
+        };
+        assert!(find_source(file, &[], owner).is_ok());
+        assert!(find_source(file, &[], ROOT).is_ok());
+        let (p, _) = find_source("/elsewhere/shadow", &[d.path().to_path_buf()], user).unwrap();
+        assert_eq!(p, secret);
+        // The group's read bit for the binary's group.
+        set(&secret, 0o640);
+        let group = SourceReader::Owner {
+            uid: uid.wrapping_add(1),
+            gid,
+        };
+        assert!(find_source(file, &[], group).is_ok());
+        assert!(find_source(file, &[], user).is_err());
+        // World-readable, but in a directory others cannot search.
+        let inner = d.path().join("private");
+        std::fs::create_dir(&inner).unwrap();
+        let hidden = inner.join("notes.c");
+        std::fs::write(&hidden, "int x;\n").unwrap();
+        set(&hidden, 0o644);
+        set(&inner, 0o700);
+        let e = find_source(hidden.to_str().unwrap(), &[], user).unwrap_err();
+        assert!(e.contains("private is not readable"), "{e}");
+        assert!(find_source(hidden.to_str().unwrap(), &[], SourceReader::Anyone).is_err());
+        set(&inner, 0o755);
+        assert!(find_source(hidden.to_str().unwrap(), &[], SourceReader::Anyone).is_ok());
     }
 }

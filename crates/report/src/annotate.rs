@@ -13,7 +13,9 @@
 
 use std::collections::BTreeMap;
 
-use profkit_annotate::{annotate_instructions, read_code, source_listing, LineInfo, Syntax};
+use profkit_annotate::{
+    annotate_instructions, read_code, source_listing, LineInfo, SourceReader, Syntax,
+};
 use profkit_eventlog::{Cookie, CookieKind};
 use profkit_symbols::{SymbolId, Symbolizer, SymbolizerOptions};
 use rayon::prelude::*;
@@ -120,6 +122,29 @@ pub(crate) struct Context<'a> {
     pub symbols: &'a FxHashMap<Cookie, Resolved>,
     pub images: &'a Images<'a>,
     pub denom: &'a [u64],
+}
+
+/// Whose permissions the sources a binary's DWARF names are read with
+/// at their recorded paths: its file's owner, unless the file is a copy
+/// inside one of the sessions read (the recorder keeps copies as root, so
+/// their owner says nothing): then only what every user may read.
+fn source_reader(binary: &std::path::Path, sessions: &[Session]) -> SourceReader {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::metadata(binary) else {
+        return SourceReader::Anyone;
+    };
+    let real = std::fs::canonicalize(binary).unwrap_or_else(|_| binary.to_path_buf());
+    let kept = sessions
+        .iter()
+        .any(|s| std::fs::canonicalize(s.dir()).is_ok_and(|d| real.starts_with(d)));
+    if kept {
+        SourceReader::Anyone
+    } else {
+        SourceReader::Owner {
+            uid: m.uid(),
+            gid: m.gid(),
+        }
+    }
 }
 
 /// Annotates the chosen functions (one binary per task, in parallel).
@@ -339,7 +364,8 @@ fn one(cx: &Context<'_>, lines: &LineReader, c: &Chosen, offs: &Offsets) -> Anno
             Some(l) => {
                 let rows: Vec<(Option<LineInfo>, Vec<u64>)> =
                     l.iter().cloned().zip(per_insn.iter().cloned()).collect();
-                let listing = source_listing(&rows, ncols, &cx.annotate.source_dirs);
+                let reader = source_reader(&path, cx.sessions);
+                let listing = source_listing(&rows, ncols, &cx.annotate.source_dirs, reader);
                 for f in &listing.files {
                     if let Some(why) = &f.missing {
                         notes.push(why.clone());

@@ -5,6 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
+# Tools the tests use that a fresh Debian machine may lack (the service
+# test: strace and systemd-analyze).
+need=()
+command -v strace >/dev/null || need+=(strace)
+command -v systemd-analyze >/dev/null || need+=(systemd)
+if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "== installing ${need[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all --check
 

@@ -46,6 +46,7 @@ use profkit_testsupport::perf_ok;
 
 mod hostile;
 mod rotation;
+mod service;
 
 fn busy_on(cpu: u32) -> Child {
     Command::new("taskset")

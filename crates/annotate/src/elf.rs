@@ -25,7 +25,6 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use object::elf;
@@ -205,17 +204,16 @@ fn open_regular(path: &Path) -> Result<File> {
         path: path.to_owned(),
         source,
     };
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(io)?;
-    if !file.metadata().map_err(io)?.file_type().is_file() {
-        return Err(Error::NotRegularFile {
-            path: path.to_owned(),
-        });
+    use profkit_untrusted::{open_untrusted, Policy, Refusal};
+    match open_untrusted(path, &Policy::regular()) {
+        Ok(o) => Ok(o.file),
+        Err(e) if matches!(Refusal::of(&e), Some(Refusal::NotRegular { .. })) => {
+            Err(Error::NotRegularFile {
+                path: path.to_owned(),
+            })
+        }
+        Err(e) => Err(io(e)),
     }
-    Ok(file)
 }
 
 /// Parses the headers of `file` by range; gives the reader back with the file's length.

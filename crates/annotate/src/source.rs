@@ -319,18 +319,8 @@ pub fn find_source(
 /// error's text saying why).
 fn read_text(p: &Path, reader: Option<SourceReader>) -> std::io::Result<String> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(p)?;
-    let m = f.metadata()?;
-    if !m.file_type().is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
+    let profkit_untrusted::Opened { file: f, meta: m } =
+        profkit_untrusted::open_untrusted(p, &profkit_untrusted::Policy::regular())?;
     if let Some(why) = reader.and_then(|r| r.refuses(p, &m)) {
         return Err(std::io::Error::new(
             std::io::ErrorKind::PermissionDenied,

@@ -89,24 +89,9 @@ impl SessionReader<Vec<u8>> {
 /// FIFO does not hang the reader) and checked on the opened descriptor to
 /// be a regular file; messages name `shown`.
 fn open_regular(path: &Path, shown: &Path) -> Result<(std::fs::File, std::fs::Metadata)> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
+    let o = profkit_untrusted::open_untrusted(path, &profkit_untrusted::Policy::regular())
         .map_err(|e| Error::io("open", shown, e))?;
-    let meta = f.metadata().map_err(|e| Error::io("open", shown, e))?;
-    if !meta.file_type().is_file() {
-        return Err(Error::io(
-            "open",
-            shown,
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "not a regular file (a FIFO, device or directory)",
-            ),
-        ));
-    }
-    Ok((f, meta))
+    Ok((o.file, o.meta))
 }
 
 /// Reads only the header of the session file at `path` (and its format

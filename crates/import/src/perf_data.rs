@@ -48,7 +48,6 @@ pub(crate) trait Sink {
 const MAX_CLAIMED_CPUS: u32 = 8192;
 
 pub(crate) fn open(path: &Path) -> Result<PerfFileReader<BufReader<std::fs::File>>> {
-    use std::os::unix::fs::OpenOptionsExt;
     let read_err = |source| Error::Read {
         path: path.to_path_buf(),
         source,
@@ -58,15 +57,15 @@ pub(crate) fn open(path: &Path) -> Result<PerfFileReader<BufReader<std::fs::File
         message,
     };
     // Non-blocking: a FIFO given as perf.data must not hang the report.
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(read_err)?;
-    let meta = file.metadata().map_err(read_err)?;
-    if !meta.file_type().is_file() {
-        return Err(not_perf("not a regular file".into()));
-    }
+    use profkit_untrusted::{open_untrusted, Policy, Refusal};
+    let profkit_untrusted::Opened { mut file, meta } =
+        match open_untrusted(path, &Policy::regular()) {
+            Ok(o) => o,
+            Err(e) if matches!(Refusal::of(&e), Some(Refusal::NotRegular { .. })) => {
+                return Err(not_perf("not a regular file".into()))
+            }
+            Err(e) => return Err(read_err(e)),
+        };
     check_sections(&mut file, meta.len()).map_err(not_perf)?;
     file.seek(std::io::SeekFrom::Start(0)).map_err(read_err)?;
     // linux-perf-data asserts on some malformed input: a panic there is a

@@ -4,53 +4,29 @@
 //! opened descriptor to be a regular file, refused when larger than the
 //! caller's limit or when mostly holes (a sparse 1 GiB "binary" would cost
 //! 1 GB of memory), and read no further than the size it had when opened.
+//! The checks are `profkit-untrusted`'s ([`open_untrusted`]).
 
+use profkit_untrusted::{open_untrusted, Policy};
 use std::io::{self, Read};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 /// Largest binary or debug file read (whole) for symbols.
 pub const MAX_BINARY_BYTES: u64 = 4 << 30;
 /// Largest kallsyms or perf map read.
 pub const MAX_TEXT_BYTES: u64 = 256 << 20;
-/// Files above this size must have most of their bytes on disk.
-const SPARSE_CHECK_FROM: u64 = 64 << 20;
-
-fn refused(why: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, why)
-}
 
 /// Opens `path` for reading if it is a regular file (procfs files are:
 /// their size says 0, so the caller bounds what it reads).
 pub fn open_regular(path: &Path) -> io::Result<(std::fs::File, std::fs::Metadata)> {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)?;
-    let m = f.metadata()?;
-    if !m.file_type().is_file() {
-        return Err(refused(
-            "not a regular file (a FIFO, device or directory)".into(),
-        ));
-    }
-    Ok((f, m))
+    let o = open_untrusted(path, &Policy::regular())?;
+    Ok((o.file, o.meta))
 }
 
 /// Opens the regular file `path` if it is at most `max` bytes and not
 /// mostly holes.
 pub fn open_bounded(path: &Path, max: u64) -> io::Result<(std::fs::File, std::fs::Metadata)> {
-    let (f, m) = open_regular(path)?;
-    let len = m.len();
-    if len > max {
-        return Err(refused(format!("{len} bytes, over the {max}-byte limit")));
-    }
-    if len > SPARSE_CHECK_FROM && m.blocks().saturating_mul(512) < len / 2 {
-        return Err(refused(format!(
-            "a sparse file: {len} bytes of which {} on disk",
-            m.blocks().saturating_mul(512)
-        )));
-    }
-    Ok((f, m))
+    let o = open_untrusted(path, &Policy::regular().max_bytes(max).dense())?;
+    Ok((o.file, o.meta))
 }
 
 /// Reads the regular file `path` whole, if [`open_bounded`] accepts it.

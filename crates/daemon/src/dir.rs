@@ -12,16 +12,16 @@ use rustix::io::Errno;
 use crate::error::{Error, Result};
 
 /// The event log, written by the sampling engine (`profkit-eventlog`).
-pub const SESSION_LOG: &str = "session.pkl";
+pub const SESSION_LOG: &str = profkit_eventlog::parts::CURRENT_PART;
 /// The lock file: `flock`ed by the running daemon, holding its pid.
-pub const LOCK_FILE: &str = "daemon.lock";
+pub const LOCK_FILE: &str = profkit_eventlog::layout::LOCK_FILE;
 /// The running daemon's pid; removed on a clean stop, so one left behind
 /// without a lock holder means the daemon died.
-pub const PID_FILE: &str = "daemon.pid";
+pub const PID_FILE: &str = profkit_eventlog::layout::PID_FILE;
 /// The control socket (mode 0600).
-pub const CONTROL_SOCKET: &str = "control.sock";
+pub const CONTROL_SOCKET: &str = profkit_eventlog::layout::CONTROL_SOCKET;
 /// The daemon's log (its stdout and stderr go there too).
-pub const DAEMON_LOG: &str = "daemon.log";
+pub const DAEMON_LOG: &str = profkit_eventlog::layout::DAEMON_LOG;
 
 /// Permission bits of a session directory we create.
 pub const DIR_MODE: u32 = 0o700;

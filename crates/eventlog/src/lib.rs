@@ -21,6 +21,8 @@
 //! ([`build_id_from_notes`]), so every writer of sessions (the sync stage,
 //! `profkit-import`) names a binary alike. Which [`CpuAccounting`] counter a
 //! [`LostKind`] adds to is [`CpuAccounting::add_lost`].
+//! The files of a session directory are named in one place,
+//! [`SessionLayout`] (with the `.build-id` path rule, [`build_id_path`]).
 //! Names in a session are untrusted text; [`shown`] is the one rule for
 //! showing one on a line of text (every control character escaped,
 //! newlines included).
@@ -158,6 +160,7 @@ mod encode;
 mod error;
 mod event;
 mod idlist;
+pub mod layout;
 mod markers;
 pub mod parts;
 mod reader;
@@ -180,6 +183,7 @@ pub use event::{
     COOKIE_NONE, COOKIE_UNKNOWN,
 };
 pub use idlist::{format_id_list, parse_id_list, IdListError};
+pub use layout::{build_id_path, SessionLayout};
 pub use markers::{MAX_CGROUP_PATH, MAX_STACK_FRAMES};
 pub use reader::{read_header, SessionReader};
 pub use session::{

@@ -13,16 +13,15 @@ use crate::model::CallGraphMode;
 use crate::window::TimeSpec;
 
 /// The file name of the session log inside a session directory.
-pub const SESSION_FILE: &str = "session.pkl";
+pub const SESSION_FILE: &str = profkit_eventlog::parts::CURRENT_PART;
 /// The kallsyms copy a session directory may hold (used instead of the
 /// live `/proc/kallsyms` when present).
-pub const KALLSYMS_FILE: &str = "kallsyms";
+pub const KALLSYMS_FILE: &str = profkit_eventlog::layout::KALLSYMS_FILE;
 /// Where `profctl archive` puts the sampled binaries and debug files, by
 /// build-id (`debug/.build-id/ab/cdef…`); searched automatically.
-pub const ARCHIVE_DEBUG_DIR: &str = "debug";
-/// Binaries of other mount namespaces the recorder could not keep (kept
-/// in step with `profkit_live::NOT_KEPT_FILE`).
-pub const NOT_KEPT_FILE: &str = "debug/not-kept";
+pub const ARCHIVE_DEBUG_DIR: &str = profkit_eventlog::layout::DEBUG_DIR;
+/// Binaries of other mount namespaces the recorder could not keep.
+pub const NOT_KEPT_FILE: &str = profkit_eventlog::layout::NOT_KEPT_FILE;
 
 /// Whether the recorder of a session is still running, as far as the
 /// caller knows (the report only reads bytes; the command line asks the

@@ -440,12 +440,8 @@ pub(crate) fn debug_candidates(
 ) -> Vec<(PathBuf, DebugCheck)> {
     let mut out = Vec::new();
     if let Some(id) = build_id.filter(|id| id.len() >= 2) {
-        let h = hex(id);
         for dir in debug_dirs {
-            let candidate = dir
-                .join(".build-id")
-                .join(&h[..2])
-                .join(format!("{}.debug", &h[2..]));
+            let candidate = profkit_eventlog::build_id_path(dir, id, ".debug");
             out.push((candidate, DebugCheck::BuildId(id.to_vec())));
         }
     }

@@ -235,4 +235,20 @@ fn a_fifo_or_a_link_to_dev_zero_is_refused_without_hanging() {
         .unwrap();
     let e = SessionReader::open(&sparse).unwrap_err().to_string();
     assert!(e.contains("sparse"), "{e}");
+    // A 16 MiB part that is a 4 KiB header and holes (issue 25): refused
+    // too, and a written session of that size is not.
+    let holes = d.path().join("holes.pkl");
+    std::fs::write(&holes, vec![1u8; 4096]).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&holes)
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    let e = SessionReader::open(&holes).unwrap_err().to_string();
+    assert!(e.contains("sparse"), "{e}");
+    let full = d.path().join("full.pkl");
+    std::fs::write(&full, vec![1u8; 16 << 20]).unwrap();
+    let e = SessionReader::open(&full).unwrap_err().to_string();
+    assert!(!e.contains("sparse"), "{e}");
 }

@@ -118,7 +118,11 @@ pub fn diff_reports(old: &Report, new: &Report, threshold: f64) -> Diff {
 }
 
 fn describe(h: &Header) -> String {
-    let paths: Vec<&str> = h.sessions.iter().map(|s| s.path.as_str()).collect();
+    let paths: Vec<std::borrow::Cow<'_, str>> = h
+        .sessions
+        .iter()
+        .map(|s| profkit_eventlog::shown(&s.path))
+        .collect();
     format!("{} ({} samples)", paths.join(" + "), h.total_samples)
 }
 
@@ -152,6 +156,8 @@ pub fn write_diff(d: &Diff, format: Format, w: &mut dyn Write) -> io::Result<()>
             Ok(())
         }
         Format::Text => {
+            // Names on one line each (a newline in one would add a row).
+            use profkit_eventlog::shown;
             writeln!(w, "Old:      {}", describe(&d.old))?;
             writeln!(w, "New:      {}", describe(&d.new))?;
             writeln!(
@@ -167,14 +173,14 @@ pub fn write_diff(d: &Diff, format: Format, w: &mut dyn Write) -> io::Result<()>
             let iw = d
                 .rows
                 .iter()
-                .map(|r| r.image.chars().count())
+                .map(|r| shown(&r.image).chars().count())
                 .max()
                 .unwrap_or(0)
                 .max("image".len());
             let aw = d
                 .rows
                 .iter()
-                .map(|r| r.app.as_deref().map_or(0, |a| a.chars().count()))
+                .map(|r| r.app.as_deref().map_or(0, |a| shown(a).chars().count()))
                 .max()
                 .unwrap_or(0)
                 .max("app name".len());
@@ -196,12 +202,12 @@ pub fn write_diff(d: &Diff, format: Format, w: &mut dyn Write) -> io::Result<()>
                     r.change, r.old_percent, r.new_percent, r.old_samples, r.new_samples
                 );
                 if app {
-                    line.push_str(&format!("{:<aw$}  ", r.app.as_deref().unwrap_or("")));
+                    line.push_str(&format!("{:<aw$}  ", shown(r.app.as_deref().unwrap_or(""))));
                 }
-                line.push_str(&format!("{:<iw$}", r.image));
+                line.push_str(&format!("{:<iw$}", shown(&r.image)));
                 if let Some(s) = &r.symbol {
                     line.push_str("  ");
-                    line.push_str(s);
+                    line.push_str(&shown(s));
                 }
                 writeln!(w, "{}", line.trim_end())?;
             }

@@ -162,6 +162,15 @@ fn a_newline_in_a_binary_path_adds_no_row_to_the_text_report() {
         render(&r, Format::Json, &mut json).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
         assert!(v.to_string().contains("x\\n   99999"), "{v}");
+        // --diff's table too.
+        let d = crate::diff_reports(&r, &r, 0.0);
+        let mut out = Vec::new();
+        crate::write_diff(&d, Format::Text, &mut out).unwrap();
+        let t = String::from_utf8(out).unwrap();
+        assert!(
+            !t.lines().any(|l| l.trim_start().starts_with("99999")),
+            "{separate}: a fake row in --diff: {t}"
+        );
     }
 }
 

@@ -654,7 +654,11 @@ fn run(cfg: Config) -> Result<()> {
                 );
             }
             for w in &summary.warnings {
-                eprintln!("profreport: warning: {}: {w}", perf_data.display());
+                eprintln!(
+                    "profreport: warning: {}: {}",
+                    perf_data.display(),
+                    profkit_eventlog::shown(w)
+                );
             }
             let mut s = Session::open(&scratch.0).context("reading the imported session")?;
             s.set_liveness(Liveness::NotRunning);

@@ -50,6 +50,7 @@ fn call_session(dir: &std::path::Path) -> PathBuf {
         generation: 0,
         base: KBASE,
         pid: None,
+        file: Default::default(),
     };
     let mut enc = ChunkEncoder::new();
     enc.event(&Event::CookieDef(kdef.clone()));

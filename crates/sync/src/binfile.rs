@@ -20,7 +20,14 @@
 //!   came back no further build-id is read this session. A binary whose
 //!   build-id was not read gets its device/inode cookie, as one without a
 //!   build-id does.
+//!
+//! The same opens identify the file behind a mapping ([`identify`]: its
+//! device, inode, size and mtime), which decides its cookie when other
+//! files claim its build-id (`profkit_eventlog::cookie`, "A build-id is a
+//! claim"), on a worker of its own ([`IdentityReader`]) with the same
+//! bounds.
 
+use profkit_eventlog::FileIdentity;
 use rustix::fs::{Mode, OFlags, ResolveFlags, CWD};
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
@@ -61,20 +68,32 @@ pub enum Refused {
 /// Opens a binary as described in the module docs; never blocks on a
 /// FIFO or follows a symlink in `path`.
 pub fn open_mapped(b: &MappedBinary) -> Result<File, Refused> {
-    let mut last = Refused::Unopenable;
-    if let Some(mf) = &b.map_file {
-        // The magic link is the point here: no RESOLVE_NO_MAGICLINKS.
-        if let Ok(fd) = rustix::fs::open(
-            mf,
-            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) {
-            match check(File::from(fd), b.identity) {
-                Ok(f) => return Ok(f),
-                Err(e) => last = e,
-            }
-        }
+    let last = match open_map_file(b) {
+        Some(Ok(f)) => return Ok(f),
+        Some(Err(e)) => e,
+        None => Refused::Unopenable,
+    };
+    match open_path(b) {
+        Err(Refused::Unopenable) => Err(last),
+        r => r,
     }
+}
+
+/// The mapping's file through `map_files` (None: no such entry to open).
+fn open_map_file(b: &MappedBinary) -> Option<Result<File, Refused>> {
+    let mf = b.map_file.as_ref()?;
+    // The magic link is the point here: no RESOLVE_NO_MAGICLINKS.
+    let fd = rustix::fs::open(
+        mf,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    Some(check(File::from(fd), b.identity))
+}
+
+/// The file at the mapping's path, opened without links, non-blocking.
+fn open_path(b: &MappedBinary) -> Result<File, Refused> {
     let fd = rustix::fs::openat2(
         CWD,
         &b.path,
@@ -82,8 +101,72 @@ pub fn open_mapped(b: &MappedBinary) -> Result<File, Refused> {
         Mode::empty(),
         ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
     )
-    .map_err(|_| last)?;
+    .map_err(|_| Refused::Unopenable)?;
     check(File::from(fd), b.identity)
+}
+
+/// The identity of an opened file (device in `procfs::dev_number`'s
+/// encoding, as cookies carry it).
+pub fn identity_of(f: &File) -> Option<FileIdentity> {
+    let m = f.metadata().ok()?;
+    Some(FileIdentity {
+        dev: dev_of(m.dev()),
+        inode: m.ino(),
+        size: m.size(),
+        mtime_ns: m
+            .mtime()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(m.mtime_nsec()),
+    })
+}
+
+/// Which file backs mapping `b`, whose build-id is claimed to be `claim`:
+/// the file `map_files` hands over while the process lives (the very file
+/// mapped); else the file at its path, opened as [`open_mapped`] opens it,
+/// only if it has the claimed build-id (a file put there since, such as a
+/// package upgrade's, is not the one mapped). None: not identified.
+pub fn identify(b: &MappedBinary, claim: Option<&[u8]>) -> Option<FileIdentity> {
+    if let Some(Ok(f)) = open_map_file(b) {
+        return identity_of(&f);
+    }
+    let f = open_path(b).ok()?;
+    if let Some(want) = claim {
+        if build_id_of(f.try_clone().ok()?).as_deref() != Some(want) {
+            return None;
+        }
+    }
+    identity_of(&f)
+}
+
+/// [`identify`] on a worker thread, each answer waited for at most
+/// [`BUILD_ID_TIMEOUT`] ([`TimedWorker`]).
+#[derive(Debug)]
+pub struct IdentityReader {
+    worker: TimedWorker<(MappedBinary, Option<Vec<u8>>), Option<FileIdentity>>,
+    /// Mappings whose file was not identified (gone, refused, timed out).
+    pub unidentified: u64,
+}
+
+impl Default for IdentityReader {
+    fn default() -> Self {
+        IdentityReader {
+            worker: TimedWorker::new("profkit-identity", BUILD_ID_TIMEOUT, |(b, claim)| {
+                identify(&b, claim.as_deref())
+            }),
+            unidentified: 0,
+        }
+    }
+}
+
+impl IdentityReader {
+    /// The identity of the file behind `b`, claimed to have build-id `claim`.
+    pub fn read(&mut self, b: MappedBinary, claim: Option<&[u8]>) -> Option<FileIdentity> {
+        let r = self.worker.ask((b, claim.map(<[u8]>::to_vec))).flatten();
+        if r.is_none() {
+            self.unidentified += 1;
+        }
+        r
+    }
 }
 
 fn check(f: File, identity: Option<(u64, u64)>) -> Result<File, Refused> {

@@ -20,6 +20,10 @@ pub const KALLSYMS_FILE: &str = "kallsyms";
 /// Where `profctl archive` puts the sampled binaries and debug files, by
 /// build-id (`debug/.build-id/ab/cdef…`); searched automatically.
 pub const ARCHIVE_DEBUG_DIR: &str = "debug";
+/// Where in `debug/` the recorder keeps binaries of other mount
+/// namespaces, each named by its cookie (kept in step with
+/// `profkit_live::KEPT_DIR`): a copy names that cookie's samples only.
+pub const KEPT_DIR: &str = ".kept";
 /// Binaries of other mount namespaces the recorder could not keep (kept
 /// in step with `profkit_live::NOT_KEPT_FILE`).
 pub const NOT_KEPT_FILE: &str = "debug/not-kept";
@@ -658,6 +662,19 @@ impl Session {
     pub fn archive_debug_dir(&self) -> Option<PathBuf> {
         let p = self.dir.join(ARCHIVE_DEBUG_DIR);
         p.join(".build-id").is_dir().then_some(p)
+    }
+
+    /// The copy the recorder kept of cookie `cookie`'s file (another mount
+    /// namespace's binary: `debug/.kept/COOKIE`, a regular file), if any.
+    pub fn kept_copy(&self, cookie: profkit_eventlog::Cookie) -> Option<PathBuf> {
+        let p = self
+            .dir
+            .join(ARCHIVE_DEBUG_DIR)
+            .join(KEPT_DIR)
+            .join(format!("{cookie:016x}"));
+        std::fs::symlink_metadata(&p)
+            .is_ok_and(|m| m.is_file())
+            .then_some(p)
     }
 
     /// Binaries of other mount namespaces the recorder could not keep,

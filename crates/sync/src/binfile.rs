@@ -138,6 +138,42 @@ pub fn identify(b: &MappedBinary, claim: Option<&[u8]>) -> Option<FileIdentity> 
     identity_of(&f)
 }
 
+/// [`identify`] through `map_files` alone, on this thread: one `statx`
+/// that follows the magic link to the very file mapped, with
+/// `AT_STATX_DONT_SYNC` (a network or FUSE file system answers from its
+/// cache, never waits on its server). Like the stage's own reads of
+/// `/proc/PID/maps`, it takes the process's memory-map lock for reading
+/// only. None: no such entry (the process is gone), not a regular file,
+/// or not the device/inode the kernel gave.
+pub fn identify_mapped(b: &MappedBinary) -> Option<FileIdentity> {
+    use rustix::fs::{AtFlags, FileType, StatxFlags};
+    let mf = b.map_file.as_ref()?;
+    let st = rustix::fs::statx(
+        CWD,
+        mf,
+        AtFlags::STATX_DONT_SYNC,
+        StatxFlags::TYPE | StatxFlags::INO | StatxFlags::SIZE | StatxFlags::MTIME,
+    )
+    .ok()?;
+    if FileType::from_raw_mode(st.stx_mode.into()) != FileType::RegularFile {
+        return None;
+    }
+    let i = FileIdentity {
+        dev: crate::procfs::dev_number(st.stx_dev_major, st.stx_dev_minor),
+        inode: st.stx_ino,
+        size: st.stx_size,
+        mtime_ns: st
+            .stx_mtime
+            .tv_sec
+            .saturating_mul(1_000_000_000)
+            .saturating_add(i64::from(st.stx_mtime.tv_nsec)),
+    };
+    match b.identity {
+        Some(kernel) if kernel != (i.dev, i.inode) => None,
+        _ => Some(i),
+    }
+}
+
 /// [`identify`] on a worker thread, each answer waited for at most
 /// [`BUILD_ID_TIMEOUT`] ([`TimedWorker`]).
 #[derive(Debug)]
@@ -159,8 +195,13 @@ impl Default for IdentityReader {
 }
 
 impl IdentityReader {
-    /// The identity of the file behind `b`, claimed to have build-id `claim`.
+    /// The identity of the file behind `b`, claimed to have build-id
+    /// `claim`: through `map_files` on this thread ([`identify_mapped`])
+    /// while the process lives, else [`identify`] on the worker.
     pub fn read(&mut self, b: MappedBinary, claim: Option<&[u8]>) -> Option<FileIdentity> {
+        if let Some(i) = identify_mapped(&b) {
+            return Some(i);
+        }
         let r = self.worker.ask((b, claim.map(<[u8]>::to_vec))).flatten();
         if r.is_none() {
             self.unidentified += 1;
@@ -415,6 +456,44 @@ mod tests {
         let want = build_id_of(File::open(&exe).unwrap());
         assert!(want.is_some(), "the test binary is linked with a build-id");
         assert_eq!(open_mapped(&b).ok().and_then(build_id_of), want);
+    }
+
+    /// The file behind a mapping is the same whichever way it is
+    /// identified: `statx` through `map_files` on the stage's thread, or
+    /// `fstat` of the file opened on the worker.
+    #[test]
+    fn a_mapping_is_identified_alike_through_statx_and_fstat() {
+        let exe = std::env::current_exe().unwrap();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let line = maps
+            .lines()
+            .find(|l| l.ends_with(exe.to_str().unwrap()) && l.split(' ').nth(1) == Some("r-xp"))
+            .expect("the test binary is mapped");
+        let range = line.split(' ').next().unwrap();
+        let b = MappedBinary {
+            path: "/nonexistent/renamed".into(),
+            map_file: Some(format!("/proc/self/map_files/{range}").into()),
+            identity: None,
+        };
+        let want = identity_of(&File::open(&exe).unwrap()).unwrap();
+        assert_eq!(identify_mapped(&b), Some(want));
+        assert_eq!(identify(&b, None), Some(want));
+        // Not the device/inode the kernel gave: not identified.
+        let other = MappedBinary {
+            identity: Some((want.dev, want.inode + 1)),
+            ..b.clone()
+        };
+        assert_eq!(identify_mapped(&other), None);
+        // The process gone: the path, only with the claimed build-id.
+        let gone = MappedBinary {
+            path: exe.clone(),
+            map_file: Some("/proc/self/map_files/0-1".into()),
+            identity: None,
+        };
+        assert_eq!(identify_mapped(&gone), None);
+        let bid = build_id_of(File::open(&exe).unwrap()).unwrap();
+        assert_eq!(identify(&gone, Some(&bid)), Some(want));
+        assert_eq!(identify(&gone, Some(&[1, 2, 3])), None);
     }
 
     #[test]

@@ -293,7 +293,7 @@ impl Symbolizer {
                 let on_host = self.opts.sysroot.is_none();
                 let check_inode = expect.is_none() && on_host;
                 match (req.file, req.inode) {
-                    (Some(f), _) => match changed(&f, &now, on_host) {
+                    (Some(f), _) => match changed(&f, &now, on_host && f.here) {
                         Some(why) => (
                             format!("binary changed since recording: {} ({why})", path.display()),
                             true,

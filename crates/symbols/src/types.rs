@@ -55,7 +55,8 @@ pub struct BinaryRequest {
     pub pid: Option<u32>,
     /// ELF: the file the recorder identified behind the cookie's mappings. When set, a
     /// build-id is only the file's claim: the recorded path is used only if it is still
-    /// that file (inode, size and mtime; the size alone under a sysroot), a file found by
+    /// that file (inode, size and mtime; the size alone under a sysroot or for a session
+    /// recorded elsewhere, [`RecordedFile::here`]), a file found by
     /// build-id only if its size matches, and otherwise the binary is refused as changed
     /// since recording.
     pub file: Option<RecordedFile>,
@@ -77,6 +78,9 @@ pub struct RecordedFile {
     pub size: u64,
     /// Modification time, nanoseconds since the epoch.
     pub mtime_ns: i64,
+    /// Recorded on this machine, so its inode and mtime mean something here (a session
+    /// from another host is checked by size and build-id, as under a sysroot).
+    pub here: bool,
 }
 
 impl BinaryRequest {

@@ -176,12 +176,24 @@ pub fn identify_mapped(b: &MappedBinary) -> Option<FileIdentity> {
 
 /// [`identify`] on a worker thread, each answer waited for at most
 /// [`BUILD_ID_TIMEOUT`] ([`TimedWorker`]).
+///
+/// What the worker found at a path for a claimed build-id is remembered
+/// (at most [`PATHS_REMEMBERED`] paths, then it starts over): exec chains
+/// and short-lived processes, gone before their mappings are read, map the
+/// same few files again and again, and one read of each path serves them
+/// all, as one look at the path would. (A file put at the path later with
+/// the same claim takes the first one's cookie; where a user can write,
+/// that is one of the user's own files.)
 #[derive(Debug)]
 pub struct IdentityReader {
     worker: TimedWorker<(MappedBinary, Option<Vec<u8>>), Option<FileIdentity>>,
+    by_path: std::collections::HashMap<(PathBuf, Vec<u8>), FileIdentity>,
     /// Mappings whose file was not identified (gone, refused, timed out).
     pub unidentified: u64,
 }
+
+/// Paths an [`IdentityReader`] remembers before it starts over.
+pub const PATHS_REMEMBERED: usize = 4096;
 
 impl Default for IdentityReader {
     fn default() -> Self {
@@ -189,6 +201,7 @@ impl Default for IdentityReader {
             worker: TimedWorker::new("profkit-identity", BUILD_ID_TIMEOUT, |(b, claim)| {
                 identify(&b, claim.as_deref())
             }),
+            by_path: Default::default(),
             unidentified: 0,
         }
     }
@@ -202,9 +215,21 @@ impl IdentityReader {
         if let Some(i) = identify_mapped(&b) {
             return Some(i);
         }
+        let key = (b.path.clone(), claim.unwrap_or_default().to_vec());
+        if b.identity.is_none() {
+            if let Some(&i) = self.by_path.get(&key) {
+                return Some(i);
+            }
+        }
         let r = self.worker.ask((b, claim.map(<[u8]>::to_vec))).flatten();
-        if r.is_none() {
-            self.unidentified += 1;
+        match r {
+            Some(i) => {
+                if self.by_path.len() >= PATHS_REMEMBERED {
+                    self.by_path.clear();
+                }
+                self.by_path.insert(key, i);
+            }
+            None => self.unidentified += 1,
         }
         r
     }

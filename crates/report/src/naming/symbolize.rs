@@ -165,6 +165,7 @@ pub(crate) fn request(e: &CookieEntry, s: Option<&Session>) -> BinaryRequest {
                     inode: i.inode,
                     size: i.size,
                     mtime_ns: i.mtime_ns,
+                    here: s.is_none_or(Session::recorded_here),
                 });
                 if let Some(k) = s.and_then(|s| s.kept_copy(e.cookie)) {
                     r = r.with_kept_copy(k);

@@ -35,6 +35,7 @@ fn recorded(bin: &Path) -> RecordedFile {
         inode: m.ino(),
         size: m.size(),
         mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+        here: true,
     }
 }
 

@@ -295,7 +295,13 @@ impl Cache {
                 .debuglink
                 .as_ref()
                 .map(|(name, crc)| (name.as_slice(), *crc));
-            elf_range::find_debug_path(path, headers.build_id.as_deref(), link, cfg.debug_dirs)
+            elf_range::find_debug_path(
+                path,
+                headers.build_id.as_deref(),
+                link,
+                &headers.loads,
+                cfg.debug_dirs,
+            )
         } else {
             None
         };

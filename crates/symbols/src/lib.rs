@@ -12,8 +12,9 @@
 //!   can be linked with libc's): when the recorder identified the file behind a cookie
 //!   ([`BinaryRequest::file`]), a candidate is used only if it is that file — the copy kept
 //!   of it, the recorded path with its inode, size and mtime, a file found by build-id of
-//!   its size — and the cache shares parsed binaries only between copies of one content
-//!   and DWARF only between paths of one file;
+//!   its size — a separate debug file found by build-id is used only for a binary with its
+//!   PT_LOAD layout, and the cache shares parsed binaries only between copies of one
+//!   content and DWARF only between paths of one file;
 //! - the kernel and its modules from kallsyms (hidden addresses are detected and the samples
 //!   go to `[kernel]`), or a module's `.ko` file;
 //! - trimming a kallsyms file to the lines some sampled addresses need ([`trim_kallsyms`],

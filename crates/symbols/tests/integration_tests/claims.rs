@@ -199,3 +199,56 @@ fn the_cache_does_not_share_one_files_dwarf_with_another_claiming_its_build_id()
         file(&f)
     );
 }
+
+/// A stripped forgery claiming a binary's build-id is not named with that binary's separate
+/// debug file (found by build-id under a debug dir): the debug file's PT_LOAD layout is not
+/// the forgery's. The genuine stripped binary still is. (Before, any file with the build-id
+/// got the debug file's symbols: a user's loop shown as `libc.so.6`'s functions where the
+/// libc debug package is installed.)
+#[test]
+fn a_stripped_forgery_is_not_named_with_the_debug_file_of_the_build_id_it_claims() {
+    let d = tempfile::tempdir().unwrap();
+    let genuine = build(d.path(), "genuine", GENUINE_C);
+    let forged = build(d.path(), "forged", FORGED_C);
+    let id = build_id(&genuine);
+    let h: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    let debug = d.path().join("debug");
+    let at = debug.join(".build-id").join(&h[..2]);
+    std::fs::create_dir_all(&at).unwrap();
+    run(std::process::Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&genuine)
+        .arg(at.join(format!("{}.debug", &h[2..]))));
+    let g_off = [off(&genuine, "genuine_work")];
+    let f_off = [off(&forged, "FORGED_spin")];
+    for bin in [&genuine, &forged] {
+        run(std::process::Command::new("strip")
+            .arg("--strip-all")
+            .arg(bin));
+    }
+    for debug_info in [false, true] {
+        let opts = SymbolizerOptions {
+            debug_dirs: vec![debug.clone()],
+            debug_info,
+            ..isolated()
+        };
+        let r = one(
+            opts.clone(),
+            BinaryRequest::elf(&genuine).with_build_id(id.clone()),
+            &g_off,
+        );
+        assert_eq!(r.name_at(0), Some("genuine_work"), "{:?}", r.warnings);
+        let r = one(
+            opts,
+            BinaryRequest::elf(&forged).with_build_id(id.clone()),
+            &f_off,
+        );
+        assert!(
+            r.symbols
+                .iter()
+                .all(|s| s.name != "genuine_work" && s.name != "main"),
+            "debug_info {debug_info}: {:?}",
+            r.symbols
+        );
+    }
+}

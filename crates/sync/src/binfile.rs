@@ -177,8 +177,9 @@ pub fn identify_mapped(b: &MappedBinary) -> Option<FileIdentity> {
 /// [`identify`] on a worker thread, each answer waited for at most
 /// [`BUILD_ID_TIMEOUT`] ([`TimedWorker`]).
 ///
-/// What the worker found at a path for a claimed build-id is remembered
-/// (at most [`PATHS_REMEMBERED`] paths, then it starts over): exec chains
+/// What the worker found at a path for a claimed build-id, or that it
+/// found nothing, is remembered (at most [`PATHS_REMEMBERED`] paths, then
+/// it starts over): exec chains
 /// and short-lived processes, gone before their mappings are read, map the
 /// same few files again and again, and one read of each path serves them
 /// all, as one look at the path would. (A file put at the path later with
@@ -187,7 +188,7 @@ pub fn identify_mapped(b: &MappedBinary) -> Option<FileIdentity> {
 #[derive(Debug)]
 pub struct IdentityReader {
     worker: TimedWorker<(MappedBinary, Option<Vec<u8>>), Option<FileIdentity>>,
-    by_path: std::collections::HashMap<(PathBuf, Vec<u8>), FileIdentity>,
+    by_path: std::collections::HashMap<(PathBuf, Vec<u8>), Option<FileIdentity>>,
     /// Mappings whose file was not identified (gone, refused, timed out).
     pub unidentified: u64,
 }
@@ -216,20 +217,19 @@ impl IdentityReader {
             return Some(i);
         }
         let key = (b.path.clone(), claim.unwrap_or_default().to_vec());
-        if b.identity.is_none() {
-            if let Some(&i) = self.by_path.get(&key) {
-                return Some(i);
-            }
-        }
-        let r = self.worker.ask((b, claim.map(<[u8]>::to_vec))).flatten();
-        match r {
-            Some(i) => {
+        let r = match self.by_path.get(&key) {
+            Some(&known) if b.identity.is_none() => known,
+            _ => {
+                let r = self.worker.ask((b, claim.map(<[u8]>::to_vec))).flatten();
                 if self.by_path.len() >= PATHS_REMEMBERED {
                     self.by_path.clear();
                 }
-                self.by_path.insert(key, i);
+                self.by_path.insert(key, r);
+                r
             }
-            None => self.unidentified += 1,
+        };
+        if r.is_none() {
+            self.unidentified += 1;
         }
         r
     }
@@ -519,6 +519,30 @@ mod tests {
         let bid = build_id_of(File::open(&exe).unwrap()).unwrap();
         assert_eq!(identify(&gone, Some(&bid)), Some(want));
         assert_eq!(identify(&gone, Some(&[1, 2, 3])), None);
+    }
+
+    /// Gone processes' mappings: one look at each path for a claim serves
+    /// every later mapping of it (exec chains), found or not.
+    #[test]
+    fn a_path_is_looked_at_once_per_claim_for_gone_processes() {
+        let d = tempfile::tempdir().unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let copy = d.path().join("app");
+        std::fs::copy(&exe, &copy).unwrap();
+        let bid = build_id_of(File::open(&copy).unwrap()).unwrap();
+        let gone = |p: &Path| MappedBinary {
+            path: p.into(),
+            map_file: Some("/proc/self/map_files/0-1".into()),
+            identity: None,
+        };
+        let mut r = IdentityReader::default();
+        r.worker.timeout = Duration::from_secs(10);
+        let first = r.read(gone(&copy), Some(&bid));
+        assert_eq!(first, identity_of(&File::open(&copy).unwrap()));
+        std::fs::remove_file(&copy).unwrap();
+        assert_eq!(r.read(gone(&copy), Some(&bid)), first, "remembered");
+        assert_eq!(r.read(gone(&copy), Some(&[1, 2])), None, "another claim");
+        assert_eq!(r.unidentified, 1);
     }
 
     #[test]

@@ -649,6 +649,9 @@ fn live_mmaps(c: &mut Criterion) {
         })
         .collect();
     let proc_root = d.path().join("proc");
+    // Processes gone before their records are read: no `/proc` entry.
+    let gone_root = d.path().join("gone-proc");
+    std::fs::create_dir_all(&gone_root).unwrap();
     for p in 0..PROCS {
         let dir = proc_root.join((2000 + p).to_string());
         std::fs::create_dir_all(dir.join("map_files")).unwrap();
@@ -697,11 +700,11 @@ fn live_mmaps(c: &mut Criterion) {
         }
         ring
     };
-    let live_stage = || {
+    let live_stage = |root: &std::path::Path| {
         SyncStage::new(SyncOptions {
             layout,
             paths: profkit_sync::ProcPaths {
-                proc_root: proc_root.clone(),
+                proc_root: root.to_path_buf(),
                 sys_root: d.path().join("sys"),
             },
             use_procfs: true,
@@ -709,13 +712,15 @@ fn live_mmaps(c: &mut Criterion) {
     };
     let mut g = c.benchmark_group("sync_live_mmaps");
     g.throughput(Throughput::Elements(u64::from(PROCS) * 4));
-    g.bench_function("round", |b| {
-        b.iter_batched(
-            || (live_stage(), ring()),
-            |(mut st, ring)| black_box(st.round(&mut [ring], 1 << 40).bytes.len()),
-            BatchSize::SmallInput,
-        )
-    });
+    for (name, root) in [("round", &proc_root), ("gone", &gone_root)] {
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || (live_stage(root), ring()),
+                |(mut st, ring)| black_box(st.round(&mut [ring], 1 << 40).bytes.len()),
+                BatchSize::SmallInput,
+            )
+        });
+    }
     g.finish();
 }
 

@@ -257,6 +257,7 @@ fn flag_demangle() {
         generation: 0,
         base: 0,
         pid: Some(4242),
+        file: Default::default(),
     }));
     enc.sample(0, 4242, 4242, false, 5, 0x7f3c_0000_2010);
     w.append_chunk(0, 1, enc.bytes()).unwrap();
@@ -667,6 +668,7 @@ fn a_closed_stdout_is_success() {
             generation: 0,
             base: 0,
             pid: None,
+            file: Default::default(),
         }));
         enc.sample(0, 1, 1, false, i, 0);
     }
@@ -712,6 +714,7 @@ fn flag_verbose_prints_every_warning() {
             generation: 0,
             base: 0,
             pid: None,
+            file: Default::default(),
         }));
         enc.sample(0, 1, 1, false, i, 0x10);
     }

@@ -10,6 +10,7 @@
 mod annotate;
 mod callgraph;
 mod cgroups;
+mod claims;
 mod dwarf;
 mod flags;
 mod golden;

@@ -61,6 +61,7 @@ fn write_part(dir: &Path, number: u64, newest: bool) {
                 generation: 0,
                 base: 0,
                 pid: None,
+                file: Default::default(),
             }));
         }
         for _ in 0..number * 10 {

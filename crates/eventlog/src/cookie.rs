@@ -8,6 +8,8 @@
 //! | code | cookie | entry |
 //! |---|---|---|
 //! | user file with a GNU build-id | `build-id`, id | [`file_entry`] |
+//! | another file claiming that build-id | `build-id-file`, id, dev, inode, size, mtime | [`claimed_file_entry`] |
+//! | a file claiming it that could not be identified | `build-id-unverified`, id | [`claimed_file_entry`] |
 //! | user file without one | `inode`, dev, inode, generation | [`file_entry`] |
 //! | the kernel image | `kernel-build-id`, id; else `kernel`, `_text` | [`kernel_entry`] |
 //! | a module | `module-build-id`, id; else `module`, name, base | [`module_entry`] |
@@ -15,15 +17,53 @@
 //! | the vDSO | `vdso` | [`vdso_entry`] |
 //! | a frame in no binary | reserved [`COOKIE_UNKNOWN`] | [`unknown_entry`] |
 //!
+//! ## A build-id is a claim
+//!
+//! Any user can link a file with any build-id (`-Wl,--build-id=0x…`), so
+//! a build-id says which file a binary claims to be, not which it is. The
+//! sync stage identifies the file behind each mapping (device, inode,
+//! size, mtime, through the mapping itself) and gives the plain
+//! `build-id` cookie to the first file *identified* with that build-id in
+//! the session; any other file claiming it gets its own `build-id-file`
+//! cookie (same build-id, its own identity), and a claim whose file could
+//! not be identified gets `build-id-unverified`. Each entry records its
+//! file ([`FileCheck`]), and a report names a cookie only with that file.
+//! The usual case, one file per build-id, keeps the plain cookie, so the
+//! same libc on two hosts still has one cookie in merges and diffs; a
+//! session where a forger's file was identified first has the genuine
+//! file under a `build-id-file` cookie instead (it is still named right,
+//! but does not pair with other sessions' plain cookie).
+//!
 //! Which mapping paths are anonymous code is decided once, by
 //! [`is_anonymous_code`]; module names are spelled as kallsyms spells them
 //! by [`module_name`].
 
-use crate::event::{cookie_hash, Cookie, CookieEntry, CookieKind, COOKIE_UNKNOWN};
+use crate::event::{
+    cookie_hash, Cookie, CookieEntry, CookieKind, FileCheck, FileIdentity, COOKIE_UNKNOWN,
+};
 
 /// Cookie of a file with a GNU build-id.
 pub fn build_id_cookie(build_id: &[u8]) -> Cookie {
     cookie_hash("build-id", &[build_id])
+}
+
+/// Cookie of a file claiming build-id `build_id` that is not the file
+/// holding [`build_id_cookie`] in the session: by the claim and the file's
+/// identity, or (`None`) an unidentified claim.
+pub fn claim_cookie(build_id: &[u8], file: Option<&FileIdentity>) -> Cookie {
+    match file {
+        Some(i) => cookie_hash(
+            "build-id-file",
+            &[
+                build_id,
+                &i.dev.to_le_bytes(),
+                &i.inode.to_le_bytes(),
+                &i.size.to_le_bytes(),
+                &i.mtime_ns.to_le_bytes(),
+            ],
+        ),
+        None => cookie_hash("build-id-unverified", &[build_id]),
+    }
 }
 
 /// Cookie of a file without a build-id: its (device, inode, generation).
@@ -77,6 +117,7 @@ fn entry(cookie: Cookie, kind: CookieKind, path: String) -> CookieEntry {
         generation: 0,
         base: 0,
         pid: None,
+        file: FileCheck::NotRecorded,
     }
 }
 
@@ -107,6 +148,30 @@ pub fn file_entry(
         generation,
         ..entry(cookie, kind, path.to_string())
     }
+}
+
+/// The entry of a user-space file with a non-empty build-id whose file
+/// was identified (`file` Some) or could not be (`None`): `holder` true
+/// when it is the session's first identified file with that build-id (the
+/// plain [`build_id_cookie`]), else its [`claim_cookie`]. The identity's
+/// device and inode fill the entry's `dev` and `inode` too.
+pub fn claimed_file_entry(
+    path: &str,
+    build_id: Vec<u8>,
+    file: Option<FileIdentity>,
+    holder: bool,
+    generation: u64,
+) -> CookieEntry {
+    let (dev, inode) = file.map_or((0, 0), |i| (i.dev, i.inode));
+    let mut e = file_entry(path, Some(build_id), dev, inode, generation);
+    if !(holder && file.is_some()) {
+        e.cookie = claim_cookie(e.build_id.as_deref().unwrap_or_default(), file.as_ref());
+    }
+    e.file = match file {
+        Some(i) => FileCheck::File(i),
+        None => FileCheck::Unverified,
+    };
+    e
 }
 
 /// The entry of the kernel image, whose offsets are relative to
@@ -332,6 +397,98 @@ mod tests {
         assert_eq!((a.pid, a.kind), (Some(42), CookieKind::Anon));
         assert_eq!(vdso_entry().cookie, cookie_hash("vdso", &[]));
         assert_eq!(unknown_entry().cookie, COOKIE_UNKNOWN);
+    }
+
+    fn ident(inode: u64) -> FileIdentity {
+        FileIdentity {
+            dev: 0x803,
+            inode,
+            size: 4096,
+            mtime_ns: 1_700_000_000_000_000_001,
+        }
+    }
+
+    /// Two files claiming one build-id are two cookies: the first
+    /// identified keeps the plain one, any other gets its own, an
+    /// unidentified claim another still.
+    #[test]
+    fn a_build_id_is_a_claim_not_an_identity() {
+        let b = vec![0xab, 0xcd];
+        let first = claimed_file_entry("/usr/bin/md5sum", b.clone(), Some(ident(7)), true, 0);
+        assert_eq!(first.cookie, build_id_cookie(&b));
+        assert_eq!(first.file, FileCheck::File(ident(7)));
+        assert_eq!((first.dev, first.inode), (0x803, 7));
+        let other = claimed_file_entry("/tmp/x", b.clone(), Some(ident(8)), false, 0);
+        assert_ne!(other.cookie, first.cookie);
+        assert_eq!(other.build_id.as_deref(), Some(&b[..]));
+        let mut touched = ident(7);
+        touched.mtime_ns += 1;
+        let changed = claimed_file_entry("/usr/bin/md5sum", b.clone(), Some(touched), false, 0);
+        assert_ne!(changed.cookie, first.cookie);
+        assert_ne!(changed.cookie, other.cookie);
+        let unverified = claimed_file_entry("/tmp/y", b.clone(), None, true, 0);
+        assert_eq!(unverified.file, FileCheck::Unverified);
+        assert_eq!(
+            unverified.cookie,
+            cookie_hash("build-id-unverified", &[&b]),
+            "no identity never holds the plain cookie"
+        );
+        let i = ident(8);
+        assert_eq!(
+            other.cookie,
+            cookie_hash(
+                "build-id-file",
+                &[
+                    &b,
+                    &i.dev.to_le_bytes(),
+                    &i.inode.to_le_bytes(),
+                    &i.size.to_le_bytes(),
+                    &i.mtime_ns.to_le_bytes()
+                ]
+            )
+        );
+    }
+
+    /// An entry written before the file check (no appended field) reads
+    /// as `NotRecorded`, and such an entry is still written with exactly
+    /// those bytes; the new field round-trips.
+    #[test]
+    fn cookie_entries_before_the_file_check_still_read() {
+        use crate::codec::BodyReader;
+        use crate::markers::{push_cookie_entry, read_cookie_entry};
+        // The version-1..4 body of file_entry("/bin/x", Some([1, 2]), 3, 4, 5).
+        let mut old = Vec::new();
+        old.extend_from_slice(&cookie_hash("build-id", &[&[1, 2]]).to_le_bytes());
+        old.extend_from_slice(&[0, 6]);
+        old.extend_from_slice(b"/bin/x");
+        old.extend_from_slice(&[1, 2, 1, 2, 3, 4, 5, 0, 0]);
+        let e = read_cookie_entry(&mut BodyReader::new(&old, 0, "CookieDef")).unwrap();
+        assert_eq!(e, file_entry("/bin/x", Some(vec![1, 2]), 3, 4, 5));
+        assert_eq!(e.file, FileCheck::NotRecorded);
+        let mut again = Vec::new();
+        push_cookie_entry(&mut again, &e);
+        assert_eq!(again, old, "an entry without a check keeps its bytes");
+        let mut neg = ident(9);
+        neg.mtime_ns = -5;
+        for f in [
+            FileCheck::File(ident(9)),
+            FileCheck::File(neg),
+            FileCheck::Unverified,
+        ] {
+            let e = CookieEntry {
+                file: f,
+                ..e.clone()
+            };
+            let mut b = Vec::new();
+            push_cookie_entry(&mut b, &e);
+            let back = read_cookie_entry(&mut BodyReader::new(&b, 0, "CookieDef")).unwrap();
+            assert_eq!(back, e);
+        }
+        // A newer writer's kind of check cannot be verified: unverified.
+        let mut newer = old.clone();
+        newer.extend_from_slice(&[7, 1, 2, 3]);
+        let e = read_cookie_entry(&mut BodyReader::new(&newer, 0, "CookieDef")).unwrap();
+        assert_eq!(e.file, FileCheck::Unverified);
     }
 
     #[test]

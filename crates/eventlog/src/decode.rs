@@ -557,6 +557,7 @@ mod tests {
                 generation: 3,
                 base: 0xffff_ffff_8100_0000,
                 pid: None,
+                file: Default::default(),
             }),
             Event::CookieDef(CookieEntry {
                 cookie: 5,
@@ -568,6 +569,7 @@ mod tests {
                 generation: 0,
                 base: 0,
                 pid: Some(u32::MAX),
+                file: Default::default(),
             }),
             Event::CookieDef(CookieEntry {
                 cookie: 6,
@@ -579,6 +581,7 @@ mod tests {
                 generation: 0,
                 base: 0,
                 pid: Some(12),
+                file: Default::default(),
             }),
             Event::ModuleLoad {
                 cookie: 9,

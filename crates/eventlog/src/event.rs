@@ -110,6 +110,52 @@ pub struct CookieEntry {
     pub base: u64,
     /// Anon: the owning process.
     pub pid: Option<u32>,
+    /// Which file backed the mappings of this cookie, as the sync stage
+    /// saw it (appended field; [`FileCheck::NotRecorded`] for sessions
+    /// written before it, for imports and for non-file cookies). A report
+    /// uses a file for this cookie only if it is that file.
+    pub file: FileCheck,
+}
+
+/// What a user-file cookie's entry says about the file that backed its
+/// mappings: the answer to "is this candidate file the one that was
+/// sampled" (a build-id is the file's claim, not its identity).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum FileCheck {
+    /// Nothing recorded (sessions before this field, imports, kernel,
+    /// modules, anonymous code): files are found as before, by path and
+    /// build-id.
+    #[default]
+    NotRecorded,
+    /// The mapped file, identified at sync time through the mapping.
+    File(FileIdentity),
+    /// A build-id claim whose file could not be identified (its process
+    /// gone and its path not the host's): no file found by build-id alone
+    /// may name it.
+    Unverified,
+}
+
+impl FileCheck {
+    /// The identity, when one was recorded.
+    pub fn identity(&self) -> Option<&FileIdentity> {
+        match self {
+            FileCheck::File(i) => Some(i),
+            _ => None,
+        }
+    }
+}
+
+/// A file as `fstat` saw it when the sync stage first met its mapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct FileIdentity {
+    /// Device number (major << 32 | minor, as cookies encode it).
+    pub dev: u64,
+    /// Inode number.
+    pub inode: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, nanoseconds since the epoch.
+    pub mtime_ns: i64,
 }
 
 /// Why samples were lost.

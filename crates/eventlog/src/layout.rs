@@ -7,7 +7,9 @@
 //!   session.NNNNNN.pkl          closed parts of a rotated session (parts)
 //!   kallsyms                    the kernel's symbols, trimmed to the session's addresses
 //!   perf-PID.map                JIT maps of the sampled processes, copied
-//!   debug/.build-id/ab/cdef…    binaries the host could not reach, kept by the recorder
+//!   debug/.kept/COOKIE          binaries the host could not reach, kept by the recorder
+//!                               (by cookie: a copy names only its own file's samples)
+//!   debug/.build-id/ab/cdef…    binaries and debug files packed by `profctl archive`
 //!   debug/not-kept              PATH: why, for binaries that could not be kept
 //!   daemon.lock daemon.pid control.sock daemon.log footer.reserve   the recorder's own
 //! ```
@@ -23,6 +25,9 @@ use crate::parts::{part_file_name, CURRENT_PART};
 pub const KALLSYMS_FILE: &str = "kallsyms";
 /// The directory of kept binaries and debug files (by build-id).
 pub const DEBUG_DIR: &str = "debug";
+/// The directory in [`DEBUG_DIR`] of binaries the recorder kept, each
+/// named by its cookie (16 hex digits).
+pub const KEPT_DIR: &str = ".kept";
 /// Binaries of other mount namespaces the recorder could not keep, one
 /// `PATH: why` line each.
 pub const NOT_KEPT_FILE: &str = "debug/not-kept";
@@ -80,9 +85,21 @@ impl SessionLayout {
         self.dir.join(DEBUG_DIR)
     }
 
-    /// Where a binary with `build_id` is kept (`debug/.build-id/ab/cdef…`).
-    pub fn kept_binary(&self, build_id: &[u8]) -> PathBuf {
+    /// Where an archive packs a binary with `build_id`
+    /// (`debug/.build-id/ab/cdef…`).
+    pub fn archived_binary(&self, build_id: &[u8]) -> PathBuf {
         build_id_path(&self.debug_dir(), build_id, "")
+    }
+
+    /// The directory of the recorder's kept copies (`debug/.kept`).
+    pub fn kept_dir(&self) -> PathBuf {
+        self.debug_dir().join(KEPT_DIR)
+    }
+
+    /// The copy the recorder kept of cookie `cookie`'s file
+    /// (`debug/.kept/COOKIE`).
+    pub fn kept_copy(&self, cookie: crate::Cookie) -> PathBuf {
+        self.kept_dir().join(kept_name(cookie))
     }
 
     /// The list of binaries that could not be kept.
@@ -101,6 +118,11 @@ impl SessionLayout {
     pub fn is_extra(name: &str) -> bool {
         name == KALLSYMS_FILE || name == DEBUG_DIR || parse_perf_map_name(name).is_some()
     }
+}
+
+/// A kept copy's file name: its cookie, 16 hex digits.
+pub fn kept_name(cookie: crate::Cookie) -> String {
+    format!("{cookie:016x}")
 }
 
 /// `perf-PID.map`, the name perf and the runtimes give a JIT map.
@@ -141,8 +163,12 @@ mod tests {
         assert_eq!(l.kallsyms(), Path::new("/s/kallsyms"));
         assert_eq!(l.perf_map(42), Path::new("/s/perf-42.map"));
         assert_eq!(
-            l.kept_binary(&[0xab, 0xcd, 0xef]),
+            l.archived_binary(&[0xab, 0xcd, 0xef]),
             Path::new("/s/debug/.build-id/ab/cdef")
+        );
+        assert_eq!(
+            l.kept_copy(0xabc),
+            Path::new("/s/debug/.kept/0000000000000abc")
         );
         assert_eq!(
             build_id_path(Path::new("/usr/lib/debug"), &[0x01, 0x02], ".debug"),

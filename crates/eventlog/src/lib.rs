@@ -172,15 +172,15 @@ mod writer;
 
 pub use codec::{tag, COOKIE_SLOTS};
 pub use cookie::{
-    anon_entry, build_id_from_notes, file_entry, is_anonymous_code, kernel_entry, module_entry,
-    module_name, unknown_entry, vdso_entry,
+    anon_entry, build_id_from_notes, claimed_file_entry, file_entry, is_anonymous_code,
+    kernel_entry, module_entry, module_name, unknown_entry, vdso_entry,
 };
 pub use decode::{decode_events, for_each_sample, ChunkDecoder, Expanded, Expander};
 pub use encode::{ChunkEncoder, OffsetCoding};
 pub use error::{Error, Result};
 pub use event::{
-    cookie_hash, Cookie, CookieEntry, CookieKind, Event, ExpandedSample, Frame, LostKind, NsTask,
-    COOKIE_NONE, COOKIE_UNKNOWN,
+    cookie_hash, Cookie, CookieEntry, CookieKind, Event, ExpandedSample, FileCheck, FileIdentity,
+    Frame, LostKind, NsTask, COOKIE_NONE, COOKIE_UNKNOWN,
 };
 pub use idlist::{format_id_list, parse_id_list, IdListError};
 pub use layout::{build_id_path, SessionLayout};

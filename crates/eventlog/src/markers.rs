@@ -6,7 +6,9 @@
 
 use crate::codec::{push_bool, push_str, push_uvar, tag, BodyReader};
 use crate::error::{Error, Result};
-use crate::event::{CookieEntry, CookieKind, Event, Frame, LostKind, NsTask};
+use crate::event::{
+    CookieEntry, CookieKind, Event, FileCheck, FileIdentity, Frame, LostKind, NsTask,
+};
 
 pub(crate) fn cookie_kind_code(k: &CookieKind) -> u8 {
     match k {
@@ -83,6 +85,19 @@ pub(crate) fn push_cookie_entry(out: &mut Vec<u8>, e: &CookieEntry) {
     push_uvar(out, e.generation);
     push_uvar(out, e.base);
     push_opt_u32(out, e.pid);
+    // Appended field: left out when not recorded, so such entries keep
+    // their earlier bytes.
+    match e.file {
+        FileCheck::NotRecorded => {}
+        FileCheck::File(i) => {
+            out.push(1);
+            push_uvar(out, i.dev);
+            push_uvar(out, i.inode);
+            push_uvar(out, i.size);
+            push_uvar(out, crate::codec::zigzag(i.mtime_ns));
+        }
+        FileCheck::Unverified => out.push(2),
+    }
 }
 
 pub(crate) fn read_cookie_entry(r: &mut BodyReader<'_>) -> Result<CookieEntry> {
@@ -106,6 +121,22 @@ pub(crate) fn read_cookie_entry(r: &mut BodyReader<'_>) -> Result<CookieEntry> {
         generation: r.uvar("generation")?,
         base: r.uvar("base")?,
         pid: r.option("pid", |r| r.u32var("pid"))?,
+        file: if r.remaining() > 0 {
+            match r.u8("file")? {
+                0 => FileCheck::NotRecorded,
+                1 => FileCheck::File(FileIdentity {
+                    dev: r.uvar("file.dev")?,
+                    inode: r.uvar("file.inode")?,
+                    size: r.uvar("file.size")?,
+                    mtime_ns: crate::codec::unzigzag(r.uvar("file.mtime")?),
+                }),
+                // A newer writer's kind of check: whatever it says, this
+                // build cannot verify a file against it.
+                _ => FileCheck::Unverified,
+            }
+        } else {
+            FileCheck::NotRecorded
+        },
     })
 }
 

@@ -137,6 +137,7 @@ pub fn realistic(cfg: &SynthConfig) -> SynthSession {
                 generation: 0,
                 base: 0,
                 pid: None,
+                file: Default::default(),
             },
             size,
         ));

@@ -3,8 +3,11 @@
 
 use crate::error::{Error, Result};
 use crate::extras::is_extra;
+use crate::keep::KEPT_DIR;
 use profkit_daemon::{daemon_state, DaemonState, SessionDir, SESSION_LOG};
-use profkit_eventlog::{CookieEntry, CookieKind, Event, SessionReader};
+use profkit_eventlog::{
+    Cookie, CookieEntry, CookieKind, Event, FileCheck, FileIdentity, SessionReader,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -23,8 +26,11 @@ pub struct Archived {
 }
 
 /// Writes the session (log, kallsyms copy, perf maps) and the binaries and
-/// debug files it refers to into the tar `output`: `debug/.build-id/ab/cdef…`
-/// for each binary whose build-id still matches the recorded one,
+/// debug files it refers to into the tar `output`: `debug/.kept/COOKIE` for
+/// each binary the recorder identified (a build-id is only a claim: the
+/// copy kept of it, or its path if still that file — inode, size, mtime),
+/// `debug/.build-id/ab/cdef…` for one recorded before identities were
+/// (whose build-id still matches the recorded one),
 /// `….debug` for its separate debug file from `debug_dir` (normally
 /// [`SYSTEM_DEBUG_DIR`]). `profreport` uses `DIR/debug` as a debug
 /// directory when it exists. Refuses while a daemon records.
@@ -51,7 +57,7 @@ pub fn archive(session_dir: &Path, output: &Path, debug_dir: &Path) -> Result<Ar
         .map(|(n, p)| (p, profkit_eventlog::parts::part_file_name(n)))
         .collect();
     parts.push((held.join(SESSION_LOG), SESSION_LOG.to_owned()));
-    let mut entries: BTreeMap<String, CookieEntry> = Default::default();
+    let mut entries: BTreeMap<(String, Cookie), CookieEntry> = Default::default();
     for (path, name) in &parts {
         let r = SessionReader::open_shown(path, &sdir.join(name))?;
         for c in r.chunks() {
@@ -61,7 +67,7 @@ pub fn archive(session_dir: &Path, output: &Path, debug_dir: &Path) -> Result<Ar
                 |m| {
                     if let Event::CookieDef(e) = m {
                         if matches!(e.kind, CookieKind::User) {
-                            entries.insert(e.path.clone(), e);
+                            entries.insert((e.path.clone(), e.cookie), e);
                         }
                     }
                 },
@@ -108,7 +114,7 @@ fn write_tar(
     output: &Path,
     sdir: &SessionDir,
     parts: &[(PathBuf, String)],
-    entries: &BTreeMap<String, CookieEntry>,
+    entries: &BTreeMap<(String, Cookie), CookieEntry>,
     debug_dir: &Path,
 ) -> Result<Archived> {
     let mut tar = Tar {
@@ -134,12 +140,46 @@ fn write_tar(
             }
         }
     }
-    for (path, e) in entries {
+    for ((path, _), e) in entries {
         let Some(id) = e.build_id.as_deref().filter(|b| b.len() > 1) else {
             done.skipped.push(format!("{path} (no build-id recorded)"));
             continue;
         };
         let h = hex(id);
+        // A build-id is a claim: an identified file is packed under its
+        // cookie, from the copy kept of it or its path if still that file.
+        match e.file {
+            FileCheck::File(want) => {
+                let name = format!(
+                    "{}/{KEPT_DIR}/{}",
+                    profkit_eventlog::layout::DEBUG_DIR,
+                    profkit_eventlog::layout::kept_name(e.cookie)
+                );
+                let kept = sdir.held_path().join(&name);
+                let link_free = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
+                let (from, on_host) = if link_free(&kept) {
+                    (kept, false)
+                } else {
+                    (PathBuf::from(path), true)
+                };
+                match tar.add_if(&from, &name, |m| same_file(m, &want, on_host)) {
+                    Ok(n) => {
+                        done.bytes += n;
+                        done.binaries += 1;
+                    }
+                    Err(Error::Refused { why, .. }) => done.skipped.push(format!("{path} ({why})")),
+                    Err(err) => return Err(err),
+                }
+                continue;
+            }
+            FileCheck::Unverified => {
+                done.skipped.push(format!(
+                    "{path} (its file was not identified when recorded: only the build-id it claimed is known)"
+                ));
+                continue;
+            }
+            _ => {}
+        }
         let name = format!("debug/.build-id/{}/{}", &h[..2], &h[2..]);
         // A binary kept in the session because the host could not reach
         // it (another mount namespace): that copy, by build-id.
@@ -185,6 +225,18 @@ fn write_tar(
     Ok(done)
 }
 
+/// True when a file with metadata `m` is the recorded file `want`: its
+/// size, and at its recorded path (`at_path`) its inode and mtime too (a
+/// kept copy has its own).
+fn same_file(m: &std::fs::Metadata, want: &FileIdentity, at_path: bool) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let mtime = m
+        .mtime()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(m.mtime_nsec());
+    m.size() == want.size && (!at_path || (m.ino() == want.inode && mtime == want.mtime_ns))
+}
+
 /// The build-id of a binary kept in the session directory (a regular file,
 /// never through a link in its last component; the directory is the
 /// user's own session).
@@ -211,6 +263,17 @@ impl Tar {
     /// size. `from` must be a regular file reached without a symlink in
     /// its last component ([`Error::Refused`] otherwise).
     fn add(&mut self, from: &Path, name: &str) -> Result<u64> {
+        self.add_if(from, name, |_| true)
+    }
+
+    /// [`Tar::add`], if the opened file's metadata passes `check` (else
+    /// refused as "changed since recording").
+    fn add_if(
+        &mut self,
+        from: &Path,
+        name: &str,
+        check: impl Fn(&std::fs::Metadata) -> bool,
+    ) -> Result<u64> {
         use std::os::unix::fs::OpenOptionsExt;
         let refused = |why: &str| Error::Refused {
             path: from.into(),
@@ -230,6 +293,9 @@ impl Tar {
         let m = f.metadata().map_err(|e| Error::io("reading", from, e))?;
         if !m.file_type().is_file() {
             return Err(refused("not a regular file"));
+        }
+        if !check(&m) {
+            return Err(refused("changed since recording"));
         }
         let mut h = tar::Header::new_gnu();
         h.set_size(m.len());

@@ -4,8 +4,10 @@
 //! The sync stage finds the binaries (`profkit_sync::reach`) and queues
 //! them already opened through `/proc/PID/map_files`; each round the
 //! engine hands them to one copier thread, which writes each as
-//! `debug/.build-id/ab/cdef…` in the session directory (where reports look
-//! for a binary by build-id) unless one is there already. Regular files
+//! `debug/.kept/COOKIE` (16 hex digits) in the session directory unless
+//! one is there already: keyed by the cookie of the very file copied, not
+//! by its build-id, which any other file may claim too (a report names
+//! only that cookie's samples with the copy). Regular files
 //! only, at most [`BINARY_KEEP_MAX_BYTES`] each and
 //! [`BINARIES_KEPT_MAX_BYTES`] per session; a binary over a cap is named
 //! in the stop summary with why.
@@ -53,6 +55,9 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::{Duration, Instant};
 
+/// Where kept binaries go in the session's `debug/`, each named by its
+/// cookie in 16 hex digits (kept in step with `profkit_report`).
+pub const KEPT_DIR: &str = profkit_eventlog::layout::KEPT_DIR;
 /// The largest binary kept in a session.
 pub const BINARY_KEEP_MAX_BYTES: u64 = 512 << 20;
 /// All binaries kept in one session together.
@@ -74,7 +79,7 @@ pub const TMP_DIR_LOOKS: u32 = 4;
 /// what of their JIT maps could not be.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeptSummary {
-    /// Binaries copied into `debug/.build-id/` (unreachable from the host).
+    /// Binaries copied into `debug/.kept/` (unreachable from the host).
     pub binaries: u64,
     /// Their bytes.
     pub binary_bytes: u64,
@@ -759,8 +764,8 @@ pub(crate) fn write_not_kept(dir: &Path, refused: &[String]) -> Result<(), Strin
     write_new(&to, text.as_bytes(), text.len() as u64).map(|_| ())
 }
 
-/// Copies a binary into `DIR/debug/.build-id/ab/cdef…`. `Ok(0)`: one is
-/// there already.
+/// Copies a binary into `DIR/debug/.kept/COOKIE`. `Ok(0)`: one is there
+/// already.
 fn keep_binary(dir: &Path, mut b: KeptBinary, budget: &mut u64) -> Result<u64, String> {
     let what = |why: String| {
         format!(
@@ -768,10 +773,6 @@ fn keep_binary(dir: &Path, mut b: KeptBinary, budget: &mut u64) -> Result<u64, S
             b.path
         )
     };
-    if b.build_id.len() < 2 {
-        return Err(what("its build-id is too short to name it".into()));
-    }
-    let hex: String = b.build_id.iter().map(|x| format!("{x:02x}")).collect();
     let m = b.file.metadata().map_err(|e| what(e.to_string()))?;
     if !m.file_type().is_file() {
         return Err(what("not a regular file".into()));
@@ -787,12 +788,11 @@ fn keep_binary(dir: &Path, mut b: KeptBinary, budget: &mut u64) -> Result<u64, S
             "{len} bytes, over what is left of the {BINARIES_KEPT_MAX_BYTES}-byte limit per session"
         )));
     }
-    let mut d = dir.to_path_buf();
-    for part in ["debug", ".build-id", &hex[..2]] {
-        d.push(part);
+    let layout = profkit_eventlog::SessionLayout::new(dir);
+    for d in [layout.debug_dir(), layout.kept_dir()] {
         make_dir(&d).map_err(what)?;
     }
-    let to = d.join(&hex[2..]);
+    let to = layout.kept_copy(b.cookie);
     if std::fs::symlink_metadata(&to).is_ok_and(|m| m.file_type().is_file()) {
         return Ok(0);
     }
@@ -843,7 +843,7 @@ mod tests {
     }
 
     #[test]
-    fn a_kept_binary_lands_under_its_build_id_once() {
+    fn a_kept_binary_lands_under_its_cookie_once() {
         let d = tempfile::tempdir().unwrap();
         let src = d.path().join("app");
         std::fs::write(&src, b"\x7fELF not really").unwrap();
@@ -856,6 +856,7 @@ mod tests {
                 KeptBinary {
                     path: "/ns/app".into(),
                     build_id: vec![0xab, 0xcd, 0xef],
+                    cookie: 0xabcdef,
                     file: f,
                     host: profkit_sync::reach::HostView::Missing,
                 },
@@ -865,7 +866,7 @@ mod tests {
         let mut budget = 100;
         assert_eq!(kept(&mut budget), Ok(15));
         assert_eq!(budget, 85);
-        let to = d.path().join("debug/.build-id/ab/cdef");
+        let to = d.path().join("debug/.kept/0000000000abcdef");
         assert_eq!(std::fs::read(&to).unwrap(), b"\x7fELF not really");
         assert_eq!(std::fs::metadata(&to).unwrap().mode() & 0o777, 0o600);
         assert_eq!(kept(&mut budget), Ok(0), "already kept");
@@ -882,6 +883,7 @@ mod tests {
             KeptBinary {
                 path: "/ns/app".into(),
                 build_id: vec![0x11, 0x22],
+                cookie: 0x1122,
                 file: f,
                 host: profkit_sync::reach::HostView::Missing,
             },

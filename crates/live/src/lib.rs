@@ -104,8 +104,8 @@ pub use extras::{
 };
 pub use finalize::{finalize_dead, Finalized};
 pub use keep::{
-    KeptSummary, BINARIES_KEPT_MAX_BYTES, BINARY_KEEP_MAX_BYTES, KEEP_STOP_WAIT, NOT_KEPT_FILE,
-    NOT_KEPT_LINES, NS_PROCESSES_PER_ROUND,
+    KeptSummary, BINARIES_KEPT_MAX_BYTES, BINARY_KEEP_MAX_BYTES, KEEP_STOP_WAIT, KEPT_DIR,
+    NOT_KEPT_FILE, NOT_KEPT_LINES, NS_PROCESSES_PER_ROUND,
 };
 pub use parts::{apply_retention, parse_keep, parse_size, PartsConfig, Retention, Rotate};
 pub use summary::{

@@ -405,6 +405,91 @@ fn an_archive_packs_a_binary_kept_in_the_session_when_its_path_is_gone() {
     assert!(tar_names(&out).contains(&format!("debug/.build-id/{}/{}", &h[..2], &h[2..])));
 }
 
+/// Two files claiming one build-id, each identified by the recorder:
+/// each is packed under its own cookie (root's from its path, the
+/// forgery from the copy kept of it), never one for both under the
+/// build-id; a file changed since recording and an unverified claim are
+/// left out with why.
+#[test]
+fn an_archive_packs_each_file_claiming_a_build_id_under_its_cookie() {
+    use profkit_eventlog::{claimed_file_entry, FileIdentity};
+    use std::os::unix::fs::MetadataExt;
+    let s = setup();
+    let exe = std::env::current_exe().unwrap();
+    let id = profkit_sync::read_build_id(&exe).expect("the test binary has a build-id");
+    let ident = |p: &Path| {
+        let m = std::fs::metadata(p).unwrap();
+        FileIdentity {
+            dev: 1,
+            inode: m.ino(),
+            size: m.size(),
+            mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+        }
+    };
+    let genuine = claimed_file_entry(
+        &exe.display().to_string(),
+        id.clone(),
+        Some(ident(&exe)),
+        true,
+        0,
+    );
+    let forged_src = s.dir.join("forged-src");
+    std::fs::write(&forged_src, b"\x7fELF forged, another size").unwrap();
+    let forged = claimed_file_entry(
+        "/ns-only/md5sum",
+        id.clone(),
+        Some(ident(&forged_src)),
+        false,
+        0,
+    );
+    let kept = s.dir.join(format!("debug/.kept/{:016x}", forged.cookie));
+    std::fs::create_dir_all(kept.parent().unwrap()).unwrap();
+    std::fs::copy(&forged_src, &kept).unwrap();
+    let mut touched = ident(&exe);
+    touched.mtime_ns += 1;
+    let changed = claimed_file_entry(
+        &exe.display().to_string(),
+        id.clone(),
+        Some(touched),
+        false,
+        0,
+    );
+    let unverified = claimed_file_entry("/gone/x", id.clone(), None, false, 0);
+    let mut w = SessionWriter::create(&s.session, &header()).unwrap();
+    let mut enc = ChunkEncoder::new();
+    for e in [&genuine, &forged, &changed, &unverified] {
+        enc.event(&Event::CookieDef(e.clone()));
+    }
+    w.append_chunk(0, 1, enc.bytes()).unwrap();
+    w.write_footer(&SessionFooter::default()).unwrap();
+    let out = s.dir.join("a.tar");
+    let done = archive(&s.dir, &out, &s.dir.join("no-debug")).unwrap();
+    let names = tar_names(&out);
+    let under = |c: u64| format!("debug/.kept/{c:016x}");
+    assert!(names.contains(&under(genuine.cookie)), "{names:?}");
+    assert!(names.contains(&under(forged.cookie)), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with("debug/.build-id")),
+        "{names:?}"
+    );
+    assert_eq!(done.binaries, 2, "{:?}", done.skipped);
+    assert_eq!(done.skipped.len(), 2, "{:?}", done.skipped);
+    assert!(
+        done.skipped
+            .iter()
+            .any(|s| s.contains("changed since recording")),
+        "{:?}",
+        done.skipped
+    );
+    assert!(
+        done.skipped
+            .iter()
+            .any(|s| s.contains("/gone/x") && s.contains("not identified")),
+        "{:?}",
+        done.skipped
+    );
+}
+
 #[test]
 fn an_archive_skips_a_binary_that_changed_since_recording() {
     let s = setup();

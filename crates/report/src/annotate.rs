@@ -208,7 +208,7 @@ impl LineReader {
             .flatten();
         LineReader {
             symbolizer,
-            request: Some(request(entry)),
+            request: Some(request(entry, cx.sessions.get(*sess as usize))),
         }
     }
 

@@ -95,7 +95,7 @@
 //! let header = SessionHeader { event: EventConfigDesc { name: "cpu-clock".into(), frequency: Some(1000), ..Default::default() }, cpus: vec![0, 1], ..Default::default() };
 //! let mut w = SessionWriter::create(dir.path().join("session.pkl"), &header)?;
 //! let mut enc = ChunkEncoder::new();
-//! enc.event(&Event::CookieDef(CookieEntry { cookie: 7, kind: CookieKind::User, path: "/bin/app".into(), build_id: None, dev: 0, inode: 0, generation: 0, base: 0, pid: None }));
+//! enc.event(&Event::CookieDef(CookieEntry { cookie: 7, kind: CookieKind::User, path: "/bin/app".into(), build_id: None, dev: 0, inode: 0, generation: 0, base: 0, pid: None, file: Default::default() }));
 //! enc.sample(0, 10, 10, false, 7, 0x1000);
 //! enc.sample(1, 10, 11, false, 7, 0x1000);
 //! enc.sample(1, 10, 11, false, 7, 0x1008);

@@ -667,6 +667,24 @@ impl Session {
         p.join(".build-id").is_dir().then_some(p)
     }
 
+    /// True when the session was recorded on this machine (its host name
+    /// is this one's, `/proc/sys/kernel/hostname`): then a recorded file's
+    /// inode and mtime mean something here.
+    pub fn recorded_here(&self) -> bool {
+        let here = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let host = &self.reader().header().host;
+        !host.is_empty() && host == here.trim()
+    }
+
+    /// The copy the recorder kept of cookie `cookie`'s file (another mount
+    /// namespace's binary: `debug/.kept/COOKIE`, a regular file), if any.
+    pub fn kept_copy(&self, cookie: profkit_eventlog::Cookie) -> Option<PathBuf> {
+        let p = profkit_eventlog::SessionLayout::new(&self.dir).kept_copy(cookie);
+        std::fs::symlink_metadata(&p)
+            .is_ok_and(|m| m.is_file())
+            .then_some(p)
+    }
+
     /// Binaries of other mount namespaces the recorder could not keep,
     /// recorded path → why (`debug/not-kept`, lines `PATH: why`; read as a
     /// regular file of at most 1 MiB, else nothing).

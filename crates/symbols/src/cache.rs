@@ -67,10 +67,31 @@ struct DwarfPart {
 
 /// The outcome of [`Cache::load`].
 pub(crate) enum Loaded {
-    /// The file, parsed; with its inode now.
-    Image(Arc<ElfImage>, u64),
+    /// The file, parsed; with what `stat` says of it now.
+    Image(Arc<ElfImage>, FileStat),
     /// The file exists but has another build-id (`now`); it was not parsed.
     WrongBuildId { now: Option<Vec<u8>> },
+}
+
+/// A loaded file's inode, size and mtime, to compare with what was recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FileStat {
+    pub inode: u64,
+    pub size: u64,
+    pub mtime_ns: i64,
+}
+
+impl FileStat {
+    fn of(meta: &std::fs::Metadata) -> FileStat {
+        FileStat {
+            inode: meta.ino(),
+            size: meta.size(),
+            mtime_ns: meta
+                .mtime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(meta.mtime_nsec()),
+        }
+    }
 }
 
 /// Counters, for tests and `--verbose` reports.
@@ -87,14 +108,22 @@ pub struct CacheStats {
     pub dwarf_bytes_read: u64,
 }
 
-/// A build-id, and whether the file has DWARF of its own.
-type SharedKey = (Vec<u8>, bool);
+/// A build-id and a digest of the file's bytes.
+type ContentKey = (Vec<u8>, u64);
+
+/// A build-id, whether the file has DWARF of its own, and the file (device, inode, size,
+/// mtime).
+type SharedKey = (Vec<u8>, bool, (u64, u64, u64, i64, i64));
 
 #[derive(Default)]
 pub(crate) struct Cache {
     by_file: Mutex<HashMap<FileKey, Arc<OnceLock<Cached>>>>,
-    by_build_id: Mutex<HashMap<Vec<u8>, Arc<ElfImage>>>,
-    /// DWARF read by range, by (build-id, has DWARF of its own).
+    /// Parsed images shared between files of one content: by (build-id, digest of the
+    /// bytes). A build-id alone is a claim any file can make.
+    by_build_id: Mutex<HashMap<ContentKey, Arc<ElfImage>>>,
+    /// DWARF read by range, by (build-id, has DWARF of its own, the file's device, inode,
+    /// size and mtime): shared by the paths of one file, never by two files claiming one
+    /// build-id.
     dwarf_by_build_id: Mutex<HashMap<SharedKey, Arc<DwarfPart>>>,
     parses: AtomicUsize,
     dwarf_read: Arc<AtomicU64>,
@@ -126,7 +155,9 @@ impl Cache {
             .map_err(|e| Error::io(path, e).to_string())?;
         if !cfg.debug_info {
             match self.read_by_range(path, &file, &meta, expect, cfg, wanted) {
-                Some(Cached::Parsed(image)) => return Ok(Loaded::Image(image, meta.ino())),
+                Some(Cached::Parsed(image)) => {
+                    return Ok(Loaded::Image(image, FileStat::of(&meta)))
+                }
                 Some(Cached::BuildIdOnly(now)) => return Ok(Loaded::WrongBuildId { now }),
                 Some(Cached::Failed(msg)) => return Err(msg),
                 Some(Cached::Ranged(_)) | None => {}
@@ -161,12 +192,12 @@ impl Cache {
         };
         match cached {
             Cached::Parsed(image) => Ok(wrong(image.build_id.as_ref())
-                .unwrap_or_else(|| Loaded::Image(Arc::clone(image), meta.ino()))),
+                .unwrap_or_else(|| Loaded::Image(Arc::clone(image), FileStat::of(&meta)))),
             Cached::Ranged(r) => match wrong(r.headers.build_id.as_ref()) {
                 Some(w) => Ok(w),
                 None => {
                     let image = self.ranged_image(path, &file, &meta, r, cfg, wanted)?;
-                    Ok(Loaded::Image(Arc::new(image), meta.ino()))
+                    Ok(Loaded::Image(Arc::new(image), FileStat::of(&meta)))
                 }
             },
             Cached::BuildIdOnly(now) => Ok(Loaded::WrongBuildId { now: now.clone() }),
@@ -207,7 +238,7 @@ impl Cache {
                 .by_build_id
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            if let Some(image) = map.get(id) {
+            if let Some(image) = map.get(&(id.clone(), digest(&data))) {
                 return Cached::Parsed(Arc::clone(image));
             }
         }
@@ -240,7 +271,14 @@ impl Cache {
             }
         }
         let own = dwarf::has_dwarf_sections(&headers.dwarf);
-        let shared_key = headers.build_id.clone().map(|id| (id, own));
+        let file_id = (
+            meta.dev(),
+            meta.ino(),
+            meta.size(),
+            meta.mtime(),
+            meta.mtime_nsec(),
+        );
+        let shared_key = headers.build_id.clone().map(|id| (id, own, file_id));
         if let Some(k) = &shared_key {
             let map = self
                 .dwarf_by_build_id
@@ -257,7 +295,13 @@ impl Cache {
                 .debuglink
                 .as_ref()
                 .map(|(name, crc)| (name.as_slice(), *crc));
-            elf_range::find_debug_path(path, headers.build_id.as_deref(), link, cfg.debug_dirs)
+            elf_range::find_debug_path(
+                path,
+                headers.build_id.as_deref(),
+                link,
+                &headers.loads,
+                cfg.debug_dirs,
+            )
         } else {
             None
         };
@@ -392,8 +436,8 @@ impl Cache {
         }
     }
 
-    /// Counts a parse and shares the image by build-id.
-    fn keep(&self, image: ElfImage) -> Arc<ElfImage> {
+    /// Counts a parse and shares the image by build-id and content (`data`'s digest).
+    fn keep(&self, image: ElfImage, data: &[u8]) -> Arc<ElfImage> {
         let image = Arc::new(image);
         self.parses.fetch_add(1, Ordering::Relaxed);
         if let Some(id) = &image.build_id {
@@ -401,19 +445,19 @@ impl Cache {
                 .by_build_id
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            return Arc::clone(map.entry(id.clone()).or_insert(image));
+            return Arc::clone(map.entry((id.clone(), digest(data))).or_insert(image));
         }
         image
     }
 
-    /// Parses bytes that have no file key (the vDSO), sharing by build-id.
+    /// Parses bytes that have no file key (the vDSO), sharing by build-id and content.
     pub fn parse(
         &self,
         path: &Path,
         data: &[u8],
         cfg: &LoadConfig<'_>,
     ) -> Result<Arc<ElfImage>, Error> {
-        Ok(self.keep(ElfImage::parse(path, data, cfg)?))
+        Ok(self.keep(ElfImage::parse(path, data, cfg)?, data))
     }
 
     pub fn stats(&self) -> CacheStats {
@@ -427,4 +471,12 @@ impl Cache {
             dwarf_bytes_read: self.dwarf_read.load(Ordering::Relaxed),
         }
     }
+}
+
+/// A digest of a file's bytes, for sharing parsed images between copies of one content.
+fn digest(data: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    data.hash(&mut h);
+    h.finish()
 }

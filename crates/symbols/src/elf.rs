@@ -135,9 +135,13 @@ impl ElfImage {
         let mut debug_data = None;
         if !relocatable && (from_symtab == 0 || (cfg.debug_info && !own_dwarf)) {
             let link = file.gnu_debuglink().ok().flatten();
-            if let Some((dpath, ddata)) =
-                find_debug_file(path, build_id.as_deref(), link, cfg.debug_dirs)
-            {
+            if let Some((dpath, ddata)) = find_debug_file(
+                path,
+                build_id.as_deref(),
+                link,
+                &loads_of(&file),
+                cfg.debug_dirs,
+            ) {
                 debug_file = Some(dpath);
                 debug_data = Some(ddata);
             }
@@ -469,12 +473,47 @@ pub(crate) fn debug_candidates(
     out
 }
 
+/// Every PT_LOAD's (address, size in memory) of a parsed ELF file.
+fn loads_of(file: &object::File<'_>) -> Vec<(u64, u64)> {
+    use object::read::elf::ProgramHeader;
+    match file {
+        object::File::Elf64(f) => {
+            let e = f.endian();
+            f.elf_program_headers()
+                .iter()
+                .filter(|p| p.p_type(e) == object::elf::PT_LOAD)
+                .map(|p| (p.p_vaddr(e), p.p_memsz(e)))
+                .collect()
+        }
+        object::File::Elf32(f) => {
+            let e = f.endian();
+            f.elf_program_headers()
+                .iter()
+                .filter(|p| p.p_type(e) == object::elf::PT_LOAD)
+                .map(|p| (u64::from(p.p_vaddr(e)), u64::from(p.p_memsz(e))))
+                .collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// True when a separate debug file found by build-id, with PT_LOAD layout `debug`, may
+/// name the binary with layout `bin`: the same segments at the same addresses and sizes
+/// (`objcopy --only-keep-debug` keeps them; a build-id alone is a claim any file can
+/// make, so a file linked with libc's build-id is not named with libc's debug symbols
+/// unless it is laid out as libc is). A side without PT_LOAD headers is not compared.
+pub(crate) fn same_loads(bin: &[(u64, u64)], debug: &[(u64, u64)]) -> bool {
+    bin.is_empty() || debug.is_empty() || bin == debug
+}
+
 /// Finds a separate debug file for the binary at `bin_path`
-/// ([`debug_candidates`]) and reads it whole.
+/// ([`debug_candidates`]) and reads it whole; one found by build-id must have the
+/// binary's PT_LOAD layout `loads` ([`same_loads`]).
 fn find_debug_file(
     bin_path: &Path,
     build_id: Option<&[u8]>,
     debuglink: Option<(&[u8], u32)>,
+    loads: &[(u64, u64)],
     debug_dirs: &[PathBuf],
 ) -> Option<(PathBuf, Vec<u8>)> {
     for (candidate, check) in debug_candidates(bin_path, build_id, debuglink, debug_dirs) {
@@ -485,6 +524,8 @@ fn find_debug_file(
         let ok = match &check {
             DebugCheck::BuildId(id) => {
                 build_id_of(&candidate, &data).ok().flatten().as_deref() == Some(id.as_slice())
+                    && object::File::parse(&data[..])
+                        .is_ok_and(|d| same_loads(loads, &loads_of(&d)))
             }
             DebugCheck::Crc(crc) => crc32fast::hash(&data) == *crc,
         };
@@ -511,12 +552,12 @@ mod tests {
         let crc = crc32fast::hash(b"root:x");
         // A path in the link: not followed, though its CRC would match.
         let abs = secret.to_str().unwrap().as_bytes();
-        assert!(find_debug_file(&bin, None, Some((abs, crc)), &[]).is_none());
-        assert!(find_debug_file(&bin, None, Some((b"../secret", crc)), &[]).is_none());
-        assert!(find_debug_file(&bin, None, Some((b"..", crc)), &[]).is_none());
+        assert!(find_debug_file(&bin, None, Some((abs, crc)), &[], &[]).is_none());
+        assert!(find_debug_file(&bin, None, Some((b"../secret", crc)), &[], &[]).is_none());
+        assert!(find_debug_file(&bin, None, Some((b"..", crc)), &[], &[]).is_none());
         // A name beside the binary is found...
         std::fs::write(bin_dir.join("prog.debug"), b"root:x").unwrap();
-        assert!(find_debug_file(&bin, None, Some((b"prog.debug", crc)), &[]).is_some());
+        assert!(find_debug_file(&bin, None, Some((b"prog.debug", crc)), &[], &[]).is_some());
         // ...unless it is a FIFO (which a plain read would wait on forever).
         let fifo = bin_dir.join("fifo.debug");
         assert!(std::process::Command::new("mkfifo")
@@ -524,6 +565,6 @@ mod tests {
             .status()
             .unwrap()
             .success());
-        assert!(find_debug_file(&bin, None, Some((b"fifo.debug", crc)), &[]).is_none());
+        assert!(find_debug_file(&bin, None, Some((b"fifo.debug", crc)), &[], &[]).is_none());
     }
 }

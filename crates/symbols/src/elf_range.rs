@@ -112,6 +112,9 @@ pub(crate) struct Headers {
     pub debuglink: Option<(Vec<u8>, u32)>,
     relocatable: bool,
     segments: Vec<Segment>,
+    /// Every PT_LOAD's (address, size in memory), file bytes or not: what a separate debug
+    /// file found by build-id must share with its binary ([`crate::elf::same_loads`]).
+    pub loads: Vec<(u64, u64)>,
     layout: Sections,
     tables: Vec<Table>,
     extended_indices: bool,
@@ -188,6 +191,11 @@ pub(crate) fn headers(file: &File) -> Option<Headers> {
             }
         }
     }
+    let loads = phdrs
+        .iter()
+        .filter(|p| p.p_type(endian) == elf::PT_LOAD)
+        .map(|p| (p.p_vaddr(endian), p.p_memsz(endian)))
+        .collect();
     let segments = phdrs
         .iter()
         .filter(|p| p.p_type(endian) == elf::PT_LOAD && p.p_filesz(endian) > 0)
@@ -253,6 +261,7 @@ pub(crate) fn headers(file: &File) -> Option<Headers> {
         debuglink,
         relocatable: header.e_type(endian) == elf::ET_REL,
         segments,
+        loads,
         layout,
         tables,
         extended_indices: sections
@@ -293,6 +302,7 @@ pub(crate) fn parse(
         build_id,
         debuglink,
         segments,
+        loads,
         layout,
         tables,
         ..
@@ -318,7 +328,7 @@ pub(crate) fn parse(
                 let link = debuglink
                     .as_ref()
                     .map(|(name, crc)| (name.as_slice(), *crc));
-                find_debug_path(path, build_id.as_deref(), link, cfg.debug_dirs)
+                find_debug_path(path, build_id.as_deref(), link, &loads, cfg.debug_dirs)
             }
             DebugLookup::Found(d) => d.cloned(),
         };
@@ -428,12 +438,13 @@ pub(crate) fn parse(
 }
 
 /// The binary's separate debug file ([`debug_candidates`]), checked by
-/// range (its build-id from its headers) or streamed (its CRC), not read
-/// whole.
+/// range (its build-id from its headers, and the binary's PT_LOAD layout
+/// `loads`) or streamed (its CRC), not read whole.
 pub(crate) fn find_debug_path(
     bin_path: &Path,
     build_id: Option<&[u8]>,
     debuglink: Option<(&[u8], u32)>,
+    loads: &[(u64, u64)],
     debug_dirs: &[PathBuf],
 ) -> Option<DebugFile> {
     for (candidate, check) in debug_candidates(bin_path, build_id, debuglink, debug_dirs) {
@@ -444,7 +455,10 @@ pub(crate) fn find_debug_path(
         let found = match &check {
             DebugCheck::BuildId(id) => {
                 let h = headers(&f);
-                let ok = h.as_ref().and_then(|h| h.build_id.as_deref()) == Some(id.as_slice());
+                let ok = h.as_ref().is_some_and(|h| {
+                    h.build_id.as_deref() == Some(id.as_slice())
+                        && crate::elf::same_loads(loads, &h.loads)
+                });
                 ok.then_some(h)
             }
             DebugCheck::Crc(crc) => {

@@ -8,7 +8,13 @@
 //!   found by build-id and by debuglink, DWARF lines and inlined frames through addr2line;
 //! - the check that a binary is still the recorded one (build-id, else inode): a changed
 //!   binary is reported once ("binary changed since recording") and its samples are not
-//!   named, since any name would be a guess;
+//!   named, since any name would be a guess. A build-id is only a file's claim (any file
+//!   can be linked with libc's): when the recorder identified the file behind a cookie
+//!   ([`BinaryRequest::file`]), a candidate is used only if it is that file — the copy kept
+//!   of it, the recorded path with its inode, size and mtime, a file found by build-id of
+//!   its size — a separate debug file found by build-id is used only for a binary with its
+//!   PT_LOAD layout, and the cache shares parsed binaries only between copies of one
+//!   content and DWARF only between paths of one file;
 //! - the kernel and its modules from kallsyms (hidden addresses are detected and the samples
 //!   go to `[kernel]`), or a module's `.ko` file;
 //! - trimming a kallsyms file to the lines some sampled addresses need ([`trim_kallsyms`],
@@ -126,5 +132,5 @@ pub use kallsyms_trim::{trim_kallsyms, KallsymsInput, KallsymsWanted, TrimmedKal
 pub use symbolizer::Symbolizer;
 pub use types::{
     BinaryKind, BinaryRequest, BinaryResult, InlinedFrame, KallsymsSource, OffsetInfo,
-    SourceLocation, SymbolId, SymbolInfo, SymbolOrigin, SymbolizerOptions,
+    RecordedFile, SourceLocation, SymbolId, SymbolInfo, SymbolOrigin, SymbolizerOptions,
 };

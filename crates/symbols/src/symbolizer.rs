@@ -274,14 +274,35 @@ impl Symbolizer {
         let cfg = self.load_config();
         let path = self.host_path(&req.path);
         let expect = req.build_id.as_deref();
+        // A copy the recorder kept of the very file behind this cookie.
+        if let (Some(kept), Some(f)) = (&req.kept_copy, &req.file) {
+            match self.cache.load(kept, expect, &cfg, offsets) {
+                Ok(Loaded::Image(image, now)) if now.size == f.size => return Some(image),
+                Ok(_) => b.warn(format!(
+                    "{} is not the copy kept of {} (another size or build-id); not used",
+                    kept.display(),
+                    req.path.display()
+                )),
+                Err(_) => {}
+            }
+        }
         // (what is wrong with `path`, is it a change rather than a missing file)
         let problem: (String, bool) = match self.cache.load(&path, expect, &cfg, offsets) {
-            Ok(Loaded::Image(image, inode)) => {
+            Ok(Loaded::Image(image, now)) => {
                 // Inodes only mean something for the recorded file itself, not a sysroot copy.
-                let check_inode = expect.is_none() && self.opts.sysroot.is_none();
-                match req.inode {
-                    Some(recorded) if check_inode && recorded != inode => {
+                let on_host = self.opts.sysroot.is_none();
+                let check_inode = expect.is_none() && on_host;
+                match (req.file, req.inode) {
+                    (Some(f), _) => match changed(&f, &now, on_host && f.here) {
+                        Some(why) => (
+                            format!("binary changed since recording: {} ({why})", path.display()),
+                            true,
+                        ),
+                        None => return Some(image),
+                    },
+                    (None, Some(recorded)) if check_inode && recorded != now.inode => {
                         let path = path.display();
+                        let inode = now.inode;
                         let msg = format!(
                             "binary changed since recording: {path} (inode recorded {recorded}, \
                              now {inode})"
@@ -302,12 +323,14 @@ impl Symbolizer {
             ),
             Err(msg) => (msg, false),
         };
-        if let Some(id) = expect {
+        // A file found by build-id alone: never for an unverified claim, and for a
+        // recorded file only one of its size.
+        if let Some(id) = expect.filter(|_| !req.unverified) {
             for candidate in self.build_id_candidates(&req.path, id) {
-                if let Ok(Loaded::Image(image, _)) =
+                if let Ok(Loaded::Image(image, now)) =
                     self.cache.load(&candidate, Some(id), &cfg, offsets)
                 {
-                    if image.has_segments() {
+                    if image.has_segments() && req.file.is_none_or(|f| f.size == now.size) {
                         let what = if problem.1 {
                             problem.0.clone()
                         } else {
@@ -688,6 +711,26 @@ impl Symbolizer {
 }
 
 /// `recorded` as a relative path of its normal components only.
+/// How the file `now` differs from the recorded `f` (None: it does not): inode, size
+/// and mtime on the recording host, the size alone under a sysroot (a copy has its own
+/// inode, and its mtime unless copied with it).
+fn changed(
+    f: &crate::types::RecordedFile,
+    now: &crate::cache::FileStat,
+    on_host: bool,
+) -> Option<String> {
+    if f.size != now.size {
+        return Some(format!("size recorded {}, now {}", f.size, now.size));
+    }
+    if on_host && f.inode != now.inode {
+        return Some(format!("inode recorded {}, now {}", f.inode, now.inode));
+    }
+    if on_host && f.mtime_ns != now.mtime_ns {
+        return Some("modified since".into());
+    }
+    None
+}
+
 fn within_root(recorded: &Path) -> PathBuf {
     recorded
         .components()

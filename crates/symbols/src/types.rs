@@ -53,6 +53,34 @@ pub struct BinaryRequest {
     pub len: u64,
     /// The process, for anon code (selects `perf-PID.map`).
     pub pid: Option<u32>,
+    /// ELF: the file the recorder identified behind the cookie's mappings. When set, a
+    /// build-id is only the file's claim: the recorded path is used only if it is still
+    /// that file (inode, size and mtime; the size alone under a sysroot or for a session
+    /// recorded elsewhere, [`RecordedFile::here`]), a file found by
+    /// build-id only if its size matches, and otherwise the binary is refused as changed
+    /// since recording.
+    pub file: Option<RecordedFile>,
+    /// ELF: a copy the recorder kept of that very file (a session's `debug/.kept/COOKIE`),
+    /// tried first; used only together with [`BinaryRequest::file`].
+    pub kept_copy: Option<PathBuf>,
+    /// ELF: the recorded build-id is a claim whose file the recorder could not identify:
+    /// only the recorded path (with that build-id) may name it, never a file found
+    /// elsewhere by build-id.
+    pub unverified: bool,
+}
+
+/// What the recorder saw of a file (see [`BinaryRequest::file`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RecordedFile {
+    /// Inode number.
+    pub inode: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, nanoseconds since the epoch.
+    pub mtime_ns: i64,
+    /// Recorded on this machine, so its inode and mtime mean something here (a session
+    /// from another host is checked by size and build-id, as under a sysroot).
+    pub here: bool,
 }
 
 impl BinaryRequest {
@@ -65,6 +93,9 @@ impl BinaryRequest {
             base: 0,
             len: 0,
             pid: None,
+            file: None,
+            kept_copy: None,
+            unverified: false,
         }
     }
 
@@ -111,6 +142,24 @@ impl BinaryRequest {
     /// Sets the recorded inode.
     pub fn with_inode(mut self, inode: u64) -> Self {
         self.inode = Some(inode);
+        self
+    }
+
+    /// Sets the file the recorder identified (see [`BinaryRequest::file`]).
+    pub fn with_file(mut self, file: RecordedFile) -> Self {
+        self.file = Some(file);
+        self
+    }
+
+    /// Sets the kept copy of the recorded file (see [`BinaryRequest::kept_copy`]).
+    pub fn with_kept_copy(mut self, path: impl Into<PathBuf>) -> Self {
+        self.kept_copy = Some(path.into());
+        self
+    }
+
+    /// Marks the build-id as an unverified claim (see [`BinaryRequest::unverified`]).
+    pub fn unverified(mut self) -> Self {
+        self.unverified = true;
         self
     }
 

@@ -7,6 +7,12 @@
 //! (testdata/unwind) unwound through its binary's `.eh_frame` for every
 //! sample, the cost the daemon pays per sample at sync time.
 //!
+//! And the live mapping path (`sync_live_mmaps`): MMAP2 records carrying
+//! build-ids in a live session (`/proc` read, here a fake one whose
+//! `map_files` entries are hard links to four shared files), where each
+//! mapping's file is identified (a build-id is a claim): the cost per
+//! executable mapping a process makes.
+//!
 //! Run: `cargo bench -p profkit-sync --bench sync`
 //!
 //! After measuring, it prints the size of sessions recorded from the
@@ -629,9 +635,98 @@ fn map_table(c: &mut Criterion) {
     g.finish();
 }
 
+/// 64 processes each mapping the same 4 shared objects (by build-id), as
+/// a live session sees execs: one round of their MMAP2 records and a
+/// sample each, on a fresh stage.
+fn live_mmaps(c: &mut Criterion) {
+    const PROCS: u32 = 64;
+    let d = tempfile::tempdir().unwrap();
+    let shared: Vec<std::path::PathBuf> = (0..4)
+        .map(|i| {
+            let p = d.path().join(format!("lib{i}.so"));
+            std::fs::write(&p, vec![i as u8; 4096 * (i + 1)]).unwrap();
+            p
+        })
+        .collect();
+    let proc_root = d.path().join("proc");
+    // Processes gone before their records are read: no `/proc` entry.
+    let gone_root = d.path().join("gone-proc");
+    std::fs::create_dir_all(&gone_root).unwrap();
+    for p in 0..PROCS {
+        let dir = proc_root.join((2000 + p).to_string());
+        std::fs::create_dir_all(dir.join("map_files")).unwrap();
+        std::fs::write(dir.join("comm"), "app\n").unwrap();
+        std::fs::write(dir.join("maps"), "").unwrap();
+        for (m, lib) in shared.iter().enumerate() {
+            let start = 0x400000 + m as u64 * 0x1000000;
+            let name = format!("{start:x}-{:x}", start + 0x200000);
+            std::fs::hard_link(lib, dir.join("map_files").join(name)).unwrap();
+        }
+    }
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+        cgroup: false,
+    };
+    let ring = || {
+        let mut ring = SimRing::new(0, RING, layout);
+        let mut t = 1;
+        for p in 0..PROCS {
+            for m in 0..4u64 {
+                assert!(ring.push(&SimRecord::Mmap2 {
+                    pid: 2000 + p,
+                    tid: 2000 + p,
+                    addr: 0x400000 + m * 0x1000000,
+                    len: 0x200000,
+                    pgoff: 0,
+                    ino: 0,
+                    build_id: Some(vec![m as u8 + 1; 20]),
+                    prot: 5,
+                    filename: format!("/usr/lib/lib{m}.so"),
+                    time: t,
+                }));
+                t += 1;
+            }
+            assert!(ring.push(&SimRecord::Sample {
+                ip: 0x400100,
+                pid: 2000 + p,
+                tid: 2000 + p,
+                time: t,
+                kernel: false,
+                period: 1,
+                callchain: vec![],
+            }));
+            t += 1;
+        }
+        ring
+    };
+    let live_stage = |root: &std::path::Path| {
+        SyncStage::new(SyncOptions {
+            layout,
+            paths: profkit_sync::ProcPaths {
+                proc_root: root.to_path_buf(),
+                sys_root: d.path().join("sys"),
+            },
+            use_procfs: true,
+        })
+    };
+    let mut g = c.benchmark_group("sync_live_mmaps");
+    g.throughput(Throughput::Elements(u64::from(PROCS) * 4));
+    for (name, root) in [("round", &proc_root), ("gone", &gone_root)] {
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || (live_stage(root), ring()),
+                |(mut st, ring)| black_box(st.round(&mut [ring], 1 << 40).bytes.len()),
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(4));
-    targets = bench, dwarf, map_table
+    targets = bench, dwarf, map_table, live_mmaps
 }
 criterion_main!(benches);

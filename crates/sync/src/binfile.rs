@@ -20,7 +20,14 @@
 //!   came back no further build-id is read this session. A binary whose
 //!   build-id was not read gets its device/inode cookie, as one without a
 //!   build-id does.
+//!
+//! The same opens identify the file behind a mapping ([`identify`]: its
+//! device, inode, size and mtime), which decides its cookie when other
+//! files claim its build-id (`profkit_eventlog::cookie`, "A build-id is a
+//! claim"), on a worker of its own ([`IdentityReader`]) with the same
+//! bounds.
 
+use profkit_eventlog::FileIdentity;
 use rustix::fs::{Mode, OFlags, ResolveFlags, CWD};
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
@@ -61,20 +68,32 @@ pub enum Refused {
 /// Opens a binary as described in the module docs; never blocks on a
 /// FIFO or follows a symlink in `path`.
 pub fn open_mapped(b: &MappedBinary) -> Result<File, Refused> {
-    let mut last = Refused::Unopenable;
-    if let Some(mf) = &b.map_file {
-        // The magic link is the point here: no RESOLVE_NO_MAGICLINKS.
-        if let Ok(fd) = rustix::fs::open(
-            mf,
-            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) {
-            match check(File::from(fd), b.identity) {
-                Ok(f) => return Ok(f),
-                Err(e) => last = e,
-            }
-        }
+    let last = match open_map_file(b) {
+        Some(Ok(f)) => return Ok(f),
+        Some(Err(e)) => e,
+        None => Refused::Unopenable,
+    };
+    match open_path(b) {
+        Err(Refused::Unopenable) => Err(last),
+        r => r,
     }
+}
+
+/// The mapping's file through `map_files` (None: no such entry to open).
+fn open_map_file(b: &MappedBinary) -> Option<Result<File, Refused>> {
+    let mf = b.map_file.as_ref()?;
+    // The magic link is the point here: no RESOLVE_NO_MAGICLINKS.
+    let fd = rustix::fs::open(
+        mf,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    Some(check(File::from(fd), b.identity))
+}
+
+/// The file at the mapping's path, opened without links, non-blocking.
+fn open_path(b: &MappedBinary) -> Result<File, Refused> {
     let fd = rustix::fs::openat2(
         CWD,
         &b.path,
@@ -82,8 +101,138 @@ pub fn open_mapped(b: &MappedBinary) -> Result<File, Refused> {
         Mode::empty(),
         ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
     )
-    .map_err(|_| last)?;
+    .map_err(|_| Refused::Unopenable)?;
     check(File::from(fd), b.identity)
+}
+
+/// The identity of an opened file (device in `procfs::dev_number`'s
+/// encoding, as cookies carry it).
+pub fn identity_of(f: &File) -> Option<FileIdentity> {
+    let m = f.metadata().ok()?;
+    Some(FileIdentity {
+        dev: dev_of(m.dev()),
+        inode: m.ino(),
+        size: m.size(),
+        mtime_ns: m
+            .mtime()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(m.mtime_nsec()),
+    })
+}
+
+/// Which file backs mapping `b`, whose build-id is claimed to be `claim`:
+/// the file `map_files` hands over while the process lives (the very file
+/// mapped); else the file at its path, opened as [`open_mapped`] opens it,
+/// only if it has the claimed build-id (a file put there since, such as a
+/// package upgrade's, is not the one mapped). None: not identified.
+pub fn identify(b: &MappedBinary, claim: Option<&[u8]>) -> Option<FileIdentity> {
+    if let Some(Ok(f)) = open_map_file(b) {
+        return identity_of(&f);
+    }
+    let f = open_path(b).ok()?;
+    if let Some(want) = claim {
+        if build_id_of(f.try_clone().ok()?).as_deref() != Some(want) {
+            return None;
+        }
+    }
+    identity_of(&f)
+}
+
+/// [`identify`] through `map_files` alone, on this thread: one `statx`
+/// that follows the magic link to the very file mapped, with
+/// `AT_STATX_DONT_SYNC` (a network or FUSE file system answers from its
+/// cache, never waits on its server). Like the stage's own reads of
+/// `/proc/PID/maps`, it takes the process's memory-map lock for reading
+/// only. None: no such entry (the process is gone), not a regular file,
+/// or not the device/inode the kernel gave.
+pub fn identify_mapped(b: &MappedBinary) -> Option<FileIdentity> {
+    use rustix::fs::{AtFlags, FileType, StatxFlags};
+    let mf = b.map_file.as_ref()?;
+    let st = rustix::fs::statx(
+        CWD,
+        mf,
+        AtFlags::STATX_DONT_SYNC,
+        StatxFlags::TYPE | StatxFlags::INO | StatxFlags::SIZE | StatxFlags::MTIME,
+    )
+    .ok()?;
+    if FileType::from_raw_mode(st.stx_mode.into()) != FileType::RegularFile {
+        return None;
+    }
+    let i = FileIdentity {
+        dev: crate::procfs::dev_number(st.stx_dev_major, st.stx_dev_minor),
+        inode: st.stx_ino,
+        size: st.stx_size,
+        mtime_ns: st
+            .stx_mtime
+            .tv_sec
+            .saturating_mul(1_000_000_000)
+            .saturating_add(i64::from(st.stx_mtime.tv_nsec)),
+    };
+    match b.identity {
+        Some(kernel) if kernel != (i.dev, i.inode) => None,
+        _ => Some(i),
+    }
+}
+
+/// [`identify`] on a worker thread, each answer waited for at most
+/// [`BUILD_ID_TIMEOUT`] ([`TimedWorker`]).
+///
+/// What the worker found at a path for a claimed build-id, or that it
+/// found nothing, is remembered (at most [`PATHS_REMEMBERED`] paths, then
+/// it starts over): exec chains
+/// and short-lived processes, gone before their mappings are read, map the
+/// same few files again and again, and one read of each path serves them
+/// all, as one look at the path would. (A file put at the path later with
+/// the same claim takes the first one's cookie; where a user can write,
+/// that is one of the user's own files.)
+#[derive(Debug)]
+pub struct IdentityReader {
+    worker: TimedWorker<(MappedBinary, Option<Vec<u8>>), Option<FileIdentity>>,
+    by_path: std::collections::HashMap<(PathBuf, Vec<u8>), Option<FileIdentity>>,
+    /// Mappings whose file was not identified (gone, refused, timed out).
+    pub unidentified: u64,
+}
+
+/// Paths an [`IdentityReader`] remembers before it starts over.
+pub const PATHS_REMEMBERED: usize = 4096;
+
+impl Default for IdentityReader {
+    fn default() -> Self {
+        IdentityReader {
+            worker: TimedWorker::new("profkit-identity", BUILD_ID_TIMEOUT, |(b, claim)| {
+                identify(&b, claim.as_deref())
+            }),
+            by_path: Default::default(),
+            unidentified: 0,
+        }
+    }
+}
+
+impl IdentityReader {
+    /// The identity of the file behind `b`, claimed to have build-id
+    /// `claim`: through `map_files` on this thread ([`identify_mapped`])
+    /// while the process lives, else [`identify`] on the worker.
+    pub fn read(&mut self, b: MappedBinary, claim: Option<&[u8]>) -> Option<FileIdentity> {
+        if let Some(i) = identify_mapped(&b) {
+            return Some(i);
+        }
+        let key = (b.path.clone(), claim.unwrap_or_default().to_vec());
+        let r = match self.by_path.get(&key) {
+            Some(&known) if b.identity.is_none() => known,
+            _ => {
+                let r = self.worker.ask((b, claim.map(<[u8]>::to_vec))).flatten();
+                if self.by_path.len() >= PATHS_REMEMBERED {
+                    self.by_path.clear();
+                }
+                self.by_path.insert(key, r);
+                r
+            }
+        };
+        if r.is_none() {
+            self.unidentified += 1;
+        }
+        r
+    }
 }
 
 fn check(f: File, identity: Option<(u64, u64)>) -> Result<File, Refused> {
@@ -332,6 +481,68 @@ mod tests {
         let want = build_id_of(File::open(&exe).unwrap());
         assert!(want.is_some(), "the test binary is linked with a build-id");
         assert_eq!(open_mapped(&b).ok().and_then(build_id_of), want);
+    }
+
+    /// The file behind a mapping is the same whichever way it is
+    /// identified: `statx` through `map_files` on the stage's thread, or
+    /// `fstat` of the file opened on the worker.
+    #[test]
+    fn a_mapping_is_identified_alike_through_statx_and_fstat() {
+        let exe = std::env::current_exe().unwrap();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let line = maps
+            .lines()
+            .find(|l| l.ends_with(exe.to_str().unwrap()) && l.split(' ').nth(1) == Some("r-xp"))
+            .expect("the test binary is mapped");
+        let range = line.split(' ').next().unwrap();
+        let b = MappedBinary {
+            path: "/nonexistent/renamed".into(),
+            map_file: Some(format!("/proc/self/map_files/{range}").into()),
+            identity: None,
+        };
+        let want = identity_of(&File::open(&exe).unwrap()).unwrap();
+        assert_eq!(identify_mapped(&b), Some(want));
+        assert_eq!(identify(&b, None), Some(want));
+        // Not the device/inode the kernel gave: not identified.
+        let other = MappedBinary {
+            identity: Some((want.dev, want.inode + 1)),
+            ..b.clone()
+        };
+        assert_eq!(identify_mapped(&other), None);
+        // The process gone: the path, only with the claimed build-id.
+        let gone = MappedBinary {
+            path: exe.clone(),
+            map_file: Some("/proc/self/map_files/0-1".into()),
+            identity: None,
+        };
+        assert_eq!(identify_mapped(&gone), None);
+        let bid = build_id_of(File::open(&exe).unwrap()).unwrap();
+        assert_eq!(identify(&gone, Some(&bid)), Some(want));
+        assert_eq!(identify(&gone, Some(&[1, 2, 3])), None);
+    }
+
+    /// Gone processes' mappings: one look at each path for a claim serves
+    /// every later mapping of it (exec chains), found or not.
+    #[test]
+    fn a_path_is_looked_at_once_per_claim_for_gone_processes() {
+        let d = tempfile::tempdir().unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let copy = d.path().join("app");
+        std::fs::copy(&exe, &copy).unwrap();
+        let bid = build_id_of(File::open(&copy).unwrap()).unwrap();
+        let gone = |p: &Path| MappedBinary {
+            path: p.into(),
+            map_file: Some("/proc/self/map_files/0-1".into()),
+            identity: None,
+        };
+        let mut r = IdentityReader::default();
+        r.worker.timeout = Duration::from_secs(10);
+        let first = r.read(gone(&copy), Some(&bid));
+        assert_eq!(first, identity_of(&File::open(&copy).unwrap()));
+        std::fs::remove_file(&copy).unwrap();
+        assert_eq!(r.read(gone(&copy), Some(&bid)), first, "remembered");
+        assert_eq!(r.read(gone(&copy), Some(&[1, 2])), None, "another claim");
+        assert_eq!(r.unidentified, 1);
     }
 
     #[test]

@@ -24,7 +24,16 @@
 //!   mapping paths are anonymous code, is the format's
 //!   ([`profkit_eventlog::cookie`]; the functions are re-exported here);
 //!   this crate decides which binary an address falls in, reads build-ids
-//!   of mapped files, and writes each cookie's definition once.
+//!   of mapped files, and writes each cookie's definition once. In a live
+//!   session a build-id is a claim, not an identity: the file behind each
+//!   mapping with one is identified (device, inode, size, mtime, through
+//!   `/proc/PID/map_files`, time-boxed: `binfile::identify`), the first
+//!   file identified with a build-id gets its plain cookie and any other
+//!   file its own, each defined with its file (`FileCheck`), so a file
+//!   linked with libc's build-id cannot lend its samples libc's name nor
+//!   take libc's, and unwind tables, read and cached per cookie, are per
+//!   verified file. Imports have no file to identify and keep the plain
+//!   cookie.
 //!   With call graphs, every frame of a sample's callchain is resolved the
 //!   same way ([`resolve_chain`]: kernel frames through the kernel maps,
 //!   user frames through the process table at the sample's time, an

@@ -15,8 +15,10 @@
 //!   mapped file is opened through `/proc/PID/map_files/START-END` while
 //!   the process lives, its build-id checked, and the open file queued in
 //!   a [`KeepQueue`]: the live engine copies it into the session as
-//!   `debug/.build-id/ab/cdef…`, where reports look for binaries by
-//!   build-id. Holding the descriptor keeps the file readable after the
+//!   `debug/.kept/COOKIE` (16 hex digits), where reports look for the
+//!   binary of that cookie only: a build-id is a claim, and another file
+//!   claiming the same one has another cookie (`profkit_eventlog::cookie`).
+//!   Holding the descriptor keeps the file readable after the
 //!   process, its namespace and its tmpfs are gone. A binary that cannot
 //!   be kept is queued with the reason instead.
 //! - **JIT maps.** [`ns_pid`] reads the pid a process sees (the last field
@@ -87,8 +89,11 @@ pub fn host_view(path: &Path, identity: Option<(u64, u64)>, want: Option<&[u8]>)
 pub struct KeptBinary {
     /// The recorded path (the process's view).
     pub path: String,
-    /// Its build-id, the name it is kept under.
+    /// Its build-id (what it claims to be).
     pub build_id: Vec<u8>,
+    /// Its cookie, the name it is kept under: the copy names this cookie's
+    /// samples only, not every file claiming the build-id.
+    pub cookie: profkit_eventlog::Cookie,
     /// The mapped file (read from offset 0).
     pub file: File,
     /// What the host has at `path`.
@@ -136,6 +141,7 @@ impl KeepQueue {
 struct Query {
     binary: MappedBinary,
     build_id: Option<Vec<u8>>,
+    cookie: profkit_eventlog::Cookie,
 }
 
 #[derive(Debug)]
@@ -186,6 +192,7 @@ fn reach(q: Query) -> Reached {
     Reached::Keep(KeptBinary {
         path: path.display().to_string(),
         build_id: want,
+        cookie: q.cookie,
         file: f,
         host,
     })
@@ -195,7 +202,7 @@ fn reach(q: Query) -> Reached {
 #[derive(Debug)]
 pub(crate) struct Reacher {
     worker: TimedWorker<Query, Reached>,
-    checked: HashSet<Vec<u8>>,
+    checked: HashSet<profkit_eventlog::Cookie>,
     count: usize,
     pub(crate) queue: KeepQueue,
 }
@@ -212,13 +219,22 @@ impl Default for Reacher {
 }
 
 impl Reacher {
-    /// Checks `binary` (known by `build_id`, or by its identity) unless it
-    /// was checked already, queueing it if the host cannot reach it.
-    pub(crate) fn check(&mut self, binary: MappedBinary, build_id: Option<&[u8]>) {
+    /// Checks `binary` (claiming `build_id`, with cookie `cookie`) unless
+    /// its cookie was checked already, queueing it if the host cannot
+    /// reach it. Files without build-id nor identity (one cookie for all)
+    /// are checked per path.
+    pub(crate) fn check(
+        &mut self,
+        binary: MappedBinary,
+        build_id: Option<&[u8]>,
+        cookie: profkit_eventlog::Cookie,
+    ) {
         let key = match (build_id, binary.identity) {
-            (Some(b), _) => b.to_vec(),
-            (None, Some((dev, ino))) => [dev.to_le_bytes(), ino.to_le_bytes(), [0xff; 8]].concat(),
-            (None, None) => binary.path.as_os_str().as_encoded_bytes().to_vec(),
+            (None, None) => crate::cookies::cookie_hash(
+                "reach-path",
+                &[binary.path.as_os_str().as_encoded_bytes()],
+            ),
+            _ => cookie,
         };
         if self.count >= MAX_CHECKED || !self.checked.insert(key) {
             return;
@@ -228,6 +244,7 @@ impl Reacher {
         let q = Query {
             binary,
             build_id: build_id.map(<[u8]>::to_vec),
+            cookie,
         };
         match self.worker.ask(q) {
             Some(r) => self.queue.push(r, &path),
@@ -497,6 +514,7 @@ mod tests {
                 identity: Some(id),
             },
             Some(&bid),
+            1,
         );
         let (kept, refused) = hq.take();
         assert!(kept.is_empty() && refused.is_empty(), "{refused:?}");
@@ -506,14 +524,19 @@ mod tests {
             map_file: Some(exe.clone()),
             identity: None,
         };
-        r.check(b.clone(), Some(&bid));
-        r.check(b, Some(&bid)); // once per build-id
+        r.check(b.clone(), Some(&bid), 2);
+        r.check(b, Some(&bid), 2); // once per cookie
         let (kept, refused) = q.take();
         assert!(refused.is_empty(), "{refused:?}");
         assert_eq!(kept.len(), 1);
         assert_eq!(
-            (kept[0].path.as_str(), &kept[0].build_id, kept[0].host),
-            ("/ns-only/app", &bid, HostView::Missing)
+            (
+                kept[0].path.as_str(),
+                &kept[0].build_id,
+                kept[0].cookie,
+                kept[0].host
+            ),
+            ("/ns-only/app", &bid, 2, HostView::Missing)
         );
         // Another file under the recorded build-id: refused, named.
         r.check(
@@ -523,6 +546,7 @@ mod tests {
                 identity: None,
             },
             Some(&[9, 9, 9]),
+            3,
         );
         // No build-id: cannot be kept, named with why.
         r.check(
@@ -532,6 +556,7 @@ mod tests {
                 identity: Some((1, 2)),
             },
             None,
+            4,
         );
         let (kept, refused) = q.take();
         assert!(kept.is_empty());

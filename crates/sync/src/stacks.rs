@@ -323,6 +323,7 @@ mod tests {
             generation: 0,
             base: K,
             pid: None,
+            file: Default::default(),
         });
         k
     }

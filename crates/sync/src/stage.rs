@@ -145,6 +145,11 @@ pub struct SyncStage {
     anon_owners: IntMap<u32, u32>,
     /// Reads mapped binaries' build-ids without trusting their paths.
     build_id_reader: BuildIdReader,
+    /// Identifies the files behind mappings whose build-id is known.
+    identity_reader: crate::binfile::IdentityReader,
+    /// Per build-id: the file holding its plain cookie in this session
+    /// (the first identified with it; see `profkit_eventlog::cookie`).
+    claims: HashMap<Vec<u8>, profkit_eventlog::FileIdentity>,
     /// Binaries the host cannot reach at their recorded paths (containers).
     reach: crate::reach::Reacher,
     /// Build-ids known by mapping path from outside the records.
@@ -209,6 +214,8 @@ impl SyncStage {
             emitted: CookieTable::default(),
             file_cookies: IntMap::default(),
             build_id_reader: BuildIdReader::default(),
+            identity_reader: Default::default(),
+            claims: HashMap::new(),
             reach: Default::default(),
             anon_owners: IntMap::default(),
             build_ids: HashMap::new(),

@@ -13,10 +13,10 @@
 
 use std::collections::HashMap;
 
-use profkit_eventlog::{Cookie, CookieEntry, CookieKind};
+use profkit_eventlog::{Cookie, CookieEntry, CookieKind, FileCheck};
 use profkit_symbols::{
     BinaryKind, BinaryRequest, BinaryResult, KallsymsInput, KallsymsSource, KallsymsWanted,
-    SymbolId, Symbolizer, SymbolizerOptions, TrimmedKallsyms,
+    RecordedFile, SymbolId, Symbolizer, SymbolizerOptions, TrimmedKallsyms,
 };
 
 use crate::aggregate::{Aggregate, NO_STACK};
@@ -138,7 +138,10 @@ impl Resolved {
     }
 }
 
-pub(crate) fn request(e: &CookieEntry) -> BinaryRequest {
+/// The symbolizer's request for cookie entry `e` of session `s`: with the
+/// file the recorder identified behind it (a build-id is only a claim) and
+/// the copy it kept of that file, if any.
+pub(crate) fn request(e: &CookieEntry, s: Option<&Session>) -> BinaryRequest {
     let mut r = match e.kind {
         CookieKind::Kernel => BinaryRequest::kernel(e.base),
         CookieKind::Module => BinaryRequest::module(&e.path, e.base),
@@ -154,6 +157,23 @@ pub(crate) fn request(e: &CookieEntry) -> BinaryRequest {
         r = r.with_build_id(b.clone());
     } else if e.inode != 0 && e.kind == CookieKind::User {
         r = r.with_inode(e.inode);
+    }
+    if e.kind == CookieKind::User {
+        match e.file {
+            FileCheck::File(i) => {
+                r = r.with_file(RecordedFile {
+                    inode: i.inode,
+                    size: i.size,
+                    mtime_ns: i.mtime_ns,
+                    here: s.is_none_or(Session::recorded_here),
+                });
+                if let Some(k) = s.and_then(|s| s.kept_copy(e.cookie)) {
+                    r = r.with_kept_copy(k);
+                }
+            }
+            FileCheck::Unverified => r = r.unverified(),
+            _ => {}
+        }
     }
     r
 }
@@ -231,7 +251,7 @@ pub(crate) fn symbolize(
         offs.dedup();
         let (entry, sess, _) = &agg.cookies[&c];
         let g = config_of_session[*sess as usize];
-        groups[g].push((c, request(entry), offs));
+        groups[g].push((c, request(entry, sessions.get(*sess as usize)), offs));
     }
     progress.start(
         "symbolizing binaries",

@@ -50,6 +50,7 @@ fn call_session(dir: &std::path::Path) -> PathBuf {
         generation: 0,
         base: KBASE,
         pid: None,
+        file: Default::default(),
     };
     let mut enc = ChunkEncoder::new();
     enc.event(&Event::CookieDef(kdef.clone()));
@@ -515,6 +516,7 @@ fn stacks_on_parents_share_one_budget_across_workers_and_say_what_was_refused() 
                 generation: 0,
                 base: KBASE,
                 pid: None,
+                file: profkit_eventlog::FileCheck::NotRecorded,
             }));
         }
         enc.event(&Event::StackDef {

@@ -26,6 +26,7 @@ fn def(cookie: Cookie, kind: CookieKind, path: &str, base: u64, pid: Option<u32>
         generation: 0,
         base,
         pid,
+        file: Default::default(),
     })
 }
 

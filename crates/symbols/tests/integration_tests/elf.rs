@@ -483,12 +483,18 @@ fn cache_parses_each_binary_once_across_calls_and_threads() {
     assert_eq!(first[0].name_at(0), Some("alpha"));
     assert_eq!(first[3].name_at(0), Some("lib_fn"));
 
-    // A copy with the same build-id at another path is not parsed again either.
+    // A copy with the same build-id at another path is another file: a build-id is a
+    // claim any file can make, so DWARF read by range is shared only by one file's paths.
     let copy = f.dir.join("a-copy");
     std::fs::copy(&a, &copy).unwrap();
     let r = s.symbolize(&BinaryRequest::elf(&copy), &[oa]);
     assert_eq!(r.name_at(0), Some("alpha"));
-    assert_eq!(s.cache_stats().binaries_parsed, 2);
+    assert_eq!(s.cache_stats().binaries_parsed, 3);
+    let link = f.dir.join("a-link");
+    std::fs::hard_link(&a, &link).unwrap();
+    let r = s.symbolize(&BinaryRequest::elf(&link), &[oa]);
+    assert_eq!(r.name_at(0), Some("alpha"));
+    assert_eq!(s.cache_stats().binaries_parsed, 3, "one file, two paths");
 
     // A rebuilt file at the same path is re-read.
     std::thread::sleep(std::time::Duration::from_millis(20));
@@ -496,7 +502,7 @@ fn cache_parses_each_binary_once_across_calls_and_threads() {
     assert_ne!(build_id(&a), build_id(&copy));
     let r = s.symbolize(&BinaryRequest::elf(&a), &[offset_of(&a, "beta", 0)]);
     assert_eq!(r.name_at(0), Some("beta"));
-    assert_eq!(s.cache_stats().binaries_parsed, 3);
+    assert_eq!(s.cache_stats().binaries_parsed, 4);
 }
 
 /// Without `--debug-info` each request reads its binary's symbol tables by

@@ -1,6 +1,7 @@
 //! Integration tests of profkit-symbols: real ELF files built at test time with the system's
 //! C, C++ and Rust compilers, the test binary itself, and the fixtures in testdata/symbols/.
 
+mod claims;
 mod current_exe;
 mod elf;
 mod kernel;

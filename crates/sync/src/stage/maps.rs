@@ -8,7 +8,8 @@ use crate::binfile::MappedBinary;
 use crate::process::{Map, MapKind, Process};
 use crate::procfs::{dev_number, KernelModule, ProcProcess};
 use profkit_eventlog::{
-    anon_entry, file_entry, is_anonymous_code, module_name, vdso_entry, Cookie, Event,
+    anon_entry, claimed_file_entry, file_entry, is_anonymous_code, module_name, vdso_entry, Cookie,
+    Event,
 };
 use profkit_perf::{FileId, Mmap};
 use std::path::Path;
@@ -63,6 +64,14 @@ impl SyncStage {
         }
     }
 
+    /// The cookie of a file-backed mapping of `path`, known by build-id
+    /// (from the record) or by device/inode/generation (then its build-id
+    /// is read); `mapped_by` is (pid, start, end) of a mapping of it.
+    ///
+    /// In a live session (`use_procfs`) a build-id is a claim: the file
+    /// behind the mapping is identified and the cookie is the plain one
+    /// only for the first file identified with that build-id
+    /// ([`SyncStage::claimed_cookie`]).
     pub(super) fn file_cookie(
         &mut self,
         path: &str,
@@ -72,7 +81,17 @@ impl SyncStage {
         gen: u64,
         mapped_by: Option<(u32, u64, u64)>,
     ) -> Cookie {
+        let identified = (dev, ino, gen) != (0, 0, 0);
         if let Some(b) = build_id {
+            if self.opts.use_procfs && !b.is_empty() {
+                return self.claimed_cookie(
+                    path,
+                    b,
+                    identified.then_some((dev, ino)),
+                    gen,
+                    mapped_by,
+                );
+            }
             let e = file_entry(path, Some(b.to_vec()), dev, ino, gen);
             let c = e.cookie;
             match self.known.get_mut(&c) {
@@ -90,14 +109,13 @@ impl SyncStage {
                 Some(_) => {}
                 None => {
                     self.known.insert(c, e);
-                    self.check_reach(path, Some(b), None, mapped_by);
+                    self.check_reach(path, Some(b), None, mapped_by, c);
                 }
             }
             return c;
         }
         // Without any identity (an MMAP rather than MMAP2 record), files
         // cannot share the (dev, inode) cache: each path is looked up.
-        let identified = (dev, ino, gen) != (0, 0, 0);
         if identified {
             if let Some(&c) = self.file_cookies.get(&(dev, ino, gen)) {
                 return c;
@@ -109,48 +127,39 @@ impl SyncStage {
         let bid = match self.build_ids.get(path) {
             Some(b) => Some(b.clone()),
             None if self.opts.use_procfs => {
-                let b = MappedBinary {
-                    path: path.into(),
-                    map_file: mapped_by.map(|(pid, start, end)| {
-                        self.opts
-                            .paths
-                            .proc_root
-                            .join(format!("{pid}/map_files/{start:x}-{end:x}"))
-                    }),
-                    identity: identified.then_some((dev, ino)),
-                };
+                let b = self.mapped_binary(path, identified.then_some((dev, ino)), mapped_by);
                 self.build_id_reader.read(b).ok().flatten()
             }
             None => None,
         };
-        let e = file_entry(path, bid.clone(), dev, ino, gen);
-        let c = e.cookie;
-        if let std::collections::hash_map::Entry::Vacant(v) = self.known.entry(c) {
-            v.insert(e);
-            let identity = identified.then_some((dev, ino));
-            self.check_reach(path, bid.as_deref(), identity, mapped_by);
-        }
+        let c = match bid.as_deref() {
+            Some(b) if self.opts.use_procfs && !b.is_empty() => {
+                self.claimed_cookie(path, b, identified.then_some((dev, ino)), gen, mapped_by)
+            }
+            _ => {
+                let e = file_entry(path, bid.clone(), dev, ino, gen);
+                let c = e.cookie;
+                if let std::collections::hash_map::Entry::Vacant(v) = self.known.entry(c) {
+                    v.insert(e);
+                    let identity = identified.then_some((dev, ino));
+                    self.check_reach(path, bid.as_deref(), identity, mapped_by, c);
+                }
+                c
+            }
+        };
         if identified {
             self.file_cookies.insert((dev, ino, gen), c);
         }
         c
     }
 
-    /// A binary met for the first time in a live session: if its recorded
-    /// path does not lead the host to it (another mount namespace), queue
-    /// it, opened through the process's `map_files`, to be kept in the
-    /// session by build-id (`crate::reach`).
-    fn check_reach(
-        &mut self,
+    fn mapped_binary(
+        &self,
         path: &str,
-        build_id: Option<&[u8]>,
         identity: Option<(u64, u64)>,
         mapped_by: Option<(u32, u64, u64)>,
-    ) {
-        if !self.opts.use_procfs {
-            return;
-        }
-        let b = MappedBinary {
+    ) -> MappedBinary {
+        MappedBinary {
             path: path.into(),
             map_file: mapped_by.map(|(pid, start, end)| {
                 self.opts
@@ -159,8 +168,69 @@ impl SyncStage {
                     .join(format!("{pid}/map_files/{start:x}-{end:x}"))
             }),
             identity,
+        }
+    }
+
+    /// The cookie of a mapping whose file claims build-id `b`: the file is
+    /// identified (through the mapping, time-boxed; `kernel_id` is the
+    /// device/inode the kernel gave, if any); the first file identified
+    /// with `b` holds `b`'s plain cookie, any other file gets its own, and
+    /// a file not identified an unverified one. Each is defined with its
+    /// own entry (and so its own unwind tables and kept copy).
+    fn claimed_cookie(
+        &mut self,
+        path: &str,
+        b: &[u8],
+        kernel_id: Option<(u64, u64)>,
+        gen: u64,
+        mapped_by: Option<(u32, u64, u64)>,
+    ) -> Cookie {
+        let binary = self.mapped_binary(path, kernel_id, mapped_by);
+        let file = self.identity_reader.read(binary, Some(b));
+        let holder = match file {
+            Some(i) => *self.claims.entry(b.to_vec()).or_insert(i) == i,
+            None => false,
         };
-        self.reach.check(b, build_id);
+        let e = claimed_file_entry(path, b.to_vec(), file, holder, gen);
+        let c = e.cookie;
+        match self.known.get_mut(&c) {
+            // The same file by another path (a link, a rename): until the
+            // definition is written, prefer a path that still exists.
+            Some(old)
+                if old.path != path
+                    && !self.emitted.contains(c)
+                    && !Path::new(&old.path).exists()
+                    && Path::new(path).exists() =>
+            {
+                old.path = path.to_string();
+            }
+            Some(_) => {}
+            None => {
+                self.known.insert(c, e);
+                let identity = file.map(|i| (i.dev, i.inode)).or(kernel_id);
+                self.check_reach(path, Some(b), identity, mapped_by, c);
+            }
+        }
+        c
+    }
+
+    /// A binary met for the first time in a live session: if its recorded
+    /// path does not lead the host to it (another mount namespace), queue
+    /// it, opened through the process's `map_files`, to be kept in the
+    /// session under its cookie (`crate::reach`).
+    fn check_reach(
+        &mut self,
+        path: &str,
+        build_id: Option<&[u8]>,
+        identity: Option<(u64, u64)>,
+        mapped_by: Option<(u32, u64, u64)>,
+        cookie: Cookie,
+    ) {
+        if !self.opts.use_procfs {
+            return;
+        }
+        let b = self.mapped_binary(path, identity, mapped_by);
+        self.reach.check(b, build_id, cookie);
     }
 
     pub(super) fn vdso(&mut self) -> Cookie {

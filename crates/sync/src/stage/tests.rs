@@ -331,3 +331,160 @@ fn a_mapping_read_before_its_exec_still_resolves_later_samples() {
     assert_eq!(got, [(50, 0x7f00_0000_0040)]);
     assert_eq!(stage.accounting()[0].lost_no_mapping, 0);
 }
+
+/// A fake `/proc` where processes 50 and 51 each map, at 0x400000, a file
+/// of their own (`map_files`), both claiming build-id `BID`: root's
+/// `/usr/bin/md5sum` (4 KiB) and a user's forgery (one byte more).
+fn claimed_build_id_round(first: u32) -> (Vec<Event>, Vec<(u32, Cookie)>, SyncStage) {
+    const BID: [u8; 20] = [0x5a; 20];
+    let d = tempfile::tempdir().unwrap();
+    for (pid, len) in [(50u32, 4096usize), (51, 4097)] {
+        let mf = d.path().join(format!("proc/{pid}/map_files"));
+        std::fs::create_dir_all(&mf).unwrap();
+        std::fs::write(mf.join("400000-410000"), vec![pid as u8; len]).unwrap();
+        std::fs::write(d.path().join(format!("proc/{pid}/comm")), "x\n").unwrap();
+        std::fs::write(d.path().join(format!("proc/{pid}/maps")), "").unwrap();
+    }
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+        cgroup: false,
+    };
+    let mut stage = SyncStage::new(SyncOptions {
+        layout,
+        paths: ProcPaths {
+            proc_root: d.path().join("proc"),
+            sys_root: d.path().join("sys"),
+        },
+        use_procfs: true,
+    });
+    let mut ring = SimRing::new(0, 1 << 16, layout);
+    let second = if first == 50 { 51 } else { 50 };
+    for pid in [first, second] {
+        let path = if pid == 50 {
+            "/usr/bin/md5sum"
+        } else {
+            "/tmp/forged"
+        };
+        assert!(ring.push(&SimRecord::Mmap2 {
+            pid,
+            tid: pid,
+            addr: 0x40_0000,
+            len: 0x10000,
+            pgoff: 0,
+            ino: 0,
+            build_id: Some(BID.to_vec()),
+            prot: 5,
+            filename: path.into(),
+            time: 1,
+        }));
+    }
+    for pid in [50, 51, 50, 51] {
+        assert!(ring.push(&SimRecord::Sample {
+            ip: 0x40_0100,
+            pid,
+            tid: pid,
+            time: 2,
+            kernel: false,
+            period: 1,
+            callchain: vec![],
+        }));
+    }
+    let chunk = stage.round(&mut [ring], 3);
+    let mut events = Vec::new();
+    profkit_eventlog::decode_events(&chunk.bytes, |e| events.push(e)).unwrap();
+    let mut samples = Vec::new();
+    profkit_eventlog::for_each_sample(&chunk.bytes, |s| samples.push((s.pid, s.cookie)), |_| {})
+        .unwrap();
+    (events, samples, stage)
+}
+
+/// Two files claiming one build-id are two cookies, each defined with its
+/// own file, and each process's samples go to its own file's cookie;
+/// whichever comes first holds the plain cookie. (Before, both were
+/// `build_id_cookie(BID)`, defined once with the first file's path.)
+#[test]
+fn two_files_claiming_one_build_id_are_two_cookies_either_order() {
+    use profkit_eventlog::{cookie::build_id_cookie, FileCheck};
+    for first in [50u32, 51] {
+        let (events, samples, stage) = claimed_build_id_round(first);
+        let defs: Vec<CookieEntry> = events
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::CookieDef(e) if e.kind == profkit_eventlog::CookieKind::User => Some(e),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(defs.len(), 2, "{defs:?}");
+        let def = |path: &str| defs.iter().find(|e| e.path == path).unwrap().clone();
+        let (root, user) = (def("/usr/bin/md5sum"), def("/tmp/forged"));
+        assert_ne!(root.cookie, user.cookie);
+        let size = |e: &CookieEntry| match e.file {
+            FileCheck::File(i) => i.size,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((size(&root), size(&user)), (4096, 4097));
+        let plain = build_id_cookie(&[0x5a; 20]);
+        let holder = if first == 50 { &root } else { &user };
+        assert_eq!(holder.cookie, plain, "the first file identified holds it");
+        assert_eq!(
+            samples,
+            [
+                (50, root.cookie),
+                (51, user.cookie),
+                (50, root.cookie),
+                (51, user.cookie)
+            ]
+        );
+        // Unwind tables are read and cached per cookie, from the file its
+        // entry names (device and inode checked): per verified file.
+        let at = |e: &CookieEntry, pid: u32| {
+            let m = stage
+                .processes()
+                .get(pid)
+                .unwrap()
+                .map_at(0x40_0100, 2)
+                .unwrap();
+            assert_eq!(m.cookie, e.cookie);
+            match crate::unwind::source_of(e, m, pid, None) {
+                Some(crate::unwind::CfiSource::File { binary, .. }) => binary.identity,
+                _ => panic!("a file"),
+            }
+        };
+        let ident = |e: &CookieEntry| e.file.identity().map(|i| (i.dev, i.inode));
+        assert_eq!(at(&root, 50), ident(&root));
+        assert_eq!(at(&user, 51), ident(&user));
+        assert_ne!(ident(&root), ident(&user));
+    }
+}
+
+/// A claim whose file cannot be identified (the process gone, the path
+/// not on the host) never takes the plain cookie.
+#[test]
+fn an_unidentified_claim_is_not_the_build_ids_cookie() {
+    use profkit_eventlog::{cookie::build_id_cookie, FileCheck};
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+        cgroup: false,
+    };
+    let d = tempfile::tempdir().unwrap();
+    let mut stage = SyncStage::new(SyncOptions {
+        layout,
+        paths: ProcPaths {
+            proc_root: d.path().join("proc"),
+            sys_root: d.path().join("sys"),
+        },
+        use_procfs: true,
+    });
+    let c = stage.file_cookie(
+        "/nonexistent/x",
+        Some(&[7; 20]),
+        0,
+        0,
+        0,
+        Some((9, 0x1000, 0x2000)),
+    );
+    assert_ne!(c, build_id_cookie(&[7; 20]));
+    assert_eq!(stage.known[&c].file, FileCheck::Unverified);
+}

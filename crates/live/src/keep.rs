@@ -6,23 +6,29 @@
 //! engine hands them to one copier thread, which writes each as
 //! `debug/.build-id/ab/cdef…` in the session directory (where reports look
 //! for a binary by build-id) unless one is there already. Regular files
-//! only, at most [`BINARY_KEEP_MAX_BYTES`] each and
-//! [`BINARIES_KEPT_MAX_BYTES`] per session; a binary over a cap is named
-//! in the stop summary with why.
+//! only, at most [`BINARY_KEEP_MAX_BYTES`] each; copied by their data
+//! (holes and all-zero blocks stay holes), charged to the session's
+//! [`DiskBudget`] as the file owner's by their blocks on disk before
+//! they are written, and at most [`BINARIES_KEPT_MAX_BYTES`] on disk per
+//! session; a binary over a cap is named in the stop summary with why.
 //!
 //! Processes with anonymous code in another pid namespace than the
 //! daemon's get their `tmp/perf-NSPID.map` (inside their root, no links)
 //! kept as `perf-HOSTPID.map`, with the host's rules (regular file, owned
 //! by the process's owner, at most `PERF_MAP_MAX_BYTES`). The first time
 //! the map opens, its descriptor is held (at most [`MAX_HELD_PERF_MAPS`],
-//! and a quarter of the daemon's open-file limit): each round the bytes
-//! it grew by are appended to the copy, and when the process exits (its
+//! and a quarter of the daemon's open-file limit): each round the new
+//! perf map lines it grew by are appended to the copy (`jitmap`: parsed,
+//! bounded per line and per map, a line kept once even when the map is
+//! truncated and written again; [`PERF_MAP_LINES_HELD_MAX`] lines
+//! remembered over all maps), charged to the [`DiskBudget`] as the
+//! process owner's, and when the process exits (its
 //! EXIT seen by the sync stage, or its `/proc/PID/root` gone) and at stop
 //! the rest is read through the descriptor, which keeps the file readable
 //! after the process's mount namespace and its tmpfs `/tmp` are gone,
 //! and it is closed. A map that opens while the held descriptors are at
-//! their bound is copied whole each round it grew (what it gains in its
-//! process's last round is then lost), and counted. A map not there yet
+//! their bound is opened again each round and read on the same way (what
+//! it gains in its process's last round is then lost), and counted. A map not there yet
 //! at a look (a runtime may map its first code before it makes its map)
 //! is looked for again each round while the process lives, the first
 //! [`TMP_DIR_LOOKS`] times in its `tmp` directory held open (within the
@@ -40,7 +46,9 @@
 //! stuck file system never stalls the rounds; at stop the engine waits at
 //! most [`KEEP_STOP_WAIT`] for them.
 
+use crate::budget::{on_disk, DiskBudget, Refusal};
 use crate::extras::{check_metadata, check_opened, write_new, SavedExtras, PERF_MAP_MAX_BYTES};
+use crate::jitmap::MapCopy;
 use profkit_sync::reach::{
     foreign_ns_pid, open_perf_map_in_root, perf_map_in_root, KeepQueue, KeptBinary,
 };
@@ -48,7 +56,7 @@ use profkit_sync::SyncStage;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::{Duration, Instant};
@@ -57,6 +65,9 @@ use std::time::{Duration, Instant};
 pub const BINARY_KEEP_MAX_BYTES: u64 = 512 << 20;
 /// All binaries kept in one session together.
 pub const BINARIES_KEPT_MAX_BYTES: u64 = 2 << 30;
+/// Lines of JIT maps the map thread remembers at once (to tell a line
+/// already kept), all maps together: past it, new lines are not kept.
+pub const PERF_MAP_LINES_HELD_MAX: u64 = 2 << 20;
 /// Processes newly classified (own pid namespace or not) per round.
 pub const NS_PROCESSES_PER_ROUND: usize = 64;
 /// How long stop waits for copies still under way.
@@ -76,7 +87,7 @@ pub const TMP_DIR_LOOKS: u32 = 4;
 pub struct KeptSummary {
     /// Binaries copied into `debug/.build-id/` (unreachable from the host).
     pub binaries: u64,
-    /// Their bytes.
+    /// Their bytes on disk (their holes are holes in the copy too).
     pub binary_bytes: u64,
     /// JIT maps copied from processes in other pid namespaces (a map
     /// copied again or read on counts once).
@@ -162,6 +173,8 @@ enum Seen {
     Unchanged,
     /// Refused or failed (named): not looked at again.
     Refused(String),
+    /// Refused by the disk budget (named there): not looked at again.
+    OverBudget,
 }
 
 /// The answer to a [`MapJob`].
@@ -181,8 +194,12 @@ struct MapDone {
     alive: bool,
 }
 
+/// A binary not kept: why, and whether the disk budget refused it (then
+/// it is named there, not again among the refusals).
+type NotKept = (String, bool);
+
 enum Done {
-    Binary(Result<u64, String>),
+    Binary(Result<u64, NotKept>),
     PerfMap(MapDone),
 }
 
@@ -243,18 +260,24 @@ pub const NOT_KEPT_LINES: usize = 1000;
 impl Keeper {
     /// A keeper writing into `dir` (the held session directory), taking
     /// binaries from `queue`, reading processes in `proc_root`.
-    pub(crate) fn new(dir: PathBuf, queue: KeepQueue, proc_root: PathBuf) -> Self {
+    pub(crate) fn new(
+        dir: PathBuf,
+        queue: KeepQueue,
+        proc_root: PathBuf,
+        budget: DiskBudget,
+    ) -> Self {
         let (btx, bjobs) = channel::<KeptBinary>();
         let (mtx, mjobs) = channel::<MapJob>();
         let (done, rx) = channel::<Done>();
         let bdone = done.clone();
         let bdir = dir.clone();
+        let bbudget = budget.clone();
         let binaries = std::thread::Builder::new()
             .name("profkit-keep".into())
             .spawn(move || {
-                let mut budget = BINARIES_KEPT_MAX_BYTES;
+                let mut left = BINARIES_KEPT_MAX_BYTES;
                 for b in bjobs {
-                    let d = Done::Binary(keep_binary(&bdir, b, &mut budget));
+                    let d = Done::Binary(keep_binary(&bdir, b, &mut left, &bbudget));
                     if bdone.send(d).is_err() {
                         return;
                     }
@@ -263,7 +286,7 @@ impl Keeper {
         let maps = std::thread::Builder::new()
             .name("profkit-keep-jit".into())
             .spawn(move || {
-                let mut r = MapReader::new(dir, proc_root, held_limit());
+                let mut r = MapReader::new(dir, proc_root, held_limit(), budget);
                 for j in mjobs {
                     if done.send(Done::PerfMap(r.look(&j))).is_err() {
                         return;
@@ -305,9 +328,11 @@ impl Keeper {
                     self.kept.binary_bytes += n;
                 }
             }
-            Done::Binary(Err(why)) => {
+            Done::Binary(Err((why, by_budget))) => {
                 self.binaries_refused.push(why.clone());
-                self.refused.push(why);
+                if !by_budget {
+                    self.refused.push(why);
+                }
             }
             Done::PerfMap(m) => self.collect_map(m),
         }
@@ -342,6 +367,7 @@ impl Keeper {
                 p.refused = true;
                 self.refused.push(why);
             }
+            Seen::OverBudget => p.refused = true,
         }
     }
 
@@ -501,15 +527,31 @@ fn held_limit() -> usize {
     MAX_HELD_PERF_MAPS.min(soft / 4)
 }
 
-/// A JIT map held open: where it is kept, how much of it is.
+/// A JIT map held open (what of it was kept is its [`MapCopy`]).
 #[derive(Debug)]
 struct Held {
     file: File,
     owner: u32,
-    /// Bytes of it in `DIR/perf-PID.map`.
-    copied: u64,
     /// Its path, for messages.
     shown: PathBuf,
+}
+
+/// Why a map is no longer copied.
+#[derive(Debug)]
+enum MapStop {
+    /// Refused or failed, with why.
+    Refused(String),
+    /// The disk budget refused its new lines (and named it).
+    OverBudget,
+}
+
+impl From<MapStop> for Seen {
+    fn from(m: MapStop) -> Seen {
+        match m {
+            MapStop::Refused(why) => Seen::Refused(why),
+            MapStop::OverBudget => Seen::OverBudget,
+        }
+    }
 }
 
 /// The map thread's side: looks at processes' JIT maps, holds their
@@ -524,10 +566,16 @@ struct MapReader {
     tmp_dirs: HashMap<u32, File>,
     /// Looks that found no map, per process (while it is looked at).
     no_map_looks: HashMap<u32, u32>,
+    /// What was read and kept of each map, while its process is looked at
+    /// (held or not).
+    copies: HashMap<u32, MapCopy>,
+    /// Lines all copies may still remember ([`PERF_MAP_LINES_HELD_MAX`]).
+    lines_left: u64,
+    budget: DiskBudget,
 }
 
 impl MapReader {
-    fn new(dir: PathBuf, proc_root: PathBuf, max_held: usize) -> Self {
+    fn new(dir: PathBuf, proc_root: PathBuf, max_held: usize, budget: DiskBudget) -> Self {
         MapReader {
             dir,
             proc_root,
@@ -535,7 +583,112 @@ impl MapReader {
             held: HashMap::new(),
             tmp_dirs: HashMap::new(),
             no_map_looks: HashMap::new(),
+            copies: HashMap::new(),
+            lines_left: PERF_MAP_LINES_HELD_MAX,
+            budget,
         }
+    }
+
+    /// Done with `pid`'s map: its copy's lines are forgotten (their
+    /// memory given back); lines it could not keep for a bound are named.
+    fn forget(&mut self, pid: u32, owner: u32) {
+        let Some(c) = self.copies.remove(&pid) else {
+            return;
+        };
+        self.lines_left += c.kept_lines;
+        if c.lines_over > 0 {
+            let shown = self.dir.join(format!("perf-{pid}.map"));
+            self.budget.refuse(
+                Refusal::FileBound,
+                &shown.display().to_string(),
+                owner,
+                &c.note().unwrap_or_default(),
+            );
+        }
+    }
+
+    /// Reads on through `pid`'s map `f`: appends its new lines to
+    /// `DIR/perf-PID.map` (made at the first), charged to the budget
+    /// (the lines' bytes, and a block for a new file); `last`: the last
+    /// read (synced). A copy that is not the one written (another file,
+    /// another length) is written again from the map's start. `Ok(true)`:
+    /// lines were added.
+    fn append_lines(
+        &mut self,
+        pid: u32,
+        f: &File,
+        owner: u32,
+        shown: &Path,
+        last: bool,
+    ) -> Result<bool, MapStop> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let what = |why: String| MapStop::Refused(format!("{}: {why}", shown.display()));
+        let copy = self.copies.entry(pid).or_default();
+        let mut out = copy
+            .read_new(f, last, &mut self.lines_left)
+            .map_err(|e| what(format!("reading: {e}")))?;
+        if out.is_empty() {
+            return Ok(false);
+        }
+        let to = self.dir.join(format!("perf-{pid}.map"));
+        let kept = (copy.written > 0)
+            .then(|| {
+                std::fs::OpenOptions::new()
+                    .append(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                    .open(&to)
+                    .ok()
+            })
+            .flatten()
+            .filter(|d| {
+                d.metadata()
+                    .is_ok_and(|m| m.file_type().is_file() && m.len() == copy.written)
+            });
+        let fresh = kept.is_none();
+        if fresh && copy.written > 0 {
+            // Not the copy written: all of the map again.
+            self.lines_left += copy.kept_lines;
+            copy.reset();
+            out = copy
+                .read_new(f, last, &mut self.lines_left)
+                .map_err(|e| what(format!("reading: {e}")))?;
+        }
+        let cost = out.len() as u64 + if fresh { 4096 } else { 0 };
+        if self
+            .budget
+            .charge_or_refuse(owner, cost, &shown.display().to_string())
+            .is_err()
+        {
+            copy.unkeep(&out, &mut self.lines_left);
+            return Err(MapStop::OverBudget);
+        }
+        let written = match kept {
+            Some(mut dst) => {
+                let was = copy.written;
+                let r = dst.write_all(&out).and_then(|_| {
+                    if last {
+                        dst.sync_data()?;
+                    }
+                    Ok(())
+                });
+                r.map_err(|e| {
+                    let _ = dst.set_len(was);
+                    format!("appending to {}: {e}", to.display())
+                })
+            }
+            None => write_new(&to, &out[..], out.len() as u64).map(|_| ()),
+        };
+        if let Err(why) = written {
+            self.budget.release(owner, cost);
+            copy.unkeep(&out, &mut self.lines_left);
+            return Err(what(why));
+        }
+        copy.written = if fresh {
+            out.len() as u64
+        } else {
+            copy.written + out.len() as u64
+        };
+        Ok(true)
     }
 
     /// Descriptors held: maps and `tmp` directories.
@@ -550,6 +703,14 @@ impl MapReader {
     }
 
     fn look(&mut self, j: &MapJob) -> MapDone {
+        let d = self.look_once(j);
+        if !d.again {
+            self.forget(j.pid, j.owner);
+        }
+        d
+    }
+
+    fn look_once(&mut self, j: &MapJob) -> MapDone {
         let pid = j.pid;
         // Before reading: a map read after its process is gone is whole.
         let alive = self.alive(pid);
@@ -563,8 +724,16 @@ impl MapReader {
             crowded: false,
             alive,
         };
-        if let Some(mut h) = self.held.remove(&pid) {
-            return match read_on(&self.dir, pid, &mut h, !more) {
+        if let Some(h) = self.held.remove(&pid) {
+            let checked = h
+                .file
+                .metadata()
+                .map_err(|e| e.to_string())
+                .and_then(|m| check_metadata(&m, Some(Some(h.owner)), PERF_MAP_MAX_BYTES))
+                .map_err(|why| MapStop::Refused(format!("{}: {why}", h.shown.display())));
+            let read =
+                checked.and_then(|_| self.append_lines(pid, &h.file, h.owner, &h.shown, !more));
+            return match read {
                 Ok(grew) => {
                     if more {
                         self.held.insert(pid, h);
@@ -572,7 +741,7 @@ impl MapReader {
                     let seen = if grew { Seen::Copied } else { Seen::Unchanged };
                     done(j.ns_pid, seen, more, more)
                 }
-                Err(why) => done(j.ns_pid, Seen::Refused(why), false, false),
+                Err(why) => done(j.ns_pid, why.into(), false, false),
             };
         }
         let Some(ns_pid) = j.ns_pid.or_else(|| foreign_ns_pid(&self.proc_root, pid)) else {
@@ -586,7 +755,7 @@ impl MapReader {
         if let Some(h) = kept {
             self.held.insert(pid, h);
         }
-        let again = more && !matches!(seen, Seen::Refused(_));
+        let again = more && !matches!(seen, Seen::Refused(_) | Seen::OverBudget);
         self.hold_tmp_dir(pid, again && seen == Seen::NoMap, tmp, crowded);
         MapDone {
             crowded: more && crowded && seen == Seen::Copied,
@@ -620,10 +789,10 @@ impl MapReader {
     }
 
     /// Opens `pid`'s map inside its root (in its held `tmp` directory if
-    /// given) and copies it whole if it grew past the copy there; returns
-    /// it to hold when `may_hold`.
+    /// given) and appends its new lines to the copy; returns it to hold
+    /// when `may_hold`.
     fn open_and_copy(
-        &self,
+        &mut self,
         pid: u32,
         ns_pid: u32,
         owner: u32,
@@ -645,25 +814,18 @@ impl MapReader {
             }
             Err(e) => return refused(e.to_string()),
         };
-        let mut f = match check_opened(f, Some(Some(owner)), PERF_MAP_MAX_BYTES) {
+        let f = match check_opened(f, Some(Some(owner)), PERF_MAP_MAX_BYTES) {
             Ok(f) => f,
             Err(why) => return refused(why),
         };
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        let to = self.dir.join(format!("perf-{pid}.map"));
-        let have = std::fs::symlink_metadata(&to).map(|m| m.len()).unwrap_or(0);
-        let (seen, copied) = if len > have {
-            match copy_whole(&to, &mut f, len) {
-                Ok(n) => (Seen::Copied, n),
-                Err(why) => return refused(why),
-            }
-        } else {
-            (Seen::Unchanged, have)
+        let seen = match self.append_lines(pid, &f, owner, &shown, !may_hold) {
+            Ok(true) => Seen::Copied,
+            Ok(false) => Seen::Unchanged,
+            Err(stop) => return (stop.into(), None),
         };
         let held = may_hold.then_some(Held {
             file: f,
             owner,
-            copied,
             shown,
         });
         (seen, held)
@@ -683,69 +845,14 @@ fn open_in_dir(dir: &File, name: &str) -> std::io::Result<File> {
         .open(format!("/proc/self/fd/{}/{name}", dir.as_raw_fd()))
 }
 
-/// Copies the first `len` bytes of `f` to a new `to` (see [`write_new`]).
-fn copy_whole(to: &Path, f: &mut File, len: u64) -> Result<u64, String> {
-    f.seek(SeekFrom::Start(0)).map_err(|e| e.to_string())?;
-    write_new(to, f.take(len), PERF_MAP_MAX_BYTES)
-}
-
-/// Reads on through a held map: appends what it grew by to
-/// `DIR/perf-PID.map` (copies it whole again if it shrank or the copy is
-/// not the one written), checked as when it was opened; `sync`: the last
-/// read. `Ok(true)`: it grew.
-fn read_on(dir: &Path, pid: u32, h: &mut Held, sync: bool) -> Result<bool, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let what = |why: String| format!("{}: {why}", h.shown.display());
-    let m = h.file.metadata().map_err(|e| what(e.to_string()))?;
-    check_metadata(&m, Some(Some(h.owner)), PERF_MAP_MAX_BYTES).map_err(what)?;
-    let len = m.len();
-    if len == h.copied {
-        return Ok(false);
-    }
-    let to = dir.join(format!("perf-{pid}.map"));
-    if len > h.copied {
-        // Appended to only if it is still the copy written (a regular
-        // file of that length, not a link).
-        let dst = std::fs::OpenOptions::new()
-            .append(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(&to);
-        if let Ok(mut dst) = dst {
-            if dst
-                .metadata()
-                .is_ok_and(|d| d.file_type().is_file() && d.len() == h.copied)
-            {
-                let was = h.copied;
-                let appended = h
-                    .file
-                    .seek(SeekFrom::Start(was))
-                    .and_then(|_| std::io::copy(&mut (&h.file).take(len - was), &mut dst))
-                    .and_then(|n| {
-                        if sync {
-                            dst.sync_data()?;
-                        }
-                        Ok(n)
-                    });
-                return match appended {
-                    Ok(n) => {
-                        h.copied = was + n;
-                        Ok(n > 0)
-                    }
-                    Err(e) => {
-                        let _ = dst.set_len(was);
-                        Err(what(format!("appending to {}: {e}", to.display())))
-                    }
-                };
-            }
-        }
-    }
-    h.copied = copy_whole(&to, &mut h.file, len).map_err(what)?;
-    Ok(true)
-}
-
 /// Writes [`NOT_KEPT_FILE`] in session directory `dir` (nothing when no
-/// binary was refused): the first [`NOT_KEPT_LINES`] `PATH: why` lines.
-pub(crate) fn write_not_kept(dir: &Path, refused: &[String]) -> Result<(), String> {
+/// binary was refused): the first [`NOT_KEPT_LINES`] `PATH: why` lines,
+/// charged to the budget as root's.
+pub(crate) fn write_not_kept(
+    dir: &Path,
+    refused: &[String],
+    budget: &DiskBudget,
+) -> Result<(), String> {
     if refused.is_empty() {
         return Ok(());
     }
@@ -756,16 +863,33 @@ pub(crate) fn write_not_kept(dir: &Path, refused: &[String]) -> Result<(), Strin
         text.push('\n');
     }
     let to = dir.join(NOT_KEPT_FILE);
-    write_new(&to, text.as_bytes(), text.len() as u64).map(|_| ())
+    let cost = on_disk(text.len() as u64);
+    budget.charge_or_refuse(0, cost, &to.display().to_string())?;
+    write_new(&to, text.as_bytes(), text.len() as u64)
+        .map(|_| ())
+        .inspect_err(|_| budget.release(0, cost))
 }
 
-/// Copies a binary into `DIR/debug/.build-id/ab/cdef…`. `Ok(0)`: one is
-/// there already.
-fn keep_binary(dir: &Path, mut b: KeptBinary, budget: &mut u64) -> Result<u64, String> {
+/// Copies a binary into `DIR/debug/.build-id/ab/cdef…` with its holes
+/// (and all-zero blocks) left holes, charged to `budget` as its owner's
+/// by its data (its blocks on disk) before it is written; `left`: what
+/// is left of [`BINARIES_KEPT_MAX_BYTES`]. Returns its bytes on disk,
+/// `Ok(0)` when one is there already; `Err((why, true))` when the budget
+/// refused it (named there).
+fn keep_binary(
+    dir: &Path,
+    b: KeptBinary,
+    left: &mut u64,
+    budget: &DiskBudget,
+) -> Result<u64, NotKept> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let what = |why: String| {
-        format!(
-            "{}: kept from another mount namespace failed: {why}",
-            b.path
+        (
+            format!(
+                "{}: kept from another mount namespace failed: {why}",
+                b.path
+            ),
+            false,
         )
     };
     if b.build_id.len() < 2 {
@@ -782,9 +906,11 @@ fn keep_binary(dir: &Path, mut b: KeptBinary, budget: &mut u64) -> Result<u64, S
             "{len} bytes, over the {BINARY_KEEP_MAX_BYTES}-byte limit per binary"
         )));
     }
-    if len > *budget {
+    // What its copy will take: its data, as its blocks on disk say.
+    let cost = on_disk((m.blocks() * 512).min(len));
+    if cost > *left {
         return Err(what(format!(
-            "{len} bytes, over what is left of the {BINARIES_KEPT_MAX_BYTES}-byte limit per session"
+            "{cost} bytes on disk, over what is left of the {BINARIES_KEPT_MAX_BYTES}-byte limit per session"
         )));
     }
     let mut d = dir.to_path_buf();
@@ -796,12 +922,44 @@ fn keep_binary(dir: &Path, mut b: KeptBinary, budget: &mut u64) -> Result<u64, S
     if std::fs::symlink_metadata(&to).is_ok_and(|m| m.file_type().is_file()) {
         return Ok(0);
     }
-    b.file
-        .seek(SeekFrom::Start(0))
-        .map_err(|e| what(e.to_string()))?;
-    write_new(&to, &mut b.file, len).map_err(what)?;
-    *budget -= len;
-    Ok(len)
+    budget
+        .charge_or_refuse(m.uid(), cost, &b.path)
+        .map_err(|why| {
+            (
+                format!(
+                    "{}: kept from another mount namespace failed: {why}",
+                    b.path
+                ),
+                true,
+            )
+        })?;
+    let copied = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&to)
+        .map_err(|e| format!("creating {}: {e}", to.display()))
+        .and_then(|dst| {
+            crate::sparse::copy_sparse(&b.file, &dst, len, cost)
+                .and_then(|_| dst.sync_all())
+                .map_err(|e| format!("copying: {e}"))?;
+            Ok(dst.metadata().map_or(cost, |m| m.blocks() * 512))
+        });
+    match copied {
+        Ok(on) => {
+            // Charged by the source's blocks; the copy's may be fewer.
+            let on = on.min(cost);
+            budget.release(m.uid(), cost - on);
+            *left -= on;
+            Ok(on.max(1))
+        }
+        Err(why) => {
+            let _ = std::fs::remove_file(&to);
+            budget.release(m.uid(), cost);
+            Err(what(why))
+        }
+    }
 }
 
 /// Creates `d` (0700) unless it is there; it must be a directory, not a
@@ -823,17 +981,27 @@ fn make_dir(d: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::budget::BudgetLimit;
+    use std::io::{Seek, SeekFrom};
     use std::os::unix::fs::MetadataExt;
+
+    fn budget_of(total: u64) -> DiskBudget {
+        DiskBudget::new(BudgetLimit {
+            total,
+            source: "test".into(),
+        })
+    }
 
     #[test]
     fn binaries_not_kept_are_listed_for_reports() {
         let d = tempfile::tempdir().unwrap();
-        write_not_kept(d.path(), &[]).unwrap();
+        let b = budget_of(1 << 30);
+        write_not_kept(d.path(), &[], &b).unwrap();
         assert!(!d.path().join("debug").exists(), "nothing refused, no file");
         let many: Vec<String> = (0..NOT_KEPT_LINES + 5)
             .map(|i| format!("/ns/app{i}: no build-id\nsecond line"))
             .collect();
-        write_not_kept(d.path(), &many).unwrap();
+        write_not_kept(d.path(), &many, &b).unwrap();
         let text = std::fs::read_to_string(d.path().join(NOT_KEPT_FILE)).unwrap();
         assert_eq!(text.lines().count(), NOT_KEPT_LINES);
         assert_eq!(
@@ -847,6 +1015,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let src = d.path().join("app");
         std::fs::write(&src, b"\x7fELF not really").unwrap();
+        let b = budget_of(1 << 30);
         let kept = |budget: &mut u64| {
             let mut f = std::fs::File::open(&src).unwrap();
             // The stage read its build-id through it: not at offset 0.
@@ -860,19 +1029,22 @@ mod tests {
                     host: profkit_sync::reach::HostView::Missing,
                 },
                 budget,
+                &b,
             )
         };
-        let mut budget = 100;
-        assert_eq!(kept(&mut budget), Ok(15));
-        assert_eq!(budget, 85);
+        let mut budget = 1 << 20;
+        // Its bytes on disk: a block.
+        assert_eq!(kept(&mut budget), Ok(4096));
+        assert_eq!(budget, (1 << 20) - 4096);
+        assert_eq!(b.extras(), 4096);
         let to = d.path().join("debug/.build-id/ab/cdef");
         assert_eq!(std::fs::read(&to).unwrap(), b"\x7fELF not really");
         assert_eq!(std::fs::metadata(&to).unwrap().mode() & 0o777, 0o600);
         assert_eq!(kept(&mut budget), Ok(0), "already kept");
         std::fs::remove_file(&to).unwrap();
         let mut small = 10;
-        let e = kept(&mut small).unwrap_err();
-        assert!(e.contains("per session"), "{e}");
+        let (e, by_budget) = kept(&mut small).unwrap_err();
+        assert!(e.contains("per session") && !by_budget, "{e}");
         // A link where a directory should be: refused, not followed.
         let d2 = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(d.path(), d2.path().join("debug")).unwrap();
@@ -886,8 +1058,10 @@ mod tests {
                 host: profkit_sync::reach::HostView::Missing,
             },
             &mut budget,
+            &b,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .0;
         assert!(e.contains("not a directory"), "{e}");
     }
 
@@ -948,7 +1122,12 @@ mod tests {
         }
 
         fn reader(&self, max_held: usize) -> MapReader {
-            MapReader::new(self.session.clone(), self.proc_root.clone(), max_held)
+            MapReader::new(
+                self.session.clone(),
+                self.proc_root.clone(),
+                max_held,
+                budget_of(1 << 30),
+            )
         }
 
         fn kept(&self, pid: u32) -> String {
@@ -1140,7 +1319,12 @@ mod tests {
         std::fs::remove_file(f.proc_root.join("26/root")).unwrap();
         let mut w = std::fs::File::create(&map).unwrap();
         w.write_all(b"1000 10 a\n").unwrap();
-        let mut k = Keeper::new(f.session.clone(), KeepQueue::default(), f.proc_root.clone());
+        let mut k = Keeper::new(
+            f.session.clone(),
+            KeepQueue::default(),
+            f.proc_root.clone(),
+            budget_of(1 << 30),
+        );
         let wait_idle = |k: &mut Keeper| {
             let deadline = Instant::now() + Duration::from_secs(10);
             while k.pending > 0 && Instant::now() < deadline {

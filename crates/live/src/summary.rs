@@ -210,6 +210,10 @@ pub struct Summary {
     /// asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parts: Option<PartsSummary>,
+    /// The session's disk budget: its total, what parts and copies take,
+    /// the copies it refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<crate::budget::DiskSummary>,
     /// The finished session (stop only).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionSummary>,
@@ -281,6 +285,7 @@ impl Summary {
                 .collect(),
             unwind_refused: st.unwind_refused.clone(),
             parts: None,
+            disk: None,
             session: None,
         }
     }
@@ -352,6 +357,11 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
+/// Lines from a daemon, each without control characters.
+fn one_lines(s: &str) -> String {
+    s.lines().map(|l| one_line(l) + "\n").collect()
+}
+
 /// Text from a daemon or a session, one line, without control characters.
 fn one_line(s: &str) -> String {
     s.chars()
@@ -384,6 +394,9 @@ impl Summary {
         ));
         if let Some(p) = &self.parts {
             out.push_str(&p.text());
+        }
+        if let Some(d) = &self.disk {
+            out.push_str(&one_lines(&d.text()));
         }
         out.push_str(&format!(
             "samples:  {samples}, lost {lost} ({:.3}%)\n",

@@ -637,3 +637,40 @@ pub(crate) fn remove_old_extras(dir: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 25: a start removes what an earlier session left besides its
+    /// parts (today's code left debug/ and perf-*.map to pile up over
+    /// restarts, uncounted, and a reused pid picked up an old map).
+    #[test]
+    fn an_earlier_sessions_extras_are_removed_and_nothing_else() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path();
+        std::fs::create_dir_all(p.join("debug/.build-id/ab")).unwrap();
+        std::fs::write(p.join("debug/.build-id/ab/cdef"), "elf").unwrap();
+        std::fs::write(p.join("debug/not-kept"), "/x: why\n").unwrap();
+        std::fs::write(p.join("perf-4242.map"), "1000 10 old\n").unwrap();
+        std::fs::write(p.join("kallsyms"), "# old\n").unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep-me"), "x").unwrap();
+        std::os::unix::fs::symlink(outside.path(), p.join("perf-1.map")).unwrap();
+        for keep in ["daemon.log", "notes.txt", "session.000001.pkl"] {
+            std::fs::write(p.join(keep), "x").unwrap();
+        }
+        remove_old_extras(p).unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(p)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["daemon.log", "notes.txt", "session.000001.pkl"]);
+        assert!(
+            outside.path().join("keep-me").exists(),
+            "a link was followed"
+        );
+    }
+}

@@ -540,6 +540,39 @@ mod tests {
         assert!(!to_big.exists(), "nothing copied");
     }
 
+    /// Issue 25: a sparse 255 MiB host map costs its lines (today's code
+    /// wrote all 255 MiB: six of them 1.5 GiB); over the budget it is
+    /// refused, named by the budget, and not written.
+    #[test]
+    fn a_sparse_host_map_costs_its_lines() {
+        use std::os::unix::fs::FileExt;
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join("perf-7.map");
+        let f = std::fs::File::create(&src).unwrap();
+        f.write_all_at(b"7f0000 9 jitted_loop\n", 0).unwrap();
+        f.set_len(255 << 20).unwrap();
+        drop(f);
+        let me = uid_of(&src);
+        let b = big_budget();
+        let to = d.path().join("copy");
+        let t = std::time::Instant::now();
+        assert_eq!(copy_map(&src, &to, Some(me), &b), Ok(true));
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
+        assert_eq!(
+            std::fs::read_to_string(&to).unwrap(),
+            "7f0000 9 jitted_loop\n"
+        );
+        assert_eq!(b.extras(), 21 + 4096);
+        let tiny = DiskBudget::new(crate::budget::BudgetLimit {
+            total: 8192,
+            source: "test".into(),
+        });
+        let to2 = d.path().join("copy2");
+        assert_eq!(copy_map(&src, &to2, Some(me), &tiny), Err(String::new()));
+        assert!(!to2.exists());
+        assert_eq!(tiny.summary().refused_total(), 1);
+    }
+
     #[test]
     fn a_procfs_style_file_is_capped_while_copying() {
         // /proc files say size 0; the limit holds on the bytes read.

@@ -291,7 +291,7 @@ fn copy_map(
     let mut c = MapCopy::default();
     let mut left = PERF_MAP_KEPT_MAX_LINES;
     let out = c
-        .read_new(&src, true, &mut left)
+        .read_new(&src, true, &mut left, u64::MAX)
         .map_err(|e| format!("reading: {e}"))?;
     let shown = from.display().to_string();
     if c.lines_over > 0 {

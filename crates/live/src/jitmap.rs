@@ -8,8 +8,9 @@
 //!   Holes are skipped unread (a line across one is not a line).
 //! - Each map keeps at most [`PERF_MAP_KEPT_MAX_LINES`] lines and
 //!   [`PERF_MAP_KEPT_MAX_BYTES`]; lines past those are counted, not kept.
-//! - Read on from where the last read ended: only new complete lines are
-//!   appended. A map that shrank (truncated and written again) or was
+//! - Read on from where the last read ended, at most
+//!   [`PERF_MAP_READ_PER_LOOK`] a look while the process lives: only new
+//!   complete lines are appended. A map that shrank (truncated and written again) or was
 //!   replaced is read from its start again, but a line already kept is
 //!   never written twice (a keyed 64-bit hash of every kept line), so a
 //!   truncate-and-regrow loop costs nothing new per round.
@@ -29,6 +30,10 @@ pub const PERF_MAP_LINE_MAX: usize = 4096;
 pub const PERF_MAP_KEPT_MAX_LINES: u64 = 256 << 10;
 /// Bytes kept of one map, at most.
 pub const PERF_MAP_KEPT_MAX_BYTES: u64 = 32 << 20;
+/// Bytes of a map read at one look while its process lives (the rest at
+/// the next looks, all of it at its last): one big map does not keep the
+/// map thread from its first look at other processes.
+pub const PERF_MAP_READ_PER_LOOK: u64 = 1 << 20;
 
 /// One map's copy: what was read of it and which lines were kept.
 #[derive(Debug)]
@@ -114,12 +119,17 @@ impl MapCopy {
     /// (taken from it; the caller's bound over all maps). A map that
     /// shrank or is another file than last time is read from its start,
     /// its lines already kept left out.
+    ///
+    /// At most `max` bytes are read (whole pieces of up to 64 KiB: a bit
+    /// more), the rest at the next read; a `last` read reads to the end.
     pub(crate) fn read_new(
         &mut self,
         src: &File,
         last: bool,
         lines_left: &mut u64,
+        max: u64,
     ) -> std::io::Result<Vec<u8>> {
+        let max = if last { u64::MAX } else { max };
         let m = src.metadata()?;
         let id = (m.dev(), m.ino());
         let len = m.len();
@@ -136,7 +146,8 @@ impl MapCopy {
         }
         let mut out = Vec::new();
         let mut at = self.read_to;
-        for_each_data(src, self.read_to, len, |off, bytes| {
+        let mut budget = max;
+        let reached = for_each_data(src, self.read_to, len, |off, bytes| {
             if off > at {
                 // A hole: no line goes across one.
                 self.broken = true;
@@ -160,20 +171,21 @@ impl MapCopy {
                     self.end_line(&mut out, lines_left);
                 }
             }
-            true
+            budget = budget.saturating_sub(bytes.len() as u64);
+            budget > 0
         })?;
-        if len > at && !self.line.is_empty() {
+        if reached >= len && len > at && !self.line.is_empty() {
             // A hole at the end.
             self.broken = true;
             self.line.clear();
         }
-        self.read_to = len;
-        let k = len.min(TAIL);
+        self.read_to = reached.min(len);
+        let k = self.read_to.min(TAIL);
         self.tail.resize(k as usize, 0);
-        if src.read_exact_at(&mut self.tail, len - k).is_err() {
+        if src.read_exact_at(&mut self.tail, self.read_to - k).is_err() {
             self.tail.clear();
         }
-        if last && (!self.line.is_empty() || self.broken) {
+        if last && self.read_to >= len && (!self.line.is_empty() || self.broken) {
             self.end_line(&mut out, lines_left);
         }
         Ok(out)
@@ -249,7 +261,7 @@ mod tests {
 
     fn read(c: &mut MapCopy, f: &File, last: bool) -> String {
         let mut left = u64::MAX;
-        String::from_utf8(c.read_new(f, last, &mut left).unwrap()).unwrap()
+        String::from_utf8(c.read_new(f, last, &mut left, u64::MAX).unwrap()).unwrap()
     }
 
     #[test]
@@ -318,6 +330,29 @@ mod tests {
         assert_eq!(read(&mut c, &File::open(&p).unwrap(), true), "");
     }
 
+    /// A read takes at most its bound; the next goes on from there.
+    #[test]
+    fn a_big_map_is_read_over_several_reads() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("m");
+        let body: String = (0..40_000)
+            .map(|i| format!("{:x} 40 f{i}\n", 0x1000 + i * 64))
+            .collect();
+        std::fs::write(&p, &body).unwrap();
+        let f = File::open(&p).unwrap();
+        let mut c = MapCopy::default();
+        let mut left = u64::MAX;
+        let mut got = Vec::new();
+        let mut reads = 0;
+        while got.len() < body.len() {
+            got.extend(c.read_new(&f, false, &mut left, 64 << 10).unwrap());
+            reads += 1;
+            assert!(reads < 100);
+        }
+        assert!(reads >= body.len() / (64 << 10), "{reads}");
+        assert_eq!(String::from_utf8(got).unwrap(), body);
+    }
+
     #[test]
     fn a_sparse_map_is_read_by_its_data_and_bounded() {
         let d = tempfile::tempdir().unwrap();
@@ -338,7 +373,7 @@ mod tests {
         // The caller's bound over all maps, and taking lines back.
         let mut c = MapCopy::default();
         let mut left = 1;
-        let out = c.read_new(&f, true, &mut left).unwrap();
+        let out = c.read_new(&f, true, &mut left, 0).unwrap();
         assert_eq!(out, b"1000 10 a\n");
         assert_eq!((left, c.lines_over), (0, 1));
         c.unkeep(&out, &mut left);

@@ -48,7 +48,7 @@
 
 use crate::budget::{on_disk, DiskBudget, Refusal};
 use crate::extras::{check_metadata, check_opened, write_new, SavedExtras, PERF_MAP_MAX_BYTES};
-use crate::jitmap::MapCopy;
+use crate::jitmap::{MapCopy, PERF_MAP_READ_PER_LOOK};
 use profkit_sync::reach::{
     foreign_ns_pid, open_perf_map_in_root, perf_map_in_root, KeepQueue, KeptBinary,
 };
@@ -625,7 +625,7 @@ impl MapReader {
         let what = |why: String| MapStop::Refused(format!("{}: {why}", shown.display()));
         let copy = self.copies.entry(pid).or_default();
         let mut out = copy
-            .read_new(f, last, &mut self.lines_left)
+            .read_new(f, last, &mut self.lines_left, PERF_MAP_READ_PER_LOOK)
             .map_err(|e| what(format!("reading: {e}")))?;
         if out.is_empty() {
             return Ok(false);
@@ -650,7 +650,7 @@ impl MapReader {
             self.lines_left += copy.kept_lines;
             copy.reset();
             out = copy
-                .read_new(f, last, &mut self.lines_left)
+                .read_new(f, last, &mut self.lines_left, PERF_MAP_READ_PER_LOOK)
                 .map_err(|e| what(format!("reading: {e}")))?;
         }
         let cost = out.len() as u64 + if fresh { 4096 } else { 0 };

@@ -121,7 +121,9 @@ pub use extras::{
     PERF_MAP_MAX_BYTES,
 };
 pub use finalize::{finalize_dead, Finalized};
-pub use jitmap::{PERF_MAP_KEPT_MAX_BYTES, PERF_MAP_KEPT_MAX_LINES, PERF_MAP_LINE_MAX};
+pub use jitmap::{
+    PERF_MAP_KEPT_MAX_BYTES, PERF_MAP_KEPT_MAX_LINES, PERF_MAP_LINE_MAX, PERF_MAP_READ_PER_LOOK,
+};
 pub use keep::{
     KeptSummary, BINARIES_KEPT_MAX_BYTES, BINARY_KEEP_MAX_BYTES, KEEP_STOP_WAIT, NOT_KEPT_FILE,
     NOT_KEPT_LINES, NS_PROCESSES_PER_ROUND,

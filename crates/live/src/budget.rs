@@ -257,6 +257,21 @@ impl DiskBudget {
         Ok(())
     }
 
+    /// What a copy of `uid`'s file may still take, and the share that
+    /// bounds it.
+    pub fn room(&self, uid: u32) -> (u64, Refusal) {
+        let s = self.state();
+        let all = self.extras_share().saturating_sub(s.extras);
+        let mine = self
+            .user_share(uid)
+            .saturating_sub(s.per_uid.get(&uid).copied().unwrap_or(0));
+        if all <= mine {
+            (all, Refusal::Share)
+        } else {
+            (mine, Refusal::UserShare)
+        }
+    }
+
     /// Gives back `bytes` of `uid`'s charge (a copy that took less than
     /// charged, or was removed).
     pub fn release(&self, uid: u32, bytes: u64) {
@@ -381,6 +396,12 @@ mod tests {
         assert_eq!(b.charge(0, 51), Err(Refusal::Share));
         assert_eq!(b.charge(0, 50), Ok(()));
         assert_eq!(b.extras(), 500);
+        assert_eq!(b.room(1001), (0, Refusal::Share));
+        b.release(1001, 100);
+        assert_eq!(b.room(1001), (100, Refusal::Share));
+        assert_eq!(b.room(1000), (0, Refusal::UserShare));
+        assert_eq!(b.room(0), (100, Refusal::Share));
+        b.charge(1001, 100).unwrap();
         assert_eq!(b.charge(1002, 1), Err(Refusal::Share));
         b.release(1000, 100);
         assert_eq!(b.charge(1000, 100), Ok(()));

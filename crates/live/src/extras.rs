@@ -290,10 +290,18 @@ fn copy_map(
     let uid = owner.unwrap_or(0);
     let mut c = MapCopy::default();
     let mut left = PERF_MAP_KEPT_MAX_LINES;
+    let (room, over) = budget.room(uid);
     let out = c
-        .read_new(&src, true, &mut left, u64::MAX)
+        .read_new(&src, true, &mut left, u64::MAX, room.saturating_sub(4096))
         .map_err(|e| format!("reading: {e}"))?;
     let shown = from.display().to_string();
+    if c.full {
+        // Not even read to its end: refused whole (a host map is copied
+        // all or nothing).
+        let why = budget.refusal_text(over, uid, c.kept_bytes + 4096);
+        budget.refuse(over, &shown, uid, &format!("{why}, and more"));
+        return Err(String::new());
+    }
     if c.lines_over > 0 {
         budget.refuse(
             Refusal::FileBound,

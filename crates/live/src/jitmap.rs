@@ -61,6 +61,10 @@ pub(crate) struct MapCopy {
     pub(crate) lines_again: u64,
     /// Bytes in the copy on disk.
     pub(crate) written: u64,
+    /// The last read stopped at a line that did not fit in its room.
+    pub(crate) full: bool,
+    /// The room of the read under way.
+    room: u64,
 }
 
 impl Default for MapCopy {
@@ -79,27 +83,45 @@ impl Default for MapCopy {
             lines_over: 0,
             lines_again: 0,
             written: 0,
+            full: false,
+            room: u64::MAX,
         }
     }
 }
 
-/// Whether `l` (without its newline) is a perf map line.
+/// Whether `l` (without its newline) is a perf map line: hexadecimal
+/// start and size, a name.
 pub(crate) fn is_map_line(l: &[u8]) -> bool {
-    let hex = |t: &[u8]| {
-        let t = t
-            .strip_prefix(b"0x")
-            .or_else(|| t.strip_prefix(b"0X"))
-            .unwrap_or(t);
-        !t.is_empty() && t.len() <= 16 && t.iter().all(u8::is_ascii_hexdigit)
-    };
-    let mut it = l.splitn(3, |&b| b == b' ');
-    let (Some(start), Some(size), Some(name)) = (it.next(), it.next(), it.next()) else {
+    fn hex(t: &[u8]) -> bool {
+        let t = match t {
+            [b'0', b'x' | b'X', rest @ ..] => rest,
+            _ => t,
+        };
+        if t.is_empty() || t.len() > 16 {
+            return false;
+        }
+        let mut i = 0;
+        while i < t.len() {
+            if !t[i].is_ascii_hexdigit() {
+                return false;
+            }
+            i += 1;
+        }
+        true
+    }
+    let Some(a) = memchr::memchr(b' ', l) else {
         return false;
     };
-    hex(start)
-        && hex(size)
+    let Some(b) = memchr::memchr(b' ', &l[a + 1..]).map(|b| a + 1 + b) else {
+        return false;
+    };
+    let name = &l[b + 1..];
+    // No NUL (a hole's zeros), CR or ESC (a terminal's controls) in a
+    // name; reports print names through `printable` besides.
+    hex(&l[..a])
+        && hex(&l[a + 1..b])
         && !name.is_empty()
-        && name.iter().all(|&b| b >= 0x20 && b != 0x7f || b == b'\t')
+        && memchr::memchr3(0, b'\r', 0x1b, name).is_none()
 }
 
 impl MapCopy {
@@ -122,14 +144,20 @@ impl MapCopy {
     ///
     /// At most `max` bytes are read (whole pieces of up to 64 KiB: a bit
     /// more), the rest at the next read; a `last` read reads to the end.
+    /// New lines take at most `room` bytes: at the first that does not
+    /// fit, reading stops and [`MapCopy::full`] says so (the rest is not
+    /// read at all).
     pub(crate) fn read_new(
         &mut self,
         src: &File,
         last: bool,
         lines_left: &mut u64,
         max: u64,
+        room: u64,
     ) -> std::io::Result<Vec<u8>> {
         let max = if last { u64::MAX } else { max };
+        self.full = false;
+        self.room = room;
         let m = src.metadata()?;
         let id = (m.dev(), m.ino());
         let len = m.len();
@@ -154,11 +182,18 @@ impl MapCopy {
                 self.line.clear();
             }
             at = off + bytes.len() as u64;
-            for piece in bytes.split_inclusive(|&b| b == b'\n') {
-                let (body, ends) = match piece.split_last() {
-                    Some((b'\n', body)) => (body, true),
-                    _ => (piece, false),
+            let mut start = 0;
+            for nl in memchr::memchr_iter(b'\n', bytes).map(Some).chain([None]) {
+                let (body, ends) = match nl {
+                    Some(i) => (&bytes[start..i], true),
+                    None => (&bytes[start..], false),
                 };
+                if let Some(i) = nl {
+                    start = i + 1;
+                }
+                if self.full {
+                    break;
+                }
                 if !self.broken {
                     if self.line.len() + body.len() < PERF_MAP_LINE_MAX {
                         self.line.extend_from_slice(body);
@@ -172,7 +207,7 @@ impl MapCopy {
                 }
             }
             budget = budget.saturating_sub(bytes.len() as u64);
-            budget > 0
+            budget > 0 && !self.full
         })?;
         if reached >= len && len > at && !self.line.is_empty() {
             // A hole at the end.
@@ -184,6 +219,9 @@ impl MapCopy {
         self.tail.resize(k as usize, 0);
         if src.read_exact_at(&mut self.tail, self.read_to - k).is_err() {
             self.tail.clear();
+        }
+        if self.full {
+            return Ok(out);
         }
         if last && self.read_to >= len && (!self.line.is_empty() || self.broken) {
             self.end_line(&mut out, lines_left);
@@ -206,6 +244,10 @@ impl MapCopy {
             return;
         }
         let n = line.len() as u64 + 1;
+        if out.len() as u64 + n > self.room {
+            self.full = true;
+            return;
+        }
         if self.kept_lines >= PERF_MAP_KEPT_MAX_LINES
             || self.kept_bytes + n > PERF_MAP_KEPT_MAX_BYTES
             || *lines_left == 0
@@ -261,7 +303,7 @@ mod tests {
 
     fn read(c: &mut MapCopy, f: &File, last: bool) -> String {
         let mut left = u64::MAX;
-        String::from_utf8(c.read_new(f, last, &mut left, u64::MAX).unwrap()).unwrap()
+        String::from_utf8(c.read_new(f, last, &mut left, u64::MAX, u64::MAX).unwrap()).unwrap()
     }
 
     #[test]
@@ -345,7 +387,10 @@ mod tests {
         let mut got = Vec::new();
         let mut reads = 0;
         while got.len() < body.len() {
-            got.extend(c.read_new(&f, false, &mut left, 64 << 10).unwrap());
+            got.extend(
+                c.read_new(&f, false, &mut left, 64 << 10, u64::MAX)
+                    .unwrap(),
+            );
             reads += 1;
             assert!(reads < 100);
         }
@@ -373,7 +418,7 @@ mod tests {
         // The caller's bound over all maps, and taking lines back.
         let mut c = MapCopy::default();
         let mut left = 1;
-        let out = c.read_new(&f, true, &mut left, 0).unwrap();
+        let out = c.read_new(&f, true, &mut left, 0, u64::MAX).unwrap();
         assert_eq!(out, b"1000 10 a\n");
         assert_eq!((left, c.lines_over), (0, 1));
         c.unkeep(&out, &mut left);

@@ -54,7 +54,7 @@ use profkit_sync::reach::{
 };
 use profkit_sync::SyncStage;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -287,7 +287,29 @@ impl Keeper {
             .name("profkit-keep-jit".into())
             .spawn(move || {
                 let mut r = MapReader::new(dir, proc_root, held_limit(), budget);
-                for j in mjobs {
+                // First looks (nothing of the map opened or read yet) go
+                // before the others: they open and hold the map before its
+                // process exits, and read little.
+                let (mut first, mut rest) = (VecDeque::new(), VecDeque::new());
+                loop {
+                    let mut got = Vec::new();
+                    if first.is_empty() && rest.is_empty() {
+                        match mjobs.recv() {
+                            Ok(j) => got.push(j),
+                            Err(_) => return,
+                        }
+                    }
+                    got.extend(mjobs.try_iter());
+                    for j in got {
+                        if r.is_new(j.pid) {
+                            first.push_back(j);
+                        } else {
+                            rest.push_back(j);
+                        }
+                    }
+                    let Some(j) = first.pop_front().or_else(|| rest.pop_front()) else {
+                        continue;
+                    };
                     if done.send(Done::PerfMap(r.look(&j))).is_err() {
                         return;
                     }
@@ -623,12 +645,42 @@ impl MapReader {
     ) -> Result<bool, MapStop> {
         use std::os::unix::fs::OpenOptionsExt;
         let what = |why: String| MapStop::Refused(format!("{}: {why}", shown.display()));
+        let fresh_copy = !self.copies.contains_key(&pid);
         let copy = self.copies.entry(pid).or_default();
+        // A first look reads a piece: the other first looks wait for it.
+        let max = if fresh_copy {
+            0
+        } else {
+            PERF_MAP_READ_PER_LOOK
+        };
+        // What fits in the budget (a new file costs a block too): lines
+        // past it are not even read.
+        let (room, over) = self.budget.room(owner);
+        let room = room.saturating_sub(if copy.written == 0 { 4096 } else { 0 });
         let mut out = copy
-            .read_new(f, last, &mut self.lines_left, PERF_MAP_READ_PER_LOOK)
+            .read_new(f, last, &mut self.lines_left, max, room)
             .map_err(|e| what(format!("reading: {e}")))?;
+        let budget = self.budget.clone();
+        let refuse_rest = || {
+            let why = match over {
+                Refusal::UserShare => format!(
+                    "its next lines would pass uid {owner}'s quarter of the {} disk budget",
+                    crate::budget::human(budget.total())
+                ),
+                _ => format!(
+                    "its next lines would pass the copies' half of the {} disk budget",
+                    crate::budget::human(budget.total())
+                ),
+            };
+            budget.refuse(over, &shown.display().to_string(), owner, &why);
+            MapStop::OverBudget
+        };
         if out.is_empty() {
-            return Ok(false);
+            return if copy.full {
+                Err(refuse_rest())
+            } else {
+                Ok(false)
+            };
         }
         let to = self.dir.join(format!("perf-{pid}.map"));
         let kept = (copy.written > 0)
@@ -650,7 +702,7 @@ impl MapReader {
             self.lines_left += copy.kept_lines;
             copy.reset();
             out = copy
-                .read_new(f, last, &mut self.lines_left, PERF_MAP_READ_PER_LOOK)
+                .read_new(f, last, &mut self.lines_left, max, room)
                 .map_err(|e| what(format!("reading: {e}")))?;
         }
         let cost = out.len() as u64 + if fresh { 4096 } else { 0 };
@@ -688,7 +740,16 @@ impl MapReader {
         } else {
             copy.written + out.len() as u64
         };
+        if copy.full {
+            // What fit is kept; the rest is refused.
+            return Err(refuse_rest());
+        }
         Ok(true)
+    }
+
+    /// Whether nothing of `pid`'s map was opened or read yet.
+    fn is_new(&self, pid: u32) -> bool {
+        !self.held.contains_key(&pid) && !self.copies.contains_key(&pid)
     }
 
     /// Descriptors held: maps and `tmp` directories.
@@ -1135,6 +1196,18 @@ mod tests {
         }
     }
 
+    /// Looks at `pid` until its map is read to its end (a look reads a
+    /// part of a big map): what the last look saw.
+    fn settle(r: &mut MapReader, pid: u32, owner: u32) -> Seen {
+        for _ in 0..100 {
+            match look(r, pid, owner, false).0 {
+                Seen::Copied => continue,
+                seen => return seen,
+            }
+        }
+        panic!("{pid}: still copying after 100 looks");
+    }
+
     fn look(r: &mut MapReader, pid: u32, owner: u32, last: bool) -> (Seen, bool, bool) {
         let d = r.look(&MapJob {
             pid,
@@ -1364,6 +1437,7 @@ mod tests {
             let mut r = f.reader(max_held);
             let _ = std::fs::remove_file(f.session.join("perf-20.map"));
             assert_eq!(look(&mut r, 20, f.me, false).0, Seen::Copied);
+            assert_eq!(settle(&mut r, 20, f.me), Seen::Unchanged);
             let kept = f.session.join("perf-20.map");
             let ino = std::fs::metadata(&kept).unwrap().ino();
             let charged = r.budget.extras();
@@ -1417,7 +1491,7 @@ mod tests {
             let map = f.process(pid, Some(1));
             std::fs::write(&map, &body).unwrap();
             owner = not_root(&map);
-            if look(&mut r, pid, owner, false).0 == Seen::OverBudget {
+            if settle(&mut r, pid, owner) == Seen::OverBudget {
                 refused += 1;
             }
         }

@@ -820,6 +820,36 @@ mod tests {
         assert_eq!(none.session_dir_bytes, None);
     }
 
+    /// Issue 25: status (text and JSON) names the budget, its use and
+    /// the copies it refused.
+    #[test]
+    fn status_shows_the_disk_budget_and_its_refusals() {
+        let b = crate::budget::DiskBudget::new(crate::budget::BudgetLimit {
+            total: 64 << 20,
+            source: "--max-disk".into(),
+        });
+        b.set_parts(1 << 20);
+        b.charge(1000, 2 << 20).unwrap();
+        assert!(b
+            .charge_or_refuse(1000, 15 << 20, "/proc/9/root/tmp/perf-1.map")
+            .is_err());
+        let mut s = two_cpus();
+        s.disk = Some(b.summary());
+        let t = s.status_text();
+        assert!(
+            t.contains("disk:     3.0 MiB of the 64.0 MiB budget (--max-disk): parts 1.0 MiB, copies 2.0 MiB; 1 copies refused (user_share 1)"),
+            "{t}"
+        );
+        assert!(
+            t.contains("note: disk: refused /proc/9/root/tmp/perf-1.map (uid 1000): 15.0 MiB more would pass uid 1000's quarter"),
+            "{t}"
+        );
+        let v = s.to_value();
+        assert_eq!(v["disk"]["refused"]["user_share"], 1);
+        assert_eq!(v["disk"]["extras_bytes"], 2 << 20);
+        assert_eq!(serde_json::from_value::<Summary>(v).unwrap(), s);
+    }
+
     #[test]
     fn status_reads_event_and_rate_from_the_session_header_and_sizes() {
         let tmp = tempfile::tempdir().unwrap();

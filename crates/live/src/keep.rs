@@ -68,6 +68,8 @@ pub const BINARIES_KEPT_MAX_BYTES: u64 = 2 << 30;
 /// Lines of JIT maps the map thread remembers at once (to tell a line
 /// already kept), all maps together: past it, new lines are not kept.
 pub const PERF_MAP_LINES_HELD_MAX: u64 = 2 << 20;
+/// First looks at JIT maps taken before one other look, at most.
+const FIRST_LOOKS_IN_A_ROW: usize = 16;
 /// Processes newly classified (own pid namespace or not) per round.
 pub const NS_PROCESSES_PER_ROUND: usize = 64;
 /// How long stop waits for copies still under way.
@@ -289,8 +291,11 @@ impl Keeper {
                 let mut r = MapReader::new(dir, proc_root, held_limit(), budget);
                 // First looks (nothing of the map opened or read yet) go
                 // before the others: they open and hold the map before its
-                // process exits, and read little.
+                // process exits, and read little. Every
+                // [`FIRST_LOOKS_IN_A_ROW`]th job is another, so a stream
+                // of new processes does not hold back the reads.
                 let (mut first, mut rest) = (VecDeque::new(), VecDeque::new());
+                let mut in_a_row = 0;
                 loop {
                     let mut got = Vec::new();
                     if first.is_empty() && rest.is_empty() {
@@ -307,7 +312,14 @@ impl Keeper {
                             rest.push_back(j);
                         }
                     }
-                    let Some(j) = first.pop_front().or_else(|| rest.pop_front()) else {
+                    let j = if in_a_row >= FIRST_LOOKS_IN_A_ROW && !rest.is_empty() {
+                        in_a_row = 0;
+                        rest.pop_front()
+                    } else {
+                        in_a_row += 1;
+                        first.pop_front().or_else(|| rest.pop_front())
+                    };
+                    let Some(j) = j else {
                         continue;
                     };
                     if done.send(Done::PerfMap(r.look(&j))).is_err() {
@@ -1013,6 +1025,7 @@ fn keep_binary(
             let on = on.min(cost);
             budget.release(m.uid(), cost - on);
             *left -= on;
+            // Kept (0 would say it was there already), if all holes.
             Ok(on.max(1))
         }
         Err(why) => {

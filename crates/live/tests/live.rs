@@ -627,7 +627,10 @@ fn retention_under_max_disk_leaves_room_for_the_copies() {
         // Counted at the last rotation (the part's bytes as the recorder
         // counts them).
         let counted = d["parts_bytes"].as_u64().unwrap();
-        assert!(counted >= closed && counted <= closed + current, "{counted}");
+        assert!(
+            counted >= closed && counted <= closed + current,
+            "{counted}"
+        );
         assert!(
             closed + current <= max - extras,
             "{closed} + {current} with {extras} of copies"

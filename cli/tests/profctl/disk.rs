@@ -7,6 +7,13 @@ use super::*;
 use profkit_testsupport::{skip, ThrowawayUser};
 use std::time::Instant;
 
+/// One of these tests at a time: each runs many processes or writes much.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// A test directory outside `/tmp` (a private tmpfs mounted on `/tmp`
 /// in a namespace would hide it), traversable by the throwaway user.
 fn var_tmp() -> tempfile::TempDir {
@@ -84,12 +91,20 @@ fn written_by(pid: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Busy for 1.5 s in a binary of its own build-id.
+/// Busy for 0.2 s in a binary of its own build-id, then asleep for 2 s
+/// (its mapping is what the daemon keeps it for; the tests around it need
+/// the CPUs).
 const BUSY: &str = r#"#include <time.h>
+#include <unistd.h>
 volatile unsigned long sink;
 int main(void) {
-    time_t end = time(0) + 2;
-    while (time(0) < end) for (int i = 0; i < 1000000; i++) sink += i;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do {
+        for (int i = 0; i < 100000; i++) sink += i;
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    } while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < 200000000L);
+    sleep(2);
     return 0;
 }
 "#;
@@ -99,6 +114,7 @@ int main(void) {
 /// with its holes (before: 2 GiB written, the per-run cap).
 #[test]
 fn sparse_container_binaries_cost_their_data() {
+    let _one = one_at_a_time();
     if !perf_ok() || !unshare_ok() {
         return;
     }
@@ -162,7 +178,8 @@ fn sparse_container_binaries_cost_their_data() {
 /// A JIT: anonymous code it runs, and its map `/tmp/perf-PID.map` with the
 /// real line and N more; `big N`: written once; `regrow N`: truncated and
 /// written again all the time; `sparse`: one line, then 255 MiB of hole.
-/// Runs 2 s (3 s for regrow); prints its pid.
+/// Runs its code for 0.2 s, then lives 2 s (3 s for regrow), rewriting
+/// a regrown map every 20 ms; prints its pid.
 const JIT: &str = r#"#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,10 +214,16 @@ int main(int argc, char **argv) {
     printf("%d\n", (int)getpid());
     fflush(stdout);
     long (*fn)(long) = (long (*)(long))p;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do {
+        fn(1000000);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    } while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < 200000000L);
     time_t end = time(0) + (regrow ? 3 : 2);
     while (time(0) < end) {
         if (regrow) write_map(path, p, n);
-        fn(3000000);
+        usleep(regrow ? 20000 : 100000);
     }
     return 0;
 }
@@ -240,6 +263,7 @@ fn maps_bytes(ds: &Path) -> u64 {
 /// 105 MiB, and 256 MiB each would have been taken).
 #[test]
 fn namespaced_jit_maps_of_one_user_stop_at_its_share() {
+    let _one = one_at_a_time();
     if !perf_ok() || !unshare_ok() {
         return;
     }
@@ -309,6 +333,7 @@ fn namespaced_jit_maps_of_one_user_stop_at_its_share() {
 /// times their size and more).
 #[test]
 fn namespaced_jit_maps_truncated_and_regrown_are_written_once() {
+    let _one = one_at_a_time();
     if !perf_ok() || !unshare_ok() {
         return;
     }
@@ -359,6 +384,7 @@ fn namespaced_jit_maps_truncated_and_regrown_are_written_once() {
 /// `/tmp/perf-PID.map`s: copied at stop by their lines (before: 1.5 GiB).
 #[test]
 fn sparse_host_perf_maps_cost_their_lines() {
+    let _one = one_at_a_time();
     if !perf_ok() {
         return;
     }
@@ -431,6 +457,7 @@ fn sparse_host_perf_maps_cost_their_lines() {
 /// over restarts, outside any cap, and a reused pid got an old map).
 #[test]
 fn a_restart_begins_without_the_earlier_sessions_extras() {
+    let _one = one_at_a_time();
     if !perf_ok() {
         return;
     }

@@ -9,8 +9,8 @@ use profkit_daemon::{
     SESSION_LOG,
 };
 use profkit_live::{
-    finalize_dead, parse_keep, parse_size, perf_is_usage, run_daemon, run_daemon_with, CallGraph,
-    DwarfRing, ExtrasSources, PartsConfig, Rate, Rotate, StartConfig, Status, Summary,
+    finalize_dead, parse_keep, parse_size, perf_is_usage, run_daemon, run_daemon_with, BudgetLimit,
+    CallGraph, DwarfRing, ExtrasSources, PartsConfig, Rate, Rotate, StartConfig, Status, Summary,
     DEFAULT_FREQUENCY, SYSTEM_DEBUG_DIR,
 };
 use profkit_perf::parse_cpu_list;
@@ -25,7 +25,7 @@ use std::time::Duration;
 const EXIT_CODES: &str = "EXIT STATUS:\n  0  success\n  1  the operation failed (no daemon, no permission, I/O error)\n  2  bad command line\n  record: the recorded command's own exit status\n\nEXAMPLES:\n  profctl start -F 1000            sample the whole system at 1 kHz into ./profkit_data\n  profctl dump; profctl status     flush to disk now; show counters\n  profctl stop                     finish and print the summary\n  profctl record -- make -j2       profile one command and its children
   profctl record --call-graph dwarf -- ./app   with call graphs, also through code built without frame pointers";
 
-const STATUS_JSON: &str = "--json KEYS:\n  state               running, stopping, died or not running\n  pid                 the daemon's pid (null if unknown)\n  session_dir         the session directory\n  event, frequency_hz, period, sync_interval_ms   from the session header\n  uptime_s            seconds since the daemon started\n  session_file_bytes, session_dir_bytes           file sizes (bytes)\n  round_errors, last_round_error                  failed sync rounds\n  running only, the recorder's counters:\n  rounds, last_round_ms, elapsed_s, bytes_written, processes, stacks, ...\n  cpus                [{cpu, samples, lost, lost_pct, lost_ring, lost_overflow,\n                       lost_disk_full, lost_no_mapping, lost_no_task,\n                       lost_reconcile, kernel_lost, throttle_events, ...}]\n  unwind, build_ids_refused, unattributed          DWARF, build-id and unattributed notes\n  parts               {part, closed, closed_bytes, removed, rule, errors} of a\n                      rotated session (--rotate, SIGHUP, profctl rotate)";
+const STATUS_JSON: &str = "--json KEYS:\n  state               running, stopping, died or not running\n  pid                 the daemon's pid (null if unknown)\n  session_dir         the session directory\n  event, frequency_hz, period, sync_interval_ms   from the session header\n  uptime_s            seconds since the daemon started\n  session_file_bytes, session_dir_bytes           file sizes (bytes)\n  round_errors, last_round_error                  failed sync rounds\n  running only, the recorder's counters:\n  rounds, last_round_ms, elapsed_s, bytes_written, processes, stacks, ...\n  cpus                [{cpu, samples, lost, lost_pct, lost_ring, lost_overflow,\n                       lost_disk_full, lost_no_mapping, lost_no_task,\n                       lost_reconcile, kernel_lost, throttle_events, ...}]\n  unwind, build_ids_refused, unattributed          DWARF, build-id and unattributed notes\n  parts               {part, closed, closed_bytes, removed, rule, errors} of a\n                      rotated session (--rotate, SIGHUP, profctl rotate)\n  disk                {budget_bytes, budget_source, parts_bytes, extras_bytes,\n                       refused: {REASON: N}, refused_named: [\"PATH (uid U): why\"]}";
 
 #[derive(Parser, Debug)]
 #[command(name = "profctl", version, about = "Control profkit's system-wide sampling daemon", after_help = EXIT_CODES)]
@@ -112,8 +112,12 @@ struct StartArgs {
     /// oldest at each rotation, as perf's --switch-max-files.
     #[arg(long, value_name = "N", value_parser = parse_keep)]
     keep: Option<u32>,
-    /// Keep the parts' total size at most SIZE (500M, 10G), deleting the
-    /// oldest closed parts; the part being written is never deleted.
+    /// The session's disk budget (500M, 10G): the parts' total is kept
+    /// within it by deleting the oldest closed parts (the part being
+    /// written is never deleted), and copies (binaries kept from
+    /// containers, JIT maps, kallsyms) count against it too, at most half
+    /// of it, one user's at most a quarter. Default: 10 % of the free
+    /// space at start, at most 4G, for copies only.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     max_disk: Option<u64>,
 }
@@ -226,6 +230,7 @@ fn start_config(
             keep: a.keep,
             max_disk: a.max_disk,
         },
+        disk_budget: None,
     };
     if let Some(p) = pid_override {
         c.pids = vec![p as i32];
@@ -294,6 +299,10 @@ fn prepare(a: &StartArgs, pid_override: Option<u32>) -> Result<StartConfig> {
     if let Some(note) = note {
         eprintln!("{note}");
     }
+    // Resolved here, where it is said, and used as said by the daemon.
+    let budget = BudgetLimit::resolve(c.parts.max_disk, &c.session_dir);
+    eprintln!("profkit: {}", budget.describe());
+    c.disk_budget = Some(budget);
     if c.cgroups {
         match c.sampler_config()?.cgroups {
             profkit_perf::CgroupRecording::Proc => eprintln!(
@@ -370,6 +379,9 @@ fn print_summary(s: &Summary) {
             "note: not copied into the session: {}",
             profkit_eventlog::shown(r)
         );
+    }
+    if let Some(d) = &s.disk {
+        print!("{}", d.text());
     }
     let [unopenable, not_regular, other_file, timed_out] = s.build_ids_refused;
     if not_regular + other_file + timed_out > 0 {

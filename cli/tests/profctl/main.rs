@@ -44,6 +44,7 @@ fn text(o: &Output) -> String {
 
 use profkit_testsupport::perf_ok;
 
+mod disk;
 mod hostile;
 mod rotation;
 mod service;

@@ -63,6 +63,11 @@ pub struct StartConfig {
     /// Rotation and retention (`--rotate`, `--keep`, `--max-disk`).
     #[serde(default)]
     pub parts: crate::parts::PartsConfig,
+    /// The session's disk budget as `profctl start` resolved and stated
+    /// it (`--max-disk`, or the default from the free space then); the
+    /// daemon resolves it itself when absent.
+    #[serde(default)]
+    pub disk_budget: Option<crate::budget::BudgetLimit>,
 }
 
 /// The default rate when neither `-F` nor `-c` is given.
@@ -269,6 +274,7 @@ mod tests {
             kernel_only: false,
             enable_on_exec: false,
             parts: Default::default(),
+            disk_budget: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The daemon's engine: a [`Recorder`] behind [`profkit_daemon::Engine`],
 //! its footer-reserve sink, and the daemon process's body.
 
+use crate::budget::{BudgetLimit, DiskBudget};
 use crate::config::{session_header, StartConfig};
 use crate::error::{Error, Result};
 use crate::extras::{save_session_extras, ExtrasSources};
@@ -155,6 +156,8 @@ pub struct LiveEngine<S: WakeSource> {
     parts_state: PartsSummary,
     /// What the daemon should log (automatic rotations).
     log_lines: Vec<String>,
+    /// What everything the session writes counts against.
+    budget: DiskBudget,
 }
 
 impl<S: WakeSource> std::fmt::Debug for LiveEngine<S> {
@@ -174,7 +177,6 @@ impl<S: WakeSource> LiveEngine<S> {
             rec: Some(rec),
             started: Instant::now(),
             display: session.clone(),
-            session,
             dir: None,
             last_dir_check: Instant::now(),
             dir_check_interval: DIR_CHECK_INTERVAL,
@@ -188,7 +190,32 @@ impl<S: WakeSource> LiveEngine<S> {
                 ..Default::default()
             },
             log_lines: Vec::new(),
+            budget: DiskBudget::new(BudgetLimit::resolve(
+                None,
+                session.parent().unwrap_or(Path::new(".")),
+            )),
+            session,
         }
+    }
+
+    /// Counts everything the session writes against `budget` (by
+    /// default: the default budget of the session's file system).
+    pub fn with_budget(mut self, budget: DiskBudget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// The session's disk budget.
+    pub fn budget(&self) -> &DiskBudget {
+        &self.budget
+    }
+
+    /// The parts' rules with `--max-disk` lowered by what the extras
+    /// took: they must fit in it too.
+    fn parts_rules(&self) -> PartsConfig {
+        let mut cfg = self.parts;
+        cfg.max_disk = cfg.max_disk.map(|m| self.budget.parts_room(m));
+        cfg
     }
 
     /// Rotates and deletes parts as `cfg` says.
@@ -270,7 +297,9 @@ impl<S: WakeSource> LiveEngine<S> {
         let Some(dir) = self.session.parent().map(Path::to_path_buf) else {
             return Vec::new();
         };
-        let r = apply_retention(&dir, &self.parts, current_bytes);
+        let r = apply_retention(&dir, &self.parts_rules(), current_bytes);
+        self.budget
+            .set_parts(r.closed_bytes().saturating_add(current_bytes));
         self.parts_state.closed = r.closed.len() as u64;
         self.parts_state.closed_bytes = r.closed_bytes();
         self.parts_state.removed += r.removed.len() as u64;
@@ -303,7 +332,7 @@ impl<S: WakeSource> LiveEngine<S> {
                 Err(e) => e.to_string(),
             };
             self.log_lines.push(line);
-        } else if self.parts.max_disk.is_some_and(|m| {
+        } else if self.parts_rules().max_disk.is_some_and(|m| {
             self.parts_state.closed_bytes + part_bytes > m && self.parts_state.closed > 0
         }) {
             let removed = self.retain(part_bytes);
@@ -371,18 +400,25 @@ impl<S: WakeSource> LiveEngine<S> {
         let owner_list: Vec<(u32, u32)> = owners.iter().map(|(&p, &u)| (p, u)).collect();
         self.keep_round(&rec);
         let st = rec.stop()?;
-        let mut extras = save_session_extras(&self.session, &self.extras, &|pid| {
-            owners
-                .get(&pid)
-                .copied()
-                .or_else(|| self.extras.live_process_owner(pid))
-        });
+        let mut extras = save_session_extras(
+            &self.session,
+            &self.extras,
+            &|pid| {
+                owners
+                    .get(&pid)
+                    .copied()
+                    .or_else(|| self.extras.live_process_owner(pid))
+            },
+            &self.budget,
+        );
         // After the host's JIT maps: a namespaced process's own map wins.
         let mut kept = Default::default();
         if let Some(k) = &mut self.keeper {
             k.finish(KEEP_STOP_WAIT, &owner_list, &extras);
             if let Some(dir) = self.session.parent() {
-                if let Err(why) = crate::keep::write_not_kept(dir, &k.binaries_refused) {
+                if let Err(why) =
+                    crate::keep::write_not_kept(dir, &k.binaries_refused, &self.budget)
+                {
                     extras.refused.push(format!(
                         "the list of binaries not kept ({}): {why}",
                         crate::keep::NOT_KEPT_FILE
@@ -397,14 +433,17 @@ impl<S: WakeSource> LiveEngine<S> {
         if self.has_parts() {
             s.parts = Some(self.parts_state.clone());
         }
+        let session_bytes = std::fs::metadata(&self.session)
+            .map(|m| m.len())
+            .unwrap_or(0)
+            + self.parts_state.closed_bytes;
+        self.budget.set_parts(session_bytes);
+        s.disk = Some(self.budget.summary());
         s.session = Some(SessionSummary {
             duration_s: self.started.elapsed().as_secs_f64(),
             session: self.display.display().to_string(),
             // With parts: all of them.
-            session_bytes: std::fs::metadata(&self.session)
-                .map(|m| m.len())
-                .unwrap_or(0)
-                + self.parts_state.closed_bytes,
+            session_bytes,
             extras_refused: extras.refused,
             kept,
         });
@@ -422,6 +461,7 @@ impl<S: WakeSource> LiveEngine<S> {
                 dir.to_path_buf(),
                 rec.stage().keep_queue(),
                 self.extras.proc_root.clone(),
+                self.budget.clone(),
             ));
         }
         if let Some(k) = &mut self.keeper {
@@ -446,6 +486,8 @@ impl<S: WakeSource> Engine for LiveEngine<S> {
         let mut rec = self.rec.take().ok_or_else(|| "stopped".to_owned())?;
         rec.round();
         self.keep_round(&rec);
+        self.budget
+            .set_parts(self.parts_state.closed_bytes + rec.part_bytes());
         self.rec = Some(rec);
         self.parts_round();
         Ok(())
@@ -460,6 +502,7 @@ impl<S: WakeSource> Engine for LiveEngine<S> {
                 if self.has_parts() {
                     s.parts = Some(self.parts_state.clone());
                 }
+                s.disk = Some(self.budget.summary());
                 s.to_value()
             }
             None => json!({"stopped": true}),
@@ -542,6 +585,14 @@ pub fn run_daemon_with(cfg: &StartConfig, foreground: bool) -> Result<()> {
     {
         std::fs::remove_file(&p).map_err(|e| Error::io("removing an old part", &p, e))?;
     }
+    // So would its extras (and they would not count against this
+    // session's budget, and a reused pid would pick up an old JIT map).
+    remove_old_extras(&held)?;
+    let budget = DiskBudget::new(
+        cfg.disk_budget
+            .clone()
+            .unwrap_or_else(|| BudgetLimit::resolve(cfg.parts.max_disk, &held)),
+    );
     let header = session_header(&c, cfg.sync_interval_ms)?;
     let sink = ReservedSink::create(
         FileSink::create(session.clone(), header)?.shown_as(dir.join(SESSION_LOG)),
@@ -554,7 +605,72 @@ pub fn run_daemon_with(cfg: &StartConfig, foreground: bool) -> Result<()> {
     }
     let mut engine = LiveEngine::new(rec, session)
         .with_session_dir(dir.try_clone()?)
-        .with_parts(cfg.parts);
+        .with_parts(cfg.parts)
+        .with_budget(budget);
     daemon.run(&mut engine)?;
     Ok(())
+}
+
+/// Removes what an earlier session left in the session directory `dir`
+/// besides its parts: `debug/` (binaries kept from containers,
+/// `debug/not-kept`), the JIT maps and kallsyms copied at stop (a link
+/// at any of those names is removed, never followed).
+pub(crate) fn remove_old_extras(dir: &Path) -> Result<()> {
+    for e in std::fs::read_dir(dir)
+        .map_err(|e| Error::io("listing", dir, e))?
+        .flatten()
+    {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let p = e.path();
+        let is_dir = std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir());
+        let removed = match name {
+            "debug" if is_dir => std::fs::remove_dir_all(&p),
+            n if n == "debug" || crate::extras::is_extra(n) => std::fs::remove_file(&p),
+            _ => continue,
+        };
+        match removed {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("removing an earlier session's", &p, e)),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 25: a start removes what an earlier session left besides its
+    /// parts (today's code left debug/ and perf-*.map to pile up over
+    /// restarts, uncounted, and a reused pid picked up an old map).
+    #[test]
+    fn an_earlier_sessions_extras_are_removed_and_nothing_else() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path();
+        std::fs::create_dir_all(p.join("debug/.build-id/ab")).unwrap();
+        std::fs::write(p.join("debug/.build-id/ab/cdef"), "elf").unwrap();
+        std::fs::write(p.join("debug/not-kept"), "/x: why\n").unwrap();
+        std::fs::write(p.join("perf-4242.map"), "1000 10 old\n").unwrap();
+        std::fs::write(p.join("kallsyms"), "# old\n").unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep-me"), "x").unwrap();
+        std::os::unix::fs::symlink(outside.path(), p.join("perf-1.map")).unwrap();
+        for keep in ["daemon.log", "notes.txt", "session.000001.pkl"] {
+            std::fs::write(p.join(keep), "x").unwrap();
+        }
+        remove_old_extras(p).unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(p)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["daemon.log", "notes.txt", "session.000001.pkl"]);
+        assert!(
+            outside.path().join("keep-me").exists(),
+            "a link was followed"
+        );
+    }
 }

@@ -1,5 +1,7 @@
 //! Session extras: what a later report needs that the system will not keep.
 
+use crate::budget::{on_disk, DiskBudget, Refusal};
+use crate::jitmap::{MapCopy, PERF_MAP_KEPT_MAX_LINES};
 use profkit_eventlog::{module_name, Cookie, CookieEntry, CookieKind, Event, SessionReader};
 use profkit_symbols::{trim_kallsyms, KallsymsInput, KallsymsWanted, TrimmedKallsyms};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -35,7 +37,8 @@ pub fn is_extra(name: &str) -> bool {
     name == KALLSYMS_COPY || (name.starts_with("perf-") && name.ends_with(".map"))
 }
 
-/// The largest JIT map copied (a sparse or runaway file is refused).
+/// The largest JIT map read (a runaway file is refused; its holes are
+/// not read, and only its map lines are copied).
 pub const PERF_MAP_MAX_BYTES: u64 = 256 << 20;
 /// The largest kernel symbol table copied.
 pub const KALLSYMS_MAX_BYTES: u64 = 256 << 20;
@@ -60,12 +63,18 @@ pub struct SavedExtras {
 /// only if it is a regular file (no symlink, no FIFO: opened `O_NOFOLLOW`,
 /// `O_NONBLOCK`, checked on the opened file), owned by the process's user
 /// (`owner_of(pid)`, perf's rule; unknown owner: refused) and at most
-/// [`PERF_MAP_MAX_BYTES`]. A missing source is skipped silently; a refused
-/// one is named in [`SavedExtras::refused`]; a copy is all or nothing.
+/// [`PERF_MAP_MAX_BYTES`]; what is copied of it are its perf map lines
+/// (`jitmap`: bounded per line and per map, holes skipped unread). Every
+/// copy is charged to `budget` before it is written (a map as its
+/// process's user's, kallsyms as root's). A missing source is skipped
+/// silently; a refused one is named in [`SavedExtras::refused`] (or, when
+/// the budget refused it, in the budget's summary); a copy is all or
+/// nothing.
 pub fn save_session_extras(
     session: &Path,
     from: &ExtrasSources,
     owner_of: &dyn Fn(u32) -> Option<u32>,
+    budget: &DiskBudget,
 ) -> SavedExtras {
     let mut out = SavedExtras::default();
     let Some(dir) = session.parent() else {
@@ -116,17 +125,12 @@ pub fn save_session_extras(
     for (cookie, offset) in kernel_frames {
         kernel.add_frame(cookie, offset);
     }
-    let done = save_trimmed_kallsyms(&from.kallsyms, &dir.join(KALLSYMS_COPY), &kernel);
+    let done = save_trimmed_kallsyms(&from.kallsyms, &dir.join(KALLSYMS_COPY), &kernel, budget);
     out.note(&from.kallsyms, KALLSYMS_COPY, done);
     for pid in pids {
         let name = format!("perf-{pid}.map");
         let src = from.perf_map_dir.join(&name);
-        let done = copy_checked(
-            &src,
-            &dir.join(&name),
-            Some(owner_of(pid)),
-            PERF_MAP_MAX_BYTES,
-        );
+        let done = copy_map(&src, &dir.join(&name), owner_of(pid), budget);
         if done == Ok(false) {
             out.perf_maps_missing.push(pid);
         }
@@ -140,6 +144,8 @@ impl SavedExtras {
         match done {
             Ok(true) => self.saved.push(name.to_owned()),
             Ok(false) => {}
+            // Refused by the budget, which names it.
+            Err(why) if why.is_empty() => {}
             Err(why) => self.refused.push(format!("{}: {why}", src.display())),
         }
     }
@@ -202,7 +208,12 @@ impl KernelUse {
 /// address is named from them exactly as from the whole table), under a
 /// `#` line naming the kernel release and build-id. A whole kallsyms is
 /// some 5 MB: at 4 kHz for 8 s that was 98 % of the session.
-fn save_trimmed_kallsyms(from: &Path, to: &Path, kernel: &KernelUse) -> Result<bool, String> {
+fn save_trimmed_kallsyms(
+    from: &Path,
+    to: &Path,
+    kernel: &KernelUse,
+    budget: &DiskBudget,
+) -> Result<bool, String> {
     use std::io::Read;
     let Some(src) = open_checked(from, None, KALLSYMS_MAX_BYTES)? else {
         return Ok(false);
@@ -238,12 +249,17 @@ fn save_trimmed_kallsyms(from: &Path, to: &Path, kernel: &KernelUse) -> Result<b
         release.trim(),
         kernel.kernel_build_id().as_deref().unwrap_or("unknown"),
     );
+    let cost = on_disk((header.len() + text.len()) as u64);
+    budget
+        .charge_or_refuse(0, cost, &from.display().to_string())
+        .map_err(|_| String::new())?;
     write_new(
         to,
         header.as_bytes().chain(text.as_bytes()),
         KALLSYMS_MAX_BYTES,
     )
     .map(|_| true)
+    .inspect_err(|_| budget.release(0, cost))
 }
 
 impl ExtrasSources {
@@ -255,6 +271,52 @@ impl ExtrasSources {
             .ok()
             .map(|m| m.uid())
     }
+}
+
+/// Copies the perf map lines of the JIT map `from` (see [`MapCopy`]) to a
+/// new 0600 file `to` (replacing it, never following a link), if
+/// [`open_checked`] accepts it for `owner`, charged to the budget as
+/// theirs (its lines and a block). `Ok(false)`: `from` does not exist;
+/// `Err("")`: the budget refused it (and named it).
+fn copy_map(
+    from: &Path,
+    to: &Path,
+    owner: Option<u32>,
+    budget: &DiskBudget,
+) -> Result<bool, String> {
+    let Some(src) = open_checked(from, Some(owner), PERF_MAP_MAX_BYTES)? else {
+        return Ok(false);
+    };
+    let uid = owner.unwrap_or(0);
+    let mut c = MapCopy::default();
+    let mut left = PERF_MAP_KEPT_MAX_LINES;
+    let (room, over) = budget.room(uid);
+    let out = c
+        .read_new(&src, true, &mut left, u64::MAX, room.saturating_sub(4096))
+        .map_err(|e| format!("reading: {e}"))?;
+    let shown = from.display().to_string();
+    if c.full {
+        // Not even read to its end: refused whole (a host map is copied
+        // all or nothing).
+        let why = budget.refusal_text(over, uid, c.kept_bytes + 4096);
+        budget.refuse(over, &shown, uid, &format!("{why}, and more"));
+        return Err(String::new());
+    }
+    if c.lines_over > 0 {
+        budget.refuse(
+            Refusal::FileBound,
+            &shown,
+            uid,
+            &c.note().unwrap_or_default(),
+        );
+    }
+    let cost = out.len() as u64 + 4096;
+    budget
+        .charge_or_refuse(uid, cost, &shown)
+        .map_err(|_| String::new())?;
+    write_new(to, &out[..], out.len() as u64)
+        .map(|_| true)
+        .inspect_err(|_| budget.release(uid, cost))
 }
 
 /// Copies `from` to a new 0600 file `to` (replacing it, never following a
@@ -369,6 +431,13 @@ mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
 
+    fn big_budget() -> DiskBudget {
+        DiskBudget::new(crate::budget::BudgetLimit {
+            total: 1 << 30,
+            source: "test".into(),
+        })
+    }
+
     fn uid_of(p: &Path) -> u32 {
         std::fs::metadata(p).unwrap().uid()
     }
@@ -409,7 +478,7 @@ mod tests {
         std::fs::write(&src, "0000000000000000 T _text\n0000000000000000 T f\n").unwrap();
         let to = d.path().join("copy");
         assert_eq!(
-            save_trimmed_kallsyms(&src, &to, &KernelUse::default()),
+            save_trimmed_kallsyms(&src, &to, &KernelUse::default(), &big_budget()),
             Ok(true)
         );
         let text = std::fs::read_to_string(&to).unwrap();
@@ -421,7 +490,12 @@ mod tests {
         assert_eq!(rest, "0000000000000000 T _text\n");
         // A missing source is no copy and no refusal.
         assert_eq!(
-            save_trimmed_kallsyms(&d.path().join("none"), &to, &KernelUse::default()),
+            save_trimmed_kallsyms(
+                &d.path().join("none"),
+                &to,
+                &KernelUse::default(),
+                &big_budget()
+            ),
             Ok(false)
         );
     }
@@ -472,6 +546,39 @@ mod tests {
         let e = copy_checked(&big, &to_big, Some(Some(me)), PERF_MAP_MAX_BYTES).unwrap_err();
         assert!(e.contains("over the"), "{e}");
         assert!(!to_big.exists(), "nothing copied");
+    }
+
+    /// Issue 25: a sparse 255 MiB host map costs its lines (today's code
+    /// wrote all 255 MiB: six of them 1.5 GiB); over the budget it is
+    /// refused, named by the budget, and not written.
+    #[test]
+    fn a_sparse_host_map_costs_its_lines() {
+        use std::os::unix::fs::FileExt;
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join("perf-7.map");
+        let f = std::fs::File::create(&src).unwrap();
+        f.write_all_at(b"7f0000 9 jitted_loop\n", 0).unwrap();
+        f.set_len(255 << 20).unwrap();
+        drop(f);
+        let me = uid_of(&src);
+        let b = big_budget();
+        let to = d.path().join("copy");
+        let t = std::time::Instant::now();
+        assert_eq!(copy_map(&src, &to, Some(me), &b), Ok(true));
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
+        assert_eq!(
+            std::fs::read_to_string(&to).unwrap(),
+            "7f0000 9 jitted_loop\n"
+        );
+        assert_eq!(b.extras(), 21 + 4096);
+        let tiny = DiskBudget::new(crate::budget::BudgetLimit {
+            total: 8192,
+            source: "test".into(),
+        });
+        let to2 = d.path().join("copy2");
+        assert_eq!(copy_map(&src, &to2, Some(me), &tiny), Err(String::new()));
+        assert!(!to2.exists());
+        assert_eq!(tiny.summary().refused_total(), 1);
     }
 
     #[test]

@@ -10,6 +10,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// The budget of the extras a dead daemon's session gets at finalisation:
+/// the default one (its `--max-disk` is not known here).
+fn dead_budget(sdir: &SessionDir) -> crate::budget::DiskBudget {
+    crate::budget::DiskBudget::new(crate::budget::BudgetLimit::resolve(None, &sdir.held_path()))
+}
+
 /// What [`finalize_dead`] did.
 #[derive(Debug, Clone)]
 pub struct Finalized {
@@ -52,7 +58,12 @@ pub fn finalize_dead(session_dir: &Path, extras: &ExtrasSources) -> Result<Final
     // Killed after its footer: the session is finished; say so.
     if let Ok(r) = SessionReader::open_shown(&path, &shown) {
         if let Some(f) = r.footer() {
-            let saved = save_session_extras(&path, extras, &|pid| extras.live_process_owner(pid));
+            let saved = save_session_extras(
+                &path,
+                extras,
+                &|pid| extras.live_process_owner(pid),
+                &dead_budget(&sdir),
+            );
             return Ok(Finalized {
                 summary: Summary {
                     rounds: f.rounds,
@@ -136,7 +147,12 @@ pub fn finalize_dead(session_dir: &Path, extras: &ExtrasSources) -> Result<Final
     };
     w.write_footer(&footer)?;
     w.sync_data()?;
-    let saved = save_session_extras(&path, extras, &|pid| extras.live_process_owner(pid));
+    let saved = save_session_extras(
+        &path,
+        extras,
+        &|pid| extras.live_process_owner(pid),
+        &dead_budget(&sdir),
+    );
     let summary = Summary {
         rounds: resume.chunks,
         cpus: footer.accounting.iter().map(CpuSummary::from).collect(),

@@ -7,24 +7,30 @@
 //! `debug/.kept/COOKIE` (16 hex digits) in the session directory unless
 //! one is there already: keyed by the cookie of the very file copied, not
 //! by its build-id, which any other file may claim too (a report names
-//! only that cookie's samples with the copy). Regular files
-//! only, at most [`BINARY_KEEP_MAX_BYTES`] each and
-//! [`BINARIES_KEPT_MAX_BYTES`] per session; a binary over a cap is named
-//! in the stop summary with why.
+//! only that cookie's samples with the copy). Regular files only, at most
+//! [`BINARY_KEEP_MAX_BYTES`] each; copied by their data (holes and
+//! all-zero blocks stay holes), charged to the session's [`DiskBudget`] as
+//! the file owner's by their blocks on disk before they are written, and
+//! at most [`BINARIES_KEPT_MAX_BYTES`] on disk per session; a binary over
+//! a cap is named in the stop summary with why.
 //!
 //! Processes with anonymous code in another pid namespace than the
 //! daemon's get their `tmp/perf-NSPID.map` (inside their root, no links)
 //! kept as `perf-HOSTPID.map`, with the host's rules (regular file, owned
 //! by the process's owner, at most `PERF_MAP_MAX_BYTES`). The first time
 //! the map opens, its descriptor is held (at most [`MAX_HELD_PERF_MAPS`],
-//! and a quarter of the daemon's open-file limit): each round the bytes
-//! it grew by are appended to the copy, and when the process exits (its
+//! and a quarter of the daemon's open-file limit): each round the new
+//! perf map lines it grew by are appended to the copy (`jitmap`: parsed,
+//! bounded per line and per map, a line kept once even when the map is
+//! truncated and written again; [`PERF_MAP_LINES_HELD_MAX`] lines
+//! remembered over all maps), charged to the [`DiskBudget`] as the
+//! process owner's, and when the process exits (its
 //! EXIT seen by the sync stage, or its `/proc/PID/root` gone) and at stop
 //! the rest is read through the descriptor, which keeps the file readable
 //! after the process's mount namespace and its tmpfs `/tmp` are gone,
 //! and it is closed. A map that opens while the held descriptors are at
-//! their bound is copied whole each round it grew (what it gains in its
-//! process's last round is then lost), and counted. A map not there yet
+//! their bound is opened again each round and read on the same way (what
+//! it gains in its process's last round is then lost), and counted. A map not there yet
 //! at a look (a runtime may map its first code before it makes its map)
 //! is looked for again each round while the process lives, the first
 //! [`TMP_DIR_LOOKS`] times in its `tmp` directory held open (within the
@@ -42,15 +48,17 @@
 //! stuck file system never stalls the rounds; at stop the engine waits at
 //! most [`KEEP_STOP_WAIT`] for them.
 
+use crate::budget::{on_disk, DiskBudget, Refusal};
 use crate::extras::{check_metadata, check_opened, write_new, SavedExtras, PERF_MAP_MAX_BYTES};
+use crate::jitmap::{MapCopy, PERF_MAP_READ_PER_LOOK};
 use profkit_sync::reach::{
     foreign_ns_pid, open_perf_map_in_root, perf_map_in_root, KeepQueue, KeptBinary,
 };
 use profkit_sync::SyncStage;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::{Duration, Instant};
@@ -62,6 +70,11 @@ pub const KEPT_DIR: &str = profkit_eventlog::layout::KEPT_DIR;
 pub const BINARY_KEEP_MAX_BYTES: u64 = 512 << 20;
 /// All binaries kept in one session together.
 pub const BINARIES_KEPT_MAX_BYTES: u64 = 2 << 30;
+/// Lines of JIT maps the map thread remembers at once (to tell a line
+/// already kept), all maps together: past it, new lines are not kept.
+pub const PERF_MAP_LINES_HELD_MAX: u64 = 2 << 20;
+/// First looks at JIT maps taken before one other look, at most.
+const FIRST_LOOKS_IN_A_ROW: usize = 16;
 /// Processes newly classified (own pid namespace or not) per round.
 pub const NS_PROCESSES_PER_ROUND: usize = 64;
 /// How long stop waits for copies still under way.
@@ -81,7 +94,7 @@ pub const TMP_DIR_LOOKS: u32 = 4;
 pub struct KeptSummary {
     /// Binaries copied into `debug/.kept/` (unreachable from the host).
     pub binaries: u64,
-    /// Their bytes.
+    /// Their bytes on disk (their holes are holes in the copy too).
     pub binary_bytes: u64,
     /// JIT maps copied from processes in other pid namespaces (a map
     /// copied again or read on counts once).
@@ -167,6 +180,8 @@ enum Seen {
     Unchanged,
     /// Refused or failed (named): not looked at again.
     Refused(String),
+    /// Refused by the disk budget (named there): not looked at again.
+    OverBudget,
 }
 
 /// The answer to a [`MapJob`].
@@ -186,8 +201,12 @@ struct MapDone {
     alive: bool,
 }
 
+/// A binary not kept: why, and whether the disk budget refused it (then
+/// it is named there, not again among the refusals).
+type NotKept = (String, bool);
+
 enum Done {
-    Binary(Result<u64, String>),
+    Binary(Result<u64, NotKept>),
     PerfMap(MapDone),
 }
 
@@ -248,18 +267,24 @@ pub const NOT_KEPT_LINES: usize = 1000;
 impl Keeper {
     /// A keeper writing into `dir` (the held session directory), taking
     /// binaries from `queue`, reading processes in `proc_root`.
-    pub(crate) fn new(dir: PathBuf, queue: KeepQueue, proc_root: PathBuf) -> Self {
+    pub(crate) fn new(
+        dir: PathBuf,
+        queue: KeepQueue,
+        proc_root: PathBuf,
+        budget: DiskBudget,
+    ) -> Self {
         let (btx, bjobs) = channel::<KeptBinary>();
         let (mtx, mjobs) = channel::<MapJob>();
         let (done, rx) = channel::<Done>();
         let bdone = done.clone();
         let bdir = dir.clone();
+        let bbudget = budget.clone();
         let binaries = std::thread::Builder::new()
             .name("profkit-keep".into())
             .spawn(move || {
-                let mut budget = BINARIES_KEPT_MAX_BYTES;
+                let mut left = BINARIES_KEPT_MAX_BYTES;
                 for b in bjobs {
-                    let d = Done::Binary(keep_binary(&bdir, b, &mut budget));
+                    let d = Done::Binary(keep_binary(&bdir, b, &mut left, &bbudget));
                     if bdone.send(d).is_err() {
                         return;
                     }
@@ -268,8 +293,40 @@ impl Keeper {
         let maps = std::thread::Builder::new()
             .name("profkit-keep-jit".into())
             .spawn(move || {
-                let mut r = MapReader::new(dir, proc_root, held_limit());
-                for j in mjobs {
+                let mut r = MapReader::new(dir, proc_root, held_limit(), budget);
+                // First looks (nothing of the map opened or read yet) go
+                // before the others: they open and hold the map before its
+                // process exits, and read little. Every
+                // [`FIRST_LOOKS_IN_A_ROW`]th job is another, so a stream
+                // of new processes does not hold back the reads.
+                let (mut first, mut rest) = (VecDeque::new(), VecDeque::new());
+                let mut in_a_row = 0;
+                loop {
+                    let mut got = Vec::new();
+                    if first.is_empty() && rest.is_empty() {
+                        match mjobs.recv() {
+                            Ok(j) => got.push(j),
+                            Err(_) => return,
+                        }
+                    }
+                    got.extend(mjobs.try_iter());
+                    for j in got {
+                        if r.is_new(j.pid) {
+                            first.push_back(j);
+                        } else {
+                            rest.push_back(j);
+                        }
+                    }
+                    let j = if in_a_row >= FIRST_LOOKS_IN_A_ROW && !rest.is_empty() {
+                        in_a_row = 0;
+                        rest.pop_front()
+                    } else {
+                        in_a_row += 1;
+                        first.pop_front().or_else(|| rest.pop_front())
+                    };
+                    let Some(j) = j else {
+                        continue;
+                    };
                     if done.send(Done::PerfMap(r.look(&j))).is_err() {
                         return;
                     }
@@ -310,9 +367,11 @@ impl Keeper {
                     self.kept.binary_bytes += n;
                 }
             }
-            Done::Binary(Err(why)) => {
+            Done::Binary(Err((why, by_budget))) => {
                 self.binaries_refused.push(why.clone());
-                self.refused.push(why);
+                if !by_budget {
+                    self.refused.push(why);
+                }
             }
             Done::PerfMap(m) => self.collect_map(m),
         }
@@ -347,6 +406,7 @@ impl Keeper {
                 p.refused = true;
                 self.refused.push(why);
             }
+            Seen::OverBudget => p.refused = true,
         }
     }
 
@@ -506,15 +566,31 @@ fn held_limit() -> usize {
     MAX_HELD_PERF_MAPS.min(soft / 4)
 }
 
-/// A JIT map held open: where it is kept, how much of it is.
+/// A JIT map held open (what of it was kept is its [`MapCopy`]).
 #[derive(Debug)]
 struct Held {
     file: File,
     owner: u32,
-    /// Bytes of it in `DIR/perf-PID.map`.
-    copied: u64,
     /// Its path, for messages.
     shown: PathBuf,
+}
+
+/// Why a map is no longer copied.
+#[derive(Debug)]
+enum MapStop {
+    /// Refused or failed, with why.
+    Refused(String),
+    /// The disk budget refused its new lines (and named it).
+    OverBudget,
+}
+
+impl From<MapStop> for Seen {
+    fn from(m: MapStop) -> Seen {
+        match m {
+            MapStop::Refused(why) => Seen::Refused(why),
+            MapStop::OverBudget => Seen::OverBudget,
+        }
+    }
 }
 
 /// The map thread's side: looks at processes' JIT maps, holds their
@@ -529,10 +605,16 @@ struct MapReader {
     tmp_dirs: HashMap<u32, File>,
     /// Looks that found no map, per process (while it is looked at).
     no_map_looks: HashMap<u32, u32>,
+    /// What was read and kept of each map, while its process is looked at
+    /// (held or not).
+    copies: HashMap<u32, MapCopy>,
+    /// Lines all copies may still remember ([`PERF_MAP_LINES_HELD_MAX`]).
+    lines_left: u64,
+    budget: DiskBudget,
 }
 
 impl MapReader {
-    fn new(dir: PathBuf, proc_root: PathBuf, max_held: usize) -> Self {
+    fn new(dir: PathBuf, proc_root: PathBuf, max_held: usize, budget: DiskBudget) -> Self {
         MapReader {
             dir,
             proc_root,
@@ -540,7 +622,151 @@ impl MapReader {
             held: HashMap::new(),
             tmp_dirs: HashMap::new(),
             no_map_looks: HashMap::new(),
+            copies: HashMap::new(),
+            lines_left: PERF_MAP_LINES_HELD_MAX,
+            budget,
         }
+    }
+
+    /// Done with `pid`'s map: its copy's lines are forgotten (their
+    /// memory given back); lines it could not keep for a bound are named.
+    fn forget(&mut self, pid: u32, owner: u32) {
+        let Some(c) = self.copies.remove(&pid) else {
+            return;
+        };
+        self.lines_left += c.kept_lines;
+        if c.lines_over > 0 {
+            let shown = self.dir.join(format!("perf-{pid}.map"));
+            self.budget.refuse(
+                Refusal::FileBound,
+                &shown.display().to_string(),
+                owner,
+                &c.note().unwrap_or_default(),
+            );
+        }
+    }
+
+    /// Reads on through `pid`'s map `f`: appends its new lines to
+    /// `DIR/perf-PID.map` (made at the first), charged to the budget
+    /// (the lines' bytes, and a block for a new file); `last`: the last
+    /// read (synced). A copy that is not the one written (another file,
+    /// another length) is written again from the map's start. `Ok(true)`:
+    /// lines were added.
+    fn append_lines(
+        &mut self,
+        pid: u32,
+        f: &File,
+        owner: u32,
+        shown: &Path,
+        last: bool,
+    ) -> Result<bool, MapStop> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let what = |why: String| MapStop::Refused(format!("{}: {why}", shown.display()));
+        let fresh_copy = !self.copies.contains_key(&pid);
+        let copy = self.copies.entry(pid).or_default();
+        // A first look reads a piece: the other first looks wait for it.
+        let max = if fresh_copy {
+            0
+        } else {
+            PERF_MAP_READ_PER_LOOK
+        };
+        // What fits in the budget (a new file costs a block too): lines
+        // past it are not even read.
+        let (room, over) = self.budget.room(owner);
+        let room = room.saturating_sub(if copy.written == 0 { 4096 } else { 0 });
+        let mut out = copy
+            .read_new(f, last, &mut self.lines_left, max, room)
+            .map_err(|e| what(format!("reading: {e}")))?;
+        let budget = self.budget.clone();
+        let refuse_rest = || {
+            let why = match over {
+                Refusal::UserShare => format!(
+                    "its next lines would pass uid {owner}'s quarter of the {} disk budget",
+                    crate::budget::human(budget.total())
+                ),
+                _ => format!(
+                    "its next lines would pass the copies' half of the {} disk budget",
+                    crate::budget::human(budget.total())
+                ),
+            };
+            budget.refuse(over, &shown.display().to_string(), owner, &why);
+            MapStop::OverBudget
+        };
+        if out.is_empty() {
+            return if copy.full {
+                Err(refuse_rest())
+            } else {
+                Ok(false)
+            };
+        }
+        let to = self.dir.join(format!("perf-{pid}.map"));
+        let kept = (copy.written > 0)
+            .then(|| {
+                std::fs::OpenOptions::new()
+                    .append(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                    .open(&to)
+                    .ok()
+            })
+            .flatten()
+            .filter(|d| {
+                d.metadata()
+                    .is_ok_and(|m| m.file_type().is_file() && m.len() == copy.written)
+            });
+        let fresh = kept.is_none();
+        if fresh && copy.written > 0 {
+            // Not the copy written: all of the map again.
+            self.lines_left += copy.kept_lines;
+            copy.reset();
+            out = copy
+                .read_new(f, last, &mut self.lines_left, max, room)
+                .map_err(|e| what(format!("reading: {e}")))?;
+        }
+        let cost = out.len() as u64 + if fresh { 4096 } else { 0 };
+        if self
+            .budget
+            .charge_or_refuse(owner, cost, &shown.display().to_string())
+            .is_err()
+        {
+            copy.unkeep(&out, &mut self.lines_left);
+            return Err(MapStop::OverBudget);
+        }
+        let written = match kept {
+            Some(mut dst) => {
+                let was = copy.written;
+                let r = dst.write_all(&out).and_then(|_| {
+                    if last {
+                        dst.sync_data()?;
+                    }
+                    Ok(())
+                });
+                r.map_err(|e| {
+                    let _ = dst.set_len(was);
+                    format!("appending to {}: {e}", to.display())
+                })
+            }
+            None => write_new(&to, &out[..], out.len() as u64).map(|_| ()),
+        };
+        if let Err(why) = written {
+            self.budget.release(owner, cost);
+            copy.unkeep(&out, &mut self.lines_left);
+            return Err(what(why));
+        }
+        copy.written = if fresh {
+            out.len() as u64
+        } else {
+            copy.written + out.len() as u64
+        };
+        if copy.full {
+            // What fit is kept; the rest is refused.
+            return Err(refuse_rest());
+        }
+        Ok(true)
+    }
+
+    /// Whether nothing of `pid`'s map was opened or read yet.
+    fn is_new(&self, pid: u32) -> bool {
+        !self.held.contains_key(&pid) && !self.copies.contains_key(&pid)
     }
 
     /// Descriptors held: maps and `tmp` directories.
@@ -555,6 +781,14 @@ impl MapReader {
     }
 
     fn look(&mut self, j: &MapJob) -> MapDone {
+        let d = self.look_once(j);
+        if !d.again {
+            self.forget(j.pid, j.owner);
+        }
+        d
+    }
+
+    fn look_once(&mut self, j: &MapJob) -> MapDone {
         let pid = j.pid;
         // Before reading: a map read after its process is gone is whole.
         let alive = self.alive(pid);
@@ -568,8 +802,16 @@ impl MapReader {
             crowded: false,
             alive,
         };
-        if let Some(mut h) = self.held.remove(&pid) {
-            return match read_on(&self.dir, pid, &mut h, !more) {
+        if let Some(h) = self.held.remove(&pid) {
+            let checked = h
+                .file
+                .metadata()
+                .map_err(|e| e.to_string())
+                .and_then(|m| check_metadata(&m, Some(Some(h.owner)), PERF_MAP_MAX_BYTES))
+                .map_err(|why| MapStop::Refused(format!("{}: {why}", h.shown.display())));
+            let read =
+                checked.and_then(|_| self.append_lines(pid, &h.file, h.owner, &h.shown, !more));
+            return match read {
                 Ok(grew) => {
                     if more {
                         self.held.insert(pid, h);
@@ -577,7 +819,7 @@ impl MapReader {
                     let seen = if grew { Seen::Copied } else { Seen::Unchanged };
                     done(j.ns_pid, seen, more, more)
                 }
-                Err(why) => done(j.ns_pid, Seen::Refused(why), false, false),
+                Err(why) => done(j.ns_pid, why.into(), false, false),
             };
         }
         let Some(ns_pid) = j.ns_pid.or_else(|| foreign_ns_pid(&self.proc_root, pid)) else {
@@ -591,7 +833,7 @@ impl MapReader {
         if let Some(h) = kept {
             self.held.insert(pid, h);
         }
-        let again = more && !matches!(seen, Seen::Refused(_));
+        let again = more && !matches!(seen, Seen::Refused(_) | Seen::OverBudget);
         self.hold_tmp_dir(pid, again && seen == Seen::NoMap, tmp, crowded);
         MapDone {
             crowded: more && crowded && seen == Seen::Copied,
@@ -625,10 +867,10 @@ impl MapReader {
     }
 
     /// Opens `pid`'s map inside its root (in its held `tmp` directory if
-    /// given) and copies it whole if it grew past the copy there; returns
-    /// it to hold when `may_hold`.
+    /// given) and appends its new lines to the copy; returns it to hold
+    /// when `may_hold`.
     fn open_and_copy(
-        &self,
+        &mut self,
         pid: u32,
         ns_pid: u32,
         owner: u32,
@@ -650,25 +892,18 @@ impl MapReader {
             }
             Err(e) => return refused(e.to_string()),
         };
-        let mut f = match check_opened(f, Some(Some(owner)), PERF_MAP_MAX_BYTES) {
+        let f = match check_opened(f, Some(Some(owner)), PERF_MAP_MAX_BYTES) {
             Ok(f) => f,
             Err(why) => return refused(why),
         };
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        let to = self.dir.join(format!("perf-{pid}.map"));
-        let have = std::fs::symlink_metadata(&to).map(|m| m.len()).unwrap_or(0);
-        let (seen, copied) = if len > have {
-            match copy_whole(&to, &mut f, len) {
-                Ok(n) => (Seen::Copied, n),
-                Err(why) => return refused(why),
-            }
-        } else {
-            (Seen::Unchanged, have)
+        let seen = match self.append_lines(pid, &f, owner, &shown, !may_hold) {
+            Ok(true) => Seen::Copied,
+            Ok(false) => Seen::Unchanged,
+            Err(stop) => return (stop.into(), None),
         };
         let held = may_hold.then_some(Held {
             file: f,
             owner,
-            copied,
             shown,
         });
         (seen, held)
@@ -688,69 +923,14 @@ fn open_in_dir(dir: &File, name: &str) -> std::io::Result<File> {
         .open(format!("/proc/self/fd/{}/{name}", dir.as_raw_fd()))
 }
 
-/// Copies the first `len` bytes of `f` to a new `to` (see [`write_new`]).
-fn copy_whole(to: &Path, f: &mut File, len: u64) -> Result<u64, String> {
-    f.seek(SeekFrom::Start(0)).map_err(|e| e.to_string())?;
-    write_new(to, f.take(len), PERF_MAP_MAX_BYTES)
-}
-
-/// Reads on through a held map: appends what it grew by to
-/// `DIR/perf-PID.map` (copies it whole again if it shrank or the copy is
-/// not the one written), checked as when it was opened; `sync`: the last
-/// read. `Ok(true)`: it grew.
-fn read_on(dir: &Path, pid: u32, h: &mut Held, sync: bool) -> Result<bool, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let what = |why: String| format!("{}: {why}", h.shown.display());
-    let m = h.file.metadata().map_err(|e| what(e.to_string()))?;
-    check_metadata(&m, Some(Some(h.owner)), PERF_MAP_MAX_BYTES).map_err(what)?;
-    let len = m.len();
-    if len == h.copied {
-        return Ok(false);
-    }
-    let to = dir.join(format!("perf-{pid}.map"));
-    if len > h.copied {
-        // Appended to only if it is still the copy written (a regular
-        // file of that length, not a link).
-        let dst = std::fs::OpenOptions::new()
-            .append(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(&to);
-        if let Ok(mut dst) = dst {
-            if dst
-                .metadata()
-                .is_ok_and(|d| d.file_type().is_file() && d.len() == h.copied)
-            {
-                let was = h.copied;
-                let appended = h
-                    .file
-                    .seek(SeekFrom::Start(was))
-                    .and_then(|_| std::io::copy(&mut (&h.file).take(len - was), &mut dst))
-                    .and_then(|n| {
-                        if sync {
-                            dst.sync_data()?;
-                        }
-                        Ok(n)
-                    });
-                return match appended {
-                    Ok(n) => {
-                        h.copied = was + n;
-                        Ok(n > 0)
-                    }
-                    Err(e) => {
-                        let _ = dst.set_len(was);
-                        Err(what(format!("appending to {}: {e}", to.display())))
-                    }
-                };
-            }
-        }
-    }
-    h.copied = copy_whole(&to, &mut h.file, len).map_err(what)?;
-    Ok(true)
-}
-
 /// Writes [`NOT_KEPT_FILE`] in session directory `dir` (nothing when no
-/// binary was refused): the first [`NOT_KEPT_LINES`] `PATH: why` lines.
-pub(crate) fn write_not_kept(dir: &Path, refused: &[String]) -> Result<(), String> {
+/// binary was refused): the first [`NOT_KEPT_LINES`] `PATH: why` lines,
+/// charged to the budget as root's.
+pub(crate) fn write_not_kept(
+    dir: &Path,
+    refused: &[String],
+    budget: &DiskBudget,
+) -> Result<(), String> {
     if refused.is_empty() {
         return Ok(());
     }
@@ -761,16 +941,33 @@ pub(crate) fn write_not_kept(dir: &Path, refused: &[String]) -> Result<(), Strin
         text.push('\n');
     }
     let to = dir.join(NOT_KEPT_FILE);
-    write_new(&to, text.as_bytes(), text.len() as u64).map(|_| ())
+    let cost = on_disk(text.len() as u64);
+    budget.charge_or_refuse(0, cost, &to.display().to_string())?;
+    write_new(&to, text.as_bytes(), text.len() as u64)
+        .map(|_| ())
+        .inspect_err(|_| budget.release(0, cost))
 }
 
-/// Copies a binary into `DIR/debug/.kept/COOKIE`. `Ok(0)`: one is there
-/// already.
-fn keep_binary(dir: &Path, mut b: KeptBinary, budget: &mut u64) -> Result<u64, String> {
+/// Copies a binary into `DIR/debug/.kept/COOKIE` with its holes (and
+/// all-zero blocks) left holes, charged to `budget` as its owner's by its
+/// data (its blocks on disk) before it is written; `left`: what is left of
+/// [`BINARIES_KEPT_MAX_BYTES`]. Returns its bytes on disk, `Ok(0)` when one
+/// is there already; `Err((why, true))` when the budget refused it (named
+/// there).
+fn keep_binary(
+    dir: &Path,
+    b: KeptBinary,
+    left: &mut u64,
+    budget: &DiskBudget,
+) -> Result<u64, NotKept> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let what = |why: String| {
-        format!(
-            "{}: kept from another mount namespace failed: {why}",
-            b.path
+        (
+            format!(
+                "{}: kept from another mount namespace failed: {why}",
+                b.path
+            ),
+            false,
         )
     };
     let m = b.file.metadata().map_err(|e| what(e.to_string()))?;
@@ -783,9 +980,11 @@ fn keep_binary(dir: &Path, mut b: KeptBinary, budget: &mut u64) -> Result<u64, S
             "{len} bytes, over the {BINARY_KEEP_MAX_BYTES}-byte limit per binary"
         )));
     }
-    if len > *budget {
+    // What its copy will take: its data, as its blocks on disk say.
+    let cost = on_disk((m.blocks() * 512).min(len));
+    if cost > *left {
         return Err(what(format!(
-            "{len} bytes, over what is left of the {BINARIES_KEPT_MAX_BYTES}-byte limit per session"
+            "{cost} bytes on disk, over what is left of the {BINARIES_KEPT_MAX_BYTES}-byte limit per session"
         )));
     }
     let layout = profkit_eventlog::SessionLayout::new(dir);
@@ -796,12 +995,45 @@ fn keep_binary(dir: &Path, mut b: KeptBinary, budget: &mut u64) -> Result<u64, S
     if std::fs::symlink_metadata(&to).is_ok_and(|m| m.file_type().is_file()) {
         return Ok(0);
     }
-    b.file
-        .seek(SeekFrom::Start(0))
-        .map_err(|e| what(e.to_string()))?;
-    write_new(&to, &mut b.file, len).map_err(what)?;
-    *budget -= len;
-    Ok(len)
+    budget
+        .charge_or_refuse(m.uid(), cost, &b.path)
+        .map_err(|why| {
+            (
+                format!(
+                    "{}: kept from another mount namespace failed: {why}",
+                    b.path
+                ),
+                true,
+            )
+        })?;
+    let copied = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&to)
+        .map_err(|e| format!("creating {}: {e}", to.display()))
+        .and_then(|dst| {
+            crate::sparse::copy_sparse(&b.file, &dst, len, cost)
+                .and_then(|_| dst.sync_all())
+                .map_err(|e| format!("copying: {e}"))?;
+            Ok(dst.metadata().map_or(cost, |m| m.blocks() * 512))
+        });
+    match copied {
+        Ok(on) => {
+            // Charged by the source's blocks; the copy's may be fewer.
+            let on = on.min(cost);
+            budget.release(m.uid(), cost - on);
+            *left -= on;
+            // Kept (0 would say it was there already), if all holes.
+            Ok(on.max(1))
+        }
+        Err(why) => {
+            let _ = std::fs::remove_file(&to);
+            budget.release(m.uid(), cost);
+            Err(what(why))
+        }
+    }
 }
 
 /// Creates `d` (0700) unless it is there; it must be a directory, not a
@@ -823,17 +1055,27 @@ fn make_dir(d: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::budget::BudgetLimit;
+    use std::io::{Seek, SeekFrom};
     use std::os::unix::fs::MetadataExt;
+
+    fn budget_of(total: u64) -> DiskBudget {
+        DiskBudget::new(BudgetLimit {
+            total,
+            source: "test".into(),
+        })
+    }
 
     #[test]
     fn binaries_not_kept_are_listed_for_reports() {
         let d = tempfile::tempdir().unwrap();
-        write_not_kept(d.path(), &[]).unwrap();
+        let b = budget_of(1 << 30);
+        write_not_kept(d.path(), &[], &b).unwrap();
         assert!(!d.path().join("debug").exists(), "nothing refused, no file");
         let many: Vec<String> = (0..NOT_KEPT_LINES + 5)
             .map(|i| format!("/ns/app{i}: no build-id\nsecond line"))
             .collect();
-        write_not_kept(d.path(), &many).unwrap();
+        write_not_kept(d.path(), &many, &b).unwrap();
         let text = std::fs::read_to_string(d.path().join(NOT_KEPT_FILE)).unwrap();
         assert_eq!(text.lines().count(), NOT_KEPT_LINES);
         assert_eq!(
@@ -847,6 +1089,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let src = d.path().join("app");
         std::fs::write(&src, b"\x7fELF not really").unwrap();
+        let b = budget_of(1 << 30);
         let kept = |budget: &mut u64| {
             let mut f = std::fs::File::open(&src).unwrap();
             // The stage read its build-id through it: not at offset 0.
@@ -861,19 +1104,22 @@ mod tests {
                     host: profkit_sync::reach::HostView::Missing,
                 },
                 budget,
+                &b,
             )
         };
-        let mut budget = 100;
-        assert_eq!(kept(&mut budget), Ok(15));
-        assert_eq!(budget, 85);
+        let mut budget = 1 << 20;
+        // Its bytes on disk: a block.
+        assert_eq!(kept(&mut budget), Ok(4096));
+        assert_eq!(budget, (1 << 20) - 4096);
+        assert_eq!(b.extras(), 4096);
         let to = d.path().join("debug/.kept/0000000000abcdef");
         assert_eq!(std::fs::read(&to).unwrap(), b"\x7fELF not really");
         assert_eq!(std::fs::metadata(&to).unwrap().mode() & 0o777, 0o600);
         assert_eq!(kept(&mut budget), Ok(0), "already kept");
         std::fs::remove_file(&to).unwrap();
         let mut small = 10;
-        let e = kept(&mut small).unwrap_err();
-        assert!(e.contains("per session"), "{e}");
+        let (e, by_budget) = kept(&mut small).unwrap_err();
+        assert!(e.contains("per session") && !by_budget, "{e}");
         // A link where a directory should be: refused, not followed.
         let d2 = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(d.path(), d2.path().join("debug")).unwrap();
@@ -888,8 +1134,10 @@ mod tests {
                 host: profkit_sync::reach::HostView::Missing,
             },
             &mut budget,
+            &b,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .0;
         assert!(e.contains("not a directory"), "{e}");
     }
 
@@ -950,12 +1198,29 @@ mod tests {
         }
 
         fn reader(&self, max_held: usize) -> MapReader {
-            MapReader::new(self.session.clone(), self.proc_root.clone(), max_held)
+            MapReader::new(
+                self.session.clone(),
+                self.proc_root.clone(),
+                max_held,
+                budget_of(1 << 30),
+            )
         }
 
         fn kept(&self, pid: u32) -> String {
             std::fs::read_to_string(self.session.join(format!("perf-{pid}.map"))).unwrap()
         }
+    }
+
+    /// Looks at `pid` until its map is read to its end (a look reads a
+    /// part of a big map): what the last look saw.
+    fn settle(r: &mut MapReader, pid: u32, owner: u32) -> Seen {
+        for _ in 0..100 {
+            match look(r, pid, owner, false).0 {
+                Seen::Copied => continue,
+                seen => return seen,
+            }
+        }
+        panic!("{pid}: still copying after 100 looks");
     }
 
     fn look(r: &mut MapReader, pid: u32, owner: u32, last: bool) -> (Seen, bool, bool) {
@@ -1094,6 +1359,179 @@ mod tests {
         assert_eq!((d.seen, d.held, d.crowded), (Seen::Copied, false, true));
     }
 
+    /// Gives `p` to a user other than root when the tests run as root
+    /// (root's files are bounded by the copies' half only); its owner.
+    fn not_root(p: &Path) -> u32 {
+        let uid = std::fs::metadata(p).unwrap().uid();
+        if uid != 0 {
+            return uid;
+        }
+        std::os::unix::fs::chown(p, Some(4242), None).unwrap();
+        4242
+    }
+
+    /// Issue 25: a sparse binary of 511 MiB with 16 KiB of data costs
+    /// its data: written with its holes, charged by its blocks (today's
+    /// code wrote all 511 MiB, six of them 3 GiB).
+    #[test]
+    fn a_sparse_binary_is_kept_with_its_holes_and_charged_its_data() {
+        use std::os::unix::fs::FileExt;
+        let d = tempfile::tempdir().unwrap();
+        let b = budget_of(64 << 20);
+        let mut left = BINARIES_KEPT_MAX_BYTES;
+        for i in 0..6u8 {
+            let src = d.path().join(format!("app{i}"));
+            let f = File::create(&src).unwrap();
+            f.write_all_at(&[0x7f, b'E', b'L', b'F', i], 0).unwrap();
+            f.write_all_at(&[i + 1; 12 << 10], 64 << 10).unwrap();
+            f.set_len(511 << 20).unwrap();
+            drop(f);
+            let n = keep_binary(
+                d.path(),
+                KeptBinary {
+                    path: format!("/ns/app{i}"),
+                    build_id: vec![0xab, i],
+                    cookie: 0xab00 + u64::from(i),
+                    file: File::open(&src).unwrap(),
+                    host: profkit_sync::reach::HostView::Missing,
+                },
+                &mut left,
+                &b,
+            )
+            .unwrap();
+            assert!(n <= 32 << 10, "{n} bytes on disk");
+            let to =
+                profkit_eventlog::SessionLayout::new(d.path()).kept_copy(0xab00 + u64::from(i));
+            let m = std::fs::metadata(&to).unwrap();
+            assert_eq!(m.len(), 511 << 20);
+            assert!(m.blocks() * 512 <= 32 << 10, "{} on disk", m.blocks() * 512);
+            let mut head = [0u8; 5];
+            File::open(&to)
+                .unwrap()
+                .read_exact_at(&mut head, 0)
+                .unwrap();
+            assert_eq!(head, [0x7f, b'E', b'L', b'F', i]);
+        }
+        assert!(b.extras() <= 6 * (32 << 10), "{}", b.extras());
+        // Real data over the user's quarter is refused, named, not
+        // written.
+        let big = d.path().join("big");
+        std::fs::write(&big, vec![1u8; 17 << 20]).unwrap();
+        not_root(&big);
+        let (e, by_budget) = keep_binary(
+            d.path(),
+            KeptBinary {
+                path: "/ns/big".into(),
+                build_id: vec![0xcd, 0x01],
+                cookie: 0xcd01,
+                file: File::open(&big).unwrap(),
+                host: profkit_sync::reach::HostView::Missing,
+            },
+            &mut left,
+            &b,
+        )
+        .unwrap_err();
+        assert!(by_budget && e.contains("quarter of the 64.0 MiB"), "{e}");
+        assert!(!profkit_eventlog::SessionLayout::new(d.path())
+            .kept_copy(0xcd01)
+            .exists());
+        let s = b.summary();
+        assert_eq!(s.refused.get("user_share"), Some(&1));
+        assert!(s.refused_named[0].starts_with("/ns/big (uid "), "{s:?}");
+    }
+
+    /// Issue 25: a namespaced map truncated and written again each round
+    /// costs only its new lines; its copy is appended to, never written
+    /// again whole (today's code replaced it each round it shrank: 1.1 GiB
+    /// in 8 s for two processes).
+    #[test]
+    fn a_namespaced_map_truncated_and_regrown_is_not_copied_again() {
+        use std::io::Write;
+        let f = FakeProcs::new();
+        let map = f.process(20, Some(3));
+        let body: String = (0..2000)
+            .map(|i| format!("{:x} 40 LazyCompile:~f{i} a.js:1:1\n", 0x10000 + i * 64))
+            .collect();
+        std::fs::write(&map, &body).unwrap();
+        for max_held in [4, 0] {
+            let mut r = f.reader(max_held);
+            let _ = std::fs::remove_file(f.session.join("perf-20.map"));
+            assert_eq!(look(&mut r, 20, f.me, false).0, Seen::Copied);
+            assert_eq!(settle(&mut r, 20, f.me), Seen::Unchanged);
+            let kept = f.session.join("perf-20.map");
+            let ino = std::fs::metadata(&kept).unwrap().ino();
+            let charged = r.budget.extras();
+            for round in 0..10 {
+                let mut w = std::fs::OpenOptions::new().write(true).open(&map).unwrap();
+                w.set_len(0).unwrap();
+                w.write_all(body.as_bytes()).unwrap();
+                if round == 5 {
+                    w.write_all(b"ffff0 10 LazyCompile:~late a.js:9:9\n")
+                        .unwrap();
+                }
+                let (seen, _, _) = look(&mut r, 20, f.me, false);
+                let want = if round == 5 {
+                    Seen::Copied
+                } else {
+                    Seen::Unchanged
+                };
+                assert_eq!(seen, want, "round {round}, held {max_held}");
+            }
+            assert_eq!(
+                std::fs::metadata(&kept).unwrap().ino(),
+                ino,
+                "written again"
+            );
+            assert_eq!(
+                f.kept(20),
+                format!("{body}ffff0 10 LazyCompile:~late a.js:9:9\n")
+            );
+            let late = "ffff0 10 LazyCompile:~late a.js:9:9\n".len() as u64;
+            assert_eq!(r.budget.extras(), charged + late);
+        }
+    }
+
+    /// Issue 25: fourteen namespaced processes of one user with big maps
+    /// take at most the user's quarter of the budget; the rest is refused
+    /// and counted (today's code copied each, up to 256 MiB, no total).
+    #[test]
+    fn namespaced_maps_of_one_user_stop_at_its_share() {
+        let f = FakeProcs::new();
+        let line = |i: u32| format!("{:x} 40 {}\n", 0x10000 + i * 64, "n".repeat(90));
+        let body: String = (0..10_000).map(line).collect(); // 1 MiB
+        let mut r = MapReader::new(
+            f.session.clone(),
+            f.proc_root.clone(),
+            16,
+            budget_of(16 << 20),
+        );
+        let mut refused = 0;
+        let mut owner = f.me;
+        for pid in 100..114 {
+            let map = f.process(pid, Some(1));
+            std::fs::write(&map, &body).unwrap();
+            owner = not_root(&map);
+            if settle(&mut r, pid, owner) == Seen::OverBudget {
+                refused += 1;
+            }
+        }
+        let s = r.budget.summary();
+        assert!(s.extras_bytes <= 4 << 20, "{s:?}");
+        let fit = (4 << 20) / (body.len() as u64 + 4096);
+        assert_eq!(refused, 14 - fit, "{s:?}");
+        assert_eq!(s.refused.get("user_share"), Some(&refused));
+        assert!(
+            s.refused_named[0].contains(&format!("(uid {owner}): ")),
+            "{s:?}"
+        );
+        let on_disk: u64 = std::fs::read_dir(&f.session)
+            .unwrap()
+            .flatten()
+            .map(|e| e.metadata().unwrap().len())
+            .sum();
+        assert!(on_disk <= 4 << 20, "{on_disk}");
+    }
+
     /// At most `max_held` maps are held; the others are copied as before
     /// (and said to be crowded out), and held once a descriptor is free.
     #[test]
@@ -1142,7 +1580,12 @@ mod tests {
         std::fs::remove_file(f.proc_root.join("26/root")).unwrap();
         let mut w = std::fs::File::create(&map).unwrap();
         w.write_all(b"1000 10 a\n").unwrap();
-        let mut k = Keeper::new(f.session.clone(), KeepQueue::default(), f.proc_root.clone());
+        let mut k = Keeper::new(
+            f.session.clone(),
+            KeepQueue::default(),
+            f.proc_root.clone(),
+            budget_of(1 << 30),
+        );
         let wait_idle = |k: &mut Keeper| {
             let deadline = Instant::now() + Duration::from_secs(10);
             while k.pending > 0 && Instant::now() < deadline {

@@ -19,6 +19,17 @@
 //!   SIGHUP, `profctl rotate`) and which closed parts to delete
 //!   ([`apply_retention`]: `--keep N`, `--max-disk SIZE`); the engine
 //!   rotates through `Recorder::rotate`.
+//! - [`DiskBudget`]: the one budget everything a session writes counts
+//!   against (`--max-disk`, or [`DEFAULT_BUDGET_PERCENT`] of the free
+//!   space at start, at most [`DEFAULT_BUDGET_MAX`]): parts, and the
+//!   copies besides them (kept binaries, JIT maps, kallsyms) at most half
+//!   of it, one user's at most a quarter; refusals counted and named
+//!   ([`DiskSummary`]). Copies are charged what they take on disk: holes
+//!   are neither read nor written, JIT maps are copied by their lines
+//!   ([`PERF_MAP_LINE_MAX`], [`PERF_MAP_KEPT_MAX_LINES`],
+//!   [`PERF_MAP_KEPT_MAX_BYTES`]), appended to, never copied whole again.
+//!   A start removes what an earlier session left besides its parts
+//!   (`debug/`, `perf-*.map`, `kallsyms`).
 //! - [`save_session_extras`]: at stop, the lines of the kernel symbol table
 //!   the session's kernel samples and frames need (trimmed by
 //!   `profkit_symbols::trim_kallsyms`, not the whole 5 MB table) and the
@@ -78,17 +89,24 @@
 #![deny(missing_docs)]
 
 mod archive;
+mod budget;
 mod callgraph;
 mod config;
 mod engine;
 mod error;
 mod extras;
 mod finalize;
+mod jitmap;
 mod keep;
 mod parts;
+mod sparse;
 mod summary;
 
 pub use archive::{archive, Archived, SYSTEM_DEBUG_DIR};
+pub use budget::{
+    BudgetLimit, DiskBudget, DiskSummary, Refusal, DEFAULT_BUDGET_MAX, DEFAULT_BUDGET_PERCENT,
+    NAMED_REFUSALS,
+};
 pub use callgraph::{
     CallGraph, DwarfRing, DEFAULT_DWARF_STACK, DWARF_SAMPLE_OVERHEAD, MAX_DWARF_RING_BYTES,
 };
@@ -103,6 +121,9 @@ pub use extras::{
     PERF_MAP_MAX_BYTES,
 };
 pub use finalize::{finalize_dead, Finalized};
+pub use jitmap::{
+    PERF_MAP_KEPT_MAX_BYTES, PERF_MAP_KEPT_MAX_LINES, PERF_MAP_LINE_MAX, PERF_MAP_READ_PER_LOOK,
+};
 pub use keep::{
     KeptSummary, BINARIES_KEPT_MAX_BYTES, BINARY_KEEP_MAX_BYTES, KEEP_STOP_WAIT, KEPT_DIR,
     NOT_KEPT_FILE, NOT_KEPT_LINES, NS_PROCESSES_PER_ROUND,

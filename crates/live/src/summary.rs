@@ -210,6 +210,10 @@ pub struct Summary {
     /// asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parts: Option<PartsSummary>,
+    /// The session's disk budget: its total, what parts and copies take,
+    /// the copies it refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<crate::budget::DiskSummary>,
     /// The finished session (stop only).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionSummary>,
@@ -281,6 +285,7 @@ impl Summary {
                 .collect(),
             unwind_refused: st.unwind_refused.clone(),
             parts: None,
+            disk: None,
             session: None,
         }
     }
@@ -352,6 +357,11 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
+/// Lines from a daemon, each without control characters.
+fn one_lines(s: &str) -> String {
+    s.lines().map(|l| one_line(l) + "\n").collect()
+}
+
 /// Text from a daemon or a session, one line, without control characters.
 fn one_line(s: &str) -> String {
     profkit_eventlog::shown(s).into_owned()
@@ -382,6 +392,9 @@ impl Summary {
         ));
         if let Some(p) = &self.parts {
             out.push_str(&p.text());
+        }
+        if let Some(d) = &self.disk {
+            out.push_str(&one_lines(&d.text()));
         }
         out.push_str(&format!(
             "samples:  {samples}, lost {lost} ({:.3}%)\n",
@@ -803,6 +816,36 @@ mod tests {
         assert_eq!(none.text().lines().count(), 1);
         assert!(none.text().contains("no daemon running for"));
         assert_eq!(none.session_dir_bytes, None);
+    }
+
+    /// Issue 25: status (text and JSON) names the budget, its use and
+    /// the copies it refused.
+    #[test]
+    fn status_shows_the_disk_budget_and_its_refusals() {
+        let b = crate::budget::DiskBudget::new(crate::budget::BudgetLimit {
+            total: 64 << 20,
+            source: "--max-disk".into(),
+        });
+        b.set_parts(1 << 20);
+        b.charge(1000, 2 << 20).unwrap();
+        assert!(b
+            .charge_or_refuse(1000, 15 << 20, "/proc/9/root/tmp/perf-1.map")
+            .is_err());
+        let mut s = two_cpus();
+        s.disk = Some(b.summary());
+        let t = s.status_text();
+        assert!(
+            t.contains("disk:     3.0 MiB of the 64.0 MiB budget (--max-disk): parts 1.0 MiB, copies 2.0 MiB; 1 copies refused (user_share 1)"),
+            "{t}"
+        );
+        assert!(
+            t.contains("note: disk: refused /proc/9/root/tmp/perf-1.map (uid 1000): 15.0 MiB more would pass uid 1000's quarter"),
+            "{t}"
+        );
+        let v = s.to_value();
+        assert_eq!(v["disk"]["refused"]["user_share"], 1);
+        assert_eq!(v["disk"]["extras_bytes"], 2 << 20);
+        assert_eq!(serde_json::from_value::<Summary>(v).unwrap(), s);
     }
 
     #[test]

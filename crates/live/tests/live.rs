@@ -673,3 +673,57 @@ fn an_archive_of_a_directory_others_can_write_is_refused() {
     .to_string();
     assert!(e.contains("writable"), "{e}");
 }
+
+/// Issue 25: under `--max-disk` the parts fit in what the copies leave of
+/// it (before, retention counted the parts alone), and status says so.
+#[test]
+fn retention_under_max_disk_leaves_room_for_the_copies() {
+    use profkit_live::{BudgetLimit, DiskBudget, PartsConfig};
+    let parts_left = |extras: u64| {
+        let tmp = tempfile::tempdir().unwrap();
+        let max = 4 << 10;
+        let budget = DiskBudget::new(BudgetLimit::resolve(Some(max), tmp.path()));
+        let mut e = engine_in(tmp.path())
+            .with_parts(PartsConfig {
+                rotate: None,
+                keep: None,
+                max_disk: Some(max),
+            })
+            .with_budget(budget.clone());
+        if extras > 0 {
+            budget.charge(0, extras).unwrap();
+        }
+        for _ in 0..12 {
+            e.round().unwrap();
+            e.rotate().unwrap();
+        }
+        let st = e.status();
+        let d = &st["disk"];
+        assert_eq!(d["budget_bytes"], max);
+        assert_eq!(d["extras_bytes"], extras);
+        let closed: u64 = profkit_eventlog::parts::closed_parts(tmp.path())
+            .unwrap()
+            .iter()
+            .map(|(_, p)| std::fs::metadata(p).unwrap().len())
+            .sum();
+        let current = std::fs::metadata(tmp.path().join("session.pkl"))
+            .unwrap()
+            .len();
+        // Counted at the last rotation (the part's bytes as the recorder
+        // counts them).
+        let counted = d["parts_bytes"].as_u64().unwrap();
+        assert!(
+            counted >= closed && counted <= closed + current,
+            "{counted}"
+        );
+        assert!(
+            closed + current <= max - extras,
+            "{closed} + {current} with {extras} of copies"
+        );
+        e.stop().unwrap();
+        closed
+    };
+    let alone = parts_left(0);
+    let with_copies = parts_left(2 << 10);
+    assert!(with_copies < alone, "{with_copies} against {alone}");
+}

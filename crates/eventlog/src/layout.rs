@@ -116,7 +116,14 @@ impl SessionLayout {
     /// extras a recording writes beside its parts (kallsyms, JIT maps, the
     /// kept binaries' directory): what a new start removes.
     pub fn is_extra(name: &str) -> bool {
-        name == KALLSYMS_FILE || name == DEBUG_DIR || parse_perf_map_name(name).is_some()
+        name == DEBUG_DIR || Self::is_copied_file(name)
+    }
+
+    /// Whether `name` is one of the files a recording copies into the
+    /// directory (the kallsyms copy, `perf-PID.map`): what an archive packs
+    /// beside the parts.
+    pub fn is_copied_file(name: &str) -> bool {
+        name == KALLSYMS_FILE || parse_perf_map_name(name).is_some()
     }
 }
 

@@ -625,8 +625,8 @@ pub(crate) fn remove_old_extras(dir: &Path) -> Result<()> {
         let p = e.path();
         let is_dir = std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir());
         let removed = match name {
-            "debug" if is_dir => std::fs::remove_dir_all(&p),
-            n if n == "debug" || crate::extras::is_extra(n) => std::fs::remove_file(&p),
+            profkit_eventlog::layout::DEBUG_DIR if is_dir => std::fs::remove_dir_all(&p),
+            n if profkit_eventlog::SessionLayout::is_extra(n) => std::fs::remove_file(&p),
             _ => continue,
         };
         match removed {

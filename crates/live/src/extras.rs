@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// Name of the kernel symbol table's copy in the session directory.
-pub const KALLSYMS_COPY: &str = "kallsyms";
+pub const KALLSYMS_COPY: &str = profkit_eventlog::layout::KALLSYMS_FILE;
 
 /// Where the extras are copied from (the real system by default; tests
 /// point these at fake files).
@@ -34,7 +34,7 @@ impl Default for ExtrasSources {
 
 /// Whether `name` is a session extra (an archive packs these).
 pub fn is_extra(name: &str) -> bool {
-    name == KALLSYMS_COPY || (name.starts_with("perf-") && name.ends_with(".map"))
+    profkit_eventlog::SessionLayout::is_copied_file(name)
 }
 
 /// The largest JIT map read (a runaway file is refused; its holes are

@@ -343,15 +343,15 @@ fn open_checked(
     owner: Option<Option<u32>>,
     max: u64,
 ) -> Result<Option<std::fs::File>, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let src = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(from)
-    {
-        Ok(f) => f,
+    use profkit_untrusted::{open_untrusted, Policy, Refusal};
+    // Opened no-follow and non-blocking; the owner and size are checked
+    // below, with the process's-owner wording.
+    let src = match open_untrusted(from, &Policy::regular().no_follow()) {
+        Ok(o) => o.file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err("a symbolic link".into()),
+        Err(e) if matches!(Refusal::of(&e), Some(Refusal::Link { .. })) => {
+            return Err("a symbolic link".into())
+        }
         Err(e) => return Err(e.to_string()),
     };
     check_opened(src, owner, max).map(Some)
@@ -376,26 +376,21 @@ pub(crate) fn check_metadata(
     owner: Option<Option<u32>>,
     max: u64,
 ) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt;
-    if !m.file_type().is_file() {
-        return Err("not a regular file".into());
-    }
-    if let Some(want) = owner {
-        match want {
-            None => return Err("its process's owner is unknown".into()),
-            Some(uid) if uid != m.uid() => {
-                return Err(format!(
-                    "owned by uid {}, not by the process's user (uid {uid})",
-                    m.uid()
-                ))
-            }
-            Some(_) => {}
+    use profkit_untrusted::{check, Policy, Refusal};
+    let mut policy = Policy::regular().max_bytes(max);
+    match owner {
+        Some(None) if m.file_type().is_file() => {
+            return Err("its process's owner is unknown".into())
         }
+        Some(Some(uid)) => policy = policy.owner(uid),
+        _ => {}
     }
-    if m.len() > max {
-        return Err(format!("{} bytes, over the {max}-byte limit", m.len()));
-    }
-    Ok(())
+    check(Path::new(""), m, &policy).map_err(|e| match Refusal::of(&e) {
+        Some(Refusal::Owner { owner, wanted, .. }) => {
+            format!("owned by uid {owner}, not by the process's user (uid {wanted})")
+        }
+        _ => e.to_string(),
+    })
 }
 
 /// Writes at most `max` bytes of `src` to a new 0600 file `to` (replacing

@@ -16,7 +16,7 @@
 //!   and the open): a regular file, or also a character device or FIFO where
 //!   the caller named it itself ([`Policy::devices`]: `-o /dev/null`).
 //! - **Owner** ([`Policy::owner`]): a perf map must belong to its process's
-//!   user (or root).
+//!   user ([`Policy::owner_or_root`] also takes root's).
 //! - **Size**: at most [`Policy::max_bytes`]; and not mostly holes
 //!   ([`Policy::dense`]: a sparse 1 GiB "binary" would cost 1 GB to read).
 //! - **Time box** ([`Policy::time_box`]): an open that could hang (a FUSE
@@ -75,6 +75,7 @@ pub struct Policy {
     max_bytes: Option<u64>,
     dense: bool,
     owner: Option<u32>,
+    root_too: bool,
     time_box: Option<Duration>,
 }
 
@@ -118,9 +119,18 @@ impl Policy {
         self
     }
 
-    /// Owned by `uid` or by root.
+    /// Owned by `uid` (a perf map must be its process's user's own: not
+    /// even a root-owned file, which a hard link could have put there).
     pub fn owner(mut self, uid: u32) -> Policy {
         self.owner = Some(uid);
+        self.root_too = false;
+        self
+    }
+
+    /// Owned by `uid` or by root.
+    pub fn owner_or_root(mut self, uid: u32) -> Policy {
+        self.owner = Some(uid);
+        self.root_too = true;
         self
     }
 
@@ -169,7 +179,7 @@ pub enum Refusal {
         on_disk: u64,
     },
     /// Owned by another user than the one required.
-    #[error("owned by uid {owner}, not by uid {wanted} or root")]
+    #[error("owned by uid {owner}, not by uid {wanted}")]
     Owner {
         /// The path opened.
         path: PathBuf,
@@ -343,7 +353,7 @@ pub fn check(path: &Path, meta: &Metadata, policy: &Policy) -> io::Result<()> {
         .into());
     }
     if let Some(wanted) = policy.owner {
-        if meta.uid() != wanted && meta.uid() != 0 {
+        if meta.uid() != wanted && !(policy.root_too && meta.uid() == 0) {
             return Err(Refusal::Owner {
                 path: path.to_owned(),
                 owner: meta.uid(),
@@ -435,7 +445,7 @@ mod tests {
             Refusal::Sparse { .. }
         ));
         assert!(open_untrusted(&sparse, &Policy::regular()).is_ok());
-        // Owned by root (this test runs as root or as the file's owner).
+        // Owned by this test's user.
         let me = std::fs::metadata(&file).unwrap().uid();
         assert!(open_untrusted(&file, &Policy::regular().owner(me)).is_ok());
         if me != 0 {
@@ -454,6 +464,10 @@ mod tests {
         let e = open_untrusted(&file, &Policy::regular().owner(4343)).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::PermissionDenied);
         assert!(e.to_string().contains("owned by uid 4242"), "{e}");
+        // Root's file: only where root's is accepted too.
+        std::os::unix::fs::chown(&file, Some(0), None).unwrap();
+        assert!(open_untrusted(&file, &Policy::regular().owner(4242)).is_err());
+        assert!(open_untrusted(&file, &Policy::regular().owner_or_root(4242)).is_ok());
     }
 
     #[test]

@@ -41,29 +41,32 @@
 //!   `cfi_check::MAX_ENTRY_INSTRUCTIONS` (65,536) CFI instructions: framehop
 //!   evaluates an FDE from its start on every miss of its 509-rule cache.
 //! - **Bounded per round** (issue 25.1): a round that has run for
-//!   [`UNWIND_ROUND_BUDGET`] (waits for sections not counted) steps the
-//!   rest of its user stacks by their frame pointer
+//!   [`UNWIND_ROUND_BUDGET`] of wall time (waits for sections not counted)
+//!   steps the rest of its user stacks by their frame pointer
 //!   ([`UnwindStats::stacks_over_budget`]), so the rings keep being
-//!   drained whatever one process's stacks cost. The clock is read once
-//!   every [`WINDOW_FRAMES`] DWARF frames (a read costs about as much as
-//!   a cached frame), so a round overshoots by at most that many frames.
+//!   drained whatever one process's stacks cost. The clock is read at the
+//!   end of each window of [`WINDOW_FRAMES`] DWARF frames or
+//!   [`WINDOW_MISSES`] rule-cache misses, whichever comes first (a read
+//!   costs about as much as a cached frame; a miss may cost an FDE of
+//!   65,536 instructions), so a round overshoots by a few lookups at most.
 //! - **Bounded per binary**: a window whose frames cost more than
 //!   [`DEMOTE_FRAME_COST`] each on average makes its binaries suspect,
-//!   and their next frames are timed one by one; a binary whose timed
+//!   and their next 256 frames are timed one by one, in the thread's CPU
+//!   time (a preemption is not a binary's cost); a binary whose timed
 //!   frames cost that much on average and [`DEMOTE_AFTER`] in all is
 //!   demoted: its sections are dropped and its frames stepped by the frame
 //!   pointer for the rest of the session, counted
 //!   ([`UnwindStats::demoted`]) and named in status and stop
-//!   (`SyncStage::unwind_demotions`). A binary found cheap after all
-//!   (the window was preempted) is cleared. Thresholds are for a release
-//!   build.
+//!   (`SyncStage::unwind_demotions`). One found cheap on average after its
+//!   256 frames is cleared. The cost per frame is for a release build; an
+//!   unoptimized one (the tests' daemon) allows 10 times as much.
 //!
 //! ```text
-//!  round:  begin ───────────────────────────── 100 ms ──────────── end
-//!  frames: |w1: 32 frames|w2|w3| ... |wn|  ← clock read at each window end
-//!          w2 slow (> 32 × 10 µs) → its binaries' next 256 frames timed
-//!          timed frames of B > 20 ms, > 10 µs each → B demoted (FP)
-//!          round clock ≥ budget at a window end → rest of round by FP
+//!  round:  begin ─────────────────────────────── 100 ms ────────── end
+//!  frames: |w1: 32 frames|w2: 4 misses|w3| ...   clock read at each |
+//!          w2 slow (> 10 µs a frame) → its binaries' next 256 frames timed
+//!          B's timed frames > 20 ms in all, > 10 µs each → B demoted (FP)
+//!          round clock ≥ budget at a window's end → rest of round by FP
 //! ```
 //!
 //! framehop's rule cache is keyed by a process-wide 16-bit module
@@ -136,6 +139,18 @@ pub const DEMOTE_AFTER: Duration = Duration::from_millis(20);
 /// FDEs hold `cfi_check::MAX_ENTRY_INSTRUCTIONS` instructions costs
 /// tens of µs on every miss.
 pub const DEMOTE_FRAME_COST: Duration = Duration::from_micros(10);
+
+/// How much slower an unoptimized build (the tests' daemon) runs gimli's
+/// CFI evaluation: a miss on an ordinary FDE costs tens of µs there. The
+/// demotion's cost per frame is this many times [`DEMOTE_FRAME_COST`] in
+/// such a build, so no ordinary binary is demoted by a debug daemon.
+const BUILD_SLOWDOWN: u32 = if cfg!(debug_assertions) { 10 } else { 1 };
+
+/// The average cost per frame past which a binary is suspect and, after
+/// [`DEMOTE_AFTER`], demoted: [`DEMOTE_FRAME_COST`] in a release build.
+pub(crate) fn frame_cost_limit() -> Duration {
+    DEMOTE_FRAME_COST * BUILD_SLOWDOWN
+}
 
 /// Most answers [`DwarfUnwinder::is_entry_code`] keeps.
 const ENTRY_CODE_CACHE: usize = 4096;
@@ -296,9 +311,27 @@ pub(crate) enum Clock {
 }
 
 impl Clock {
+    /// Monotonic time (the round's budget, windows).
     fn now(&self) -> Duration {
         match self {
             Clock::Real(epoch) => epoch.elapsed(),
+            #[cfg(test)]
+            Clock::Model { now, .. } => *now,
+        }
+    }
+
+    /// This thread's CPU time (a suspect binary's frames: time the thread
+    /// was preempted is not theirs). A system call, not the vDSO: only
+    /// for timed frames.
+    fn cpu(&self) -> Duration {
+        match self {
+            Clock::Real(_) => {
+                let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+                Duration::new(
+                    u64::try_from(t.tv_sec).unwrap_or(0),
+                    u32::try_from(t.tv_nsec).unwrap_or(0),
+                )
+            }
             #[cfg(test)]
             Clock::Model { now, .. } => *now,
         }
@@ -318,6 +351,11 @@ impl Clock {
 /// DWARF frames between two looks at the clock (reading it costs about as
 /// much as a frame found in the rule cache, so it is not read per frame).
 pub const WINDOW_FRAMES: u32 = 32;
+
+/// Rule-cache misses that end a window early: a miss evaluates an FDE,
+/// which may cost up to `cfi_check::MAX_ENTRY_INSTRUCTIONS` instructions,
+/// so a window of costly frames ends after a few of them.
+pub const WINDOW_MISSES: u32 = 4;
 
 /// Frames of a suspect binary timed one by one: a window of frames that
 /// cost more than [`DEMOTE_FRAME_COST`] each on average makes each binary
@@ -410,6 +448,7 @@ pub(crate) struct DwarfUnwinder {
     /// frames, the binaries they were in (consecutive ones once).
     window_start: Duration,
     window_frames: u32,
+    window_misses: u32,
     window_binaries: Vec<Cookie>,
     clock: Clock,
     stats: UnwindStats,
@@ -563,6 +602,7 @@ impl DwarfUnwinder {
             over_budget: false,
             window_start: Duration::ZERO,
             window_frames: 0,
+            window_misses: 0,
             window_binaries: Vec::new(),
             clock: Clock::Real(Instant::now()),
             stats: UnwindStats::default(),
@@ -591,6 +631,7 @@ impl DwarfUnwinder {
         self.round_start = now;
         self.window_start = now;
         self.window_frames = 0;
+        self.window_misses = 0;
         self.window_binaries.clear();
     }
 
@@ -601,7 +642,7 @@ impl DwarfUnwinder {
     fn end_window(&mut self) {
         let now = self.clock.now();
         let spent = now.saturating_sub(self.window_start);
-        if spent > DEMOTE_FRAME_COST * self.window_frames {
+        if spent > frame_cost_limit() * self.window_frames {
             for c in &self.window_binaries {
                 if let Some(Ok(l)) = self.binaries.get_mut(c) {
                     if l.timed == 0 {
@@ -615,6 +656,7 @@ impl DwarfUnwinder {
         }
         self.window_start = now;
         self.window_frames = 0;
+        self.window_misses = 0;
         self.window_binaries.clear();
     }
 
@@ -851,18 +893,20 @@ impl DwarfUnwinder {
             from = file.map(|m| (m.cookie, moved.address_for_lookup()));
             let step = match dwarf.and_then(|c| Some((c, self.binaries.get_mut(&c)?))) {
                 Some((c, Ok(l))) => {
-                    let t0 = (l.timed > 0).then(|| self.clock.now());
+                    let t0 = (l.timed > 0).then(|| self.clock.cpu());
+                    let hits = self.cache.stats().hit_count;
                     let step =
                         l.unwinder
                             .unwind_frame(moved, &mut regs, &mut self.cache, &mut read_stack);
+                    self.window_misses += u32::from(self.cache.stats().hit_count == hits);
                     self.clock.stepped(c);
                     let mut demote = false;
                     if let Some(t0) = t0 {
-                        l.spent += self.clock.now().saturating_sub(t0);
+                        l.spent += self.clock.cpu().saturating_sub(t0);
                         l.frames += 1;
                         l.timed -= 1;
                         let costly = l.spent.as_nanos()
-                            > DEMOTE_FRAME_COST.as_nanos() * u128::from(l.frames);
+                            > frame_cost_limit().as_nanos() * u128::from(l.frames);
                         demote = costly && l.spent > DEMOTE_AFTER;
                         if l.timed == 0 && !costly {
                             // Cleared.
@@ -877,7 +921,7 @@ impl DwarfUnwinder {
                     if demote {
                         self.demote(c);
                     }
-                    if self.window_frames >= WINDOW_FRAMES {
+                    if self.window_frames >= WINDOW_FRAMES || self.window_misses >= WINDOW_MISSES {
                         self.end_window();
                         if self.over_budget && !fp_only {
                             fp_only = true;

@@ -400,7 +400,7 @@ fn recorded_dwarf_stage() -> (SyncStage, SimRing, SimRecord) {
 /// average is demoted for the session, counted and named.
 #[test]
 fn unwinding_is_bounded_per_round_and_a_costly_binary_is_demoted() {
-    use crate::unwind::{DEMOTE_AFTER, DEMOTE_FRAME_COST, WINDOW_FRAMES};
+    use crate::unwind::{frame_cost_limit, DEMOTE_AFTER, WINDOW_FRAMES};
     let round = |stage: &mut SyncStage, ring: &mut SimRing, sample: &SimRecord, n: usize| {
         for _ in 0..n {
             assert!(ring.push(sample));
@@ -409,11 +409,12 @@ fn unwinding_is_bounded_per_round_and_a_costly_binary_is_demoted() {
     };
 
     // Cheap frames (half the demotion cost), a budget of 10 of them: the
-    // clock is looked at every WINDOW_FRAMES frames.
+    // clock is looked at every WINDOW_FRAMES frames (or WINDOW_MISSES
+    // rule-cache misses: the first stack's 4).
     let (mut stage, mut ring, sample) = recorded_dwarf_stage();
     let u = stage.unwinder_mut();
-    u.set_cost_model(|_| DEMOTE_FRAME_COST / 2);
-    u.set_round_budget(DEMOTE_FRAME_COST / 2 * 10);
+    u.set_cost_model(|_| frame_cost_limit() / 2);
+    u.set_round_budget(frame_cost_limit() / 2 * 10);
     assert_eq!(round(&mut stage, &mut ring, &sample, 1), 1);
     let one = stage.unwind_stats();
     assert_eq!(one.stacks_over_budget, 0);
@@ -434,25 +435,27 @@ fn unwinding_is_bounded_per_round_and_a_costly_binary_is_demoted() {
     assert_eq!((t.demoted, t.binaries), (0, 1));
     assert!(stage.unwind_demotions().is_empty());
 
-    // Frames costing twice the demotion cost: the first window makes the
-    // binary suspect, its frames are timed from then on, and it is
+    // Frames costing twice the demotion cost: the first window (the first
+    // stack's 4 misses) makes the binary suspect, its frames are timed from then on, and it is
     // demoted once DEMOTE_AFTER is spent, within the round's budget; its
     // frames cost nothing after.
     let (mut stage, mut ring, sample) = recorded_dwarf_stage();
     stage
         .unwinder_mut()
-        .set_cost_model(|_| DEMOTE_FRAME_COST * 2);
-    let timed_to_demote = (DEMOTE_AFTER.as_nanos() / (DEMOTE_FRAME_COST * 2).as_nanos()) as u64 + 1;
-    let n = 300; // more stacks than it takes (1033 frames)
+        .set_cost_model(|_| frame_cost_limit() * 2);
+    let timed_to_demote =
+        (DEMOTE_AFTER.as_nanos() / (frame_cost_limit() * 2).as_nanos()) as u64 + 1;
+    let n = 300; // more stacks than it takes (at most 4 + 1001 frames)
     assert_eq!(round(&mut stage, &mut ring, &sample, n), n as u64);
     let s = stage.unwind_stats();
     assert_eq!((s.demoted, s.stacks_over_budget), (1, 0), "{s:?}");
     let named = stage.unwind_demotions();
     assert_eq!(named.len(), 1);
+    let each = (frame_cost_limit() * 2).as_micros();
     assert!(
-        named[0].contains(
-            "testdata/unwind/callgraph-O2-nofp: unwinding its frames took 20 ms, 20 µs each"
-        ),
+        named[0].contains(&format!(
+            "testdata/unwind/callgraph-O2-nofp: unwinding its frames took 20 ms, {each} µs each"
+        )),
         "{named:?}"
     );
     assert!(

@@ -795,6 +795,17 @@ mod tests {
         let t = s.status_text();
         assert!(t.contains("10 user stacks unwound, 5.5 frames each"), "{t}");
         assert!(t.contains("1 without unwind information"), "{t}");
+        // Binaries demoted for their unwinding cost are counted and named.
+        s.unwind.demoted = 1;
+        s.unwind.stacks_over_budget = 7;
+        s.unwind_demoted = vec!["/tmp/x: unwinding its frames took 21 ms".into()];
+        let t = s.status_text();
+        assert!(t.contains("note: DWARF: 1 binaries stepped by frame pointer since their unwinding cost too much"), "{t}");
+        assert!(
+            t.contains("note: DWARF: demoted /tmp/x: unwinding its frames took 21 ms\n"),
+            "{t}"
+        );
+        assert!(t.contains("note: DWARF: 7 user stacks stepped by frame pointer past a round's unwinding budget"), "{t}");
     }
 
     #[test]

@@ -635,7 +635,8 @@ impl DwarfUnwinder {
         self.window_binaries.clear();
     }
 
-    /// Ends a window of [`WINDOW_FRAMES`] DWARF frames: the round past its
+    /// Ends a window (of [`WINDOW_FRAMES`] DWARF frames or [`WINDOW_MISSES`]
+    /// rule-cache misses): the round past its
     /// budget is marked, and the window's binaries are timed one by one
     /// if its frames cost more than [`DEMOTE_FRAME_COST`] on average.
     #[cold]

@@ -580,7 +580,7 @@ fn costly_unwind_tables_neither_freeze_a_dwarf_daemon_nor_cost_other_cpus_sample
         .current_dir(&own)
         .args(["-c", "0"])
         .arg(&prog)
-        .arg("3")
+        .arg("2")
         .status()
         .unwrap();
     assert!(attacker.success());
@@ -603,13 +603,14 @@ fn costly_unwind_tables_neither_freeze_a_dwarf_daemon_nor_cost_other_cpus_sample
         demoted.contains(prog.to_str().unwrap()) && demoted.contains("stepped by frame pointer"),
         "{demoted}"
     );
-    // While the attacker ran: the root workload's CPU lost (almost)
+    // While the attacker ran (2 s: other tests of this binary pin
+    // workers to these CPUs too): the root workload's CPU lost (almost)
     // nothing. (A debug daemon on a loaded machine may lose a few samples
     // for other reasons; before the fix this was 99 %.)
     if cpus > 1 {
         let after = samples_and_lost(&st);
         let (samples, lost) = (after[1].0 - before[1].0, after[1].1 - before[1].1);
-        assert!(samples > 100, "cpu 1: {samples} samples in 3 s");
+        assert!(samples > 100, "cpu 1: {samples} samples in 2 s");
         assert!(
             lost * 100 <= (samples + lost) * 5,
             "cpu 1 lost {lost} of {} samples while the attacker ran",

@@ -59,7 +59,8 @@
 //!   ([`UnwindStats::demoted`]) and named in status and stop
 //!   (`SyncStage::unwind_demotions`). One found cheap on average after its
 //!   256 frames is cleared. The cost per frame is for a release build; an
-//!   unoptimized one (the tests' daemon) allows 10 times as much.
+//!   unoptimized one (the tests' daemon) allows 10 times as much, and 10
+//!   times the round's budget.
 //!
 //! ```text
 //!  round:  begin ─────────────────────────────── 100 ms ────────── end
@@ -124,7 +125,8 @@ const MAX_REFUSALS_KEPT: usize = 8;
 /// their frame pointer, without unwind information
 /// ([`UnwindStats::stacks_over_budget`]). 40 % of the daemon's default
 /// 250 ms sync interval: the rings (which hold two intervals of DWARF
-/// samples) keep being drained, whatever the stacks cost.
+/// samples) keep being drained, whatever the stacks cost. (1 s in an
+/// unoptimized build: `BUILD_SLOWDOWN`.)
 pub const UNWIND_ROUND_BUDGET: Duration = Duration::from_millis(100);
 
 /// A binary whose frames have cost more than this in all
@@ -142,8 +144,11 @@ pub const DEMOTE_FRAME_COST: Duration = Duration::from_micros(10);
 
 /// How much slower an unoptimized build (the tests' daemon) runs gimli's
 /// CFI evaluation: a miss on an ordinary FDE costs tens of µs there. The
-/// demotion's cost per frame is this many times [`DEMOTE_FRAME_COST`] in
-/// such a build, so no ordinary binary is demoted by a debug daemon.
+/// demotion's cost per frame ([`DEMOTE_FRAME_COST`]) and the round's
+/// budget ([`UNWIND_ROUND_BUDGET`]) are this many times larger in such a
+/// build, so that a debug daemon neither demotes ordinary binaries nor
+/// cuts the stacks of an ordinary 1 kHz system-wide recording (whose
+/// rounds took up to 300 ms in a debug build on a loaded machine).
 const BUILD_SLOWDOWN: u32 = if cfg!(debug_assertions) { 10 } else { 1 };
 
 /// The average cost per frame past which a binary is suspect and, after
@@ -598,7 +603,7 @@ impl DwarfUnwinder {
             refusals: Vec::new(),
             demotions: Vec::new(),
             round_start: Duration::ZERO,
-            round_budget: UNWIND_ROUND_BUDGET,
+            round_budget: UNWIND_ROUND_BUDGET * BUILD_SLOWDOWN,
             over_budget: false,
             window_start: Duration::ZERO,
             window_frames: 0,

@@ -42,7 +42,8 @@
 //!   evaluates an FDE from its start on every miss of its 509-rule cache.
 //! - **Bounded per round** (issue 25.1): a round that has run for
 //!   [`UNWIND_ROUND_BUDGET`] of wall time (waits for sections not counted)
-//!   steps the rest of its user stacks by their frame pointer
+//!   and as much of the stage thread's CPU time (a preempted stage has not
+//!   spent it) steps the rest of its user stacks by their frame pointer
 //!   ([`UnwindStats::stacks_over_budget`]), so the rings keep being
 //!   drained whatever one process's stacks cost. The clock is read at the
 //!   end of each window of [`WINDOW_FRAMES`] DWARF frames or
@@ -446,6 +447,8 @@ pub(crate) struct DwarfUnwinder {
     /// When this round started (less what it waited for sections), and
     /// the time it may take before its stacks are stepped by frame pointer.
     round_start: Duration,
+    /// The thread's CPU time when this round started.
+    round_cpu_start: Duration,
     round_budget: Duration,
     /// This round has taken its budget.
     over_budget: bool,
@@ -591,7 +594,7 @@ impl Default for DwarfUnwinder {
 
 impl DwarfUnwinder {
     pub(crate) fn new(timeout: Duration) -> Self {
-        DwarfUnwinder {
+        let mut u = DwarfUnwinder {
             binaries: FxHashMap::default(),
             empty: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
@@ -603,6 +606,7 @@ impl DwarfUnwinder {
             refusals: Vec::new(),
             demotions: Vec::new(),
             round_start: Duration::ZERO,
+            round_cpu_start: Duration::ZERO,
             round_budget: UNWIND_ROUND_BUDGET * BUILD_SLOWDOWN,
             over_budget: false,
             window_start: Duration::ZERO,
@@ -611,7 +615,10 @@ impl DwarfUnwinder {
             window_binaries: Vec::new(),
             clock: Clock::Real(Instant::now()),
             stats: UnwindStats::default(),
-        }
+        };
+        // The round's clocks start now (on the stage's thread).
+        u.begin_window();
+        u
     }
 
     /// Sets the unwinding time a round may spend.
@@ -630,10 +637,11 @@ impl DwarfUnwinder {
         self.begin_window();
     }
 
-    /// Starts the round's clock and a window.
+    /// Starts the round's clocks and a window.
     fn begin_window(&mut self) {
         let now = self.clock.now();
         self.round_start = now;
+        self.round_cpu_start = self.clock.cpu();
         self.window_start = now;
         self.window_frames = 0;
         self.window_misses = 0;
@@ -657,7 +665,12 @@ impl DwarfUnwinder {
                 }
             }
         }
-        if now.saturating_sub(self.round_start) >= self.round_budget {
+        // Past the budget in wall time, and in the thread's CPU time (a
+        // system call, only in such long rounds): a stage that was
+        // preempted on a busy machine has not spent its budget.
+        if now.saturating_sub(self.round_start) >= self.round_budget
+            && self.clock.cpu().saturating_sub(self.round_cpu_start) >= self.round_budget
+        {
             self.over_budget = true;
         }
         self.window_start = now;

@@ -70,8 +70,8 @@
 //! the address (its cache holds 509 rules, so a recursion through a few
 //! thousand call sites misses on every frame). Bytes alone do not bound
 //! that: 250,000 one-byte `DW_CFA_nop`s fit in [`MAX_ENTRY_BYTES`] and cost
-//! 1.2 ms per lookup in a release build (issue 25.1). The instruction bound
-//! caps one lookup, at about 0.3 ms for nops and 4-6 ms for the costliest
+//! 1.2-1.5 ms per lookup in a release build (issue 25.1). The instruction bound
+//! caps one lookup, at about 0.3-0.4 ms for nops and 4-9 ms for the costliest
 //! instructions measured (65,000 rule changes in a row of 190 registers;
 //! 30,000 `DW_CFA_remember_state`/`restore_state` pairs, each copying a
 //! row): gimli keeps at most 192 register rules and 4 remembered rows, so

@@ -139,8 +139,8 @@ pub const DEMOTE_AFTER: Duration = Duration::from_millis(20);
 /// by the frame pointer for the rest of the session
 /// ([`UnwindStats::demoted`]). A real binary's frame costs about 0.1 µs
 /// from the rule cache and a few µs on a miss (release build); one whose
-/// FDEs hold `cfi_check::MAX_ENTRY_INSTRUCTIONS` instructions costs 0.3 ms
-/// (nops) to 6 ms (row copies) on every miss, measured.
+/// FDEs hold `cfi_check::MAX_ENTRY_INSTRUCTIONS` instructions costs 0.3-0.4 ms
+/// (nops) to 9 ms (row copies) on every miss, measured.
 pub const DEMOTE_FRAME_COST: Duration = Duration::from_micros(10);
 
 /// How much slower an unoptimized build (the tests' daemon) runs gimli's

@@ -598,7 +598,9 @@ fn costly_unwind_tables_neither_freeze_a_dwarf_daemon_nor_cost_other_cpus_sample
     );
     let st: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let demoted = st["unwind_demoted"].to_string();
-    assert_eq!(st["unwind"]["demoted"], 1, "{st}");
+    // (Other users' binaries on this machine are not demoted by their
+    // cost, but the test does not depend on it.)
+    assert!(st["unwind"]["demoted"].as_u64() >= Some(1), "{st}");
     assert!(
         demoted.contains(prog.to_str().unwrap()) && demoted.contains("stepped by frame pointer"),
         "{demoted}"

@@ -408,6 +408,15 @@ fn print_summary(s: &Summary) {
                 profkit_eventlog::shown(r)
             );
         }
+        if u.demoted > 0 {
+            println!("note: {} binaries were stepped through by their frame pointer for the rest of the session because unwinding their frames cost too much", u.demoted);
+        }
+        for d in &s.unwind_demoted {
+            println!("note: demoted: {}", profkit_report::printable(d));
+        }
+        if u.stacks_over_budget > 0 {
+            println!("note: {} user stacks (or their rest) were stepped by their frame pointer because their sync round had spent its unwinding budget", u.stacks_over_budget);
+        }
     }
     let cut: u64 = s.cpus.iter().map(|c| c.user_stacks_cut).sum();
     if cut > 0 {

@@ -445,3 +445,185 @@ fn a_users_planted_jit_maps_are_refused_at_stop_and_its_real_one_kept() {
     }
     drop(watchdog);
 }
+
+/// A program whose `rec(depth, site)` recurses `depth` deep through 4096
+/// call sites (so framehop's 509-rule cache misses on nearly every frame)
+/// and whose one FDE opens with `nops` `DW_CFA_nop`s (gimli runs them all
+/// on every lookup), spinning at the bottom; `main` calls `rec(250, ...)`
+/// for argv[1] seconds. Built from a generated assembler file.
+fn costly_cfi_program(dir: &Path, nops: u32) -> PathBuf {
+    let asm = format!(
+        r#"	.text
+	.globl	rec
+	.type	rec, @function
+rec:
+	.cfi_startproc
+	.rept {nops}
+	.cfi_escape 0
+	.endr
+	subq	$8, %rsp
+	.cfi_def_cfa_offset 16
+	testq	%rdi, %rdi
+	jz	.Lbottom
+	decq	%rdi
+	incq	%rsi
+	movq	%rsi, %rax
+	andq	$4095, %rax
+	shlq	$4, %rax
+	leaq	.Lsites(%rip), %rcx
+	addq	%rcx, %rax
+	jmp	*%rax
+.Lbottom:
+	movl	$2000000, %ecx
+1:	decl	%ecx
+	jnz	1b
+	jmp	.Lret
+	.balign 16
+.Lsites:
+	.rept 4096
+	.balign 16
+	call	rec
+	jmp	.Lret
+	.endr
+.Lret:
+	addq	$8, %rsp
+	.cfi_def_cfa_offset 8
+	ret
+	.cfi_endproc
+	.size	rec, .-rec
+	.section .note.GNU-stack,"",@progbits
+"#
+    );
+    let main = r#"#include <stdlib.h>
+#include <time.h>
+void rec(long depth, long site);
+int main(int argc, char **argv) {
+    double secs = argc > 1 ? atof(argv[1]) : 1;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long site = 0;
+    do {
+        rec(250, site);
+        site += 251;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9 < secs);
+    return 0;
+}
+"#;
+    std::fs::write(dir.join("rec.s"), asm).unwrap();
+    std::fs::write(dir.join("main.c"), main).unwrap();
+    let out = dir.join(format!("costly-cfi-{nops}"));
+    let o = Command::new("cc")
+        .args(["-O1", "-o"])
+        .arg(&out)
+        .arg(dir.join("main.c"))
+        .arg(dir.join("rec.s"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    out
+}
+
+/// Per CPU: (samples, lost) from `status --json`.
+fn samples_and_lost(st: &serde_json::Value) -> Vec<(u64, u64)> {
+    st["cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["samples"].as_u64().unwrap(), c["lost"].as_u64().unwrap()))
+        .collect()
+}
+
+/// Issue 25.1: an unprivileged user's program whose unwind information is
+/// costly to evaluate (one FDE of 60,000 `DW_CFA_nop`, under the
+/// instruction bound, recursing 250 deep through 4096 call sites) runs on
+/// CPU 0 while root records `-a --call-graph dwarf` and a root workload
+/// spins on CPU 1. Before the fix each of its samples cost the daemon
+/// seconds: status timed out after 10 s and 99 % of both CPUs' samples
+/// were lost. Now its binary is demoted to frame-pointer stepping within a
+/// few frames, named in status; status answers within a second and the
+/// root workload's CPU loses (almost) nothing while it runs.
+#[test]
+fn costly_unwind_tables_neither_freeze_a_dwarf_daemon_nor_cost_other_cpus_samples() {
+    if !perf_ok() {
+        return;
+    }
+    let Some(user) = ThrowawayUser::create() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let own = user_dir(tmp.path(), &user);
+    let prog = costly_cfi_program(tmp.path(), 60_000);
+    let ds = tmp.path().join("s");
+    let dss = ds.to_str().unwrap();
+    let _stop = StopOnDrop(ds.clone());
+    let o = profctl(
+        tmp.path(),
+        &[
+            "start",
+            "-a",
+            "-F",
+            "99",
+            "--call-graph",
+            "dwarf",
+            "--session-dir",
+            dss,
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut spin = (cpus > 1).then(|| busy_on(1));
+    std::thread::sleep(Duration::from_millis(1000));
+    let before = samples_and_lost(&status_json(tmp.path(), dss));
+    let attacker = user
+        .command("taskset")
+        .current_dir(&own)
+        .args(["-c", "0"])
+        .arg(&prog)
+        .arg("2")
+        .status()
+        .unwrap();
+    assert!(attacker.success());
+    let t = Instant::now();
+    let o = profctl(tmp.path(), &["status", "--json", "--session-dir", dss]);
+    let took = t.elapsed();
+    if let Some(s) = &mut spin {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    assert!(o.status.success(), "status failed: {}", text(&o));
+    assert!(
+        took < Duration::from_secs(1),
+        "status took {took:?}: the daemon was not draining"
+    );
+    let st: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let demoted = st["unwind_demoted"].to_string();
+    // (Other users' binaries on this machine are not demoted by their
+    // cost, but the test does not depend on it.)
+    assert!(st["unwind"]["demoted"].as_u64() >= Some(1), "{st}");
+    assert!(
+        demoted.contains(prog.to_str().unwrap()) && demoted.contains("stepped by frame pointer"),
+        "{demoted}"
+    );
+    // While the attacker ran (2 s: other tests of this binary pin
+    // workers to these CPUs too): the root workload's CPU lost (almost)
+    // nothing. (A debug daemon on a loaded machine may lose a few samples
+    // for other reasons; before the fix this was 99 %.)
+    if cpus > 1 {
+        let after = samples_and_lost(&st);
+        let (samples, lost) = (after[1].0 - before[1].0, after[1].1 - before[1].1);
+        assert!(samples > 100, "cpu 1: {samples} samples in 2 s");
+        assert!(
+            lost * 100 <= (samples + lost) * 5,
+            "cpu 1 lost {lost} of {} samples while the attacker ran",
+            samples + lost
+        );
+    }
+    let o = profctl(tmp.path(), &["stop", "--session-dir", dss]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = text(&o);
+    assert!(
+        out.contains("note: demoted: ") && out.contains("costly-cfi-60000"),
+        "{out}"
+    );
+}

@@ -101,6 +101,14 @@ pub struct UnwindSummary {
     /// information was still being read.
     #[serde(default)]
     pub frames_while_loading: u64,
+    /// Binaries demoted to frame-pointer stepping because their frames
+    /// cost too much to unwind.
+    #[serde(default)]
+    pub demoted: u64,
+    /// User stacks (or their rest) stepped by frame pointer because their
+    /// sync round had spent its unwinding budget.
+    #[serde(default)]
+    pub stacks_over_budget: u64,
 }
 
 impl From<&profkit_sync::UnwindStats> for UnwindSummary {
@@ -114,6 +122,8 @@ impl From<&profkit_sync::UnwindStats> for UnwindSummary {
             unreadable: u.unreadable,
             refused: u.refused,
             frames_while_loading: u.frames_while_loading,
+            demoted: u.demoted,
+            stacks_over_budget: u.stacks_over_budget,
         }
     }
 }
@@ -205,6 +215,10 @@ pub struct Summary {
     /// corrupt, `PATH: reason` (the first few).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unwind_refused: Vec<String>,
+    /// Binaries demoted to frame-pointer stepping for the session because
+    /// their frames cost too much to unwind, `PATH: cost` (the first few).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unwind_demoted: Vec<String>,
     /// The session's parts (`--rotate`, `--keep`, `--max-disk`, SIGHUP,
     /// `profctl rotate`); absent until the first rotation when none was
     /// asked for.
@@ -284,6 +298,7 @@ impl Summary {
                 .map(UnattributedExample::from)
                 .collect(),
             unwind_refused: st.unwind_refused.clone(),
+            unwind_demoted: st.unwind_demoted.clone(),
             parts: None,
             disk: None,
             session: None,
@@ -472,6 +487,21 @@ impl Summary {
             out.push_str(&format!(
                 "note: DWARF: {} frames stepped by frame pointer while unwind information loaded\n",
                 u.frames_while_loading
+            ));
+        }
+        if u.demoted > 0 {
+            out.push_str(&format!(
+                "note: DWARF: {} binaries stepped by frame pointer since their unwinding cost too much\n",
+                u.demoted
+            ));
+        }
+        for d in &self.unwind_demoted {
+            out.push_str(&format!("note: DWARF: demoted {}\n", one_line(d)));
+        }
+        if u.stacks_over_budget > 0 {
+            out.push_str(&format!(
+                "note: DWARF: {} user stacks stepped by frame pointer past a round's unwinding budget\n",
+                u.stacks_over_budget
             ));
         }
         let cut: u64 = self.cpus.iter().map(|c| c.user_stacks_cut).sum();
@@ -776,6 +806,17 @@ mod tests {
         let t = s.status_text();
         assert!(t.contains("10 user stacks unwound, 5.5 frames each"), "{t}");
         assert!(t.contains("1 without unwind information"), "{t}");
+        // Binaries demoted for their unwinding cost are counted and named.
+        s.unwind.demoted = 1;
+        s.unwind.stacks_over_budget = 7;
+        s.unwind_demoted = vec!["/tmp/x: unwinding its frames took 21 ms".into()];
+        let t = s.status_text();
+        assert!(t.contains("note: DWARF: 1 binaries stepped by frame pointer since their unwinding cost too much"), "{t}");
+        assert!(
+            t.contains("note: DWARF: demoted /tmp/x: unwinding its frames took 21 ms\n"),
+            "{t}"
+        );
+        assert!(t.contains("note: DWARF: 7 user stacks stepped by frame pointer past a round's unwinding budget"), "{t}");
     }
 
     #[test]

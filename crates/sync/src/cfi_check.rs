@@ -61,10 +61,26 @@
 //! CIE is parsed once (gimli would parse an FDE's CIE anew for each FDE,
 //! and a CIE may be long: its augmentation string can be "zSSSS…").
 //!
-//! A CIE or FDE longer than [`MAX_ENTRY_BYTES`] is refused too. This is
-//! not about hanging but about framehop's cost per frame, which parses the
-//! FDE and its CIE and runs their instructions on every lookup: a hostile
-//! megabyte-long FDE would cost milliseconds per frame of every sample.
+//! A CIE or FDE longer than [`MAX_ENTRY_BYTES`] is refused too, and so is
+//! an FDE whose instructions with its CIE's initial instructions number
+//! more than [`MAX_ENTRY_INSTRUCTIONS`] (65,536; the most in a survey of
+//! 1870 real binaries was 13,365). This is not about hanging but about
+//! framehop's cost per frame: on every rule-cache miss it parses the FDE
+//! and its CIE and runs their instructions from the start up to the row of
+//! the address (its cache holds 509 rules, so a recursion through a few
+//! thousand call sites misses on every frame). Bytes alone do not bound
+//! that: 250,000 one-byte `DW_CFA_nop`s fit in [`MAX_ENTRY_BYTES`] and cost
+//! 1.2-1.5 ms per lookup in a release build (issue 25.1). The instruction bound
+//! caps one lookup, at about 0.3-0.4 ms for nops and 4-9 ms for the costliest
+//! instructions measured (65,000 rule changes in a row of 190 registers;
+//! 30,000 `DW_CFA_remember_state`/`restore_state` pairs, each copying a
+//! row): gimli keeps at most 192 register rules and 4 remembered rows, so
+//! every instruction costs a bounded amount. What many lookups cost is
+//! bounded by the unwinder's round budget and per-binary demotion
+//! (`crate::unwind`): a binary of such FDEs is demoted after a few frames.
+//! Counting instructions here, rather than patching framehop, keeps
+//! framehop unmodified: the bound it lacks (work per lookup) follows from
+//! the length of what it evaluates.
 
 use gimli::{
     BaseAddresses, CallFrameInstruction, CommonInformationEntry, DebugFrame, EhFrame, EhFrameHdr,
@@ -81,6 +97,14 @@ pub const MAX_SECTION_BYTES: usize = 256 << 20;
 /// every frame it unwinds; the longest on a survey of 1876 binaries
 /// (Debian 12, x86-64) was 20 KiB.
 pub const MAX_ENTRY_BYTES: usize = 256 << 10;
+/// The most CFI instructions accepted in one FDE with its CIE's initial
+/// instructions. framehop asks gimli for the row of an address on every
+/// rule-cache miss, and gimli runs the CIE's and then the FDE's
+/// instructions from their start up to that row: this bounds the cost of
+/// one lookup. The most in a survey of this machine's 1870 binaries
+/// (Debian 12, x86-64: gcc-12's lto-dump; 5287 next, 2236 after) was
+/// 13,365; this is about 5 times that.
+pub const MAX_ENTRY_INSTRUCTIONS: u64 = 1 << 16;
 /// The longest CFI expression accepted, in bytes. The longest met in the
 /// survey was 14 bytes (libmvec's stack realignment; the PLT's are 11).
 pub const MAX_EXPRESSION_BYTES: usize = 256;
@@ -151,6 +175,8 @@ pub struct CfiStats {
     pub max_expression_bytes: u64,
     /// The longest CIE or FDE, in bytes.
     pub max_entry_bytes: u64,
+    /// The most instructions one lookup runs: an FDE's and its CIE's.
+    pub max_entry_instructions: u64,
     /// CIE/FDE instruction streams ending at an undecodable instruction.
     pub truncated_streams: u64,
 }
@@ -218,6 +244,15 @@ pub enum Reason {
     LongEntry {
         /// Its length.
         len: usize,
+        /// Which.
+        at: Entry,
+    },
+    /// An FDE whose instructions and its CIE's are more than
+    /// [`MAX_ENTRY_INSTRUCTIONS`] (each lookup may run them all).
+    #[error("{at} has {count} CFI instructions with its CIE's (more than {max})", max = MAX_ENTRY_INSTRUCTIONS)]
+    CostlyEntry {
+        /// Its instructions and its CIE's.
+        count: u64,
         /// Which.
         at: Entry,
     },
@@ -341,6 +376,8 @@ struct Checker<'b, 'd, S> {
     /// The CIEs checked so far, by offset. FDEs take their CIE from here:
     /// gimli would parse it again for each FDE.
     cies: FxHashMap<u64, CommonInformationEntry<Reader<'d>>>,
+    /// The initial instructions of each CIE checked, by offset.
+    cie_instructions: FxHashMap<u64, u64>,
     /// Steps taken, and allowed.
     work: u64,
     max_work: u64,
@@ -353,6 +390,7 @@ impl<'b, 'd, S: UnwindSection<Reader<'d>>> Checker<'b, 'd, S> {
             bases,
             stats: CfiStats::default(),
             cies: FxHashMap::default(),
+            cie_instructions: FxHashMap::default(),
             work: 0,
             max_work,
         }
@@ -448,7 +486,14 @@ impl<'b, 'd, S: UnwindSection<Reader<'d>>> Checker<'b, 'd, S> {
         }
         let section = self.section.clone();
         let instructions = fde.instructions(&section, self.bases);
-        self.check_instructions(instructions, cie.encoding(), Entry::Fde(offset))
+        let at = Entry::Fde(offset);
+        let count = self.check_instructions(instructions, cie.encoding(), at)?
+            + self.cie_instructions.get(&cie_offset).copied().unwrap_or(0);
+        if count > MAX_ENTRY_INSTRUCTIONS {
+            return Err(Reason::CostlyEntry { count, at });
+        }
+        self.stats.max_entry_instructions = self.stats.max_entry_instructions.max(count);
+        Ok(())
     }
 
     /// Checks a CIE just parsed (its parse, linear in its length, is
@@ -463,27 +508,33 @@ impl<'b, 'd, S: UnwindSection<Reader<'d>>> Checker<'b, 'd, S> {
         self.stats.cies += 1;
         let section = self.section.clone();
         let instructions = cie.instructions(&section, self.bases);
-        self.check_instructions(instructions, cie.encoding(), at)
+        let count = self.check_instructions(instructions, cie.encoding(), at)?;
+        self.cie_instructions.insert(cie.offset() as u64, count);
+        Ok(())
     }
 
+    /// Checks an instruction stream; returns how many instructions
+    /// evaluation may run (up to an undecodable one).
     fn check_instructions(
         &mut self,
         mut instructions: gimli::CallFrameInstructionIter<'_, Reader<'d>>,
         encoding: Encoding,
         at: Entry,
-    ) -> Result<(), Reason> {
+    ) -> Result<u64, Reason> {
+        let mut count = 0;
         loop {
             self.step()?;
             let instruction = match instructions.next() {
                 Ok(Some(instruction)) => instruction,
-                Ok(None) => return Ok(()),
+                Ok(None) => return Ok(count),
                 Err(_) => {
                     // gimli's unwind table stops here with an error too:
                     // nothing after this instruction is ever evaluated.
                     self.stats.truncated_streams += 1;
-                    return Ok(());
+                    return Ok(count);
                 }
             };
+            count += 1;
             self.stats.instructions += 1;
             match instruction {
                 CallFrameInstruction::DefCfaExpression { expression }
@@ -760,6 +811,7 @@ mod tests {
                             || s.hdr_only_fdes > 0
                             || s.max_expression_bytes > 11
                             || s.max_entry_bytes > 1024
+                            || s.max_entry_instructions > 1024
                             || what == ".debug_frame"
                             || time > Duration::from_millis(10)
                         {
@@ -775,6 +827,8 @@ mod tests {
                             total.max_expression_bytes =
                                 total.max_expression_bytes.max(s.max_expression_bytes);
                             total.max_entry_bytes = total.max_entry_bytes.max(s.max_entry_bytes);
+                            total.max_entry_instructions =
+                                total.max_entry_instructions.max(s.max_entry_instructions);
                         }
                     }
                 }
@@ -1166,6 +1220,43 @@ mod tests {
             reason(check_eh(&data)),
             Reason::LongEntry {
                 at: Entry::Cie(0),
+                ..
+            }
+        ));
+    }
+
+    /// Issue 25.1: one FDE of 250,000 `DW_CFA_nop` (250 KB, under
+    /// MAX_ENTRY_BYTES, no expression) costs framehop 250,000 instructions
+    /// on every rule-cache miss: refused for its instruction count, with
+    /// its CIE's counted in.
+    #[test]
+    fn an_fde_with_too_many_instructions_is_refused() {
+        let data = eh_frame(&vec![0; 250_000]);
+        assert!(data.len() < MAX_ENTRY_BYTES);
+        let err = check_eh(&data).unwrap_err();
+        let Reason::CostlyEntry { count, at } = err.reason else {
+            panic!("{err}");
+        };
+        assert_eq!(at, Entry::Fde(0x18));
+        // The FDE's nops and padding, the CIE's 2 instructions and 2 nops.
+        assert!((250_004..250_012).contains(&count), "{count}");
+        assert!(err.to_string().contains("FDE 0x18 has"), "{err}");
+
+        // Just under the bound: accepted, and the count reported.
+        let max = MAX_ENTRY_INSTRUCTIONS as usize;
+        let stats = check_eh(&eh_frame(&vec![0; max - 16])).unwrap();
+        assert!(
+            (max as u64 - 12..=max as u64).contains(&stats.max_entry_instructions),
+            "{stats:?}"
+        );
+        // The CIE's instructions count for each of its FDEs.
+        let mut data = eh_cie(&vec![0; max - 16]);
+        data.extend(eh_fde(data.len(), 0, 0x1000, &[0; 32]));
+        data.extend([0; 4]);
+        assert!(matches!(
+            reason(check_eh(&data)),
+            Reason::CostlyEntry {
+                at: Entry::Fde(_),
                 ..
             }
         ));

@@ -139,5 +139,6 @@ pub use stacks::{
 };
 pub use stage::{Chunk, SyncOptions, SyncStage, TableSizes};
 pub use unwind::{
-    UnwindStats, CFI_FIRST_WAIT, CFI_ROUND_WAIT, CFI_TIMEOUT, MAX_CFI_HELD, MAX_CFI_SECTION,
+    UnwindStats, CFI_FIRST_WAIT, CFI_ROUND_WAIT, CFI_TIMEOUT, DEMOTE_AFTER, DEMOTE_FRAME_COST,
+    MAX_CFI_HELD, MAX_CFI_SECTION, UNWIND_ROUND_BUDGET, WINDOW_FRAMES, WINDOW_MISSES,
 };

@@ -104,6 +104,9 @@ pub struct RecorderStatus {
     pub unattributed: Vec<crate::UnattributedSample>,
     /// Binaries whose unwind information was refused, `PATH: reason`.
     pub unwind_refused: Vec<String>,
+    /// Binaries demoted to frame-pointer stepping for their unwinding
+    /// cost, `PATH: cost`.
+    pub unwind_demoted: Vec<String>,
 }
 
 /// Rings, stage, buffer and writer. See the module docs.
@@ -204,6 +207,7 @@ impl<S: RingSource> Recorder<S> {
             unwind: self.stage.unwind_stats(),
             unattributed: self.stage.unattributed_examples().to_vec(),
             unwind_refused: self.stage.unwind_refusals(),
+            unwind_demoted: self.stage.unwind_demotions(),
         }
     }
 

@@ -37,7 +37,39 @@
 //! - **JIT and anonymous code** (no unwind information): the frame pointer
 //!   for that step (framehop's fallback rule), then DWARF again.
 //! - **Bounded per sample**: at most [`crate::MAX_STACK_FRAMES`] + 1 steps,
-//!   each a rule-cache lookup or one FDE evaluation.
+//!   each a rule-cache lookup or one FDE evaluation, which runs at most
+//!   `cfi_check::MAX_ENTRY_INSTRUCTIONS` (65,536) CFI instructions: framehop
+//!   evaluates an FDE from its start on every miss of its 509-rule cache.
+//! - **Bounded per round** (issue 25.1): a round that has run for
+//!   [`UNWIND_ROUND_BUDGET`] of wall time (waits for sections not counted)
+//!   and as much of the stage thread's CPU time (a preempted stage has not
+//!   spent it) steps the rest of its user stacks by their frame pointer
+//!   ([`UnwindStats::stacks_over_budget`]), so the rings keep being
+//!   drained whatever one process's stacks cost. The clock is read at the
+//!   end of each window of [`WINDOW_FRAMES`] DWARF frames or
+//!   [`WINDOW_MISSES`] rule-cache misses, whichever comes first (a read
+//!   costs about as much as a cached frame; a miss may cost an FDE of
+//!   65,536 instructions), so a round overshoots by a few lookups at most.
+//! - **Bounded per binary**: a window whose frames cost more than
+//!   [`DEMOTE_FRAME_COST`] each on average makes its binaries suspect,
+//!   and their next 256 frames are timed one by one, in the thread's CPU
+//!   time (a preemption is not a binary's cost); a binary whose timed
+//!   frames cost that much on average and [`DEMOTE_AFTER`] in all is
+//!   demoted: its sections are dropped and its frames stepped by the frame
+//!   pointer for the rest of the session, counted
+//!   ([`UnwindStats::demoted`]) and named in status and stop
+//!   (`SyncStage::unwind_demotions`). One found cheap on average after its
+//!   256 frames is cleared. The cost per frame is for a release build; an
+//!   unoptimized one (the tests' daemon) allows 10 times as much, and 10
+//!   times the round's budget.
+//!
+//! ```text
+//!  round:  begin ─────────────────────────────── 100 ms ────────── end
+//!  frames: |w1: 32 frames|w2: 4 misses|w3| ...   clock read at each |
+//!          w2 slow (> 10 µs a frame) → its binaries' next 256 frames timed
+//!          B's timed frames > 20 ms in all, > 10 µs each → B demoted (FP)
+//!          round clock ≥ budget at a window's end → rest of round by FP
+//! ```
 //!
 //! framehop's rule cache is keyed by a process-wide 16-bit module
 //! generation, bumped for every unwinder built: before 2^16 builds could
@@ -85,8 +117,46 @@ pub const MAX_CFI_SECTION: u64 = 256 << 20;
 /// keeps a bounded cache (a Rust toolchain's librustc_driver holds 10 MiB).
 pub const MAX_CFI_HELD: u64 = 512 << 20;
 
-/// Refusal reasons kept for the stop summary (all are counted).
+/// Refusal reasons kept for the stop summary (all are counted); so many
+/// demoted binaries' names too.
 const MAX_REFUSALS_KEPT: usize = 8;
+
+/// The unwinding time a sync round may spend: past it, the round's other
+/// user stacks (and the rest of the one being unwound) are stepped by
+/// their frame pointer, without unwind information
+/// ([`UnwindStats::stacks_over_budget`]). 40 % of the daemon's default
+/// 250 ms sync interval: the rings (which hold two intervals of DWARF
+/// samples) keep being drained, whatever the stacks cost. (1 s in an
+/// unoptimized build: `BUILD_SLOWDOWN`.)
+pub const UNWIND_ROUND_BUDGET: Duration = Duration::from_millis(100);
+
+/// A binary whose frames have cost more than this in all
+/// ([`DEMOTE_FRAME_COST`] on average) is demoted.
+pub const DEMOTE_AFTER: Duration = Duration::from_millis(20);
+
+/// A binary whose frames cost more than this each, on average, once they
+/// have cost [`DEMOTE_AFTER`] in all, is demoted: its frames are stepped
+/// by the frame pointer for the rest of the session
+/// ([`UnwindStats::demoted`]). A real binary's frame costs about 0.1 µs
+/// from the rule cache and a few µs on a miss (release build); one whose
+/// FDEs hold `cfi_check::MAX_ENTRY_INSTRUCTIONS` instructions costs 0.3-0.4 ms
+/// (nops) to 9 ms (row copies) on every miss, measured.
+pub const DEMOTE_FRAME_COST: Duration = Duration::from_micros(10);
+
+/// How much slower an unoptimized build (the tests' daemon) runs gimli's
+/// CFI evaluation: a miss on an ordinary FDE costs tens of µs there. The
+/// demotion's cost per frame ([`DEMOTE_FRAME_COST`]) and the round's
+/// budget ([`UNWIND_ROUND_BUDGET`]) are this many times larger in such a
+/// build, so that a debug daemon neither demotes ordinary binaries nor
+/// cuts the stacks of an ordinary 1 kHz system-wide recording (whose
+/// rounds took up to 300 ms in a debug build on a loaded machine).
+const BUILD_SLOWDOWN: u32 = if cfg!(debug_assertions) { 10 } else { 1 };
+
+/// The average cost per frame past which a binary is suspect and, after
+/// [`DEMOTE_AFTER`], demoted: [`DEMOTE_FRAME_COST`] in a release build.
+pub(crate) fn frame_cost_limit() -> Duration {
+    DEMOTE_FRAME_COST * BUILD_SLOWDOWN
+}
 
 /// Most answers [`DwarfUnwinder::is_entry_code`] keeps.
 const ENTRY_CODE_CACHE: usize = 4096;
@@ -215,7 +285,92 @@ pub(crate) enum CfiMissing {
     Refused(String),
     /// Reading it took longer than [`CFI_TIMEOUT`].
     TimedOut,
+    /// Its frames cost too much to unwind ([`DEMOTE_FRAME_COST`]).
+    Demoted,
 }
+
+/// A binary's unwind information in use, and what its frames have cost.
+struct Loaded {
+    sections: CfiSections,
+    unwinder: UnwinderX86_64<Data>,
+    /// Frames still to be timed one by one (0: not timed; see
+    /// [`TIMED_FRAMES`]), and what those timed so far cost.
+    timed: u32,
+    spent: Duration,
+    frames: u64,
+}
+
+/// The unwinder's clock: the real one, or (tests) a cost model in which
+/// time passes only by a fixed cost per frame of each binary.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Clock {
+    /// Time since the unwinder was made.
+    Real(Instant),
+    /// The time the frames stepped so far cost, by this model.
+    #[cfg(test)]
+    Model {
+        /// What one frame of a binary costs.
+        cost: fn(Cookie) -> Duration,
+        /// The time now.
+        now: Duration,
+    },
+}
+
+impl Clock {
+    /// Monotonic time (the round's budget, windows).
+    fn now(&self) -> Duration {
+        match self {
+            Clock::Real(epoch) => epoch.elapsed(),
+            #[cfg(test)]
+            Clock::Model { now, .. } => *now,
+        }
+    }
+
+    /// This thread's CPU time (a suspect binary's frames: time the thread
+    /// was preempted is not theirs). A system call, not the vDSO: only
+    /// for timed frames.
+    fn cpu(&self) -> Duration {
+        match self {
+            Clock::Real(_) => {
+                let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+                Duration::new(
+                    u64::try_from(t.tv_sec).unwrap_or(0),
+                    u32::try_from(t.tv_nsec).unwrap_or(0),
+                )
+            }
+            #[cfg(test)]
+            Clock::Model { now, .. } => *now,
+        }
+    }
+
+    /// A frame of `cookie` was stepped (the model's time passes).
+    #[inline]
+    fn stepped(&mut self, cookie: Cookie) {
+        let _ = cookie;
+        #[cfg(test)]
+        if let Clock::Model { cost, now } = self {
+            *now += cost(cookie);
+        }
+    }
+}
+
+/// DWARF frames between two looks at the clock (reading it costs about as
+/// much as a frame found in the rule cache, so it is not read per frame).
+pub const WINDOW_FRAMES: u32 = 32;
+
+/// Rule-cache misses that end a window early: a miss evaluates an FDE,
+/// which may cost up to `cfi_check::MAX_ENTRY_INSTRUCTIONS` instructions,
+/// so a window of costly frames ends after a few of them.
+pub const WINDOW_MISSES: u32 = 4;
+
+/// Frames of a suspect binary timed one by one: a window of frames that
+/// cost more than [`DEMOTE_FRAME_COST`] each on average makes each binary
+/// in it suspect, and its next so many frames are timed. If its timed
+/// frames so far cost less than that on average, it is cleared (the
+/// window was slow for another reason: a preemption, another binary);
+/// else it stays suspect and is timed again after its next slow window,
+/// until it is demoted.
+const TIMED_FRAMES: u32 = 256;
 
 /// The unwinder's counters (`SyncStage::unwind_stats`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -241,6 +396,12 @@ pub struct UnwindStats {
     /// Frames stepped by the frame pointer because their binary's unwind
     /// information was still being read ([`CFI_FIRST_WAIT`]).
     pub frames_while_loading: u64,
+    /// Binaries whose frames cost too much to unwind
+    /// ([`DEMOTE_FRAME_COST`]), stepped by the frame pointer since.
+    pub demoted: u64,
+    /// User stacks (all or the rest of them) stepped by the frame pointer
+    /// because their round had spent its [`UNWIND_ROUND_BUDGET`].
+    pub stacks_over_budget: u64,
 }
 
 /// How an unwind ended.
@@ -261,7 +422,7 @@ type CfiAnswer = Result<CfiSections, CfiMissing>;
 /// The sync stage's DWARF unwinder: per-binary unwind information by
 /// cookie, one rule cache.
 pub(crate) struct DwarfUnwinder {
-    binaries: FxHashMap<Cookie, Result<(CfiSections, UnwinderX86_64<Data>), CfiMissing>>,
+    binaries: FxHashMap<Cookie, Result<Loaded, CfiMissing>>,
     /// Unwinds anonymous code and binaries without information: framehop's
     /// frame-pointer fallback.
     empty: UnwinderX86_64<Data>,
@@ -280,6 +441,24 @@ pub(crate) struct DwarfUnwinder {
     /// Why binaries' unwind information was refused (the first
     /// [`MAX_REFUSALS_KEPT`]), for the stop summary.
     refusals: Vec<(Cookie, String)>,
+    /// Demoted binaries and what their frames cost (the first
+    /// [`MAX_REFUSALS_KEPT`]).
+    demotions: Vec<(Cookie, String)>,
+    /// When this round started (less what it waited for sections), and
+    /// the time it may take before its stacks are stepped by frame pointer.
+    round_start: Duration,
+    /// The thread's CPU time when this round started.
+    round_cpu_start: Duration,
+    round_budget: Duration,
+    /// This round has taken its budget.
+    over_budget: bool,
+    /// The current window: when it started (less waits), its DWARF
+    /// frames, the binaries they were in (consecutive ones once).
+    window_start: Duration,
+    window_frames: u32,
+    window_misses: u32,
+    window_binaries: Vec<Cookie>,
+    clock: Clock,
     stats: UnwindStats,
 }
 
@@ -415,7 +594,7 @@ impl Default for DwarfUnwinder {
 
 impl DwarfUnwinder {
     pub(crate) fn new(timeout: Duration) -> Self {
-        DwarfUnwinder {
+        let mut u = DwarfUnwinder {
             binaries: FxHashMap::default(),
             empty: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
@@ -425,8 +604,107 @@ impl DwarfUnwinder {
             round_wait: CFI_ROUND_WAIT,
             entry_code: FxHashMap::default(),
             refusals: Vec::new(),
+            demotions: Vec::new(),
+            round_start: Duration::ZERO,
+            round_cpu_start: Duration::ZERO,
+            round_budget: UNWIND_ROUND_BUDGET * BUILD_SLOWDOWN,
+            over_budget: false,
+            window_start: Duration::ZERO,
+            window_frames: 0,
+            window_misses: 0,
+            window_binaries: Vec::new(),
+            clock: Clock::Real(Instant::now()),
             stats: UnwindStats::default(),
+        };
+        // The round's clocks start now (on the stage's thread).
+        u.begin_window();
+        u
+    }
+
+    /// Sets the unwinding time a round may spend.
+    #[cfg(test)]
+    pub(crate) fn set_round_budget(&mut self, budget: Duration) {
+        self.round_budget = budget;
+    }
+
+    /// Charges each frame of a binary `cost` instead of the time it takes.
+    #[cfg(test)]
+    pub(crate) fn set_cost_model(&mut self, cost: fn(Cookie) -> Duration) {
+        self.clock = Clock::Model {
+            cost,
+            now: Duration::ZERO,
+        };
+        self.begin_window();
+    }
+
+    /// Starts the round's clocks and a window.
+    fn begin_window(&mut self) {
+        let now = self.clock.now();
+        self.round_start = now;
+        self.round_cpu_start = self.clock.cpu();
+        self.window_start = now;
+        self.window_frames = 0;
+        self.window_misses = 0;
+        self.window_binaries.clear();
+    }
+
+    /// Ends a window (of [`WINDOW_FRAMES`] DWARF frames or [`WINDOW_MISSES`]
+    /// rule-cache misses): the round past its
+    /// budget is marked, and the window's binaries are timed one by one
+    /// if its frames cost more than [`DEMOTE_FRAME_COST`] on average.
+    #[cold]
+    fn end_window(&mut self) {
+        let now = self.clock.now();
+        let spent = now.saturating_sub(self.window_start);
+        if spent > frame_cost_limit() * self.window_frames {
+            for c in &self.window_binaries {
+                if let Some(Ok(l)) = self.binaries.get_mut(c) {
+                    if l.timed == 0 {
+                        l.timed = TIMED_FRAMES;
+                    }
+                }
+            }
         }
+        // Past the budget in wall time, and in the thread's CPU time (a
+        // system call, only in such long rounds): a stage that was
+        // preempted on a busy machine has not spent its budget.
+        if now.saturating_sub(self.round_start) >= self.round_budget
+            && self.clock.cpu().saturating_sub(self.round_cpu_start) >= self.round_budget
+        {
+            self.over_budget = true;
+        }
+        self.window_start = now;
+        self.window_frames = 0;
+        self.window_misses = 0;
+        self.window_binaries.clear();
+    }
+
+    /// Binaries demoted for their cost, and what it was.
+    pub(crate) fn demotions(&self) -> &[(Cookie, String)] {
+        &self.demotions
+    }
+
+    /// Demotes a binary whose frames cost too much: its sections are
+    /// dropped and its frames stepped by the frame pointer from now on.
+    #[cold]
+    fn demote(&mut self, cookie: Cookie) {
+        let Some(Ok(l)) = self.binaries.remove(&cookie) else {
+            return;
+        };
+        self.held = self.held.saturating_sub(l.sections.bytes() as u64);
+        self.stats.demoted += 1;
+        if self.demotions.len() < MAX_REFUSALS_KEPT {
+            self.demotions.push((
+                cookie,
+                format!(
+                    "unwinding its frames took {} ms, {} µs each over {} frames: stepped by frame pointer since",
+                    l.spent.as_millis(),
+                    l.spent.as_micros() / u128::from(l.frames.max(1)),
+                    l.frames
+                ),
+            ));
+        }
+        self.binaries.insert(cookie, Err(CfiMissing::Demoted));
     }
 
     pub(crate) fn stats(&self) -> UnwindStats {
@@ -442,6 +720,8 @@ impl DwarfUnwinder {
     /// came in since (also late ones of reads given up) are taken.
     pub(crate) fn begin_round(&mut self) {
         self.round_wait = CFI_ROUND_WAIT;
+        self.over_budget = false;
+        self.begin_window();
         for (c, a) in self.reader.poll(Duration::ZERO) {
             self.install(c, a);
         }
@@ -457,7 +737,7 @@ impl DwarfUnwinder {
         self.empty = UnwinderX86_64::new();
         self.generations = 1;
         for b in self.binaries.values_mut().flatten() {
-            b.1 = b.0.unwinder();
+            b.unwinder = b.sections.unwinder();
             self.generations += 2;
         }
         self.stats.resets += 1;
@@ -493,7 +773,11 @@ impl DwarfUnwinder {
                 break;
             }
         }
-        self.round_wait = self.round_wait.saturating_sub(start.elapsed());
+        let waited = start.elapsed();
+        self.round_wait = self.round_wait.saturating_sub(waited);
+        // Waiting is not unwinding: the round's and window's clocks stop.
+        self.round_start += waited;
+        self.window_start += waited;
     }
 
     /// Takes a binary's answer into the table.
@@ -520,8 +804,14 @@ impl DwarfUnwinder {
                 self.stats.binaries += 1;
                 self.stats.bytes += n;
                 self.generations += 2;
-                let u = sections.unwinder();
-                Ok((sections, u))
+                let unwinder = sections.unwinder();
+                Ok(Loaded {
+                    sections,
+                    unwinder,
+                    timed: 0,
+                    spent: Duration::ZERO,
+                    frames: 0,
+                })
             }
             Err(why) => {
                 match &why {
@@ -533,6 +823,7 @@ impl DwarfUnwinder {
                         }
                     }
                     CfiMissing::Unreadable | CfiMissing::TimedOut => self.stats.unreadable += 1,
+                    CfiMissing::Demoted => {}
                 }
                 Err(why)
             }
@@ -573,6 +864,9 @@ impl DwarfUnwinder {
         let limit = out.len() + crate::MAX_STACK_FRAMES + 1;
         // The binary and own address of the frame `addr` was found from.
         let mut from: Option<(Cookie, u64)> = None;
+        // Past the round's budget: every frame by its frame pointer.
+        let mut fp_only = self.over_budget;
+        self.stats.stacks_over_budget += u64::from(fp_only);
         while out.len() < limit {
             let map = process.and_then(|p| p.map_at(addr.address_for_lookup(), time));
             if map.is_none() {
@@ -589,21 +883,21 @@ impl DwarfUnwinder {
                 }
                 return UnwindEnd::Failed;
             }
+            let file = map.filter(|m| m.kind == MapKind::File);
             let mut bias = 0;
-            if let Some(m) = map.filter(|m| m.kind == MapKind::File) {
+            // The binary whose unwind information steps this frame.
+            let mut dwarf = None;
+            if let Some(m) = file.filter(|_| !fp_only) {
                 self.load(m.cookie, || source(m));
-                if let Some(Ok((sections, _))) = self.binaries.get(&m.cookie) {
-                    bias = sections.bias(m);
+                match self.binaries.get(&m.cookie) {
+                    Some(Ok(l)) => {
+                        bias = l.sections.bias(m);
+                        dwarf = Some(m.cookie);
+                    }
+                    None => self.stats.frames_while_loading += 1,
+                    Some(Err(_)) => {}
                 }
             }
-            let unwinder = match map.and_then(|m| self.binaries.get(&m.cookie)) {
-                Some(Ok((_, u))) if map.is_some_and(|m| m.kind == MapKind::File) => u,
-                None if map.is_some_and(|m| m.kind == MapKind::File) => {
-                    self.stats.frames_while_loading += 1;
-                    &self.empty
-                }
-                _ => &self.empty,
-            };
             let moved = match addr {
                 FrameAddress::InstructionPointer(a) => {
                     Some(FrameAddress::from_instruction_pointer(a.wrapping_sub(bias)))
@@ -615,10 +909,51 @@ impl DwarfUnwinder {
             let Some(moved) = moved else {
                 return UnwindEnd::Failed;
             };
-            from = map
-                .filter(|m| m.kind == MapKind::File)
-                .map(|m| (m.cookie, moved.address_for_lookup()));
-            match unwinder.unwind_frame(moved, &mut regs, &mut self.cache, &mut read_stack) {
+            from = file.map(|m| (m.cookie, moved.address_for_lookup()));
+            let step = match dwarf.and_then(|c| Some((c, self.binaries.get_mut(&c)?))) {
+                Some((c, Ok(l))) => {
+                    let t0 = (l.timed > 0).then(|| self.clock.cpu());
+                    let hits = self.cache.stats().hit_count;
+                    let step =
+                        l.unwinder
+                            .unwind_frame(moved, &mut regs, &mut self.cache, &mut read_stack);
+                    self.window_misses += u32::from(self.cache.stats().hit_count == hits);
+                    self.clock.stepped(c);
+                    let mut demote = false;
+                    if let Some(t0) = t0 {
+                        l.spent += self.clock.cpu().saturating_sub(t0);
+                        l.frames += 1;
+                        l.timed -= 1;
+                        let costly = l.spent.as_nanos()
+                            > frame_cost_limit().as_nanos() * u128::from(l.frames);
+                        demote = costly && l.spent > DEMOTE_AFTER;
+                        if l.timed == 0 && !costly {
+                            // Cleared.
+                            l.spent = Duration::ZERO;
+                            l.frames = 0;
+                        }
+                    }
+                    if self.window_binaries.last() != Some(&c) {
+                        self.window_binaries.push(c);
+                    }
+                    self.window_frames += 1;
+                    if demote {
+                        self.demote(c);
+                    }
+                    if self.window_frames >= WINDOW_FRAMES || self.window_misses >= WINDOW_MISSES {
+                        self.end_window();
+                        if self.over_budget && !fp_only {
+                            fp_only = true;
+                            self.stats.stacks_over_budget += 1;
+                        }
+                    }
+                    step
+                }
+                _ => self
+                    .empty
+                    .unwind_frame(moved, &mut regs, &mut self.cache, &mut read_stack),
+            };
+            match step {
                 Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
                     Some(next) => {
                         self.stats.frames += 1;
@@ -652,10 +987,10 @@ impl DwarfUnwinder {
         if let Some(&known) = self.entry_code.get(&key) {
             return known;
         }
-        let Some(Ok((s, _))) = self.binaries.get(&key.0) else {
+        let Some(Ok(l)) = self.binaries.get(&key.0) else {
             return false;
         };
-        let entry = s.covers(key.1) == Some(false);
+        let entry = l.sections.covers(key.1) == Some(false);
         if self.entry_code.len() >= ENTRY_CODE_CACHE {
             self.entry_code.clear();
         }

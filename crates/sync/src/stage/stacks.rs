@@ -162,6 +162,28 @@ impl SyncStage {
         })
     }
 
+    /// Binaries demoted to frame-pointer stepping because their frames
+    /// cost too much to unwind, as `PATH: cost` (the first few;
+    /// `UnwindStats::demoted` counts all).
+    pub fn unwind_demotions(&self) -> Vec<String> {
+        self.unwinder.as_ref().map_or_else(Vec::new, |u| {
+            u.demotions()
+                .iter()
+                .map(|(c, why)| {
+                    let path = self.known.get(c).map_or("?", |e| e.path.as_str());
+                    format!("{path}: {why}")
+                })
+                .collect()
+        })
+    }
+
+    /// The DWARF unwinder, made now if it was not (tests set its budget
+    /// and clock).
+    #[cfg(test)]
+    pub(crate) fn unwinder_mut(&mut self) -> &mut crate::unwind::DwarfUnwinder {
+        self.unwinder.get_or_insert_with(Default::default)
+    }
+
     /// The DWARF unwinder's counters (zero without DWARF call graphs).
     pub fn unwind_stats(&self) -> UnwindStats {
         self.unwinder

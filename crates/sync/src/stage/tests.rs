@@ -488,3 +488,140 @@ fn an_unidentified_claim_is_not_the_build_ids_cookie() {
     assert_ne!(c, build_id_cookie(&[7; 20]));
     assert_eq!(stage.known[&c].file, FileCheck::Unverified);
 }
+
+/// The gdb-recorded stack of `testdata/unwind` (an -O2 binary without
+/// frame pointers): a stage that knows the binary's mapping in pid 77,
+/// and the sample carrying that stack.
+fn recorded_dwarf_stage() -> (SyncStage, SimRing, SimRecord) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/unwind");
+    let text = std::fs::read_to_string(dir.join("callgraph-O2-nofp.stack")).unwrap();
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+    let (mut r, mut m, mut stack) = ([0; 3], [0; 3], Vec::new());
+    let mut in_stack = false;
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        match w[0] {
+            "ip" => r[0] = hex(w[1]),
+            "sp" => r[1] = hex(w[1]),
+            "bp" => r[2] = hex(w[1]),
+            "map" => m = [hex(w[1]), hex(w[2]), hex(w[3])],
+            "stack" => in_stack = true,
+            _ if in_stack => w.iter().for_each(|v| stack.extend(hex(v).to_le_bytes())),
+            _ => {}
+        }
+    }
+    let layout = Layout {
+        callchain: true,
+        user_stack: 512,
+        cgroup: false,
+    };
+    let bin = dir.join("callgraph-O2-nofp");
+    let mut stage = SyncStage::new(SyncOptions {
+        layout,
+        paths: Default::default(),
+        use_procfs: false,
+    });
+    let mut ring = SimRing::new(0, 4 << 20, layout);
+    assert!(ring.push(&SimRecord::Mmap2 {
+        pid: 77,
+        tid: 77,
+        addr: m[0],
+        len: m[1] - m[0],
+        pgoff: m[2],
+        ino: 0,
+        build_id: crate::binfile::read_build_id_at(&bin),
+        prot: 5,
+        filename: bin.to_str().unwrap().into(),
+        time: 1,
+    }));
+    stage.round(std::slice::from_mut(&mut ring), 2);
+    let sample = SimRecord::UserSample {
+        ip: r[0],
+        pid: 77,
+        tid: 77,
+        time: 3,
+        period: 1,
+        callchain: vec![],
+        bp: r[2],
+        sp: r[1],
+        stack,
+    };
+    (stage, ring, sample)
+}
+
+/// Issue 25.1: the work of unwinding is bounded per round and per binary,
+/// whatever a binary's unwind information costs. Frames are charged by a
+/// cost model here (no timing in tests): past the round's budget the rest
+/// of the round's stacks are stepped by frame pointer, counted, and the
+/// next round unwinds again; a binary whose frames cost too much on
+/// average is demoted for the session, counted and named.
+#[test]
+fn unwinding_is_bounded_per_round_and_a_costly_binary_is_demoted() {
+    use crate::unwind::{frame_cost_limit, DEMOTE_AFTER, WINDOW_FRAMES};
+    let round = |stage: &mut SyncStage, ring: &mut SimRing, sample: &SimRecord, n: usize| {
+        for _ in 0..n {
+            assert!(ring.push(sample));
+        }
+        stage.round(std::slice::from_mut(ring), 4).samples()
+    };
+
+    // Cheap frames (half the demotion cost), a budget of 10 of them: the
+    // clock is looked at every WINDOW_FRAMES frames (or WINDOW_MISSES
+    // rule-cache misses: the first stack's 4).
+    let (mut stage, mut ring, sample) = recorded_dwarf_stage();
+    let u = stage.unwinder_mut();
+    u.set_cost_model(|_| frame_cost_limit() / 2);
+    u.set_round_budget(frame_cost_limit() / 2 * 10);
+    assert_eq!(round(&mut stage, &mut ring, &sample, 1), 1);
+    let one = stage.unwind_stats();
+    assert_eq!(one.stacks_over_budget, 0);
+    // The stack unwinds through tick, c, b and main, into libc (not
+    // mapped here): 4 frames stepped by DWARF.
+    assert_eq!(one.frames, 4, "{one:?}");
+    assert_eq!(round(&mut stage, &mut ring, &sample, 20), 20);
+    let s = stage.unwind_stats();
+    // The window ends with the last frame of stack 8: that stack's rest
+    // and the 12 after it are stepped by frame pointer.
+    let dwarf_stacks = u64::from(WINDOW_FRAMES) / 4;
+    assert_eq!(s.stacks_over_budget, 20 - dwarf_stacks + 1, "{s:?}");
+    // The next round has its budget again.
+    assert_eq!(round(&mut stage, &mut ring, &sample, 20), 20);
+    let t = stage.unwind_stats();
+    assert_eq!(t.stacks_over_budget, 2 * s.stacks_over_budget, "{t:?}");
+    assert_eq!(t.stacks, 41);
+    assert_eq!((t.demoted, t.binaries), (0, 1));
+    assert!(stage.unwind_demotions().is_empty());
+
+    // Frames costing twice the demotion cost: the first window (the first
+    // stack's 4 misses) makes the binary suspect, its frames are timed from then on, and it is
+    // demoted once DEMOTE_AFTER is spent, within the round's budget; its
+    // frames cost nothing after.
+    let (mut stage, mut ring, sample) = recorded_dwarf_stage();
+    stage
+        .unwinder_mut()
+        .set_cost_model(|_| frame_cost_limit() * 2);
+    let timed_to_demote =
+        (DEMOTE_AFTER.as_nanos() / (frame_cost_limit() * 2).as_nanos()) as u64 + 1;
+    let n = 300; // more stacks than it takes (at most 4 + 1001 frames)
+    assert_eq!(round(&mut stage, &mut ring, &sample, n), n as u64);
+    let s = stage.unwind_stats();
+    assert_eq!((s.demoted, s.stacks_over_budget), (1, 0), "{s:?}");
+    let named = stage.unwind_demotions();
+    assert_eq!(named.len(), 1);
+    let each = (frame_cost_limit() * 2).as_micros();
+    assert!(
+        named[0].contains(&format!(
+            "testdata/unwind/callgraph-O2-nofp: unwinding its frames took 20 ms, {each} µs each"
+        )),
+        "{named:?}"
+    );
+    assert!(
+        named[0].contains(&format!("over {timed_to_demote} frames")),
+        "{named:?}"
+    );
+    // Demoted for good: later rounds neither demote again nor spend.
+    assert_eq!(round(&mut stage, &mut ring, &sample, n), n as u64);
+    let t = stage.unwind_stats();
+    assert_eq!((t.demoted, t.stacks_over_budget), (1, 0), "{t:?}");
+    assert_eq!(t.stacks, 2 * n as u64);
+}

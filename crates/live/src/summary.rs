@@ -204,6 +204,11 @@ pub struct Summary {
     /// renamed binary's path), another file than the one mapped, timed out.
     #[serde(default)]
     pub build_ids_refused: [u64; 4],
+    /// Mappings claiming a build-id whose file could not be identified
+    /// (gone, refused, timed out): named by their recorded path only,
+    /// never with another file's symbols.
+    #[serde(default)]
+    pub files_unidentified: u64,
     /// DWARF call graphs: what the unwinder did.
     #[serde(default)]
     pub unwind: UnwindSummary,
@@ -291,6 +296,7 @@ impl Summary {
             stack_table_bytes: st.stacks.bytes,
             cpus: st.accounting.iter().map(CpuSummary::from).collect(),
             build_ids_refused: st.build_ids_refused,
+            files_unidentified: st.files_unidentified,
             unwind: UnwindSummary::from(&st.unwind),
             unattributed: st
                 .unattributed
@@ -514,6 +520,12 @@ impl Summary {
         if refused > 0 {
             out.push_str(&format!(
                 "note: build-ids not read for {refused} mapped binaries\n"
+            ));
+        }
+        if self.files_unidentified > 0 {
+            out.push_str(&format!(
+                "note: {} mappings claimed a build-id whose file could not be identified\n",
+                self.files_unidentified
             ));
         }
         out
@@ -817,6 +829,14 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("note: DWARF: 7 user stacks stepped by frame pointer past a round's unwinding budget"), "{t}");
+        // Claims whose file could not be identified are counted.
+        assert!(!t.contains("could not be identified"), "{t}");
+        s.files_unidentified = 3;
+        let t = s.status_text();
+        assert!(
+            t.contains("note: 3 mappings claimed a build-id whose file could not be identified"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -98,6 +98,9 @@ pub struct RecorderStatus {
     /// behind a symlink), not a regular file, another file than the one
     /// mapped, timed out ([`crate::binfile::Refused`]).
     pub build_ids_refused: [u64; 4],
+    /// Mappings claiming a build-id whose file could not be identified
+    /// ([`SyncStage::files_unidentified`]).
+    pub files_unidentified: u64,
     /// The DWARF unwinder's counters (all zero without DWARF call graphs).
     pub unwind: crate::UnwindStats,
     /// The first samples that resolved to nothing, as examples.
@@ -204,6 +207,7 @@ impl<S: RingSource> Recorder<S> {
             tables: self.stage.table_sizes(),
             stacks: self.stage.stack_stats(),
             build_ids_refused: self.stage.build_id_refusals(),
+            files_unidentified: self.stage.files_unidentified(),
             unwind: self.stage.unwind_stats(),
             unattributed: self.stage.unattributed_examples().to_vec(),
             unwind_refused: self.stage.unwind_refusals(),

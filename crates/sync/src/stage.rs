@@ -401,6 +401,14 @@ impl SyncStage {
         self.build_id_reader.refused
     }
 
+    /// Mappings claiming a build-id whose file could not be identified
+    /// (gone, refused or timed out): their cookie is the claim's
+    /// `build-id-unverified` one, named only by their recorded path (see
+    /// [`crate::RecorderStatus::files_unidentified`]).
+    pub fn files_unidentified(&self) -> u64 {
+        self.identity_reader.unidentified
+    }
+
     /// The stack table's counters.
     pub fn stack_stats(&self) -> StackStats {
         self.stacks.stats()

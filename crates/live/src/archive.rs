@@ -241,16 +241,9 @@ fn same_file(m: &std::fs::Metadata, want: &FileIdentity, at_path: bool) -> bool 
 /// never through a link in its last component; the directory is the
 /// user's own session).
 fn kept_build_id(p: &Path) -> Option<Vec<u8>> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(p)
+    let o = profkit_untrusted::open_untrusted(p, &profkit_untrusted::Policy::regular().no_follow())
         .ok()?;
-    if !f.metadata().ok()?.is_file() {
-        return None;
-    }
-    profkit_sync::binfile::build_id_of(f)
+    profkit_sync::binfile::build_id_of(o.file)
 }
 
 struct Tar {
@@ -274,26 +267,19 @@ impl Tar {
         name: &str,
         check: impl Fn(&std::fs::Metadata) -> bool,
     ) -> Result<u64> {
-        use std::os::unix::fs::OpenOptionsExt;
+        use profkit_untrusted::{open_untrusted, Policy, Refusal};
         let refused = |why: &str| Error::Refused {
             path: from.into(),
             why: why.into(),
         };
-        let f = match std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-            .open(from)
-        {
-            Ok(f) => f,
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                return Err(refused("a symbolic link"))
-            }
-            Err(e) => return Err(Error::io("reading", from, e)),
+        let (f, m) = match open_untrusted(from, &Policy::regular().no_follow()) {
+            Ok(o) => (o.file, o.meta),
+            Err(e) => match Refusal::of(&e) {
+                Some(Refusal::Link { .. }) => return Err(refused("a symbolic link")),
+                Some(Refusal::NotRegular { .. }) => return Err(refused("not a regular file")),
+                _ => return Err(Error::io("reading", from, e)),
+            },
         };
-        let m = f.metadata().map_err(|e| Error::io("reading", from, e))?;
-        if !m.file_type().is_file() {
-            return Err(refused("not a regular file"));
-        }
         if !check(&m) {
             return Err(refused("changed since recording"));
         }

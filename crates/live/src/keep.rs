@@ -916,11 +916,12 @@ impl MapReader {
 /// non-blocking.
 fn open_in_dir(dir: &File, name: &str) -> std::io::Result<File> {
     use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(format!("/proc/self/fd/{}/{name}", dir.as_raw_fd()))
+    let path = format!("/proc/self/fd/{}/{name}", dir.as_raw_fd());
+    profkit_untrusted::open_untrusted(
+        Path::new(&path),
+        &profkit_untrusted::Policy::regular().no_follow(),
+    )
+    .map(|o| o.file)
 }
 
 /// Writes [`NOT_KEPT_FILE`] in session directory `dir` (nothing when no

@@ -576,15 +576,10 @@ const HEADER_READ: u64 = 64 << 10;
 /// [`HEADER_READ`] bytes.
 fn read_header(path: &std::path::Path) -> Option<profkit_eventlog::SessionHeader> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW)
-        .open(path)
-        .ok()?;
-    if !f.metadata().ok()?.file_type().is_file() {
-        return None;
-    }
+    let f =
+        profkit_untrusted::open_untrusted(path, &profkit_untrusted::Policy::regular().no_follow())
+            .ok()?
+            .file;
     let mut data = Vec::new();
     f.take(HEADER_READ).read_to_end(&mut data).ok()?;
     profkit_eventlog::SessionReader::from_bytes(data, path)

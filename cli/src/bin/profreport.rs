@@ -208,8 +208,9 @@ struct Opt {
     /// With --annotate: samples per instruction (with --source: instructions under their lines).
     #[arg(long, requires = "annotate")]
     assembly: bool,
-    /// With --annotate: look here for source files missing at their recorded path (the path
-    /// under DIR, then its shorter tails: DIR/src/x.c, DIR/x.c).
+    /// With --annotate: look here first for source files (the recorded path under DIR, then
+    /// its shorter tails: DIR/src/x.c, DIR/x.c). A file at its recorded path is shown only if
+    /// the binary's owner could read it; files under DIR are shown as found.
     #[arg(long = "source-dir", value_name = "DIR", requires = "annotate")]
     source_dirs: Vec<PathBuf>,
     /// With --annotate --assembly: att (objdump's and perf's default) or intel.

@@ -14,9 +14,10 @@
 //! The recorded path is whatever the binary's DWARF says, and any local
 //! user can build a binary that says `#line 1 "/etc/shadow"`; root runs the
 //! report. So a file at its recorded path is shown only if the binary's
-//! owner could have read it ([`SourceReader`]): its mode and owner are
-//! checked on the opened descriptor, and each directory above it for
-//! search permission. Under a `--source-dir` the reader named, files are
+//! owner could have read it ([`SourceReader`]): the path is walked one
+//! component at a time from the descriptor of the directory before, each
+//! directory checked for search permission and the file for reading (links
+//! followed by hand), so what is checked is what is opened. Under a `--source-dir` the reader named, files are
 //! shown as found.
 
 use std::collections::{BTreeMap, HashMap};
@@ -103,46 +104,157 @@ pub enum SourceReader {
 }
 
 impl SourceReader {
-    /// Whether this reader may use `m` for `bits` (4 read, 1 search).
-    fn may(self, m: &std::fs::Metadata, bits: u32) -> bool {
-        use std::os::unix::fs::MetadataExt;
-        let mode = m.mode();
+    /// Whether this reader may use a file of `uid`, `gid` and `mode` for
+    /// `bits` (4 read, 1 search).
+    fn may(self, uid: u32, gid: u32, mode: u32, bits: u32) -> bool {
         match self {
             SourceReader::Owner { uid: 0, .. } => true,
-            SourceReader::Owner { uid, .. } if m.uid() == uid => mode & (bits << 6) != 0,
-            SourceReader::Owner { gid, .. } if m.gid() == gid => mode & (bits << 3) != 0,
+            SourceReader::Owner { uid: u, .. } if uid == u => mode & (bits << 6) != 0,
+            SourceReader::Owner { gid: g, .. } if gid == g => mode & (bits << 3) != 0,
             _ => mode & bits != 0,
         }
     }
 
-    /// Why `path` (whose opened file has metadata `m`) is not shown, if
-    /// this reader could not read it.
-    fn refuses(self, path: &Path, m: &std::fs::Metadata) -> Option<String> {
-        let who = match self {
+    fn who(self) -> String {
+        match self {
             SourceReader::Owner { uid, .. } => format!("the binary's owner (uid {uid})"),
             SourceReader::Anyone => {
                 "every user (the binary's owner is not known: a copy kept in the session)"
                     .to_owned()
             }
-        };
-        let hidden = if !self.may(m, 4) {
-            Some(path.to_path_buf())
-        } else {
-            let real = std::fs::canonicalize(path).ok()?;
-            real.ancestors()
-                .skip(1)
-                .find(|d| std::fs::metadata(d).map_or(true, |dm| !self.may(&dm, 1)))
-                .map(Path::to_path_buf)
-        };
-        hidden.map(|h| {
-            format!(
-                "{}: not shown: {} is not readable by {who}; give --source-dir DIR to show \
-                 sources from a directory you name",
-                path.display(),
-                h.display()
-            )
-        })
+        }
     }
+
+    /// Opens `path` as this reader could, walking it one component at a
+    /// time from a descriptor of the directory before (so a link swapped
+    /// meanwhile cannot lead the check one way and the open another): each
+    /// directory on the way must be searchable by the reader, links are
+    /// read and followed by hand (at most 40), and the file itself is
+    /// opened without following a link, non-blocking, and must be a
+    /// regular file the reader may read. A refusal's text names the path
+    /// and what was in the way.
+    fn open(self, path: &Path) -> std::io::Result<std::fs::File> {
+        use rustix::fs::{fstat, openat, readlinkat, FileType, Mode, OFlags, CWD};
+        use std::collections::VecDeque;
+        use std::ffi::OsString;
+        use std::os::unix::ffi::OsStrExt;
+        let refuse = |what: &Path| {
+            std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "{}: not shown: {} is not readable by {}; give --source-dir DIR to show \
+                     sources from a directory you name",
+                    path.display(),
+                    what.display(),
+                    self.who()
+                ),
+            )
+        };
+        let walk = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let searchable = |st: &rustix::fs::Stat| self.may(st.st_uid, st.st_gid, st.st_mode, 1);
+        let parts = |p: &Path| -> Vec<OsString> {
+            p.components()
+                .filter_map(|c| match c {
+                    std::path::Component::RootDir | std::path::Component::Prefix(_) => None,
+                    c => Some(c.as_os_str().to_owned()),
+                })
+                .collect()
+        };
+        let start = if path.is_absolute() { "/" } else { "." };
+        let first = openat(CWD, start, walk | OFlags::DIRECTORY, Mode::empty())?;
+        if !searchable(&fstat(&first)?) {
+            return Err(refuse(Path::new(start)));
+        }
+        // The directories walked, with the path that reached each.
+        let mut dirs = vec![(first, PathBuf::from(start))];
+        let mut todo: VecDeque<OsString> = parts(path).into();
+        let mut links = 0;
+        while let Some(name) = todo.pop_front() {
+            let (dir, at) = dirs.last().expect("the start stays");
+            match name.as_bytes() {
+                b"." => continue,
+                b".." => {
+                    if dirs.len() > 1 {
+                        dirs.pop();
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            let here = at.join(&name);
+            let fd = openat(dir, name.as_os_str(), walk, Mode::empty())?;
+            let st = fstat(&fd)?;
+            match FileType::from_raw_mode(st.st_mode) {
+                FileType::Symlink => {
+                    links += 1;
+                    if links > 40 {
+                        return Err(std::io::Error::from_raw_os_error(libc_eloop()));
+                    }
+                    let target = PathBuf::from(std::ffi::OsStr::from_bytes(
+                        readlinkat(&fd, "", Vec::new())?.as_bytes(),
+                    ));
+                    if target.is_absolute() {
+                        dirs.truncate(1);
+                        let root = openat(CWD, "/", walk | OFlags::DIRECTORY, Mode::empty())?;
+                        if !searchable(&fstat(&root)?) {
+                            return Err(refuse(Path::new("/")));
+                        }
+                        dirs[0] = (root, PathBuf::from("/"));
+                    }
+                    for p in parts(&target).into_iter().rev() {
+                        todo.push_front(p);
+                    }
+                }
+                FileType::Directory if !todo.is_empty() => {
+                    if !searchable(&st) {
+                        return Err(refuse(&here));
+                    }
+                    dirs.push((fd, here));
+                }
+                FileType::RegularFile if todo.is_empty() => {
+                    if !self.may(st.st_uid, st.st_gid, st.st_mode, 4) {
+                        return Err(refuse(&here));
+                    }
+                    // The file itself, from the same directory, no link
+                    // followed, and the very file checked.
+                    let f = openat(
+                        dir,
+                        name.as_os_str(),
+                        OFlags::RDONLY
+                            | OFlags::NOFOLLOW
+                            | OFlags::NONBLOCK
+                            | OFlags::NOCTTY
+                            | OFlags::CLOEXEC,
+                        Mode::empty(),
+                    )?;
+                    let again = fstat(&f)?;
+                    if (again.st_dev, again.st_ino) != (st.st_dev, st.st_ino) {
+                        return Err(refuse(&here));
+                    }
+                    return Ok(std::fs::File::from(f));
+                }
+                _ if todo.is_empty() => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        "not a regular file",
+                    ))
+                }
+                _ => return Err(std::io::Error::from_raw_os_error(libc_enotdir())),
+            }
+        }
+        Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ))
+    }
+}
+
+fn libc_eloop() -> i32 {
+    rustix::io::Errno::LOOP.raw_os_error()
+}
+
+fn libc_enotdir() -> i32 {
+    rustix::io::Errno::NOTDIR.raw_os_error()
 }
 
 /// Builds the listing of one function from its instructions' lines and
@@ -319,14 +431,18 @@ pub fn find_source(
 /// error's text saying why).
 fn read_text(p: &Path, reader: Option<SourceReader>) -> std::io::Result<String> {
     use std::io::Read;
-    let profkit_untrusted::Opened { file: f, meta: m } =
-        profkit_untrusted::open_untrusted(p, &profkit_untrusted::Policy::regular())?;
-    if let Some(why) = reader.and_then(|r| r.refuses(p, &m)) {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::PermissionDenied,
-            why,
-        ));
-    }
+    let (f, m) = match reader {
+        // Root's binary may name anything: the ordinary checked open.
+        None | Some(SourceReader::Owner { uid: 0, .. }) => {
+            let o = profkit_untrusted::open_untrusted(p, &profkit_untrusted::Policy::regular())?;
+            (o.file, o.meta)
+        }
+        Some(r) => {
+            let f = r.open(p)?;
+            let m = f.metadata()?;
+            (f, m)
+        }
+    };
     if m.len() > MAX_SOURCE_BYTES {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -489,5 +605,31 @@ mod tests {
         assert!(find_source(hidden.to_str().unwrap(), &[], SourceReader::Anyone).is_err());
         set(&inner, 0o755);
         assert!(find_source(hidden.to_str().unwrap(), &[], SourceReader::Anyone).is_ok());
+        // Through links and `..` (the review's case: a path whose
+        // canonical form could not be computed was let through): the walk
+        // follows links by hand and checks the directories really crossed.
+        set(&inner, 0o700);
+        let public = d.path().join("pub/sub");
+        std::fs::create_dir_all(&public).unwrap();
+        std::fs::write(public.join("ok.c"), "int ok;\n").unwrap();
+        std::os::unix::fs::symlink(&public, d.path().join("pub/link")).unwrap();
+        std::os::unix::fs::symlink("sub/ok.c", d.path().join("pub/rel.c")).unwrap();
+        let via = d.path().join("pub/link/../../private/notes.c");
+        let e = find_source(via.to_str().unwrap(), &[], user).unwrap_err();
+        assert!(e.contains("private is not readable"), "{e}");
+        let ok = d.path().join("pub/link/ok.c");
+        assert_eq!(
+            find_source(ok.to_str().unwrap(), &[], user).unwrap().1,
+            "int ok;\n"
+        );
+        let rel = d.path().join("pub/rel.c");
+        assert_eq!(
+            find_source(rel.to_str().unwrap(), &[], user).unwrap().1,
+            "int ok;\n"
+        );
+        // A link loop ends.
+        std::os::unix::fs::symlink("loop", d.path().join("pub/loop")).unwrap();
+        let lp = d.path().join("pub/loop");
+        assert!(find_source(lp.to_str().unwrap(), &[], user).is_err());
     }
 }

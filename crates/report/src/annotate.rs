@@ -130,7 +130,9 @@ pub(crate) struct Context<'a> {
 /// their owner says nothing): then only what every user may read.
 fn source_reader(binary: &std::path::Path, sessions: &[Session]) -> SourceReader {
     use std::os::unix::fs::MetadataExt;
-    let Ok(m) = std::fs::metadata(binary) else {
+    // The path's own owner: a link put at the binary's path since (to
+    // root's /usr/bin/true, say) is its maker's, not root's.
+    let Ok(m) = std::fs::symlink_metadata(binary) else {
         return SourceReader::Anyone;
     };
     let real = std::fs::canonicalize(binary).unwrap_or_else(|_| binary.to_path_buf());

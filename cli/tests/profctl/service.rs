@@ -54,6 +54,46 @@ fn the_service_unit_is_rated_ok_by_systemd_analyze() {
     assert!(level <= 4.9, "exposure {level} (want <= 4.9, OK): {out}");
 }
 
+/// Options that take capabilities out of the bounding set whatever
+/// `CapabilityBoundingSet=` says (systemd.exec(5)): a unit that sets one of
+/// them loses what it lists (ProtectKernelLogs took CAP_SYSLOG, so kernel
+/// addresses read 0 under systemd; the capability test, which applies the
+/// bounding set with setpriv, could not see it).
+const STRIPPING: &[(&str, &[&str])] = &[
+    ("ProtectKernelLogs", &["CAP_SYSLOG"]),
+    ("ProtectKernelModules", &["CAP_SYS_MODULE"]),
+    ("ProtectClock", &["CAP_SYS_TIME", "CAP_WAKE_ALARM"]),
+    ("PrivateDevices", &["CAP_MKNOD", "CAP_SYS_RAWIO"]),
+    ("ProtectKernelTunables", &[]),
+    (
+        "PrivateUsers",
+        &["CAP_PERFMON", "CAP_SYS_PTRACE", "CAP_SYSLOG"],
+    ),
+];
+
+#[test]
+fn no_option_of_the_unit_strips_a_capability_it_needs() {
+    let caps = unit_values("CapabilityBoundingSet").concat();
+    let listed: Vec<&str> = caps.split_whitespace().collect();
+    for (option, stripped) in STRIPPING {
+        if unit_values(option)
+            .iter()
+            .any(|v| v == "yes" || v == "true")
+        {
+            for c in *stripped {
+                assert!(
+                    !listed.contains(c),
+                    "{option}=yes takes {c} out of the bounding set, which the unit lists"
+                );
+            }
+        }
+    }
+    // ProtectKernelTunables= makes /proc/kallsyms inaccessible: no kernel
+    // symbols.
+    assert!(unit_values("ProtectKernelTunables").is_empty());
+    assert!(listed.contains(&"CAP_SYSLOG"), "kallsyms addresses need it");
+}
+
 /// The system calls of `filter` (a `SystemCallFilter=` group or name),
 /// groups expanded.
 fn syscalls(filter: &str, out: &mut BTreeSet<String>) {

@@ -381,7 +381,10 @@ fn print_summary(s: &Summary) {
         );
     }
     if let Some(d) = &s.disk {
-        print!("{}", d.text());
+        // Its refusals name users' paths: each line on one line.
+        for line in d.text().lines() {
+            println!("{}", profkit_eventlog::shown(line));
+        }
     }
     let [unopenable, not_regular, other_file, timed_out] = s.build_ids_refused;
     if not_regular + other_file + timed_out > 0 {
@@ -415,7 +418,7 @@ fn print_summary(s: &Summary) {
             println!("note: {} binaries were stepped through by their frame pointer for the rest of the session because unwinding their frames cost too much", u.demoted);
         }
         for d in &s.unwind_demoted {
-            println!("note: demoted: {}", profkit_report::printable(d));
+            println!("note: demoted: {}", profkit_eventlog::shown(d));
         }
         if u.stacks_over_budget > 0 {
             println!("note: {} user stacks (or their rest) were stepped by their frame pointer because their sync round had spent its unwinding budget", u.stacks_over_budget);

@@ -11,9 +11,23 @@
 
 use std::borrow::Cow;
 
+/// Characters that reorder or split the line they are shown on in
+/// terminals and viewers: bidirectional marks, overrides and isolates, and
+/// the line and paragraph separators.
+fn reorders(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+            | '\u{2028}' | '\u{2029}'
+    )
+}
+
 /// `s` on one line: every control character (C0 including newline, tab and
-/// carriage return, DEL, and C1) written as `\xNN`. Names without one (all
-/// real ones) are returned as they are, without allocating.
+/// carriage return, DEL, and C1) written as `\xNN`, the characters that
+/// reorder or split a line ([`reorders`]) as `\u{NNNN}`, and a backslash
+/// as `\\` (so a name cannot spell an escape it does not hold). Names
+/// without any (all real ones) are returned as they are, without
+/// allocating.
 ///
 /// ```
 /// use profkit_eventlog::shown;
@@ -22,14 +36,21 @@ use std::borrow::Cow;
 /// assert_eq!(shown("\u{1b}]0;pwned\u{7}"), "\\x1b]0;pwned\\x07");
 /// ```
 pub fn shown(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
+    if !s
+        .chars()
+        .any(|c| c.is_control() || c == '\\' || reorders(c))
+    {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
+        use std::fmt::Write;
         if c.is_control() {
-            use std::fmt::Write;
             let _ = write!(out, "\\x{:02x}", c as u32);
+        } else if reorders(c) {
+            let _ = write!(out, "\\u{{{:04x}}}", c as u32);
+        } else if c == '\\' {
+            out.push_str("\\\\");
         } else {
             out.push(c);
         }
@@ -55,9 +76,14 @@ mod tests {
             "libc.so.6",
             "std::vec::Vec<T>::push",
             "ünïcödé 名前",
-            "a\\x0ab",
+            "a/b",
         ] {
             assert!(matches!(shown(s), std::borrow::Cow::Borrowed(_)), "{s}");
         }
+        // A name cannot spell an escape it does not hold, nor reorder the
+        // line it is shown on.
+        assert_eq!(shown("a\\x0ab"), "a\\\\x0ab");
+        assert_eq!(shown("ab\u{202e}cd"), "ab\\u{202e}cd");
+        assert_eq!(shown("x\u{2028}y"), "x\\u{2028}y");
     }
 }

@@ -61,8 +61,8 @@ fn header_lines(h: &Header) -> String {
             s,
             "Session:  {} ({}; {}; {rounds})",
             profkit_eventlog::shown(&info.path),
-            info.state,
-            info.target
+            profkit_eventlog::shown(&info.state),
+            profkit_eventlog::shown(&info.target)
         );
         if let Some(line) = parts_line(info) {
             let _ = writeln!(s, "          {line}");
@@ -72,7 +72,12 @@ fn header_lines(h: &Header) -> String {
         Some(m) => format!("; call graph: {m}"),
         None => String::new(),
     };
-    let _ = writeln!(s, "Event:    {}, {}{call_graph}", h.event, rate(h));
+    let _ = writeln!(
+        s,
+        "Event:    {}, {}{call_graph}",
+        profkit_eventlog::shown(&h.event),
+        rate(h)
+    );
     match h.cgroups {
         Some("proc") => {
             let _ = writeln!(

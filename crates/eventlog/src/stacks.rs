@@ -77,11 +77,13 @@ impl FrameBudget {
     }
 
     /// The budget a reader of `bytes` bytes of session files is given:
-    /// what the files justify (2 frames per byte, plus 1 M), never more
-    /// than [`ON_FRAME_BUDGET`]. A recorded 10-second DWARF session of a
-    /// recursive sort holds about 0.4 frames per byte of its file.
+    /// what the files justify (16 frames per byte, plus 1 M), never more
+    /// than [`ON_FRAME_BUDGET`]. A `StackDefOn` of a few own frames takes
+    /// 20-35 bytes and may hold up to 256 frames: deep recursion through
+    /// many call paths (interpreters, recursive descent) needs 5-10 frames
+    /// per byte, so 16 leaves room; the cap is what bounds a crafted file.
     pub fn for_bytes(bytes: u64) -> Self {
-        let justified = bytes.saturating_mul(2).saturating_add(1 << 20);
+        let justified = bytes.saturating_mul(16).saturating_add(1 << 20);
         Self::new(
             usize::try_from(justified)
                 .unwrap_or(usize::MAX)
@@ -176,6 +178,18 @@ impl StackTable {
         let Some(p) = self.stacks.get(&parent) else {
             return false;
         };
+        // Defined already (again after a reset, or in another table merged
+        // in): nothing more is held, so nothing is charged or refused; a
+        // different definition counts as a conflict.
+        if let Some(old) = self.stacks.get(&id) {
+            let same = old.len() == own.len() + p.len()
+                && old[..own.len()] == *own
+                && old[own.len()..] == **p;
+            if !same {
+                self.conflicts += 1;
+            }
+            return false;
+        }
         let n = own.len() + p.len();
         let within = match &self.budget {
             _ if n > crate::MAX_STACK_FRAMES => false,
@@ -354,6 +368,16 @@ mod tests {
         b.merge(a);
         assert_eq!(b.on_frames, 201);
         assert_eq!(FrameBudget::for_bytes(0).remaining(), 1 << 20);
+        // A definition met again is not charged again.
+        let budget = FrameBudget::new(300);
+        let mut t = StackTable::with_budget(budget.clone());
+        t.insert(1, parent.clone());
+        assert!(t.insert_on(2, 1, vec![f(2)]));
+        assert!(!t.insert_on(2, 1, vec![f(2)]));
+        assert_eq!(
+            (budget.remaining(), t.unresolved(), t.conflicts()),
+            (99, 0, 0)
+        );
         assert_eq!(
             FrameBudget::for_bytes(u64::MAX).remaining(),
             ON_FRAME_BUDGET

@@ -143,7 +143,9 @@ pub fn parse_perf_map_name(name: &str) -> Option<u32> {
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    digits.parse().ok()
+    // The name a pid has, only: `perf-0042.map` is not pid 42's.
+    let pid: u32 = digits.parse().ok()?;
+    (pid.to_string() == digits).then_some(pid)
 }
 
 /// The `.build-id` rule of gdb, perf and debuginfod: `ROOT/.build-id/ab/

@@ -23,17 +23,17 @@ pub fn part_file_name(number: u64) -> String {
 /// 1 twice (issue 25), so a name with more digits than needed is none
 /// ([`stray_part_names`] finds them for a warning).
 pub fn parse_part_file_name(name: &str) -> Option<u64> {
-    let n = looks_like_part(name)?;
+    let n: u64 = looks_like_part(name)?.parse().ok()?;
     (part_file_name(n) == name).then_some(n)
 }
 
-/// `session.DIGITS.pkl` with at least six digits: its number.
-fn looks_like_part(name: &str) -> Option<u64> {
+/// `session.DIGITS.pkl` with at least six digits: its digits.
+fn looks_like_part(name: &str) -> Option<&str> {
     let digits = name.strip_prefix("session.")?.strip_suffix(".pkl")?;
     if digits.len() < 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    digits.parse().ok()
+    Some(digits)
 }
 
 /// Names in `dir` that look like a part's (`session.DIGITS.pkl`) but are
@@ -135,6 +135,10 @@ mod tests {
             stray_part_names(d.path(), 10).unwrap(),
             ["session.0000001.pkl", "session.0000002.pkl"]
         );
+        // Too many digits for any number: a stray too.
+        let huge = format!("session.{}.pkl", "9".repeat(30));
+        std::fs::write(d.path().join(&huge), b"x").unwrap();
+        assert_eq!(stray_part_names(d.path(), 10).unwrap().len(), 3);
         assert_eq!(stray_part_names(d.path(), 1).unwrap().len(), 1);
     }
 }

@@ -66,12 +66,17 @@ impl SessionReader<Vec<u8>> {
         // A session is written, never sparse: a file that is mostly holes
         // would cost its claimed size in memory (a 1 TB hole aborted; nine
         // 16 MB parts of 12 KB on disk cost 145 MB, issue 25). Above 1 MiB
-        // at least an eighth must be on disk (a compressing file system may
-        // store a session in less than its size, never in an eighth), above
-        // 64 MiB half.
+        // at least half must be data by SEEK_DATA/SEEK_HOLE (not by the
+        // blocks stat counts, which compression and data not yet written
+        // out make smaller); above 64 MiB half its blocks too, as before,
+        // for file systems that report no holes.
         use std::os::unix::fs::MetadataExt;
-        let on_disk = meta.blocks().saturating_mul(512);
-        if (len > 64 << 20 && on_disk < len / 2) || (len > 1 << 20 && on_disk < len / 8) {
+        let mut on_disk = meta.blocks().saturating_mul(512);
+        let blocks_short = len > 64 << 20 && on_disk < len / 2;
+        if len > 1 << 20 && !blocks_short {
+            on_disk = profkit_untrusted::data_bytes(&f, len, 4096).unwrap_or(len);
+        }
+        if blocks_short || (len > 1 << 20 && on_disk < len / 2) {
             return Err(Error::io(
                 "open",
                 path,

@@ -11,9 +11,9 @@
 //! full table drops the half used longest ago (one pass per
 //! [`MAX_CGROUPS`]` / 2` insertions, so an insertion costs O(log n)
 //! amortized), and a sample in a cgroup the table does not know has its
-//! path read again from the hierarchy: a walk of directory entries alone
-//! (no `stat`), at most one per [`REREAD_EVERY`], looking only for the ids
-//! wanted.
+//! path read again from the hierarchy: a breadth-first walk of directory
+//! entries alone (no `stat`), at most one per [`REREAD_EVERY`], looking
+//! only for the ids wanted.
 
 use crate::process::IntMap;
 use profkit_perf::CgroupRecording;
@@ -187,9 +187,9 @@ impl Cgroups {
     /// Notes `id` as wanted and walks for the wanted ids when the last
     /// walk is old enough.
     fn want(&mut self, id: u64) {
-        let Some(root) = self.mount.clone() else {
+        if self.mount.is_none() {
             return;
-        };
+        }
         if self.wanted.len() < MAX_WANTED {
             self.wanted.insert(id, ());
         }
@@ -197,7 +197,10 @@ impl Cgroups {
             return;
         }
         self.last_walk = Some(Instant::now());
-        let found = find_ids(&root, &self.wanted);
+        let Some(root) = self.mount.as_deref() else {
+            return;
+        };
+        let found = find_ids(root, &self.wanted);
         // Ids not found are gone (or not made yet): a later sample asks
         // again.
         self.wanted.clear();
@@ -255,7 +258,9 @@ fn child_path(parent: &str, name: &str) -> String {
 }
 
 /// The paths of the `wanted` ids under `root`: directory entries read
-/// (their inode numbers are the cgroup ids), never `stat`ed; at most
+/// (their inode numbers are the cgroup ids), never `stat`ed; breadth first
+/// (the system's services sit two levels down, a user's delegated subtree
+/// deeper, so a user's thousands of groups cannot hide them), at most
 /// [`MAX_CGROUPS`] directories, and it stops once all are found.
 fn find_ids(root: &Path, wanted: &IntMap<u64, ()>) -> Vec<(u64, String)> {
     let mut found = Vec::new();
@@ -267,9 +272,9 @@ fn find_ids(root: &Path, wanted: &IntMap<u64, ()>) -> Vec<(u64, String)> {
             found.push((md.ino(), "/".to_owned()));
         }
     }
-    let mut todo = vec![(root.to_path_buf(), String::from("/"))];
+    let mut todo = std::collections::VecDeque::from([(root.to_path_buf(), String::from("/"))]);
     let mut dirs = 0usize;
-    while let Some((dir, path)) = todo.pop() {
+    while let Some((dir, path)) = todo.pop_front() {
         dirs += 1;
         if dirs > MAX_CGROUPS || found.len() >= wanted.len() {
             break;
@@ -286,7 +291,7 @@ fn find_ids(root: &Path, wanted: &IntMap<u64, ()>) -> Vec<(u64, String)> {
             if wanted.contains_key(&e.ino()) {
                 found.push((e.ino(), child.clone()));
             }
-            todo.push((e.path(), child));
+            todo.push_back((e.path(), child));
         }
     }
     found

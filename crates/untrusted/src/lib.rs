@@ -43,8 +43,8 @@
 //!
 //! Files profkit creates itself (the session directory's own files are
 //! opened under its held descriptor by `profkit-daemon`), and `/proc` and
-//! `/sys` pseudo-files whose size says 0 (their readers bound what they
-//! read; [`Policy::procfs`] accepts them).
+//! `/sys` pseudo-files whose size says 0 (accepted as regular files: their
+//! readers bound what they read).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -71,7 +71,6 @@ static STUCK: AtomicUsize = AtomicUsize::new(0);
 pub struct Policy {
     no_follow: bool,
     devices: bool,
-    procfs: bool,
     max_bytes: Option<u64>,
     dense: bool,
     owner: Option<u32>,
@@ -96,13 +95,6 @@ impl Policy {
     /// not apply to it.
     pub fn devices(mut self) -> Policy {
         self.devices = true;
-        self
-    }
-
-    /// Accepts regular files whose size says 0 whatever [`Policy::dense`]
-    /// says (procfs files: the caller bounds what it reads).
-    pub fn procfs(mut self) -> Policy {
-        self.procfs = true;
         self
     }
 
@@ -287,7 +279,12 @@ pub fn open_untrusted(path: &Path, policy: &Policy) -> io::Result<Opened> {
         })?;
     match rx.recv_timeout(limit) {
         Ok(r) => r,
-        Err(_) => {
+        // The worker ended without an answer (it panicked): not stuck.
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(io::Error::other(format!(
+            "{}: the open failed on its worker",
+            path.display()
+        ))),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
             // Counted before it is given up, so the worker's decrement
             // never comes first.
             STUCK.fetch_add(1, Ordering::Relaxed);
@@ -377,7 +374,7 @@ pub fn check(path: &Path, meta: &Metadata, policy: &Policy) -> io::Result<()> {
         }
     }
     let on_disk = meta.blocks().saturating_mul(512);
-    if policy.dense && len > SPARSE_FROM && on_disk < len / 2 && !(policy.procfs && len == 0) {
+    if policy.dense && len > SPARSE_FROM && on_disk < len / 2 {
         return Err(Refusal::Sparse {
             path: path.to_owned(),
             len,
@@ -386,6 +383,47 @@ pub fn check(path: &Path, meta: &Metadata, policy: &Policy) -> io::Result<()> {
         .into());
     }
     Ok(())
+}
+
+/// The bytes of `file` (of length `len`) that are data, not holes, as
+/// `SEEK_DATA`/`SEEK_HOLE` say, counted over at most `max_extents` data
+/// extents (the rest of the file is then taken as data). A file system
+/// without hole support reports the whole file as data. Unlike the blocks
+/// `stat` counts, this does not depend on compression or on data not yet
+/// written out (ZFS counts those late).
+///
+/// # Errors
+/// Seek errors other than "no more data".
+pub fn data_bytes(file: &File, len: u64, max_extents: usize) -> io::Result<u64> {
+    use rustix::fs::{seek, SeekFrom};
+    // The file's offset is where it was, after.
+    let pos = seek(file, SeekFrom::Current(0))?;
+    let r = count_data(file, len, max_extents);
+    seek(file, SeekFrom::Start(pos))?;
+    r
+}
+
+fn count_data(file: &File, len: u64, max_extents: usize) -> io::Result<u64> {
+    use rustix::fs::{seek, SeekFrom};
+    let mut data = 0u64;
+    let mut at = 0u64;
+    for _ in 0..max_extents {
+        if at >= len {
+            return Ok(data);
+        }
+        let start = match seek(file, SeekFrom::Data(at)) {
+            Ok(s) => s,
+            // No data past `at`.
+            Err(rustix::io::Errno::NXIO) => return Ok(data),
+            Err(e) => return Err(e.into()),
+        };
+        let end = seek(file, SeekFrom::Hole(start))
+            .map_err(io::Error::from)?
+            .min(len);
+        data += end.saturating_sub(start);
+        at = end;
+    }
+    Ok(data + len.saturating_sub(at))
 }
 
 #[cfg(test)]
@@ -468,6 +506,31 @@ mod tests {
         std::os::unix::fs::chown(&file, Some(0), None).unwrap();
         assert!(open_untrusted(&file, &Policy::regular().owner(4242)).is_err());
         assert!(open_untrusted(&file, &Policy::regular().owner_or_root(4242)).is_ok());
+    }
+
+    #[test]
+    fn data_bytes_counts_data_not_holes() {
+        use std::os::unix::fs::FileExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        let f = File::create(&p).unwrap();
+        f.write_all_at(&[1; 8192], 0).unwrap();
+        f.write_all_at(&[2; 4096], 8 << 20).unwrap();
+        f.set_len(16 << 20).unwrap();
+        let f = File::open(&p).unwrap();
+        let n = data_bytes(&f, 16 << 20, 64).unwrap();
+        // At most a few blocks each (a file system may round up).
+        assert!((12288..=1 << 20).contains(&n), "{n}");
+        // Past the extents looked at, the rest counts as data.
+        assert!(data_bytes(&f, 16 << 20, 1).unwrap() >= 8 << 20);
+        let full = d.path().join("full");
+        std::fs::write(&full, vec![1u8; 1 << 20]).unwrap();
+        let mut f = File::open(&full).unwrap();
+        assert_eq!(data_bytes(&f, 1 << 20, 64).unwrap(), 1 << 20);
+        // Read on from where it was.
+        let mut all = Vec::new();
+        f.read_to_end(&mut all).unwrap();
+        assert_eq!(all.len(), 1 << 20);
     }
 
     #[test]

@@ -81,8 +81,8 @@ impl BudgetLimit {
                     total,
                     source: format!(
                         "default: {DEFAULT_BUDGET_PERCENT} % of the {} free at start, at most {}; set it with --max-disk",
-                        human(free),
-                        human(DEFAULT_BUDGET_MAX)
+                        crate::summary::human_bytes(free),
+                        crate::summary::human_bytes(DEFAULT_BUDGET_MAX)
                     ),
                 }
             }
@@ -90,7 +90,7 @@ impl BudgetLimit {
                 total: DEFAULT_BUDGET_MAX,
                 source: format!(
                     "default: {} (the free space could not be read: {e}); set it with --max-disk",
-                    human(DEFAULT_BUDGET_MAX)
+                    crate::summary::human_bytes(DEFAULT_BUDGET_MAX)
                 ),
             },
         }
@@ -105,7 +105,7 @@ impl BudgetLimit {
         };
         format!(
             "disk budget {} ({}): {parts}; copies (binaries kept from containers, JIT maps, kallsyms) take at most half of it, one user's at most a quarter",
-            human(self.total),
+            crate::summary::human_bytes(self.total),
             self.source
         )
     }
@@ -162,11 +162,11 @@ impl DiskSummary {
     pub fn text(&self) -> String {
         let mut out = format!(
             "disk:     {} of the {} budget ({}): parts {}, copies {}",
-            human(self.parts_bytes + self.extras_bytes),
-            human(self.budget_bytes),
+            crate::summary::human_bytes(self.parts_bytes + self.extras_bytes),
+            crate::summary::human_bytes(self.budget_bytes),
             self.budget_source,
-            human(self.parts_bytes),
-            human(self.extras_bytes),
+            crate::summary::human_bytes(self.parts_bytes),
+            crate::summary::human_bytes(self.extras_bytes),
         );
         let n = self.refused_total();
         if n > 0 {
@@ -298,15 +298,18 @@ impl DiskBudget {
         match r {
             Refusal::Share => format!(
                 "{} more would pass the copies' half of the {} disk budget",
-                human(bytes),
-                human(self.total())
+                crate::summary::human_bytes(bytes),
+                crate::summary::human_bytes(self.total())
             ),
             Refusal::UserShare => format!(
                 "{} more would pass uid {uid}'s quarter of the {} disk budget",
-                human(bytes),
-                human(self.total())
+                crate::summary::human_bytes(bytes),
+                crate::summary::human_bytes(self.total())
             ),
-            Refusal::FileBound => format!("{} over a bound of one file", human(bytes)),
+            Refusal::FileBound => format!(
+                "{} over a bound of one file",
+                crate::summary::human_bytes(bytes)
+            ),
         }
     }
 
@@ -358,21 +361,6 @@ impl DiskBudget {
 /// holes), in 4 KiB blocks: what a copy of it is charged.
 pub(crate) fn on_disk(data: u64) -> u64 {
     data.div_ceil(4096).saturating_mul(4096).max(4096)
-}
-
-/// Bytes as people read them.
-pub(crate) fn human(n: u64) -> String {
-    const K: f64 = 1024.0;
-    let f = n as f64;
-    if f < K {
-        format!("{n} B")
-    } else if f < K * K {
-        format!("{:.1} KiB", f / K)
-    } else if f < K * K * K {
-        format!("{:.1} MiB", f / (K * K))
-    } else {
-        format!("{:.2} GiB", f / (K * K * K))
-    }
 }
 
 #[cfg(test)]

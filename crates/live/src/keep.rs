@@ -682,11 +682,11 @@ impl MapReader {
             let why = match over {
                 Refusal::UserShare => format!(
                     "its next lines would pass uid {owner}'s quarter of the {} disk budget",
-                    crate::budget::human(budget.total())
+                    crate::summary::human_bytes(budget.total())
                 ),
                 _ => format!(
                     "its next lines would pass the copies' half of the {} disk budget",
-                    crate::budget::human(budget.total())
+                    crate::summary::human_bytes(budget.total())
                 ),
             };
             budget.refuse(over, &shown.display().to_string(), owner, &why);

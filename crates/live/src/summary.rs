@@ -364,7 +364,7 @@ fn loss_kinds(c: &CpuSummary) -> String {
 }
 
 /// Bytes as people read them: `812 B`, `4.0 KiB`, `1.2 MiB`, `3.40 GiB`.
-fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     const K: f64 = 1024.0;
     let f = n as f64;
     if f < K {

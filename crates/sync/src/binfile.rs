@@ -462,10 +462,9 @@ mod tests {
         assert!(open_mapped(&right).is_ok());
     }
 
-    #[test]
-    fn map_files_give_the_mapped_file_whatever_its_path_became() {
-        // This test's own executable, through /proc/self/map_files: find
-        // an executable mapping of it in /proc/self/maps.
+    /// This test's own executable, as the stage sees a mapping of it: its
+    /// executable mapping through `/proc/self/map_files`, its path gone.
+    fn own_mapping() -> (PathBuf, MappedBinary) {
         let exe = std::env::current_exe().unwrap();
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         let line = maps
@@ -478,6 +477,14 @@ mod tests {
             map_file: Some(format!("/proc/self/map_files/{range}").into()),
             identity: None,
         };
+        (exe, b)
+    }
+
+    #[test]
+    fn map_files_give_the_mapped_file_whatever_its_path_became() {
+        // This test's own executable, through /proc/self/map_files: find
+        // an executable mapping of it in /proc/self/maps.
+        let (exe, b) = own_mapping();
         let want = build_id_of(File::open(&exe).unwrap());
         assert!(want.is_some(), "the test binary is linked with a build-id");
         assert_eq!(open_mapped(&b).ok().and_then(build_id_of), want);
@@ -488,18 +495,7 @@ mod tests {
     /// `fstat` of the file opened on the worker.
     #[test]
     fn a_mapping_is_identified_alike_through_statx_and_fstat() {
-        let exe = std::env::current_exe().unwrap();
-        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        let line = maps
-            .lines()
-            .find(|l| l.ends_with(exe.to_str().unwrap()) && l.split(' ').nth(1) == Some("r-xp"))
-            .expect("the test binary is mapped");
-        let range = line.split(' ').next().unwrap();
-        let b = MappedBinary {
-            path: "/nonexistent/renamed".into(),
-            map_file: Some(format!("/proc/self/map_files/{range}").into()),
-            identity: None,
-        };
+        let (exe, b) = own_mapping();
         let want = identity_of(&File::open(&exe).unwrap()).unwrap();
         assert_eq!(identify_mapped(&b), Some(want));
         assert_eq!(identify(&b, None), Some(want));

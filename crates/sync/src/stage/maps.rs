@@ -93,26 +93,7 @@ impl SyncStage {
                 );
             }
             let e = file_entry(path, Some(b.to_vec()), dev, ino, gen);
-            let c = e.cookie;
-            match self.known.get_mut(&c) {
-                // Identical copies share a build-id: until the definition is
-                // written, prefer a path that still exists.
-                Some(old)
-                    if old.path != path
-                        && !self.emitted.contains(c)
-                        && self.opts.use_procfs
-                        && !Path::new(&old.path).exists()
-                        && Path::new(path).exists() =>
-                {
-                    old.path = path.to_string();
-                }
-                Some(_) => {}
-                None => {
-                    self.known.insert(c, e);
-                    self.check_reach(path, Some(b), None, mapped_by, c);
-                }
-            }
-            return c;
+            return self.define_file(e, path, b, None, mapped_by);
         }
         // Without any identity (an MMAP rather than MMAP2 record), files
         // cannot share the (dev, inode) cache: each path is looked up.
@@ -192,13 +173,29 @@ impl SyncStage {
             None => false,
         };
         let e = claimed_file_entry(path, b.to_vec(), file, holder, gen);
+        let identity = file.map(|i| (i.dev, i.inode)).or(kernel_id);
+        self.define_file(e, path, b, identity, mapped_by)
+    }
+
+    /// Keeps `e`, the entry of a file with build-id `b` met at `path`, if
+    /// its cookie is new (and checks whether the host reaches it); else,
+    /// until its definition is written, prefers a path that still exists
+    /// (identical copies or the same file by another path: a link, a
+    /// rename). Returns its cookie.
+    fn define_file(
+        &mut self,
+        e: profkit_eventlog::CookieEntry,
+        path: &str,
+        b: &[u8],
+        identity: Option<(u64, u64)>,
+        mapped_by: Option<(u32, u64, u64)>,
+    ) -> Cookie {
         let c = e.cookie;
         match self.known.get_mut(&c) {
-            // The same file by another path (a link, a rename): until the
-            // definition is written, prefer a path that still exists.
             Some(old)
                 if old.path != path
                     && !self.emitted.contains(c)
+                    && self.opts.use_procfs
                     && !Path::new(&old.path).exists()
                     && Path::new(path).exists() =>
             {
@@ -207,7 +204,6 @@ impl SyncStage {
             Some(_) => {}
             None => {
                 self.known.insert(c, e);
-                let identity = file.map(|i| (i.dev, i.inode)).or(kernel_id);
                 self.check_reach(path, Some(b), identity, mapped_by, c);
             }
         }

@@ -5,6 +5,25 @@ use crate::procfs::dev_number;
 use profkit_eventlog::cookie::{anon_cookie, inode_cookie};
 use profkit_perf::{SimRecord, SimRing};
 
+/// A live-style stage (procfs on, flat samples) whose `/proc` and `/sys`
+/// are under `root`.
+fn stage_over(root: &std::path::Path) -> (Layout, SyncStage) {
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+        cgroup: false,
+    };
+    let stage = SyncStage::new(SyncOptions {
+        layout,
+        paths: ProcPaths {
+            proc_root: root.join("proc"),
+            sys_root: root.join("sys"),
+        },
+        use_procfs: true,
+    });
+    (layout, stage)
+}
+
 /// One rule for anonymous code on both paths: a memfd, `/dev/zero`
 /// and an unnamed mapping are the process's anonymous code (absolute
 /// offsets) whether the stage met them in `/proc/PID/maps` or in an
@@ -23,19 +42,7 @@ fn proc_maps_and_mmap2_records_agree_on_anonymous_code() {
          7f2000000000-7f2000010000 r-xp 00000000 00:05 3 /dev/zero (deleted)\n",
     )
     .unwrap();
-    let layout = Layout {
-        callchain: false,
-        user_stack: 0,
-        cgroup: false,
-    };
-    let mut stage = SyncStage::new(SyncOptions {
-        layout,
-        paths: ProcPaths {
-            proc_root: d.path().join("proc"),
-            sys_root: d.path().join("sys"),
-        },
-        use_procfs: true,
-    });
+    let (layout, mut stage) = stage_over(d.path());
     stage.seed_pids(&[42]);
     let mut ring = SimRing::new(0, 1 << 16, layout);
     let mmap = |pid, addr, ino, path: &str| SimRecord::Mmap2 {
@@ -345,19 +352,7 @@ fn claimed_build_id_round(first: u32) -> (Vec<Event>, Vec<(u32, Cookie)>, SyncSt
         std::fs::write(d.path().join(format!("proc/{pid}/comm")), "x\n").unwrap();
         std::fs::write(d.path().join(format!("proc/{pid}/maps")), "").unwrap();
     }
-    let layout = Layout {
-        callchain: false,
-        user_stack: 0,
-        cgroup: false,
-    };
-    let mut stage = SyncStage::new(SyncOptions {
-        layout,
-        paths: ProcPaths {
-            proc_root: d.path().join("proc"),
-            sys_root: d.path().join("sys"),
-        },
-        use_procfs: true,
-    });
+    let (layout, mut stage) = stage_over(d.path());
     let mut ring = SimRing::new(0, 1 << 16, layout);
     let second = if first == 50 { 51 } else { 50 };
     for pid in [first, second] {
@@ -463,20 +458,8 @@ fn two_files_claiming_one_build_id_are_two_cookies_either_order() {
 #[test]
 fn an_unidentified_claim_is_not_the_build_ids_cookie() {
     use profkit_eventlog::{cookie::build_id_cookie, FileCheck};
-    let layout = Layout {
-        callchain: false,
-        user_stack: 0,
-        cgroup: false,
-    };
     let d = tempfile::tempdir().unwrap();
-    let mut stage = SyncStage::new(SyncOptions {
-        layout,
-        paths: ProcPaths {
-            proc_root: d.path().join("proc"),
-            sys_root: d.path().join("sys"),
-        },
-        use_procfs: true,
-    });
+    let (_, mut stage) = stage_over(d.path());
     let c = stage.file_cookie(
         "/nonexistent/x",
         Some(&[7; 20]),

@@ -1,0 +1,397 @@
+//! Reading binaries' unwind sections for the unwinder: where they come
+//! from ([`CfiSource`]), what is read ([`CfiSections`], checked by
+//! `cfi_check` before framehop sees them), and the reader threads
+//! ([`Loader`]) that keep a slow or stuck file from stalling the stage, as
+//! the parent module's docs describe.
+
+use super::*;
+
+/// Section bytes as framehop holds them: shared, never copied again.
+pub(super) type Data = Arc<[u8]>;
+
+/// Where a binary's unwind information is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CfiSource {
+    /// A mapped file, and the build-id it must have if one is known.
+    File {
+        /// How to open it.
+        binary: MappedBinary,
+        /// Its build-id, when the cookie was derived from one.
+        build_id: Option<Vec<u8>>,
+    },
+    /// The kernel's vdso, read from this process's own mapping.
+    Vdso,
+}
+
+/// A binary's unwind sections and load segments, as read.
+#[derive(Debug, Clone)]
+pub(crate) struct CfiSections {
+    /// The address the module's relative addresses count from.
+    pub(super) base_svma: u64,
+    /// Addresses of executable code (the module's range).
+    pub(super) code: Range<u64>,
+    pub(super) text_svma: Option<Range<u64>>,
+    pub(super) got_svma: Option<Range<u64>>,
+    pub(super) eh_frame_svma: Option<Range<u64>>,
+    pub(super) eh_frame: Option<Data>,
+    pub(super) eh_frame_hdr_svma: Option<Range<u64>>,
+    pub(super) eh_frame_hdr: Option<Data>,
+    pub(super) debug_frame: Option<Data>,
+    /// Executable LOAD segments first: (file offset, address, file size).
+    pub(super) segments: Vec<(u64, u64, u64)>,
+}
+
+impl CfiSections {
+    pub(super) fn bytes(&self) -> usize {
+        [&self.eh_frame, &self.eh_frame_hdr, &self.debug_frame]
+            .iter()
+            .map(|d| d.as_ref().map_or(0, |d| d.len()))
+            .sum()
+    }
+
+    pub(super) fn unwinder(&self) -> UnwinderX86_64<Data> {
+        let info = ExplicitModuleSectionInfo {
+            base_svma: self.base_svma,
+            text_svma: self.text_svma.clone(),
+            got_svma: self.got_svma.clone(),
+            eh_frame_svma: self.eh_frame_svma.clone(),
+            eh_frame: self.eh_frame.clone(),
+            eh_frame_hdr_svma: self.eh_frame_hdr_svma.clone(),
+            eh_frame_hdr: self.eh_frame_hdr.clone(),
+            debug_frame: self.debug_frame.clone(),
+            ..Default::default()
+        };
+        let mut u = UnwinderX86_64::new();
+        // Placed at its own addresses: avma == svma.
+        u.add_module(Module::new(
+            String::new(),
+            self.code.clone(),
+            self.base_svma,
+            info,
+        ));
+        u
+    }
+
+    /// Whether an FDE covers the binary's address `svma`: None when that
+    /// cannot be told (no `.eh_frame_hdr`, or it does not answer).
+    pub(super) fn covers(&self, svma: u64) -> Option<bool> {
+        use gimli::{EhFrame, EhFrameHdr, LittleEndian, UnwindSection};
+        let (eh, hdr) = (self.eh_frame.as_deref()?, self.eh_frame_hdr.as_deref()?);
+        let start = |r: &Option<Range<u64>>| r.as_ref().map_or(0, |r| r.start);
+        let bases = framehop_bases(
+            start(&self.eh_frame_svma),
+            start(&self.eh_frame_hdr_svma),
+            start(&self.text_svma),
+            start(&self.got_svma),
+        );
+        let parsed = EhFrameHdr::new(hdr, LittleEndian).parse(&bases, 8).ok()?;
+        let mut eh_frame = EhFrame::new(eh, LittleEndian);
+        eh_frame.set_address_size(8);
+        match parsed
+            .table()?
+            .fde_for_address(&eh_frame, &bases, svma, EhFrame::cie_from_offset)
+        {
+            Ok(_) => Some(true),
+            Err(gimli::Error::NoUnwindInfoForAddress) => Some(false),
+            Err(_) => None,
+        }
+    }
+
+    /// What to subtract from an address of mapping `m` to get the
+    /// binary's own address.
+    pub(super) fn bias(&self, m: &Map) -> u64 {
+        let page = |o: u64| o & !0xfff;
+        let svma_at_start = self
+            .segments
+            .iter()
+            .find(|&&(off, _, size)| page(off) <= m.pgoff && m.pgoff < off.saturating_add(size))
+            .map(|&(off, vaddr, _)| vaddr.wrapping_sub(off).wrapping_add(m.pgoff))
+            .unwrap_or(m.pgoff);
+        m.start.wrapping_sub(svma_at_start)
+    }
+}
+
+/// Why a binary's unwind information is not used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CfiMissing {
+    /// The file could not be opened (see [`crate::binfile::Refused`]) or
+    /// parsed, or is not the binary the cookie names.
+    Unreadable,
+    /// It has no `.eh_frame` or `.debug_frame`.
+    NoCfi,
+    /// Its unwind information failed the check (hostile or corrupt).
+    Refused(String),
+    /// Reading it took longer than [`CFI_TIMEOUT`].
+    TimedOut,
+    /// Its frames cost too much to unwind ([`DEMOTE_FRAME_COST`]).
+    Demoted,
+}
+
+/// Reads binaries' unwind sections on threads of their own, at most
+/// [`CFI_READS_IN_FLIGHT`] at once (a huge binary does not hold up libc's
+/// small sections behind it); answers are collected when the stage next
+/// looks.
+pub(super) struct Loader {
+    pub(super) answers: (Sender<Answered>, Receiver<Answered>),
+    /// Requests not started yet.
+    pub(super) queued: VecDeque<(Cookie, CfiSource)>,
+    /// Reads running, with when they started.
+    pub(super) running: FxHashMap<Cookie, Instant>,
+    /// Reads given up after the timeout (their threads are left to them);
+    /// one whose answer comes after all is taken and no longer counts.
+    pub(super) given_up: FxHashMap<Cookie, ()>,
+    /// Given-up reads that have not answered.
+    pub(super) stuck: u32,
+    pub(super) timeout: Duration,
+}
+
+/// A binary's answer, from its reading thread.
+pub(super) type Answered = (Cookie, CfiAnswer);
+
+/// Unwind-section reads running at once.
+pub(super) const CFI_READS_IN_FLIGHT: usize = 4;
+
+impl Loader {
+    pub(super) fn new(timeout: Duration) -> Self {
+        Loader {
+            answers: channel(),
+            queued: VecDeque::new(),
+            running: FxHashMap::default(),
+            given_up: FxHashMap::default(),
+            stuck: 0,
+            timeout,
+        }
+    }
+
+    /// Whether `cookie` was asked for and not answered yet.
+    pub(super) fn is_pending(&self, cookie: Cookie) -> bool {
+        self.running.contains_key(&cookie) || self.queued.iter().any(|(c, _)| *c == cookie)
+    }
+
+    /// Queues a request; false when reading has stopped (too many reads
+    /// that never came back).
+    pub(super) fn request(&mut self, cookie: Cookie, source: CfiSource) -> bool {
+        if self.stuck >= MAX_STUCK_READS {
+            return false;
+        }
+        self.queued.push_back((cookie, source));
+        self.start_reads();
+        true
+    }
+
+    pub(super) fn start_reads(&mut self) {
+        while self.running.len() < CFI_READS_IN_FLIGHT {
+            let Some((c, s)) = self.queued.pop_front() else {
+                return;
+            };
+            let tx = self.answers.0.clone();
+            let started = std::thread::Builder::new()
+                .name("profkit-cfi".into())
+                .spawn(move || {
+                    let _ = tx.send((c, read_cfi(s)));
+                });
+            if started.is_ok() {
+                self.running.insert(c, Instant::now());
+            } else {
+                let _ = self.answers.0.send((c, Err(CfiMissing::Unreadable)));
+            }
+        }
+    }
+
+    /// The answers in, waiting up to `wait` for the first; a read past the
+    /// timeout is answered `TimedOut` and its thread left to it.
+    pub(super) fn poll(&mut self, wait: Duration) -> Vec<(Cookie, CfiAnswer)> {
+        let mut out = Vec::new();
+        if !wait.is_zero() && !self.running.is_empty() {
+            if let Ok(a) = self.answers.1.recv_timeout(wait) {
+                out.push(a);
+            }
+        }
+        while let Ok(a) = self.answers.1.try_recv() {
+            out.push(a);
+        }
+        for (c, _) in &out {
+            self.running.remove(c);
+            // A slow read, not a stuck one: its answer replaces the
+            // time-out (`install`), and it frees its count.
+            if self.given_up.remove(c).is_some() {
+                self.stuck = self.stuck.saturating_sub(1);
+            }
+        }
+        let late: Vec<Cookie> = self
+            .running
+            .iter()
+            .filter(|(_, at)| at.elapsed() > self.timeout)
+            .map(|(&c, _)| c)
+            .collect();
+        for c in late {
+            self.running.remove(&c);
+            self.given_up.insert(c, ());
+            self.stuck += 1;
+            out.push((c, Err(CfiMissing::TimedOut)));
+        }
+        if self.stuck >= MAX_STUCK_READS {
+            out.extend(
+                self.queued
+                    .drain(..)
+                    .map(|(c, _)| (c, Err(CfiMissing::TimedOut))),
+            );
+        }
+        self.start_reads();
+        out
+    }
+}
+
+/// Reads a binary's unwind sections (on the reader's worker thread).
+pub(super) fn read_cfi(source: CfiSource) -> CfiAnswer {
+    match source {
+        CfiSource::Vdso => {
+            let bytes = own_vdso().ok_or(CfiMissing::Unreadable)?;
+            sections_of(&*bytes)
+        }
+        CfiSource::File { binary, build_id } => {
+            let f = open_mapped(&binary).map_err(|_| CfiMissing::Unreadable)?;
+            if let Some(want) = build_id {
+                let again = f.try_clone().map_err(|_| CfiMissing::Unreadable)?;
+                if build_id_of(again).as_deref() != Some(&want[..]) {
+                    return Err(CfiMissing::Unreadable);
+                }
+            }
+            let cache = object::read::ReadCache::new(f);
+            sections_of(&cache)
+        }
+    }
+}
+
+/// This process's `[vdso]` image (the kernel's, the same for every 64-bit
+/// process), read through `/proc/self/mem`.
+pub(super) fn own_vdso() -> Option<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let line = maps.lines().find(|l| l.ends_with("[vdso]"))?;
+    let (start, end) = line.split(' ').next()?.split_once('-')?;
+    let start = u64::from_str_radix(start, 16).ok()?;
+    let end = u64::from_str_radix(end, 16).ok()?;
+    let len = usize::try_from(end.checked_sub(start)?).ok()?;
+    if len > 1 << 20 {
+        return None;
+    }
+    let mut mem = std::fs::File::open("/proc/self/mem").ok()?;
+    mem.seek(SeekFrom::Start(start)).ok()?;
+    let mut buf = vec![0; len];
+    mem.read_exact(&mut buf).ok()?;
+    Some(buf)
+}
+
+/// The unwind sections and load segments of an ELF file.
+pub(super) fn sections_of<'d, R: object::ReadRef<'d>>(data: R) -> CfiAnswer {
+    use object::{Object, ObjectSection, ObjectSegment, SegmentFlags};
+    let obj = object::File::parse(data).map_err(|_| CfiMissing::Unreadable)?;
+    if obj.architecture() != object::Architecture::X86_64 {
+        return Err(CfiMissing::NoCfi);
+    }
+    let range = |s: &object::Section<'d, '_, R>| s.address()..s.address().saturating_add(s.size());
+    let read = |s: &object::Section<'d, '_, R>| -> Result<Data, CfiMissing> {
+        if s.size() > MAX_CFI_SECTION {
+            return Err(CfiMissing::Refused(format!(
+                "its {} is {} bytes, over the {} MiB this reads",
+                s.name().unwrap_or("?"),
+                s.size(),
+                MAX_CFI_SECTION >> 20
+            )));
+        }
+        let d = s.uncompressed_data().map_err(|_| CfiMissing::Unreadable)?;
+        Ok(Arc::from(&d[..]))
+    };
+    let mut segments = Vec::new();
+    let mut code: Option<Range<u64>> = None;
+    for seg in obj.segments() {
+        let (off, size) = seg.file_range();
+        let exec = matches!(seg.flags(), SegmentFlags::Elf { p_flags } if p_flags & object::elf::PF_X != 0);
+        if exec {
+            let r = seg.address()..seg.address().saturating_add(seg.size());
+            code = Some(match code {
+                Some(c) => c.start.min(r.start)..c.end.max(r.end),
+                None => r,
+            });
+            segments.insert(0, (off, seg.address(), size));
+        } else {
+            segments.push((off, seg.address(), size));
+        }
+    }
+    let code = code.ok_or(CfiMissing::NoCfi)?;
+    let section = |name: &str| obj.section_by_name(name).filter(|s| s.size() > 0);
+    let eh = section(".eh_frame");
+    let hdr = section(".eh_frame_hdr");
+    let eh_frame = eh.as_ref().map(read).transpose()?;
+    let debug_frame = match eh {
+        Some(_) => None,
+        None => section(".debug_frame").as_ref().map(read).transpose()?,
+    };
+    if eh_frame.is_none() && debug_frame.is_none() {
+        return Err(CfiMissing::NoCfi);
+    }
+    let eh_frame_svma = eh.as_ref().map(range);
+    let eh_frame_hdr = match (&eh_frame, &hdr) {
+        (Some(_), Some(h)) => Some(read(h)?),
+        _ => None,
+    };
+    let eh_frame_hdr_svma = hdr.as_ref().map(range);
+    let text_svma = section(".text").as_ref().map(range);
+    let got_svma = section(".got").as_ref().map(range);
+    // The bases framehop decodes pointers with: the check must see the
+    // same pointers.
+    let start = |r: &Option<Range<u64>>| r.as_ref().map_or(0, |r| r.start);
+    let bases = framehop_bases(
+        start(&eh_frame_svma),
+        eh_frame_hdr
+            .as_ref()
+            .map_or(0, |_| start(&eh_frame_hdr_svma)),
+        start(&text_svma),
+        start(&got_svma),
+    );
+    let refused = |e: crate::cfi_check::CfiRefusal| CfiMissing::Refused(e.to_string());
+    if let Some(d) = &eh_frame {
+        let hdr = eh_frame_hdr.as_deref();
+        check_cfi(CfiSection::EhFrame { hdr }, d, &bases).map_err(refused)?;
+    }
+    if let Some(d) = &debug_frame {
+        check_cfi(CfiSection::DebugFrame, d, &bases).map_err(refused)?;
+    }
+    Ok(CfiSections {
+        base_svma: code.start & !0xfff,
+        code,
+        text_svma,
+        got_svma,
+        eh_frame_hdr,
+        eh_frame_hdr_svma: eh_frame_hdr_svma.filter(|_| eh_frame.is_some()),
+        eh_frame_svma,
+        eh_frame,
+        debug_frame,
+        segments,
+    })
+}
+
+/// Where the unwind information of the binary of mapping `m`, with cookie
+/// entry `entry`, is read from; None for code no file holds.
+pub(crate) fn source_of(
+    entry: &profkit_eventlog::CookieEntry,
+    m: &Map,
+    pid: u32,
+    proc_root: Option<&std::path::Path>,
+) -> Option<CfiSource> {
+    use profkit_eventlog::CookieKind;
+    match entry.kind {
+        CookieKind::Vdso => Some(CfiSource::Vdso),
+        CookieKind::User => Some(CfiSource::File {
+            binary: MappedBinary {
+                path: PathBuf::from(&entry.path),
+                map_file: proc_root
+                    .map(|r| r.join(format!("{pid}/map_files/{:x}-{:x}", m.start, m.end))),
+                identity: ((entry.dev, entry.inode) != (0, 0)).then_some((entry.dev, entry.inode)),
+            },
+            build_id: entry.build_id.clone().filter(|b| !b.is_empty()),
+        }),
+        _ => None,
+    }
+}

@@ -15,6 +15,7 @@ mod dwarf;
 mod flags;
 mod golden;
 mod live;
+mod names;
 mod namespaces;
 mod parts;
 mod rotation;

@@ -193,10 +193,24 @@ impl SyncStage {
         } else {
             self.ensure_process(t.ppid);
         }
+        // A COMM newer than this FORK was read first (the child renamed
+        // itself and ran on a CPU whose ring was drained earlier): the
+        // name it gave stays; the fork must not put the parent's back.
+        let renamed = match self.comm_time.get(&t.tid) {
+            Some(&named) if named > t.id.time && t.id.time != u64::MAX => {
+                self.procs.thread_comm(t.pid, t.tid).map(str::to_string)
+            }
+            _ => None,
+        };
         self.procs
             .fork_at(t.pid, t.ppid, t.tid, t.id.time, self.round);
         self.no_proc.remove(&t.pid);
-        self.announced.remove(&t.tid);
+        match renamed {
+            Some(comm) => self.procs.set_comm(t.pid, t.tid, &comm),
+            None => {
+                self.announced.remove(&t.tid);
+            }
+        }
     }
 
     /// An EXIT record.

@@ -608,3 +608,94 @@ fn unwinding_is_bounded_per_round_and_a_costly_binary_is_demoted() {
     assert_eq!((t.demoted, t.stacks_over_budget), (1, 0), "{t:?}");
     assert_eq!(t.stacks, 2 * n as u64);
 }
+
+/// A child renamed right after `fork` (`prctl(PR_SET_NAME)`, no exec):
+/// its COMM may sit in one CPU's ring and its FORK in another's, read
+/// after it. Its name follows time whichever ring is read first: every
+/// name written for it, in this round and the next, is its own.
+#[test]
+fn a_child_renamed_after_fork_keeps_its_name_whatever_the_ring_order() {
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+        cgroup: false,
+    };
+    let parent = SimRecord::Comm {
+        pid: 40,
+        tid: 40,
+        comm: "forker".into(),
+        exec: true,
+        time: 1,
+    };
+    let fork = SimRecord::Fork {
+        pid: 41,
+        ppid: 40,
+        tid: 41,
+        ptid: 40,
+        time: 5,
+    };
+    let rename = SimRecord::Comm {
+        pid: 41,
+        tid: 41,
+        comm: "child".into(),
+        exec: false,
+        time: 6,
+    };
+    let sample = |pid, time| SimRecord::Sample {
+        ip: 0x1000,
+        pid,
+        tid: pid,
+        time,
+        kernel: false,
+        period: 1,
+        callchain: Vec::new(),
+    };
+    for fork_first in [true, false] {
+        let d = tempfile::tempdir().unwrap();
+        let (_, mut stage) = stage_over(d.path());
+        let mut forks = SimRing::new(0, 1 << 16, layout);
+        let mut child = SimRing::new(1, 1 << 16, layout);
+        let code = SimRecord::Mmap2 {
+            pid: 40,
+            tid: 40,
+            addr: 0x1000,
+            len: 0x1000,
+            pgoff: 0,
+            ino: 9,
+            build_id: None,
+            prot: 5,
+            filename: "/bin/forker".into(),
+            time: 2,
+        };
+        for r in [&parent, &code, &fork] {
+            assert!(forks.push(r));
+        }
+        for r in [&rename, &sample(41, 7)] {
+            assert!(child.push(r));
+        }
+        let mut rings = if fork_first {
+            [forks, child]
+        } else {
+            [child, forks]
+        };
+        let mut names = Vec::new();
+        for (round, end) in [(0, 10), (1, 20)] {
+            if round == 1 {
+                assert!(rings[0].push(&sample(40, 14)));
+                assert!(rings[0].push(&sample(41, 15)));
+            }
+            let chunk = stage.round(&mut rings, end);
+            profkit_eventlog::decode_events(&chunk.bytes, |e| {
+                if let Event::Comm { tid: 41, comm, .. } = e {
+                    names.push(comm);
+                }
+            })
+            .unwrap();
+        }
+        assert!(!names.is_empty(), "fork first: {fork_first}");
+        assert!(
+            names.iter().all(|n| n == "child"),
+            "fork first: {fork_first}: {names:?}"
+        );
+    }
+}

@@ -16,6 +16,7 @@ use profkit_live::{
 use profkit_perf::parse_cpu_list;
 use serde_json::Value;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -466,14 +467,23 @@ fn archive(dir: &DirArg, output: &std::path::Path) -> Result<()> {
         output,
         std::path::Path::new(SYSTEM_DEBUG_DIR),
     )?;
-    println!(
+    // The archive itself may be on standard output (`-o /dev/stdout`):
+    // the summary then goes to standard error.
+    let mut said: Box<dyn std::io::Write> =
+        if profkit_untrusted::named_descriptor(output) == Some(1) {
+            Box::new(std::io::stderr())
+        } else {
+            Box::new(std::io::stdout())
+        };
+    writeln!(
+        said,
         "profkit: archived the session and {} binaries ({} bytes) into {}; unpack it anywhere and run `profreport --session-dir DIR`",
         a.binaries,
         a.bytes,
         output.display()
-    );
+    )?;
     for s in a.skipped {
-        println!("note: not archived: {}", profkit_eventlog::shown(&s));
+        writeln!(said, "note: not archived: {}", profkit_eventlog::shown(&s))?;
     }
     Ok(())
 }

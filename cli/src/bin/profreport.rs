@@ -542,47 +542,31 @@ impl Drop for Scratch {
     }
 }
 
-/// Where output goes: a file or standard output. The file is never
-/// reached through a symbolic link (a planted link does not redirect
-/// root's report) and an existing one must be a regular file of ours;
-/// only then is it truncated.
+/// Where output goes: standard output, or what `-o` names, opened by the
+/// one checked opener for outputs ([`profkit_untrusted::create_output`]:
+/// `/dev/null`, `/dev/stdout`, a pipe or FIFO of ours are written; a
+/// planted link or another user's file is refused untouched).
 fn output(path: Option<&Path>) -> Result<Box<dyn Write>> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let Some(p) = path else {
         return Ok(Box::new(BufWriter::new(io::stdout().lock())));
     };
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(p)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => anyhow::anyhow!(
-                "{} is a symbolic link: give the path of a file (or leave out -o for standard output)",
-                p.display()
+    let out = profkit_untrusted::create_output(p).map_err(|e| {
+        let what = profkit_untrusted::Refusal::of(&e).map(|r| match r {
+            profkit_untrusted::Refusal::Link { .. } => {
+                "is a symbolic link: give the path of a file, a device or a FIFO (or leave out -o for standard output)".to_string()
+            }
+            profkit_untrusted::Refusal::Owner { owner, .. } => format!(
+                "belongs to uid {owner}, not to you (uid {}): remove it or choose another name",
+                rustix::process::geteuid().as_raw()
             ),
-            _ => anyhow::Error::new(e).context(format!("creating {}", p.display())),
-        })?;
-    let m = f
-        .metadata()
-        .with_context(|| format!("creating {}", p.display()))?;
-    let me = rustix::process::geteuid().as_raw();
-    if !m.file_type().is_file() {
-        anyhow::bail!(
-            "{} is not a regular file: give the path of a file (or leave out -o for standard output)",
-            p.display()
-        );
-    }
-    if m.uid() != me {
-        anyhow::bail!(
-            "{} belongs to uid {}, not to you (uid {me}): remove it or choose another name",
-            p.display(),
-            m.uid()
-        );
-    }
-    f.set_len(0)
-        .with_context(|| format!("truncating {}", p.display()))?;
-    Ok(Box::new(BufWriter::new(f)))
+            r => format!("is {r}"),
+        });
+        match what {
+            Some(w) => anyhow::anyhow!("{} {w}", p.display()),
+            None => anyhow::Error::new(e).context(format!("creating {}", p.display())),
+        }
+    })?;
+    Ok(Box::new(BufWriter::new(out)))
 }
 
 /// `out.svg` → `out-cpu3.svg`.

@@ -2,6 +2,7 @@
 //! checked-in sessions: `ratio` (one thread; f_a 2/3, f_b 1/3) and
 //! `pinned` (f_cpu0 on CPU 0, f_cpu1 on CPU 1).
 
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
 use profkit_eventlog::*;
@@ -788,6 +789,50 @@ fn output_never_goes_through_a_planted_link_or_into_someone_elses_file() {
         let r = on_fixture("ratio", &["-o", theirs.to_str().unwrap()]).expect(1);
         assert!(r.stderr.contains("belongs to uid 65534"), "{}", r.stderr);
         assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "theirs");
+    }
+}
+
+/// Devices, our standard output and FIFOs the user named are ordinary
+/// outputs (issue 26.2: they were refused as "not a regular file"); none is
+/// replaced by a regular file.
+#[test]
+fn output_to_dev_null_dev_stdout_and_a_fifo_works() {
+    on_fixture("ratio", &["-o", "/dev/null"]).expect(0);
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    let r = on_fixture("ratio", &["-o", "/dev/stdout"]).expect(0);
+    assert!(r.stdout.contains("shares"), "{}", r.stdout);
+    let d = tempfile::tempdir().unwrap();
+    let fifo = d.path().join("report.fifo");
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+    )
+    .unwrap();
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    on_fixture("ratio", &["-o", fifo.to_str().unwrap()]).expect(0);
+    assert!(reader.join().unwrap().contains("shares"));
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    // A FIFO another user planted is refused at once (nothing waits on it).
+    let theirs = d.path().join("theirs.fifo");
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        &theirs,
+        rustix::fs::Mode::from_raw_mode(0o666),
+    )
+    .unwrap();
+    if std::os::unix::fs::chown(&theirs, Some(65534), None).is_ok() {
+        let r = on_fixture("ratio", &["-o", theirs.to_str().unwrap()]).expect(1);
+        assert!(r.stderr.contains("belongs to uid 65534"), "{}", r.stderr);
     }
 }
 

@@ -74,6 +74,14 @@ pub fn archive(session_dir: &Path, output: &Path, debug_dir: &Path) -> Result<Ar
             );
         }
     }
+    // What `output` names, checked (no planted link, no other user's
+    // file): a device, pipe or our stdout is streamed to as it is; a
+    // regular file (absent or ours) is written beside and renamed over.
+    let named =
+        profkit_untrusted::open_output(output).map_err(|e| Error::io("opening", output, e))?;
+    if let profkit_untrusted::OutputPath::Stream(s) = named {
+        return write_tar(s, output, &sdir, &parts, &entries, debug_dir);
+    }
     let tmp = temp_beside(output);
     let file = {
         use std::os::unix::fs::OpenOptionsExt;
@@ -85,7 +93,14 @@ pub fn archive(session_dir: &Path, output: &Path, debug_dir: &Path) -> Result<Ar
             .open(&tmp)
             .map_err(|e| Error::io("creating", &tmp, e))?
     };
-    let written = write_tar(file, &tmp, &sdir, &parts, &entries, debug_dir);
+    let written = write_tar(
+        profkit_untrusted::Output::File(file),
+        &tmp,
+        &sdir,
+        &parts,
+        &entries,
+        debug_dir,
+    );
     let done = match written {
         Ok(d) => d,
         Err(e) => {
@@ -110,7 +125,7 @@ fn temp_beside(output: &Path) -> PathBuf {
 }
 
 fn write_tar(
-    file: std::fs::File,
+    file: profkit_untrusted::Output,
     output: &Path,
     sdir: &SessionDir,
     parts: &[(PathBuf, String)],
@@ -247,7 +262,7 @@ fn kept_build_id(p: &Path) -> Option<Vec<u8>> {
 }
 
 struct Tar {
-    builder: tar::Builder<std::io::BufWriter<std::fs::File>>,
+    builder: tar::Builder<std::io::BufWriter<profkit_untrusted::Output>>,
     output: PathBuf,
 }
 

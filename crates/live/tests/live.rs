@@ -333,6 +333,17 @@ fn session_with_binaries(s: &Setup, bins: &[(&Path, Vec<u8>)]) {
     std::fs::write(s.dir.join("unrelated.txt"), "u").unwrap();
 }
 
+/// An error with its sources, as the command line shows it.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut next = e.source();
+    while let Some(c) = next {
+        s += &format!(": {c}");
+        next = c.source();
+    }
+    s
+}
+
 fn tar_names(p: &Path) -> Vec<String> {
     let mut a = tar::Archive::new(std::fs::File::open(p).unwrap());
     let mut names: Vec<String> = a
@@ -650,13 +661,63 @@ fn an_archive_never_reads_through_links_or_writes_into_an_existing_file() {
     std::fs::write(&target, "keep").unwrap();
     let link_out = s.dir.parent().unwrap().join("b.tar");
     std::os::unix::fs::symlink(&target, &link_out).unwrap();
-    archive(&s.dir, &link_out, &s.dir.join("nodebug")).unwrap();
+    let e = chain(&archive(&s.dir, &link_out, &s.dir.join("nodebug")).unwrap_err());
+    assert!(e.contains("symbolic link"), "{e}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
-    assert!(!std::fs::symlink_metadata(&link_out)
+    let _ = exe;
+}
+
+/// A device or FIFO named as the archive is streamed to, never replaced by
+/// a regular file (before, `-o /dev/null` renamed the archive over root's
+/// `/dev/null`); a FIFO planted by another user is refused.
+#[test]
+fn an_archive_streams_into_a_fifo_or_device_and_never_replaces_it() {
+    use std::os::unix::fs::FileTypeExt;
+    let s = setup();
+    std::fs::set_permissions(&s.dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    session_with_binaries(&s, &[]);
+    archive(&s.dir, Path::new("/dev/null"), &s.dir.join("nodebug")).unwrap();
+    assert!(std::fs::metadata("/dev/null")
         .unwrap()
         .file_type()
-        .is_symlink());
-    let _ = exe;
+        .is_char_device());
+    let fifo = s.dir.parent().unwrap().join("a.fifo");
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+    )
+    .unwrap();
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    archive(&s.dir, &fifo, &s.dir.join("nodebug")).unwrap();
+    let bytes = reader.join().unwrap();
+    let names: Vec<String> = tar::Archive::new(&bytes[..])
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().display().to_string())
+        .collect();
+    assert!(
+        names.contains(&profkit_daemon::SESSION_LOG.to_owned()),
+        "{names:?}"
+    );
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    let theirs = s.dir.parent().unwrap().join("theirs.fifo");
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        &theirs,
+        rustix::fs::Mode::from_raw_mode(0o666),
+    )
+    .unwrap();
+    if std::os::unix::fs::chown(&theirs, Some(65534), None).is_ok() {
+        let e = chain(&archive(&s.dir, &theirs, &s.dir.join("nodebug")).unwrap_err());
+        assert!(e.contains("owned by uid 65534"), "{e}");
+    }
 }
 
 #[test]

@@ -39,6 +39,10 @@
 //! assert!(ok.map_or(true, |o| o.meta.is_file()));
 //! ```
 //!
+//! Files a user names for output (`-o`) have their own opener,
+//! [`create_output`] and [`open_output`]: our own descriptors by name,
+//! devices and FIFOs the user named, no planted link, no foreign file.
+//!
 //! # Not for
 //!
 //! Files profkit creates itself (the session directory's own files are
@@ -48,6 +52,9 @@
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+mod output;
+pub use output::{create_output, named_descriptor, open_output, Output, OutputPath};
 
 use std::fs::{File, Metadata};
 use std::io::{self, Read};

@@ -57,9 +57,6 @@ OTHER INPUTS:
   profreport --import perf.data -l     a `perf record` file, with every report above
   profreport --diff OLD_DIR NEW_DIR    per symbol, the change in share, largest first";
 
-/// Warnings printed without `--verbose`.
-const MAX_WARNINGS: usize = 10;
-
 /// Parses `--separate` (clap calls this, so a bad value exits 2 with the message).
 fn separate(s: &str) -> Result<Separate, String> {
     Separate::parse(s).map_err(|e| e.to_string())
@@ -474,15 +471,8 @@ fn open(dir: &Path, window: Option<&TimeSpec>) -> Result<Session> {
 }
 
 fn print_warnings(report: &Report, verbose: bool) {
-    let shown = if verbose { usize::MAX } else { MAX_WARNINGS };
-    for w in report.warnings.iter().take(shown) {
-        eprintln!("profreport: warning: {}", profkit_eventlog::shown(w));
-    }
-    if report.warnings.len() > shown {
-        eprintln!(
-            "profreport: … and {} more warnings (-v shows them all)",
-            report.warnings.len() - shown
-        );
+    for line in report.warning_lines(verbose) {
+        eprintln!("profreport: warning: {}", profkit_eventlog::shown(&line));
     }
 }
 

@@ -245,6 +245,7 @@ mod session;
 mod spec;
 #[cfg(test)]
 mod tests;
+mod warnings;
 mod window;
 
 pub use build::build_report;
@@ -254,7 +255,7 @@ pub use export::{collapsed_lines, write_collapsed, write_flamegraph};
 pub use model::{
     Annotation, AsmLine, BadChunkInfo, CallArc, CallEntry, CallGraph, CallGraphMode, Column,
     CpuLoss, Function, Header, Location, Mapping, Report, Row, SessionInfo, SessionTimeline,
-    ShownColumns, StackCounts, StackSample, Stacks, Symbol, Timeline, TimelineLine,
+    ShownColumns, StackCounts, StackSample, Stacks, Symbol, Timeline, TimelineLine, UnnamedBinary,
 };
 pub use options::{AnnotateOptions, ReportOptions, SymbolSources};
 pub use render::{
@@ -265,6 +266,7 @@ pub use session::{
     Liveness, Part, Rotation, Session, ARCHIVE_DEBUG_DIR, KALLSYMS_FILE, MAX_PARTS, SESSION_FILE,
 };
 pub use spec::{base_name, Glob, ProfileSpec, Separate, SortKey, SPEC_TAGS};
+pub use warnings::MAX_WARNING_LINES;
 pub use window::TimeSpec;
 
 /// Progress of a report, for a progress bar. Called from rayon workers, so

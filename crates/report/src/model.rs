@@ -134,7 +134,7 @@ impl StackCounts {
 }
 
 /// The report's header.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Header {
     /// The sessions read (one, or several with `--merge`).
     pub sessions: Vec<SessionInfo>,
@@ -318,6 +318,10 @@ pub struct Report {
     pub timeline: Option<Timeline>,
     /// Problems worth telling: unreadable chunks, missing binaries, high loss.
     pub warnings: Vec<String>,
+    /// Binaries hit whose samples found no name for want of symbols
+    /// (stripped, no debug file found), most samples first: counted in one
+    /// line by [`Report::warning_lines`], listed with `-v`.
+    pub unnamed_binaries: Vec<UnnamedBinary>,
     /// The caller/callee blocks (`--callgraph`).
     pub callgraph: Option<CallGraph>,
     /// The symbolized stacks, for the collapsed, flame graph and pprof
@@ -325,6 +329,18 @@ pub struct Report {
     pub stacks: Option<Stacks>,
     /// The annotated functions (`--annotate`), hottest first.
     pub annotations: Option<Vec<Annotation>>,
+}
+
+/// A binary whose samples found no name: no symbol table of its own and
+/// no debug file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UnnamedBinary {
+    /// Its path as recorded.
+    pub path: String,
+    /// Its samples that found no name (shown as offsets).
+    pub samples: u64,
+    /// What was missing and where debug files were looked for.
+    pub note: String,
 }
 
 /// One function annotated (`--annotate`): its samples per source line

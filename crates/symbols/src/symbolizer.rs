@@ -76,6 +76,7 @@ impl Builder {
                 path_used: None,
                 debug_file_used: None,
                 warnings: Vec::new(),
+                no_symbols: None,
                 symbols: Vec::new(),
                 offsets: Vec::with_capacity(capacity),
             },
@@ -402,7 +403,7 @@ impl Symbolizer {
         }
         if unnamed {
             if let Some(note) = &image.sparse_note {
-                b.warn(note.clone());
+                b.result.no_symbols = Some(note.clone());
             }
         }
         b.result

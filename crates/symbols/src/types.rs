@@ -328,6 +328,13 @@ pub struct BinaryResult {
     /// Messages for the report, each once per binary: "binary changed since recording: …",
     /// "… not found; samples shown as offsets", "kernel addresses hidden …".
     pub warnings: Vec<String>,
+    /// Set when some offsets found no name because the binary has no symbol
+    /// table of its own (stripped, at most exported names) and no debug
+    /// file was found: the note saying so (path, build-id, where debug
+    /// files were looked for). Apart from [`BinaryResult::warnings`] because
+    /// a system-wide report meets dozens of such binaries: a report counts
+    /// them in one line and lists them on demand.
+    pub no_symbols: Option<String>,
     /// The distinct symbols hit, referenced by [`OffsetInfo::symbol`].
     pub symbols: Vec<SymbolInfo>,
     /// One entry per requested offset, in request order.

@@ -191,6 +191,7 @@ pub fn build_report(
         rows,
         rows_below_threshold: below,
         timeline: None,
+        unnamed_binaries: unnamed_binaries(&agg, &symbols),
         warnings,
         callgraph,
         stacks: if opts.stacks {
@@ -320,10 +321,39 @@ fn timeline_report(
         rows_below_threshold: 0,
         timeline: Some(timeline),
         warnings,
+        unnamed_binaries: Vec::new(),
         callgraph: None,
         stacks: None,
         annotations: None,
     }
+}
+
+/// The binaries whose samples found no name for want of symbols, with
+/// those samples (each sample's own location; callers are not counted),
+/// most first.
+fn unnamed_binaries(agg: &Aggregate, symbols: &FxHashMap<Cookie, Resolved>) -> Vec<UnnamedBinary> {
+    let mut unnamed: FxHashMap<Cookie, u64> = FxHashMap::default();
+    for (k, &n) in &agg.counts {
+        if let Some(r) = symbols.get(&k.cookie) {
+            if r.result.no_symbols.is_some() && r.symbol_of(k.offset).is_none() {
+                *unnamed.entry(k.cookie).or_default() += n;
+            }
+        }
+    }
+    let mut out: Vec<UnnamedBinary> = unnamed
+        .into_iter()
+        .filter_map(|(c, samples)| {
+            let note = symbols.get(&c)?.result.no_symbols.clone()?;
+            let path = agg.cookies.get(&c).map(|(e, _, _)| e.path.clone())?;
+            Some(UnnamedBinary {
+                path,
+                samples,
+                note,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| b.samples.cmp(&a.samples).then_with(|| a.path.cmp(&b.path)));
+    out
 }
 
 /// The sample columns (one per CPU with `--separate=cpu`), and each CPU's

@@ -67,6 +67,8 @@ struct JsonReport<'a> {
     sessions: &'a [SessionInfo],
     bad_chunks: &'a [BadChunkInfo],
     warnings: &'a [String],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    unnamed_binaries: &'a [UnnamedBinary],
     #[serde(skip_serializing_if = "Option::is_none")]
     rows: Option<Vec<JsonRow>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -198,6 +200,7 @@ pub fn write_json(report: &Report, w: &mut dyn Write) -> io::Result<()> {
         sessions: &h.sessions,
         bad_chunks: &h.bad_chunks,
         warnings: &report.warnings,
+        unnamed_binaries: &report.unnamed_binaries,
         rows,
         timeline: report.timeline.as_ref(),
         callgraph: report.callgraph.as_ref(),

@@ -247,15 +247,15 @@ fn stripped_binary_finds_debug_file_by_build_id() {
         offset_of(&full, "gamma_static", 0),
     ];
 
-    // Without the debug dir: no names, and a warning that says what to install.
+    // Without the debug dir: no names, and a note that says what to install.
     let r = one(isolated(), BinaryRequest::elf(&stripped), &offsets);
     assert_eq!(r.name_at(0), None);
     assert!(
-        r.warnings
-            .iter()
-            .any(|w| w.contains("no .symtab") && w.contains(&h)),
+        r.no_symbols
+            .as_deref()
+            .is_some_and(|w| w.contains("no .symtab") && w.contains(&h)),
         "{:?}",
-        r.warnings
+        r.no_symbols
     );
 
     let opts = SymbolizerOptions {
@@ -337,9 +337,11 @@ fn shared_library_function_and_stripped_library() {
     assert_eq!(r.symbol_at(0).unwrap().origin, SymbolOrigin::Dynsym);
     assert_eq!(r.name_at(1), None);
     assert!(
-        r.warnings.iter().any(|w| w.contains("only exported names")),
+        r.no_symbols
+            .as_deref()
+            .is_some_and(|w| w.contains("only exported names")),
         "{:?}",
-        r.warnings
+        r.no_symbols
     );
 }
 

@@ -2,31 +2,24 @@
 //! Flags and glue only: the work is in the profkit crates.
 #![forbid(unsafe_code)]
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use profkit_daemon::{
-    daemon_state, spawn_daemon, Client, DaemonState, Request, SessionDir, DEFAULT_READY_TIMEOUT,
+    daemon_state, spawn_daemon, DaemonState, Request, SessionDir, DEFAULT_READY_TIMEOUT,
     SESSION_LOG,
 };
 use profkit_live::{
-    finalize_dead, parse_keep, parse_size, perf_is_usage, run_daemon, run_daemon_with, BudgetLimit,
-    CallGraph, DwarfRing, ExtrasSources, PartsConfig, Rate, Rotate, StartConfig, Status, Summary,
-    DEFAULT_FREQUENCY, SYSTEM_DEBUG_DIR,
+    control, finalize_dead, parse_keep, parse_size, perf_is_usage, run_daemon, run_daemon_with,
+    BudgetLimit, CallGraph, DwarfRing, ExtrasSources, PartsConfig, Rate, RecordRun, Rotate,
+    StartConfig, Summary, DEFAULT_FREQUENCY, SYSTEM_DEBUG_DIR,
 };
 use profkit_perf::parse_cpu_list;
-use serde_json::Value;
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
 
 const EXIT_CODES: &str = "EXIT STATUS:\n  0  success\n  1  the operation failed (no daemon, no permission, I/O error)\n  2  bad command line\n  record: the recorded command's own exit status\n\nEXAMPLES:\n  profctl start -F 1000            sample the whole system at 1 kHz into ./profkit_data\n  profctl dump; profctl status     flush to disk now; show counters\n  profctl stop                     finish and print the summary\n  profctl record -- make -j2       profile one command and its children
   profctl record --call-graph dwarf -- ./app   with call graphs, also through code built without frame pointers";
-
-const STATUS_JSON: &str = "--json KEYS:\n  state               running, stopping, died or not running\n  pid                 the daemon's pid (null if unknown)\n  session_dir         the session directory\n  event, frequency_hz, period, sync_interval_ms   from the session header\n  uptime_s            seconds since the daemon started\n  session_file_bytes, session_dir_bytes           file sizes (bytes)\n  round_errors, last_round_error                  failed sync rounds\n  running only, the recorder's counters:\n  rounds, last_round_ms, elapsed_s, bytes_written, processes, stacks, ...\n  cpus                [{cpu, samples, lost, lost_pct, lost_ring, lost_overflow,\n                       lost_disk_full, lost_no_mapping, lost_no_task,\n                       lost_reconcile, kernel_lost, throttle_events, ...}]\n  unwind, build_ids_refused, files_unidentified, unattributed   DWARF, build-id and unattributed notes\n  parts               {part, closed, closed_bytes, removed, rule, errors} of a\n                      rotated session (--rotate, SIGHUP, profctl rotate)\n  disk                {budget_bytes, budget_source, parts_bytes, extras_bytes,\n                       refused: {REASON: N}, refused_named: [\"PATH (uid U): why\"]}";
 
 #[derive(Parser, Debug)]
 #[command(name = "profctl", version, about = "Control profkit's system-wide sampling daemon", after_help = EXIT_CODES)]
@@ -140,7 +133,7 @@ enum Cmd {
     /// Force a sync round now; returns once it is on disk.
     Dump(DirArg),
     /// Show whether a daemon runs, what it samples and its counters.
-    #[command(after_help = STATUS_JSON)]
+    #[command(after_help = profkit_live::Status::JSON_KEYS)]
     Status {
         #[command(flatten)]
         dir: DirArg,
@@ -316,132 +309,6 @@ fn prepare(a: &StartArgs, pid_override: Option<u32>) -> Result<StartConfig> {
     Ok(c)
 }
 
-fn print_summary(s: &Summary) {
-    let session = s.session.clone().unwrap_or_default();
-    let (samples, lost, unattributed) = (s.samples(), s.lost(), s.unattributed());
-    let per: Vec<String> = s
-        .cpus
-        .iter()
-        .map(|c| {
-            format!(
-                "cpu{} {} ({} lost, {:.3}%)",
-                c.cpu, c.samples, c.lost, c.lost_pct
-            )
-        })
-        .collect();
-    let of_which = if unattributed > 0 {
-        format!(" ({unattributed} of them unattributed: no mapping or no task)")
-    } else {
-        String::new()
-    };
-    println!(
-        "profkit: recorded {:.1} s, {samples} samples and {lost} lost{of_which} in {} rounds: {}. Session {} ({} bytes, {:.2} bytes/sample).",
-        session.duration_s,
-        s.rounds,
-        per.join(", "),
-        if session.session.is_empty() { "?" } else { &session.session },
-        session.session_bytes,
-        if samples > 0 { session.session_bytes as f64 / samples as f64 } else { 0.0 }
-    );
-    if let Some(p) = &s.parts {
-        let first = p.part.saturating_sub(p.closed);
-        let files = match p.closed {
-            0 => "session.pkl".to_owned(),
-            _ => format!("session.{first:06}.pkl … session.pkl"),
-        };
-        println!(
-            "profkit: the session is in parts {first}–{} ({files}; their bytes above){}; \
-             profreport reads them as one.",
-            p.part,
-            match p.removed {
-                0 => String::new(),
-                n => format!(", {n} older deleted by retention (their samples are counted above)"),
-            }
-        );
-    }
-    if let Some(throttled) = s.throttled() {
-        println!(
-            "warning: the kernel throttled sampling ({}): it caps interrupts at kernel.perf_event_max_sample_rate = {} Hz (and perf_cpu_time_max_percent), so those periods hold fewer samples than asked for; lower -F/-c or raise the sysctl",
-            throttled,
-            profkit_perf::read_sysctl("kernel.perf_event_max_sample_rate").map(|v| v.to_string()).unwrap_or("?".into())
-        );
-    }
-    let k = &session.kept;
-    if k.binaries + k.perf_maps > 0 {
-        println!(
-            "containers: kept {} binaries ({:.1} MiB) that the host cannot reach at their recorded paths, and {} JIT maps from other pid namespaces, in the session",
-            k.binaries,
-            k.binary_bytes as f64 / (1 << 20) as f64,
-            k.perf_maps
-        );
-    }
-    for r in &session.extras_refused {
-        println!(
-            "note: not copied into the session: {}",
-            profkit_eventlog::shown(r)
-        );
-    }
-    if let Some(d) = &s.disk {
-        // Its refusals name users' paths: each line on one line.
-        for line in d.text().lines() {
-            println!("{}", profkit_eventlog::shown(line));
-        }
-    }
-    let [unopenable, not_regular, other_file, timed_out] = s.build_ids_refused;
-    if not_regular + other_file + timed_out > 0 {
-        println!("note: build-ids not read for {} mapped binaries ({not_regular} not a regular file, {other_file} another file than the one mapped, {timed_out} timed out; {unopenable} unopenable): they are identified by device and inode", not_regular + other_file + timed_out + unopenable);
-    }
-    if s.files_unidentified > 0 {
-        println!("note: {} mappings claimed a build-id whose file could not be identified (gone, refused or timed out): their samples are named by the recorded path only, never with another file's symbols", s.files_unidentified);
-    }
-    let u = &s.unwind;
-    if u.stacks > 0 {
-        println!(
-            "DWARF call graphs: {} user stacks unwound at sync time ({:.1} frames each) with the unwind information of {} binaries ({:.1} MiB read)",
-            u.stacks,
-            u.frames as f64 / u.stacks as f64,
-            u.binaries,
-            u.bytes as f64 / (1 << 20) as f64
-        );
-        if u.frames_while_loading > 0 {
-            println!("note: {} frames were stepped by their frame pointer while their binary's unwind information was being read", u.frames_while_loading);
-        }
-        if u.without_cfi + u.unreadable + u.refused > 0 {
-            println!("note: {} binaries were stepped through by their frame pointer: {} without unwind information, {} unreadable or slower than 1 s, {} refused as hostile or corrupt", u.without_cfi + u.unreadable + u.refused, u.without_cfi, u.unreadable, u.refused);
-        }
-        for r in &s.unwind_refused {
-            println!(
-                "note: unwind information refused: {}",
-                profkit_eventlog::shown(r)
-            );
-        }
-        if u.demoted > 0 {
-            println!("note: {} binaries were stepped through by their frame pointer for the rest of the session because unwinding their frames cost too much", u.demoted);
-        }
-        for d in &s.unwind_demoted {
-            println!("note: demoted: {}", profkit_eventlog::shown(d));
-        }
-        if u.stacks_over_budget > 0 {
-            println!("note: {} user stacks (or their rest) were stepped by their frame pointer because their sync round had spent its unwinding budget", u.stacks_over_budget);
-        }
-    }
-    let cut: u64 = s.cpus.iter().map(|c| c.user_stacks_cut).sum();
-    if cut > 0 {
-        println!("note: {cut} user stacks were deeper than the copied stack bytes and end with [unknown]: raise --call-graph dwarf,SIZE (at most 65528) to see them whole");
-    }
-    for c in &s.cpus {
-        if c.lost_pct > 0.01 {
-            println!("warning: cpu {} lost {:.3}% of its samples (ring {}, event buffer {}, disk {}, no mapping {}, no task {}, unreported by LOST records {})",
-                c.cpu, c.lost_pct, c.lost_ring, c.lost_overflow, c.lost_disk_full, c.lost_no_mapping, c.lost_no_task, c.lost_reconcile);
-        }
-    }
-}
-
-/// The stop summary a daemon answered.
-fn summary(v: Value) -> Result<Summary> {
-    serde_json::from_value(v).context("reading the daemon's summary")
-}
-
 /// Finishes a dead daemon's session and says what was kept.
 fn finalize(dir: &DirArg) -> Result<Summary> {
     let f = finalize_dead(&dir.session_dir, &ExtrasSources::default())?;
@@ -488,207 +355,19 @@ fn archive(dir: &DirArg, output: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-fn request(dir: &DirArg, r: Request) -> Result<Value> {
-    if let DaemonState::Dead { pid } = daemon_state(&dir.session_dir)? {
-        bail!(
-            "the profkit daemon for {} (pid {}) died; its complete rounds are in {}",
-            dir.session_dir.display(),
-            pid.map(|p| p.to_string()).unwrap_or("?".into()),
-            dir.session_dir.join(SESSION_LOG).display()
-        );
-    }
-    Ok(Client::connect(&dir.session_dir)?
-        .request(r)?
-        .into_result(r)?)
-}
-
-fn wait_stopped(pid: u32) -> Result<()> {
-    let stat = format!("/proc/{pid}/stat");
-    for _ in 0..500 {
-        let s = std::fs::read_to_string(&stat).with_context(|| {
-            format!("the command (pid {pid}) exited before it could be profiled")
-        })?;
-        if s.rsplit(')')
-            .next()
-            .is_some_and(|r| r.trim_start().starts_with('T'))
-        {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    Err(anyhow!(
-        "the command (pid {pid}) did not reach its start point"
-    ))
-}
-
-/// The daemon `record` started, stopped on every way out of `record`: a
-/// normal end, an error, or a signal (Ctrl-C reaches `record` and the
-/// command, not the daemon in its own process group).
-struct RecordDaemon<'a> {
-    dir: &'a DirArg,
-    pid: u32,
-    stopped: bool,
-}
-
-impl RecordDaemon<'_> {
-    /// The stop request; if the daemon cannot be reached or fails, it is
-    /// sent SIGTERM (its own clean stop) and waited for.
-    fn stop(&mut self) -> Result<Summary> {
-        self.stopped = true;
-        let r = request(self.dir, Request::Stop).and_then(summary);
-        if r.is_err() {
-            self.terminate();
-        }
-        r
-    }
-
-    fn terminate(&self) {
-        let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) else {
-            return;
-        };
-        if rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_ok() {
-            // The daemon writes its footer and leaves; wait a little for it.
-            for _ in 0..500 {
-                if !std::path::Path::new(&format!("/proc/{}", self.pid)).exists() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    }
-}
-
-impl Drop for RecordDaemon<'_> {
-    fn drop(&mut self) {
-        if !self.stopped {
-            let _ = self.stop();
-        }
-    }
-}
-
-/// SIGINT, SIGTERM and SIGHUP while `record` runs: noted instead of ending
-/// `record` (which must still stop its daemon).
-struct Interrupts {
-    int: Arc<AtomicBool>,
-    term: Arc<AtomicBool>,
-    hup: Arc<AtomicBool>,
-}
-
-impl Interrupts {
-    fn catch() -> Result<Self> {
-        let i = Interrupts {
-            int: Arc::default(),
-            term: Arc::default(),
-            hup: Arc::default(),
-        };
-        for (sig, flag) in [(SIGINT, &i.int), (SIGTERM, &i.term), (SIGHUP, &i.hup)] {
-            signal_hook::flag::register(sig, Arc::clone(flag))
-                .context("installing signal handlers")?;
-        }
-        Ok(i)
-    }
-
-    fn any(&self) -> bool {
-        [&self.int, &self.term, &self.hup]
-            .iter()
-            .any(|f| f.load(Ordering::Relaxed))
-    }
-}
-
-/// Waits for the command; SIGTERM and SIGHUP sent to `record` are passed
-/// on to it (Ctrl-C reaches it from the terminal directly).
-fn wait_command(
-    child: &mut std::process::Child,
-    sig: &Interrupts,
-) -> Result<std::process::ExitStatus> {
-    let mut passed = false;
-    loop {
-        if let Some(st) = child.try_wait()? {
-            return Ok(st);
-        }
-        if !passed {
-            let to_pass = if sig.term.load(Ordering::Relaxed) {
-                Some(rustix::process::Signal::TERM)
-            } else if sig.hup.load(Ordering::Relaxed) {
-                Some(rustix::process::Signal::HUP)
-            } else {
-                None
-            };
-            if let (Some(s), Some(pid)) =
-                (to_pass, rustix::process::Pid::from_raw(child.id() as i32))
-            {
-                let _ = rustix::process::kill_process(pid, s);
-                passed = true;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
+/// `profctl record`: the command under a session of its own
+/// ([`profkit_live::record`]), its exit status as ours.
 fn record(a: &StartArgs, command: &[String]) -> Result<ExitCode> {
     // The flags, checked before the command is started (the events are
     // opened on it later).
     start_config(a, None)?;
-    let which = Command::new("sh")
-        .arg("-c")
-        .arg("command -v \"$1\"")
-        .arg("sh")
-        .arg(&command[0])
-        .output()?;
-    if !which.status.success() {
-        bail!("command not found: {}", command[0]);
-    }
-    let sig = Interrupts::catch()?;
-    let system_wide = a.all_cpus;
-    let mut child;
-    let mut daemon;
-    if system_wide {
-        daemon = RecordDaemon {
-            dir: &a.dir,
-            pid: start(a, None)?,
-            stopped: false,
-        };
-        if sig.any() {
-            bail!("interrupted before the command started");
-        }
-        child = Command::new(&command[0])
-            .args(&command[1..])
-            .spawn()
-            .with_context(|| format!("running {}", command[0]))?;
-    } else {
-        // The shell stops itself; we open events on it with enable_on_exec;
-        // it continues into exec, where sampling begins.
-        child = Command::new("sh")
-            .arg("-c")
-            .arg("kill -STOP $$; exec \"$@\"")
-            .arg("sh")
-            .args(command)
-            .spawn()
-            .context("starting the command")?;
-        wait_stopped(child.id())?;
-        daemon = match start(a, Some(child.id())) {
-            Ok(pid) => RecordDaemon {
-                dir: &a.dir,
-                pid,
-                stopped: false,
-            },
-            Err(e) => {
-                let _ = child.kill();
-                return Err(e);
-            }
-        };
-        let pid =
-            rustix::process::Pid::from_raw(child.id() as i32).ok_or_else(|| anyhow!("bad pid"))?;
-        if sig.any() {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("interrupted before the command started");
-        }
-        rustix::process::kill_process(pid, rustix::process::Signal::CONT)
-            .context("resuming the command")?;
-    }
-    let status = wait_command(&mut child, &sig)?;
-    print_summary(&daemon.stop()?);
+    let run = RecordRun {
+        session_dir: &a.dir.session_dir,
+        command,
+        system_wide: a.all_cpus,
+    };
+    let (status, summary) = profkit_live::record(&run, |pid| start(a, pid))?;
+    print!("{}", summary.stop_text());
     Ok(match status.code() {
         Some(c) => ExitCode::from(c as u8),
         None => ExitCode::from(128 + rustix_signal(&status)),
@@ -724,25 +403,18 @@ fn run(opt: Opt) -> Result<ExitCode> {
         }
         Cmd::Daemon { config } => run_daemon(&StartConfig::from_json(&config)?)?,
         Cmd::Stop(d) => match daemon_state(&d.session_dir)? {
-            DaemonState::Dead { .. } => print_summary(&finalize(&d)?),
-            _ => print_summary(&summary(request(&d, Request::Stop)?)?),
+            DaemonState::Dead { .. } => print!("{}", finalize(&d)?.stop_text()),
+            _ => print!("{}", control::stop(&d.session_dir)?.stop_text()),
         },
         Cmd::Dump(d) => {
-            request(&d, Request::Dump)?;
+            control::request(&d.session_dir, Request::Dump)?;
             println!(
                 "profkit: dumped; everything sampled so far is in {}",
                 d.session_dir.join(SESSION_LOG).display()
             );
         }
         Cmd::Status { dir: d, json } => {
-            let dir = &d.session_dir;
-            let status = match daemon_state(dir)? {
-                DaemonState::NotRunning => Status::of_dir("not running", None, dir),
-                DaemonState::Dead { pid } => Status::of_dir("died", pid, dir),
-                DaemonState::Running { pid } => {
-                    Status::running(pid, dir, &request(&d, Request::Status)?)
-                }
-            };
+            let status = control::status(&d.session_dir)?;
             if json {
                 println!("{}", serde_json::to_string(&status)?);
             } else {
@@ -750,13 +422,12 @@ fn run(opt: Opt) -> Result<ExitCode> {
             }
         }
         Cmd::Rotate(d) => {
-            let v = request(&d, Request::Rotate)?;
-            let removed = v["removed"].as_array().map_or(0, Vec::len);
+            let r = control::rotate(&d.session_dir)?;
             println!(
                 "profkit: now writing part {} in {}{}",
-                v["part"].as_u64().unwrap_or(0),
+                r.part,
                 d.session_dir.join(SESSION_LOG).display(),
-                match removed {
+                match r.removed.len() {
                     0 => String::new(),
                     n => format!("; {n} old parts deleted (retention)"),
                 }
@@ -766,7 +437,7 @@ fn run(opt: Opt) -> Result<ExitCode> {
             if !yes {
                 bail!("reset discards every sample so far: confirm with `profctl reset --yes`");
             }
-            request(&dir, Request::Reset)?;
+            control::request(&dir.session_dir, Request::Reset)?;
             println!("profkit: samples discarded; recording continues");
         }
         Cmd::Record { args, command } => {

@@ -25,14 +25,14 @@
 //! loop (connections are non-blocking until their request is complete).
 
 use std::collections::HashSet;
-use std::io::{self, Read, Write};
+use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::dir::{SessionDir, CONTROL_SOCKET};
 use crate::engine::Engine;
@@ -41,6 +41,8 @@ use crate::lock::DaemonLock;
 use crate::log::{Level, Logger};
 use crate::protocol::{Request, Response, MAX_REQUEST_LINE};
 use crate::signals::SignalPipe;
+use crate::socket::{Conn, ControlSocket, ReadOutcome};
+use crate::status::{DaemonStatus, Stats, StatusReply};
 
 /// The default sync interval (OProfile's daemon drains every 250 ms too).
 pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_millis(250);
@@ -48,8 +50,6 @@ pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_millis(250);
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
 /// Connections waiting for their request line at once; more are refused.
 pub const MAX_PENDING_CONNECTIONS: usize = 16;
-/// How long writing an answer may block.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How the main loop runs.
 #[derive(Debug, Clone)]
@@ -249,133 +249,11 @@ enum StopReason {
     Engine,
 }
 
-/// The listening socket; removes `control.sock` when dropped.
-struct ControlSocket<'d> {
-    listener: UnixListener,
-    dir: &'d SessionDir,
-}
-
-impl<'d> ControlSocket<'d> {
-    /// Bind under a temporary name, make it 0600, then rename it into
-    /// place, so `control.sock` never exists with a looser mode and never
-    /// exists without a listener behind it.
-    fn bind(dir: &'d SessionDir, pid: u32) -> Result<ControlSocket<'d>> {
-        let tmp = format!("{CONTROL_SOCKET}.{pid}.tmp");
-        dir.remove(&tmp)?;
-        let addr = dir.socket_address(&tmp);
-        let socket_err = |source| Error::Socket {
-            path: dir.join(CONTROL_SOCKET),
-            source,
-        };
-        let listener = UnixListener::bind(&addr).map_err(socket_err)?;
-        let placed = dir
-            .chmod(&tmp, 0o600)
-            .and_then(|()| dir.rename(&tmp, CONTROL_SOCKET));
-        if let Err(e) = placed {
-            let _ = dir.remove(&tmp);
-            return Err(e);
-        }
-        listener.set_nonblocking(true).map_err(socket_err)?;
-        Ok(ControlSocket { listener, dir })
-    }
-}
-
-impl Drop for ControlSocket<'_> {
-    fn drop(&mut self) {
-        let _ = self.dir.remove(CONTROL_SOCKET);
-    }
-}
-
-/// An accepted client that has not finished sending its request.
-struct Conn {
-    stream: UnixStream,
-    buf: Vec<u8>,
-    deadline: Instant,
-    uid: u32,
-    pid: i32,
-    /// Set for a peer that may not talk to us: its request is read (so it
-    /// gets the answer instead of a broken pipe) and refused.
-    refusal: Option<String>,
-}
-
-impl Conn {
-    /// Write the answer (blocking, bounded by [`WRITE_TIMEOUT`]) and close.
-    fn respond(self, response: &Response, log: &Logger) {
-        let mut stream = self.stream;
-        let result = stream
-            .set_nonblocking(false)
-            .and_then(|()| stream.set_write_timeout(Some(WRITE_TIMEOUT)))
-            .and_then(|()| stream.write_all(response.to_line().as_bytes()));
-        if let Err(e) = result {
-            log.debug(format_args!(
-                "could not answer client pid {}: {e}",
-                self.pid
-            ));
-        }
-    }
-
-    /// Read what is available. `Some(line)` once the request is complete.
-    fn read_request(&mut self) -> ReadOutcome {
-        let mut chunk = [0u8; 1024];
-        loop {
-            match self.stream.read(&mut chunk) {
-                Ok(0) => {
-                    return if self.buf.is_empty() {
-                        ReadOutcome::Closed
-                    } else {
-                        ReadOutcome::Line(std::mem::take(&mut self.buf))
-                    }
-                }
-                Ok(n) => {
-                    self.buf.extend_from_slice(&chunk[..n]);
-                    if let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
-                        self.buf.truncate(end);
-                        return ReadOutcome::Line(std::mem::take(&mut self.buf));
-                    }
-                    if self.buf.len() >= MAX_REQUEST_LINE {
-                        return ReadOutcome::TooLong;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ReadOutcome::Pending,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return ReadOutcome::Closed,
-            }
-        }
-    }
-}
-
-enum ReadOutcome {
-    Pending,
-    Line(Vec<u8>),
-    TooLong,
-    Closed,
-}
-
 /// Why a round ran.
 #[derive(Debug, Clone, Copy)]
 enum Cause {
     Timer,
     Wake,
-}
-
-/// The daemon's own counters (the `"daemon"` half of `status`).
-#[derive(Debug, Default)]
-struct Stats {
-    timer_rounds: u64,
-    wake_rounds: u64,
-    round_errors: u64,
-    last_round_error: Option<String>,
-    last_round: Duration,
-    max_round: Duration,
-    missed_ticks: u64,
-    requests: u64,
-    refused: u64,
-}
-
-impl Stats {
-    fn rounds(&self) -> u64 {
-        self.timer_rounds + self.wake_rounds
-    }
 }
 
 struct LoopState<'a> {
@@ -726,29 +604,30 @@ impl<'a> LoopState<'a> {
 
     fn status(&self, engine: &dyn Engine) -> Value {
         let s = &self.stats;
-        json!({
-            "daemon": {
-                "pid": self.pid,
-                "uid": self.dir.owner_uid(),
-                "session_dir": self.dir.path().display().to_string(),
-                "started_unix": self.started_unix,
-                "uptime_s": self.started.elapsed().as_secs_f64(),
-                "sync_interval_ms": self.opts.sync_interval.as_secs_f64() * 1e3,
-                "rounds": s.rounds(),
-                "timer_rounds": s.timer_rounds,
-                "wake_rounds": s.wake_rounds,
-                "missed_ticks": s.missed_ticks,
-                "round_errors": s.round_errors,
-                "last_round_error": s.last_round_error,
-                "last_round_us": s.last_round.as_micros() as u64,
-                "max_round_us": s.max_round.as_micros() as u64,
-                "requests": s.requests,
-                "refused": s.refused,
-                "wake_fds": self.wake_fd_count,
-                "dead_wake_fds": self.dead_wake_fds.len(),
+        let reply = StatusReply {
+            daemon: DaemonStatus {
+                pid: self.pid,
+                uid: self.dir.owner_uid(),
+                session_dir: self.dir.path().display().to_string(),
+                started_unix: self.started_unix,
+                uptime_s: self.started.elapsed().as_secs_f64(),
+                sync_interval_ms: self.opts.sync_interval.as_secs_f64() * 1e3,
+                rounds: s.rounds(),
+                timer_rounds: s.timer_rounds,
+                wake_rounds: s.wake_rounds,
+                missed_ticks: s.missed_ticks,
+                round_errors: s.round_errors,
+                last_round_error: s.last_round_error.clone(),
+                last_round_us: s.last_round.as_micros() as u64,
+                max_round_us: s.max_round.as_micros() as u64,
+                requests: s.requests,
+                refused: s.refused,
+                wake_fds: self.wake_fd_count,
+                dead_wake_fds: self.dead_wake_fds.len(),
             },
-            "engine": engine.status(),
-        })
+            engine: engine.status(),
+        };
+        serde_json::to_value(reply).unwrap_or_default()
     }
 
     fn round(&mut self, engine: &mut dyn Engine, cause: Cause) {

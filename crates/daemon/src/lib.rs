@@ -123,7 +123,9 @@ mod lock;
 mod log;
 mod protocol;
 mod signals;
+mod socket;
 mod spawn;
+mod status;
 pub mod testing;
 
 pub use client::Client;
@@ -139,3 +141,4 @@ pub use lock::{daemon_state, DaemonLock, DaemonState};
 pub use log::{Level, Logger, LOG_ENV};
 pub use protocol::{Request, Response, MAX_REQUEST_LINE, MAX_RESPONSE_LINE};
 pub use spawn::{spawn_daemon, DEFAULT_READY_TIMEOUT};
+pub use status::{DaemonStatus, StatusReply};

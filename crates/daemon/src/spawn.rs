@@ -11,6 +11,7 @@ use crate::dir::{SessionDir, DAEMON_LOG};
 use crate::error::{Error, Result};
 use crate::lock::{daemon_state, DaemonState};
 use crate::protocol::{Request, Response};
+use crate::status::StatusReply;
 
 /// How long [`spawn_daemon`] waits by default for the daemon to answer.
 pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -93,7 +94,7 @@ pub fn spawn_daemon(mut cmd: Command, dir: &SessionDir, timeout: Duration) -> Re
         {
             // Another daemon may have won a race for the lock; then ours
             // exits with AlreadyRunning and the next try_wait reports it.
-            if v["daemon"]["pid"].as_u64() == Some(u64::from(pid)) {
+            if StatusReply::from_value(v).is_ok_and(|r| r.daemon.pid == pid) {
                 return Ok(child);
             }
         }

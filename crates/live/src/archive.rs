@@ -6,13 +6,13 @@ use crate::extras::is_extra;
 use crate::keep::KEPT_DIR;
 use profkit_daemon::{daemon_state, DaemonState, SessionDir, SESSION_LOG};
 use profkit_eventlog::{
-    Cookie, CookieEntry, CookieKind, Event, FileCheck, FileIdentity, SessionReader,
+    build_id_path, Cookie, CookieEntry, CookieKind, Event, FileCheck, FileIdentity, SessionReader,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Where the system keeps separate debug files by build-id.
-pub const SYSTEM_DEBUG_DIR: &str = "/usr/lib/debug/.build-id";
+pub const SYSTEM_DEBUG_DIR: &str = "/usr/lib/debug";
 
 /// What [`archive`] packed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,7 +31,7 @@ pub struct Archived {
 /// copy kept of it, or its path if still that file — inode, size, mtime),
 /// `debug/.build-id/ab/cdef…` for one recorded before identities were
 /// (whose build-id still matches the recorded one),
-/// `….debug` for its separate debug file from `debug_dir` (normally
+/// `….debug` for its separate debug file under `debug_dir`/.build-id (normally
 /// [`SYSTEM_DEBUG_DIR`]). `profreport` uses `DIR/debug` as a debug
 /// directory when it exists. Refuses while a daemon records.
 ///
@@ -160,7 +160,6 @@ fn write_tar(
             done.skipped.push(format!("{path} (no build-id recorded)"));
             continue;
         };
-        let h = hex(id);
         // A build-id is a claim: an identified file is packed under its
         // cookie, from the copy kept of it or its path if still that file.
         match e.file {
@@ -195,7 +194,12 @@ fn write_tar(
             }
             _ => {}
         }
-        let name = format!("debug/.build-id/{}/{}", &h[..2], &h[2..]);
+        let in_session = |suffix: &str| {
+            build_id_path(Path::new(profkit_eventlog::layout::DEBUG_DIR), id, suffix)
+                .to_string_lossy()
+                .into_owned()
+        };
+        let name = in_session("");
         // A binary kept in the session because the host could not reach
         // it (another mount namespace): that copy, by build-id.
         let kept = sdir.held_path().join(&name);
@@ -219,12 +223,9 @@ fn write_tar(
                 .push(format!("{path} (changed since recording)")),
             None => done.skipped.push(format!("{path} (missing or unreadable)")),
         }
-        let dbg = debug_dir.join(&h[..2]).join(format!("{}.debug", &h[2..]));
+        let dbg = build_id_path(debug_dir, id, ".debug");
         if dbg.exists() {
-            match tar.add(
-                &dbg,
-                &format!("debug/.build-id/{}/{}.debug", &h[..2], &h[2..]),
-            ) {
+            match tar.add(&dbg, &in_session(".debug")) {
                 Ok(n) => done.bytes += n,
                 Err(Error::Refused { why, .. }) => {
                     done.skipped.push(format!("{} ({why})", dbg.display()))
@@ -308,8 +309,4 @@ impl Tar {
             .map_err(|e| Error::io("writing", &self.output, e))?;
         Ok(m.len())
     }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }

@@ -6,7 +6,7 @@ use crate::config::{session_header, StartConfig};
 use crate::error::{Error, Result};
 use crate::extras::{save_session_extras, ExtrasSources};
 use crate::keep::{Keeper, KEEP_STOP_WAIT};
-use crate::parts::{apply_retention, PartsConfig, Rotate};
+use crate::parts::{apply_retention, PartsConfig, Rotate, Rotation};
 use crate::summary::{PartsSummary, SessionSummary, Summary};
 use profkit_daemon::{Daemon, Engine, LoopOptions, SessionDir, SESSION_LOG};
 use profkit_eventlog::SessionFooter;
@@ -237,7 +237,7 @@ impl<S: WakeSource> LiveEngine<S> {
     /// Closes the current part and starts the next (`why`: what asked),
     /// then applies retention. Answers the new part's number and what
     /// was deleted.
-    pub fn rotate_now(&mut self, why: &str) -> Result<Value> {
+    pub fn rotate_now(&mut self, why: &str) -> Result<Rotation> {
         let rec = self
             .rec
             .as_mut()
@@ -269,18 +269,14 @@ impl<S: WakeSource> LiveEngine<S> {
         };
         self.parts_state.part += 1;
         let removed = self.retain(st.part_bytes);
-        let mut v = json!({
-            "part": self.parts_state.part,
-            "first_round": first_round,
-            "why": why,
-            "removed": removed,
-            "took_ms": (took_ms * 100.0).round() / 100.0,
-        });
-        if let Some(e) = error {
-            // Closed, but its footer or the next file failed.
-            v["error"] = json!(e);
-        }
-        Ok(v)
+        Ok(Rotation {
+            part: self.parts_state.part,
+            first_round,
+            why: why.to_owned(),
+            removed,
+            took_ms: (took_ms * 100.0).round() / 100.0,
+            error,
+        })
     }
 
     fn note_parts_error(&mut self, e: String) {
@@ -328,7 +324,7 @@ impl<S: WakeSource> LiveEngine<S> {
                 _ => "time",
             };
             let line = match self.rotate_now(why) {
-                Ok(v) => format!("rotated: {v}"),
+                Ok(r) => format!("rotated: {}", r.to_value()),
                 Err(e) => e.to_string(),
             };
             self.log_lines.push(line);
@@ -509,7 +505,9 @@ impl<S: WakeSource> Engine for LiveEngine<S> {
         }
     }
     fn rotate(&mut self) -> std::result::Result<Value, String> {
-        self.rotate_now("requested").map_err(|e| e.to_string())
+        self.rotate_now("requested")
+            .map(|r| r.to_value())
+            .map_err(|e| e.to_string())
     }
     fn take_log_lines(&mut self) -> Vec<String> {
         std::mem::take(&mut self.log_lines)

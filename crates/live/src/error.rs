@@ -62,6 +62,31 @@ pub enum Error {
         /// The session directory.
         dir: PathBuf,
     },
+    /// A request to a daemon that died.
+    #[error(
+        "the profkit daemon for {} (pid {}) died; its complete rounds are in {}",
+        dir.display(),
+        pid.map_or_else(|| "?".to_owned(), |p| p.to_string()),
+        dir.join(profkit_daemon::SESSION_LOG).display()
+    )]
+    DaemonDied {
+        /// The session directory.
+        dir: PathBuf,
+        /// The daemon's pid, if known.
+        pid: Option<u32>,
+    },
+    /// A daemon's answer that is not what was asked for (another
+    /// version's daemon?).
+    #[error("reading the daemon's {what}")]
+    Reply {
+        /// What was asked for.
+        what: &'static str,
+        /// Why it did not read.
+        source: serde_json::Error,
+    },
+    /// `record`: the command could not be run or supervised.
+    #[error(transparent)]
+    Record(#[from] crate::record::RecordError),
     /// A file `archive` would not read (a symbolic link, a FIFO, a device).
     #[error("{}: not archived: {why}", path.display())]
     Refused {

@@ -37,7 +37,11 @@
 //! - [`finalize_dead`]: the footer for the session of a daemon that died.
 //! - [`archive`]: a session and the binaries it samples in one tar.
 //! - [`Summary`]: the typed status/stop summary, built here only, sent as
-//!   JSON over the control socket and printed by `profctl`.
+//!   JSON over the control socket, rendered here for `profctl`
+//!   ([`Summary::stop_text`]); [`control`]: the requests `profctl` sends,
+//!   their answers read back typed ([`Rotation`], [`Status`], [`Summary`]).
+//! - [`record()`]: `profctl record`'s supervisor (the command started
+//!   stopped, the daemon stopped on every way out, signals passed on).
 //! - [`Status`]: `profctl status`: the daemon's state, event and rate
 //!   (session header), uptime, sizes and the [`Summary`], as text
 //!   ([`Status::text`], [`Summary::status_text`]) or serde JSON.
@@ -92,6 +96,7 @@ mod archive;
 mod budget;
 mod callgraph;
 mod config;
+pub mod control;
 mod engine;
 mod error;
 mod extras;
@@ -99,6 +104,7 @@ mod finalize;
 mod jitmap;
 mod keep;
 mod parts;
+mod record;
 mod sparse;
 mod summary;
 
@@ -128,7 +134,10 @@ pub use keep::{
     KeptSummary, BINARIES_KEPT_MAX_BYTES, BINARY_KEEP_MAX_BYTES, KEEP_STOP_WAIT, KEPT_DIR,
     NOT_KEPT_FILE, NOT_KEPT_LINES, NS_PROCESSES_PER_ROUND,
 };
-pub use parts::{apply_retention, parse_keep, parse_size, PartsConfig, Retention, Rotate};
+pub use parts::{
+    apply_retention, parse_keep, parse_size, PartsConfig, Retention, Rotate, Rotation,
+};
+pub use record::{record, RecordError, RecordRun};
 pub use summary::{
     CpuSummary, SessionSummary, Status, Summary, UnattributedExample, UnwindSummary,
 };

@@ -217,6 +217,32 @@ pub fn apply_retention(dir: &Path, cfg: &PartsConfig, current_bytes: u64) -> Ret
     out
 }
 
+/// What a rotation answers (`profctl rotate`, and the daemon's log line
+/// for one by time or size).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rotation {
+    /// The number of the part now being written.
+    pub part: u64,
+    /// The first round it holds.
+    pub first_round: u64,
+    /// What asked for it (`requested`, `time`, `size`, `SIGHUP`).
+    pub why: String,
+    /// Closed parts deleted by retention, by number.
+    pub removed: Vec<u64>,
+    /// How long closing one part and opening the next took.
+    pub took_ms: f64,
+    /// Closed, but its footer or the next file failed: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Rotation {
+    /// As JSON for the control protocol.
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -363,10 +363,11 @@ fn an_archive_packs_the_session_extras_and_binaries_by_build_id() {
     let h: String = id.iter().map(|b| format!("{b:02x}")).collect();
     let gone = s.dir.join("gone");
     session_with_binaries(&s, &[(&exe, id.clone()), (&gone, vec![1, 2, 3, 4])]);
-    // A separate debug file for the test binary.
+    // A separate debug file for the test binary, as under /usr/lib/debug.
     let debug = s.dir.join("debugdir");
-    std::fs::create_dir_all(debug.join(&h[..2])).unwrap();
-    std::fs::write(debug.join(&h[..2]).join(format!("{}.debug", &h[2..])), "d").unwrap();
+    let by_id = debug.join(".build-id").join(&h[..2]);
+    std::fs::create_dir_all(&by_id).unwrap();
+    std::fs::write(by_id.join(format!("{}.debug", &h[2..])), "d").unwrap();
     let out = s.dir.join("a.tar");
     let done = archive(&s.dir, &out, &debug).unwrap();
     assert_eq!(done.binaries, 1);

@@ -1,5 +1,13 @@
 //! The status and stop summary: one typed struct, built here and only
-//! here, serialised with serde for the control protocol (and a `--json`).
+//! here, serialised with serde for the control protocol (and a `--json`),
+//! and rendered for people here too ([`text`]: `profctl status`'s table
+//! and the stop summary; [`status`]: the daemon's state around it).
+
+mod status;
+mod text;
+
+pub use status::Status;
+pub(crate) use text::human_bytes;
 
 use profkit_eventlog::CpuAccounting;
 use profkit_sync::RecorderStatus;
@@ -258,29 +266,6 @@ pub struct PartsSummary {
     pub errors: Vec<String>,
 }
 
-impl PartsSummary {
-    /// One line for people.
-    pub fn text(&self) -> String {
-        let mut out = format!(
-            "parts:    part {} being written, {} closed ({})",
-            self.part,
-            self.closed,
-            human_bytes(self.closed_bytes)
-        );
-        if self.removed > 0 {
-            out.push_str(&format!(", {} deleted by retention", self.removed));
-        }
-        if let Some(r) = &self.rule {
-            out.push_str(&format!("; {}", one_line(r)));
-        }
-        out.push('\n');
-        for e in &self.errors {
-            out.push_str(&format!("note: parts: {}\n", one_line(e)));
-        }
-        out
-    }
-}
-
 impl Summary {
     /// The summary of a running (or just stopped) recorder.
     pub fn of_recorder(st: &RecorderStatus) -> Self {
@@ -343,368 +328,6 @@ impl Summary {
     /// As JSON for the control protocol.
     pub fn to_value(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or_default()
-    }
-}
-
-/// The loss kinds of one CPU that are not zero, `ring 3, no task 1`.
-fn loss_kinds(c: &CpuSummary) -> String {
-    [
-        ("ring", c.lost_ring),
-        ("event buffer", c.lost_overflow),
-        ("disk", c.lost_disk_full),
-        ("no mapping", c.lost_no_mapping),
-        ("no task", c.lost_no_task),
-        ("unreported", c.lost_reconcile),
-    ]
-    .iter()
-    .filter(|(_, n)| *n > 0)
-    .map(|(k, n)| format!("{k} {n}"))
-    .collect::<Vec<_>>()
-    .join(", ")
-}
-
-/// Bytes as people read them: `812 B`, `4.0 KiB`, `1.2 MiB`, `3.40 GiB`.
-pub(crate) fn human_bytes(n: u64) -> String {
-    const K: f64 = 1024.0;
-    let f = n as f64;
-    if f < K {
-        format!("{n} B")
-    } else if f < K * K {
-        format!("{:.1} KiB", f / K)
-    } else if f < K * K * K {
-        format!("{:.1} MiB", f / (K * K))
-    } else {
-        format!("{:.2} GiB", f / (K * K * K))
-    }
-}
-
-/// Lines from a daemon, each without control characters.
-fn one_lines(s: &str) -> String {
-    s.lines().map(|l| one_line(l) + "\n").collect()
-}
-
-/// Text from a daemon or a session, one line, without control characters.
-fn one_line(s: &str) -> String {
-    profkit_eventlog::shown(s).into_owned()
-}
-
-impl Summary {
-    /// The counters as `profctl status` prints them: rounds and the last
-    /// round's duration, a per-CPU table (samples, lost, lost %, the loss
-    /// kinds that are not zero), then one line per note (unattributed
-    /// samples, throttling, DWARF unwinding, cut stacks, unread
-    /// build-ids). Text for people: no JSON.
-    pub fn status_text(&self) -> String {
-        let mut out = String::new();
-        let (samples, lost) = (self.samples(), self.lost());
-        let n = samples + lost;
-        let pct = |lost: u64, n: u64| {
-            if n > 0 {
-                100.0 * lost as f64 / n as f64
-            } else {
-                0.0
-            }
-        };
-        out.push_str(&format!(
-            "rounds:   {} (last took {:.1} ms), {} written\n",
-            self.rounds,
-            self.last_round_ms,
-            human_bytes(self.bytes_written)
-        ));
-        if let Some(p) = &self.parts {
-            out.push_str(&p.text());
-        }
-        if let Some(d) = &self.disk {
-            out.push_str(&one_lines(&d.text()));
-        }
-        out.push_str(&format!(
-            "samples:  {samples}, lost {lost} ({:.3}%)\n",
-            pct(lost, n)
-        ));
-        let rows: Vec<[String; 5]> = self
-            .cpus
-            .iter()
-            .map(|c| {
-                [
-                    c.cpu.to_string(),
-                    c.samples.to_string(),
-                    c.lost.to_string(),
-                    format!("{:.3}", c.lost_pct),
-                    loss_kinds(c),
-                ]
-            })
-            .collect();
-        let head = ["cpu", "samples", "lost", "lost %", "losses"];
-        let mut w = head.map(str::len);
-        for r in &rows {
-            for (w, cell) in w.iter_mut().zip(r) {
-                *w = (*w).max(cell.len());
-            }
-        }
-        let line = |r: [&str; 5]| {
-            let s = format!(
-                "  {:>w0$}  {:>w1$}  {:>w2$}  {:>w3$}  {}",
-                r[0],
-                r[1],
-                r[2],
-                r[3],
-                r[4],
-                w0 = w[0],
-                w1 = w[1],
-                w2 = w[2],
-                w3 = w[3]
-            );
-            format!("{}\n", s.trim_end())
-        };
-        if !rows.is_empty() {
-            out.push_str(&line(head));
-            for r in &rows {
-                out.push_str(&line([&r[0], &r[1], &r[2], &r[3], &r[4]]));
-            }
-        }
-        let unattributed = self.unattributed();
-        if unattributed > 0 {
-            out.push_str(&format!(
-                "note: {unattributed} samples unattributed (no mapping or no task)\n"
-            ));
-        }
-        if let Some(t) = self.throttled() {
-            out.push_str(&format!(
-                "note: the kernel throttled sampling ({t}): fewer samples than asked for\n"
-            ));
-        }
-        let u = &self.unwind;
-        if u.stacks > 0 {
-            out.push_str(&format!(
-                "note: DWARF: {} user stacks unwound, {:.1} frames each, {} binaries ({} of unwind information)\n",
-                u.stacks,
-                u.frames as f64 / u.stacks as f64,
-                u.binaries,
-                human_bytes(u.bytes)
-            ));
-        }
-        if u.without_cfi + u.unreadable + u.refused > 0 {
-            out.push_str(&format!(
-                "note: DWARF: binaries stepped by frame pointer: {} without unwind information, {} unreadable, {} refused\n",
-                u.without_cfi, u.unreadable, u.refused
-            ));
-        }
-        if u.frames_while_loading > 0 {
-            out.push_str(&format!(
-                "note: DWARF: {} frames stepped by frame pointer while unwind information loaded\n",
-                u.frames_while_loading
-            ));
-        }
-        if u.demoted > 0 {
-            out.push_str(&format!(
-                "note: DWARF: {} binaries stepped by frame pointer since their unwinding cost too much\n",
-                u.demoted
-            ));
-        }
-        for d in &self.unwind_demoted {
-            out.push_str(&format!("note: DWARF: demoted {}\n", one_line(d)));
-        }
-        if u.stacks_over_budget > 0 {
-            out.push_str(&format!(
-                "note: DWARF: {} user stacks stepped by frame pointer past a round's unwinding budget\n",
-                u.stacks_over_budget
-            ));
-        }
-        let cut: u64 = self.cpus.iter().map(|c| c.user_stacks_cut).sum();
-        if cut > 0 {
-            out.push_str(&format!(
-                "note: {cut} user stacks deeper than the copied stack bytes\n"
-            ));
-        }
-        let refused: u64 = self.build_ids_refused.iter().sum();
-        if refused > 0 {
-            out.push_str(&format!(
-                "note: build-ids not read for {refused} mapped binaries\n"
-            ));
-        }
-        if self.files_unidentified > 0 {
-            out.push_str(&format!(
-                "note: {} mappings claimed a build-id whose file could not be identified\n",
-                self.files_unidentified
-            ));
-        }
-        out
-    }
-}
-
-/// What `profctl status` shows: the daemon's state, what it samples, the
-/// session's size and, while it runs, the recorder's [`Summary`]. Its
-/// serde form, the summary's keys at the top level, is `profctl status
-/// --json`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Status {
-    /// `running`, `stopping`, `died` or `not running`.
-    pub state: String,
-    /// The daemon's pid, when known.
-    pub pid: Option<u32>,
-    /// The session directory, for display.
-    pub session_dir: String,
-    /// The sampled event's name (from the session header).
-    pub event: Option<String>,
-    /// Samples per second per CPU, in frequency mode.
-    pub frequency_hz: Option<u64>,
-    /// Events per sample, in period mode.
-    pub period: Option<u64>,
-    /// Milliseconds between sync rounds.
-    pub sync_interval_ms: Option<f64>,
-    /// Seconds since the daemon started.
-    pub uptime_s: Option<f64>,
-    /// The session file's size.
-    pub session_file_bytes: Option<u64>,
-    /// All files in the session directory.
-    pub session_dir_bytes: Option<u64>,
-    /// Rounds that failed.
-    #[serde(default)]
-    pub round_errors: u64,
-    /// The last failed round's message.
-    pub last_round_error: Option<String>,
-    /// The recorder's counters (running only).
-    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
-    pub summary: Option<Summary>,
-}
-
-/// How much of a session file is read for its header.
-const HEADER_READ: u64 = 64 << 10;
-
-/// The header of the session file at `path`, if it can be read: a regular
-/// file (opened without following a link, non-blocking), its first
-/// [`HEADER_READ`] bytes.
-fn read_header(path: &std::path::Path) -> Option<profkit_eventlog::SessionHeader> {
-    use std::io::Read;
-    let f =
-        profkit_untrusted::open_untrusted(path, &profkit_untrusted::Policy::regular().no_follow())
-            .ok()?
-            .file;
-    let mut data = Vec::new();
-    f.take(HEADER_READ).read_to_end(&mut data).ok()?;
-    profkit_eventlog::SessionReader::from_bytes(data, path)
-        .ok()
-        .map(|r| r.header().clone())
-}
-
-/// Bytes of the regular files under `dir` (links not followed; at most
-/// 10,000 entries looked at).
-fn dir_bytes(dir: &std::path::Path) -> Option<u64> {
-    let mut total = 0;
-    let mut budget = 10_000u32;
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).ok()?.flatten() {
-            budget = budget.checked_sub(1)?;
-            let Ok(m) = e.metadata() else { continue };
-            if m.is_dir() {
-                todo.push(e.path());
-            } else if m.is_file() {
-                total += m.len();
-            }
-        }
-    }
-    Some(total)
-}
-
-impl Status {
-    /// The status of `session_dir` in `state` (`not running`, `died`):
-    /// the session's size, what the header says it samples.
-    pub fn of_dir(state: &str, pid: Option<u32>, session_dir: &std::path::Path) -> Status {
-        let file = session_dir.join(profkit_daemon::SESSION_LOG);
-        let header = read_header(&file);
-        Status {
-            state: state.into(),
-            pid,
-            session_dir: session_dir.display().to_string(),
-            event: header.as_ref().map(|h| h.event.name.clone()),
-            frequency_hz: header.as_ref().and_then(|h| h.event.frequency),
-            period: header.as_ref().and_then(|h| h.event.period),
-            sync_interval_ms: header.as_ref().map(|h| f64::from(h.sync_interval_ms)),
-            session_file_bytes: std::fs::symlink_metadata(&file)
-                .ok()
-                .filter(|m| m.is_file())
-                .map(|m| m.len()),
-            session_dir_bytes: dir_bytes(session_dir),
-            ..Default::default()
-        }
-    }
-
-    /// The status of a running daemon from its status reply (`{"daemon":
-    /// {...}, "engine": Summary}`); `stopping` when the engine has stopped.
-    pub fn running(
-        pid: Option<u32>,
-        session_dir: &std::path::Path,
-        reply: &serde_json::Value,
-    ) -> Status {
-        let mut s = Status::of_dir("running", pid, session_dir);
-        let d = &reply["daemon"];
-        s.pid = s.pid.or(d["pid"].as_u64().map(|p| p as u32));
-        s.uptime_s = d["uptime_s"].as_f64();
-        s.sync_interval_ms = d["sync_interval_ms"].as_f64().or(s.sync_interval_ms);
-        s.round_errors = d["round_errors"].as_u64().unwrap_or(0);
-        s.last_round_error = d["last_round_error"].as_str().map(str::to_owned);
-        s.summary = serde_json::from_value(reply["engine"].clone()).ok();
-        if s.summary.is_none() {
-            s.state = "stopping".into();
-        }
-        s
-    }
-
-    /// `profctl status` for people: the state line, then (running) what is
-    /// sampled, for how long, the session's size and
-    /// [`Summary::status_text`].
-    pub fn text(&self) -> String {
-        let pid = self.pid.map(|p| p.to_string()).unwrap_or("?".into());
-        let file = std::path::Path::new(&self.session_dir).join(profkit_daemon::SESSION_LOG);
-        let mut out = match self.state.as_str() {
-            "not running" => format!("profkit: no daemon running for {}\n", self.session_dir),
-            "died" => format!(
-                "profkit: the daemon (pid {pid}) died; its complete rounds are kept in {}\n",
-                file.display()
-            ),
-            state => format!(
-                "profkit: {state} (pid {pid}), session {}\n",
-                self.session_dir
-            ),
-        };
-        if self.state != "running" && self.state != "stopping" {
-            return out;
-        }
-        let rate = match (self.frequency_hz, self.period) {
-            (Some(f), _) => format!(" at {f} Hz"),
-            (None, Some(p)) => format!(", one sample every {p} events"),
-            _ => String::new(),
-        };
-        let sync = self
-            .sync_interval_ms
-            .map(|ms| format!(", sync every {ms} ms"))
-            .unwrap_or_default();
-        out.push_str(&format!(
-            "event:    {}{rate}{sync}\n",
-            self.event.as_deref().map(one_line).unwrap_or("?".into())
-        ));
-        if let Some(up) = self.uptime_s {
-            out.push_str(&format!("uptime:   {up:.1} s\n"));
-        }
-        let size = |b: Option<u64>| b.map(human_bytes).unwrap_or("?".into());
-        out.push_str(&format!(
-            "session:  {} {}, directory {}\n",
-            profkit_daemon::SESSION_LOG,
-            size(self.session_file_bytes),
-            size(self.session_dir_bytes)
-        ));
-        if let Some(s) = &self.summary {
-            out.push_str(&s.status_text());
-        }
-        if self.round_errors > 0 {
-            out.push_str(&format!(
-                "note: {} rounds failed, the last: {}\n",
-                self.round_errors,
-                one_line(self.last_round_error.as_deref().unwrap_or("?"))
-            ));
-        }
-        out
     }
 }
 
@@ -841,6 +464,8 @@ mod tests {
             "daemon": {"pid": 77, "uptime_s": 12.25, "sync_interval_ms": 250.0, "round_errors": 0},
             "engine": two_cpus().to_value(),
         });
+        // Counters the reply leaves out read as zero.
+        let reply = profkit_daemon::StatusReply::from_value(reply).unwrap();
         let st = Status::running(Some(77), tmp.path(), &reply);
         assert_eq!(st.summary.as_ref(), Some(&two_cpus()));
         let t = st.text();
@@ -865,7 +490,10 @@ mod tests {
         let stopping = Status::running(
             None,
             tmp.path(),
-            &serde_json::json!({"engine": {"stopped": true}}),
+            &profkit_daemon::StatusReply {
+                engine: serde_json::json!({"stopped": true}),
+                ..Default::default()
+            },
         );
         assert_eq!(stopping.state, "stopping");
         let none = Status::of_dir("not running", None, &tmp.path().join("none"));
@@ -935,5 +563,29 @@ mod tests {
             "{}",
             st.text()
         );
+    }
+
+    /// Every key `profctl status --json` prints, at the top level and in
+    /// `cpus`, `parts` and `disk`, is named in its help.
+    #[test]
+    fn every_status_json_key_is_in_the_help() {
+        let mut s = Status::of_dir("running", Some(1), std::path::Path::new("/nonexistent"));
+        let mut summary = two_cpus();
+        summary.parts = Some(PartsSummary::default());
+        s.summary = Some(summary);
+        let v = serde_json::to_value(&s).unwrap();
+        let help = Status::JSON_KEYS;
+        let mut missing = Vec::new();
+        let mut check = |obj: &serde_json::Value| {
+            for k in obj.as_object().unwrap().keys() {
+                if !help.contains(k.as_str()) {
+                    missing.push(k.clone());
+                }
+            }
+        };
+        check(&v);
+        check(&v["cpus"][0]);
+        check(&v["parts"]);
+        assert!(missing.is_empty(), "not in Status::JSON_KEYS: {missing:?}");
     }
 }

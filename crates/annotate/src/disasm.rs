@@ -19,7 +19,7 @@
 
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind};
 
-use crate::spelling::{self, Writer};
+use crate::spelling::{self, Syntax, Writer};
 
 /// Which mode the code runs in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -49,16 +49,6 @@ pub struct Code {
     pub vaddr: u64,
     /// The mode to decode in.
     pub bitness: Bitness,
-}
-
-/// How instructions are written.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Syntax {
-    /// AT&T, as `objdump -d` and `perf annotate` print by default: `mov    %rsp,%rbp`.
-    #[default]
-    Att,
-    /// Intel, as `objdump -d -M intel`: `mov    rbp,rsp`.
-    Intel,
 }
 
 /// What an instruction does to the flow of control (from iced-x86's `FlowControl`), so a

@@ -75,10 +75,11 @@ mod error;
 mod source;
 mod spelling;
 
-pub use disasm::{annotate_instructions, Bitness, Code, Flow, Insn, Listing, Syntax};
+pub use disasm::{annotate_instructions, Bitness, Code, Flow, Insn, Listing};
 pub use elf::{file_offset_to_vaddr, read_code, Segment, Segments, MAX_CODE_BYTES};
 pub use error::{Error, Result};
 pub use source::{
     find_source, source_listing, LineInfo, SourceFile, SourceLine, SourceListing, SourceReader,
     FILLED_GAP, MAX_SOURCE_BYTES,
 };
+pub use spelling::Syntax;

@@ -26,7 +26,15 @@ use iced_x86::{
     IntelFormatter, MemorySizeOptions, Mnemonic, OpKind, Register,
 };
 
-use crate::disasm::Syntax;
+/// How instructions are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Syntax {
+    /// AT&T, as `objdump -d` and `perf annotate` print by default: `mov    %rsp,%rbp`.
+    #[default]
+    Att,
+    /// Intel, as `objdump -d -M intel`: `mov    rbp,rsp`.
+    Intel,
+}
 
 /// A formatter set up to print as objdump does: lower-case hex with a `0x` prefix, no
 /// decimal for small numbers, no leading zeros on branch targets, `0x0(%rax,%rax,1)` for an
@@ -442,7 +450,7 @@ fn shift_by_implicit_one(instr: &Instruction) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use crate::disasm::{annotate_instructions, Bitness, Code, Syntax};
+    use crate::{annotate_instructions, Bitness, Code, Syntax};
 
     /// Where iced-x86's formatter and objdump differ, the text is objdump's (binutils
     /// 2.40, `objdump -D -b binary -m i386:x86-64 [-M intel]`); `None`: Intel differs.

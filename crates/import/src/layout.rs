@@ -4,8 +4,10 @@
 //! `sample_id_all` trailer to match); profkit's rings have one fixed layout
 //! (`IP|TID|TIME|CPU|PERIOD[|CALLCHAIN][|REGS_USER|STACK_USER]`, trailer
 //! `{pid, tid, time, cpu}`, see `profkit_perf::Layout`). Each record the
-//! import keeps is written here in that layout, into the queue of the CPU
-//! it was recorded on, and a round later parsed by `Layout::parse` and
+//! import keeps is written here in that layout by `profkit_perf`'s encoder
+//! (`Layout::encode`, `Layout::encode_sample`: the inverse of the parser,
+//! and `SimRing`'s writer too), into the queue of the CPU it was recorded
+//! on, and a round later parsed by `Layout::parse` and
 //! handed to `SyncStage::record`: from there on an imported record and a
 //! live one take the same path.
 //!
@@ -16,7 +18,7 @@
 //! at its `dyn_size` and zero-padded, so the record is well-formed whatever
 //! size perf copied.
 
-use profkit_perf::{kind, misc, Layout, RawRecord, SampleId};
+use profkit_perf::{Comm, Layout, Mmap, RawRecord, Record, SampleId, SampleParts, Task, UserParts};
 use profkit_sync::SyncStage;
 use std::collections::BTreeMap;
 
@@ -71,31 +73,9 @@ pub(crate) struct CpuQueues {
     queues: BTreeMap<u32, Vec<u8>>,
     samples: usize,
     user_stack_bytes: usize,
-    body: Vec<u8>,
 }
 
 const ENTRY_HEADER: usize = 12;
-
-fn u32s(v: &mut Vec<u8>, x: u32) {
-    v.extend_from_slice(&x.to_ne_bytes());
-}
-fn u64s(v: &mut Vec<u8>, x: u64) {
-    v.extend_from_slice(&x.to_ne_bytes());
-}
-fn cstr(v: &mut Vec<u8>, s: &[u8]) {
-    v.extend_from_slice(s);
-    v.push(0);
-    while v.len() % 8 != 0 {
-        v.push(0);
-    }
-}
-fn trailer(v: &mut Vec<u8>, id: &SampleId) {
-    u32s(v, id.pid);
-    u32s(v, id.tid);
-    u64s(v, id.time);
-    u32s(v, id.cpu);
-    u32s(v, 0);
-}
 
 impl CpuQueues {
     /// Makes `cpu` drained every round, records or not (as a live session
@@ -115,14 +95,17 @@ impl CpuQueues {
         self.user_stack_bytes
     }
 
-    fn push(&mut self, cpu: u32, kind: u32, misc: u16) {
+    /// Queues the record `write` appends (through `profkit_perf`'s
+    /// encoder, which returns its type and misc) on `cpu`'s queue.
+    fn push(&mut self, cpu: u32, write: impl FnOnce(&mut Vec<u8>) -> (u32, u16)) {
         let q = self.queues.entry(cpu).or_default();
-        u32s(q, kind);
-        q.extend_from_slice(&misc.to_ne_bytes());
-        q.extend_from_slice(&[0, 0]);
-        u32s(q, self.body.len() as u32);
-        q.extend_from_slice(&self.body);
-        self.body.clear();
+        let at = q.len();
+        q.extend_from_slice(&[0; ENTRY_HEADER]);
+        let (kind, misc) = write(q);
+        let len = (q.len() - at - ENTRY_HEADER) as u32;
+        q[at..at + 4].copy_from_slice(&kind.to_ne_bytes());
+        q[at + 4..at + 6].copy_from_slice(&misc.to_ne_bytes());
+        q[at + 8..at + 12].copy_from_slice(&len.to_ne_bytes());
     }
 
     /// Queues a sample; `callchain` is written when `layout` has call
@@ -144,145 +127,124 @@ impl CpuQueues {
         callchain: impl ExactSizeIterator<Item = u64>,
         user: &PerfUser<'_>,
     ) -> bool {
-        let v = &mut self.body;
-        u64s(v, ip);
-        u32s(v, id.pid);
-        u32s(v, id.tid);
-        u64s(v, id.time);
-        u32s(v, id.cpu);
-        u32s(v, 0);
-        u64s(v, period);
-        if layout.callchain {
-            u64s(v, callchain.len() as u64);
-            for a in callchain {
-                u64s(v, a);
-            }
-        }
+        let regs = user.regs.filter(|&(abi, _)| abi != 0);
+        let stack = (!user.stack.is_empty()).then(|| {
+            let dyn_size = usize::try_from(user.dyn_size).unwrap_or(usize::MAX);
+            &user.stack[..dyn_size.min(user.stack.len())]
+        });
+        let parts = SampleParts {
+            ip,
+            pid: id.pid,
+            tid: id.tid,
+            time: id.time,
+            cpu: id.cpu,
+            period,
+            cpumode,
+            cgroup: 0,
+            user: UserParts {
+                regs,
+                stack,
+                fill: 0,
+            },
+        };
         let mut unwindable = false;
-        if layout.user_stack > 0 {
-            let regs = user.regs.filter(|&(abi, _)| abi != 0);
-            match regs {
-                Some((abi, regs)) => {
-                    u64s(v, abi);
-                    for r in regs {
-                        u64s(v, r);
-                    }
-                }
-                None => u64s(v, 0),
-            }
-            if user.stack.is_empty() {
-                u64s(v, 0);
-            } else {
-                let size = layout.user_stack as usize;
-                let dyn_size = usize::try_from(user.dyn_size).unwrap_or(usize::MAX);
-                let n = dyn_size.min(user.stack.len()).min(size);
-                u64s(v, size as u64);
-                v.extend_from_slice(&user.stack[..n]);
-                v.resize(v.len() + (size - n), 0);
-                u64s(v, n as u64);
-                self.user_stack_bytes += size;
-                unwindable = regs.is_some() && n > 0;
-            }
+        if layout.user_stack > 0 && stack.is_some() {
+            self.user_stack_bytes += layout.user_stack as usize;
+            unwindable = regs.is_some() && parts.user.copied(layout) > 0;
         }
         self.samples += 1;
-        self.push(id.cpu, kind::SAMPLE, cpumode);
+        self.push(id.cpu, |q| layout.encode_sample(&parts, callchain, q));
         unwindable
     }
 
     /// Queues a mapping (MMAP2 with a file identity, MMAP without).
     pub fn map(&mut self, m: &MapRecord<'_>, id: &SampleId) {
-        let v = &mut self.body;
-        u32s(v, m.pid);
-        u32s(v, m.tid);
-        u64s(v, m.addr);
-        u64s(v, m.len);
-        u64s(v, m.pgoff);
-        let mut bits = m.cpumode;
-        let kind = match &m.file_id {
-            Some(FileId::BuildId(b)) => {
-                let n = b.len().min(20);
-                v.push(n as u8);
-                v.extend_from_slice(&[0, 0, 0]);
-                let mut id = [0u8; 20];
-                id[..n].copy_from_slice(&b[..n]);
-                v.extend_from_slice(&id);
-                bits |= misc::MMAP_BUILD_ID;
-                kind::MMAP2
-            }
-            Some(FileId::Inode {
-                maj,
-                min,
-                ino,
-                generation,
-            }) => {
-                u32s(v, *maj);
-                u32s(v, *min);
-                u64s(v, *ino);
-                u64s(v, *generation);
-                kind::MMAP2
-            }
-            None => {
-                // MMAP: no identity, and no prot (a data mapping says so
-                // in misc).
-                if m.prot & PROT_EXEC == 0 {
-                    bits |= misc::MMAP_DATA;
-                }
-                kind::MMAP
-            }
-        };
-        if kind == kind::MMAP2 {
-            u32s(v, m.prot);
-            u32s(v, m.flags);
-        }
-        cstr(v, m.filename);
-        trailer(v, id);
-        self.push(id.cpu, kind, bits);
+        let rec = Record::Mmap(Mmap {
+            pid: m.pid,
+            tid: m.tid,
+            addr: m.addr,
+            len: m.len,
+            pgoff: m.pgoff,
+            file_id: m.file_id.as_ref().map(|f| match f {
+                FileId::Inode {
+                    maj,
+                    min,
+                    ino,
+                    generation,
+                } => profkit_perf::FileId::Inode {
+                    maj: *maj,
+                    min: *min,
+                    ino: *ino,
+                    generation: *generation,
+                },
+                FileId::BuildId(b) => profkit_perf::FileId::BuildId(b),
+            }),
+            prot: m.prot,
+            flags: m.flags,
+            filename: m.filename,
+            misc: m.cpumode,
+            id: *id,
+        });
+        self.record(&rec, id);
     }
 
     /// Queues a COMM.
     pub fn comm(&mut self, pid: u32, tid: u32, name: &[u8], exec: bool, id: &SampleId) {
-        let v = &mut self.body;
-        u32s(v, pid);
-        u32s(v, tid);
-        cstr(v, name);
-        trailer(v, id);
-        self.push(id.cpu, kind::COMM, if exec { misc::COMM_EXEC } else { 0 });
+        let rec = Record::Comm(Comm {
+            pid,
+            tid,
+            comm: name,
+            exec,
+            id: *id,
+        });
+        self.record(&rec, id);
     }
 
     /// Queues a FORK (`fork`) or EXIT.
     pub fn task(&mut self, fork: bool, pid: u32, ppid: u32, tid: u32, ptid: u32, id: &SampleId) {
-        let v = &mut self.body;
-        u32s(v, pid);
-        u32s(v, ppid);
-        u32s(v, tid);
-        u32s(v, ptid);
-        u64s(v, id.time);
-        trailer(v, id);
-        self.push(id.cpu, if fork { kind::FORK } else { kind::EXIT }, 0);
+        let t = Task {
+            pid,
+            ppid,
+            tid,
+            ptid,
+            time: id.time,
+            id: *id,
+        };
+        self.record(
+            &if fork {
+                Record::Fork(t)
+            } else {
+                Record::Exit(t)
+            },
+            id,
+        );
     }
 
     /// Queues a LOST.
     pub fn lost(&mut self, event_id: u64, count: u64, id: &SampleId) {
-        let v = &mut self.body;
-        u64s(v, event_id);
-        u64s(v, count);
-        trailer(v, id);
-        self.push(id.cpu, kind::LOST, 0);
+        let rec = Record::Lost {
+            id: event_id,
+            lost: count,
+            sid: *id,
+        };
+        self.record(&rec, id);
     }
 
     /// Queues a THROTTLE (`throttled`) or UNTHROTTLE.
     pub fn throttle(&mut self, throttled: bool, event_id: u64, id: &SampleId) {
-        let v = &mut self.body;
-        u64s(v, id.time);
-        u64s(v, event_id);
-        u64s(v, 0);
-        trailer(v, id);
-        let k = if throttled {
-            kind::THROTTLE
-        } else {
-            kind::UNTHROTTLE
+        let rec = Record::Throttle {
+            throttled,
+            time: id.time,
+            id: event_id,
+            sid: *id,
         };
-        self.push(id.cpu, k, 0);
+        self.record(&rec, id);
+    }
+
+    /// Queues `rec` on the queue of the CPU it was recorded on (`id.cpu`).
+    fn record(&mut self, rec: &Record<'_>, id: &SampleId) {
+        // Non-sample records do not depend on the layout.
+        self.push(id.cpu, |q| Layout::default().encode(rec, q));
     }
 
     /// Hands every queued record to `stage`, CPU by CPU (each CPU's
@@ -338,7 +300,7 @@ impl CpuQueues {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use profkit_perf::{FileId as PFileId, Record};
+    use profkit_perf::{misc, FileId as PFileId};
 
     /// Every kind of record written here parses back, field for field.
     #[test]

@@ -15,7 +15,9 @@
 //!   [`SimRing`], handing out whole records and advancing the tail only past
 //!   what the caller consumed.
 //! - [`Layout::parse`]: typed records ([`Record`]) for every type the kernel
-//!   sends with our attributes.
+//!   sends with our attributes; [`Layout::encode`] (and
+//!   [`Layout::encode_sample`] from a writer's [`SampleParts`]) its
+//!   inverse, the one writer of the layout ([`SimRing`], `profkit-import`).
 //! - [`explain_open_error`] and friends: errno translated into cause + fix.
 //!
 //! # Design constraints
@@ -64,6 +66,7 @@
 
 mod cgroup;
 mod config;
+mod encode;
 mod error;
 mod record;
 mod ring;
@@ -78,6 +81,7 @@ pub use config::{
     format_cpu_list, online_cpus, parse_cpu_list, EventSpec, Rate, SamplerConfig, Target,
     DEFAULT_DATA_PAGES, KNOWN_EVENTS, MAX_USER_STACK,
 };
+pub use encode::{SampleParts, UserParts};
 pub use error::{
     explain_mmap_error, explain_open_error, monotonic_ns, page_size, read_sysctl, Error,
     OpenContext, Result,

@@ -234,6 +234,10 @@ impl<'a> Callchain<'a> {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+    /// The entries as the record holds them: `len()` native-endian u64s.
+    pub(crate) fn as_bytes(&self) -> &'a [u8] {
+        self.0
+    }
     /// The entries in order (innermost first), markers included.
     pub fn iter(&self) -> impl Iterator<Item = u64> + 'a {
         self.0
@@ -347,6 +351,8 @@ pub enum Record<'a> {
         throttled: bool,
         /// Time.
         time: u64,
+        /// Id of the event throttled.
+        id: u64,
         /// Trailer.
         sid: SampleId,
     },
@@ -625,6 +631,7 @@ impl Layout {
                 Record::Throttle {
                     throttled: r.kind == kind::THROTTLE,
                     time: u64_at(rest, 0)?,
+                    id: u64_at(rest, 8)?,
                     sid,
                 }
             }

@@ -9,7 +9,8 @@
 //! loss appears at its chronological place. `dropped()` is the counterpart of
 //! the kernel's `PERF_FORMAT_LOST` read-back.
 
-use crate::record::{kind, misc, Layout};
+use crate::encode::{SampleParts, UserParts};
+use crate::record::{misc, Comm, FileId, Layout, Mmap, Record, SampleId, Task};
 use crate::ring::{split, walk, ReadStats, RecordRing};
 use crate::RawRecord;
 
@@ -176,51 +177,6 @@ pub enum SimRecord {
     },
 }
 
-fn push_u32(v: &mut Vec<u8>, x: u32) {
-    v.extend_from_slice(&x.to_ne_bytes());
-}
-fn push_u64(v: &mut Vec<u8>, x: u64) {
-    v.extend_from_slice(&x.to_ne_bytes());
-}
-fn push_str_padded(v: &mut Vec<u8>, s: &str) {
-    v.extend_from_slice(s.as_bytes());
-    v.push(0);
-    while v.len() % 8 != 0 {
-        v.push(0);
-    }
-}
-fn push_trailer(v: &mut Vec<u8>, pid: u32, tid: u32, time: u64, cpu: u32) {
-    push_u32(v, pid);
-    push_u32(v, tid);
-    push_u64(v, time);
-    push_u32(v, cpu);
-    push_u32(v, 0);
-}
-
-/// The fields every sample starts with in profkit's layout, and its
-/// callchain when the layout has one.
-fn sample_prefix(
-    v: &mut Vec<u8>,
-    cpu: u32,
-    layout: Layout,
-    (ip, pid, tid, time, period): (u64, u32, u32, u64, u64),
-    callchain: &[u64],
-) {
-    push_u64(v, ip);
-    push_u32(v, pid);
-    push_u32(v, tid);
-    push_u64(v, time);
-    push_u32(v, cpu);
-    push_u32(v, 0);
-    push_u64(v, period);
-    if layout.callchain {
-        push_u64(v, callchain.len() as u64);
-        for ip in callchain {
-            push_u64(v, *ip);
-        }
-    }
-}
-
 impl SimRecord {
     /// The time this record carries (for LOST records written before it).
     pub fn time(&self) -> u64 {
@@ -243,20 +199,26 @@ impl SimRecord {
     /// Encodes the record as the kernel would for CPU `cpu` in `layout`:
     /// `(type, misc, body)`, body padded to a multiple of 8.
     pub fn encode(&self, cpu: u32, layout: Layout) -> (u32, u16, Vec<u8>) {
-        let (cgroup, rec) = match self {
-            SimRecord::CgroupSample { sample, cgroup } => (*cgroup, &**sample),
-            other => (0, other),
+        let mut v = Vec::with_capacity(64);
+        let (k, m) = match self {
+            SimRecord::CgroupSample { sample, cgroup } => {
+                sample.encode_as(cpu, layout, *cgroup, &mut v)
+            }
+            other => other.encode_as(cpu, layout, 0, &mut v),
         };
-        let (k, m, mut v) = rec.encode_inner(cpu, layout);
-        if k == kind::SAMPLE && layout.cgroup {
-            push_u64(&mut v, cgroup);
-        }
         (k, m, v)
     }
 
-    fn encode_inner(&self, cpu: u32, layout: Layout) -> (u32, u16, Vec<u8>) {
-        let mut v = Vec::with_capacity(64);
-        match self {
+    /// The record through [`Layout::encode`] / [`Layout::encode_sample`],
+    /// a sample with cgroup id `cgroup`.
+    fn encode_as(&self, cpu: u32, layout: Layout, cgroup: u64, v: &mut Vec<u8>) -> (u32, u16) {
+        let at = |pid, tid, time| SampleId {
+            pid,
+            tid,
+            time,
+            cpu,
+        };
+        let rec = match self {
             SimRecord::Sample {
                 ip,
                 pid,
@@ -266,19 +228,19 @@ impl SimRecord {
                 period,
                 callchain,
             } => {
-                sample_prefix(
-                    &mut v,
+                let s = SampleParts {
+                    ip: *ip,
+                    pid: *pid,
+                    tid: *tid,
+                    time: *time,
                     cpu,
-                    layout,
-                    (*ip, *pid, *tid, *time, *period),
-                    callchain,
-                );
-                if layout.user_stack > 0 {
-                    push_u64(&mut v, 0); // PERF_SAMPLE_REGS_ABI_NONE: no user context
-                    push_u64(&mut v, 0); // no stack copied
-                }
-                let m = if *kernel { misc::KERNEL } else { misc::USER };
-                (kind::SAMPLE, m, v)
+                    period: *period,
+                    cpumode: if *kernel { misc::KERNEL } else { misc::USER },
+                    cgroup,
+                    // No user context: no registers, no stack copied.
+                    user: UserParts::default(),
+                };
+                return layout.encode_sample(&s, callchain.iter().copied(), v);
             }
             SimRecord::UserSample {
                 ip,
@@ -291,26 +253,22 @@ impl SimRecord {
                 sp,
                 stack,
             } => {
-                sample_prefix(
-                    &mut v,
+                let s = SampleParts {
+                    ip: *ip,
+                    pid: *pid,
+                    tid: *tid,
+                    time: *time,
                     cpu,
-                    layout,
-                    (*ip, *pid, *tid, *time, *period),
-                    callchain,
-                );
-                if layout.user_stack > 0 {
-                    push_u64(&mut v, 2); // PERF_SAMPLE_REGS_ABI_64
-                    for r in [*bp, *sp, *ip] {
-                        push_u64(&mut v, r); // USER_REGS_MASK, in bit order
-                    }
-                    let size = layout.user_stack as usize;
-                    push_u64(&mut v, size as u64);
-                    let n = stack.len().min(size);
-                    v.extend_from_slice(&stack[..n]);
-                    v.resize(v.len() + size - n, 0xee); // stale bytes past dyn_size
-                    push_u64(&mut v, n as u64);
-                }
-                (kind::SAMPLE, misc::USER, v)
+                    period: *period,
+                    cpumode: misc::USER,
+                    cgroup,
+                    user: UserParts {
+                        regs: Some((2, [*bp, *sp, *ip])), // PERF_SAMPLE_REGS_ABI_64
+                        stack: Some(stack),
+                        fill: 0xee, // stale bytes past dyn_size
+                    },
+                };
+                return layout.encode_sample(&s, callchain.iter().copied(), v);
             }
             SimRecord::Mmap2 {
                 pid,
@@ -323,49 +281,40 @@ impl SimRecord {
                 prot,
                 filename,
                 time,
-            } => {
-                push_u32(&mut v, *pid);
-                push_u32(&mut v, *tid);
-                push_u64(&mut v, *addr);
-                push_u64(&mut v, *len);
-                push_u64(&mut v, *pgoff);
-                let mut m = misc::USER;
-                match build_id {
-                    Some(b) => {
-                        let n = b.len().min(20);
-                        v.push(n as u8);
-                        v.extend_from_slice(&[0, 0, 0]);
-                        let mut id = [0u8; 20];
-                        id[..n].copy_from_slice(&b[..n]);
-                        v.extend_from_slice(&id);
-                        m |= misc::MMAP_BUILD_ID;
-                    }
-                    None => {
-                        push_u32(&mut v, 8);
-                        push_u32(&mut v, 1);
-                        push_u64(&mut v, *ino);
-                        push_u64(&mut v, 0);
-                    }
-                }
-                push_u32(&mut v, *prot);
-                push_u32(&mut v, libc::MAP_PRIVATE as u32);
-                push_str_padded(&mut v, filename);
-                push_trailer(&mut v, *pid, *tid, *time, cpu);
-                (kind::MMAP2, m, v)
-            }
+            } => Record::Mmap(Mmap {
+                pid: *pid,
+                tid: *tid,
+                addr: *addr,
+                len: *len,
+                pgoff: *pgoff,
+                file_id: Some(match build_id {
+                    Some(b) => FileId::BuildId(b),
+                    None => FileId::Inode {
+                        maj: 8,
+                        min: 1,
+                        ino: *ino,
+                        generation: 0,
+                    },
+                }),
+                prot: *prot,
+                flags: libc::MAP_PRIVATE as u32,
+                filename: filename.as_bytes(),
+                misc: misc::USER,
+                id: at(*pid, *tid, *time),
+            }),
             SimRecord::Comm {
                 pid,
                 tid,
                 comm,
                 exec,
                 time,
-            } => {
-                push_u32(&mut v, *pid);
-                push_u32(&mut v, *tid);
-                push_str_padded(&mut v, comm);
-                push_trailer(&mut v, *pid, *tid, *time, cpu);
-                (kind::COMM, if *exec { misc::COMM_EXEC } else { 0 }, v)
-            }
+            } => Record::Comm(Comm {
+                pid: *pid,
+                tid: *tid,
+                comm: comm.as_bytes(),
+                exec: *exec,
+                id: at(*pid, *tid, *time),
+            }),
             SimRecord::Fork {
                 pid,
                 ppid,
@@ -380,72 +329,64 @@ impl SimRecord {
                 ptid,
                 time,
             } => {
-                push_u32(&mut v, *pid);
-                push_u32(&mut v, *ppid);
-                push_u32(&mut v, *tid);
-                push_u32(&mut v, *ptid);
-                push_u64(&mut v, *time);
-                push_trailer(&mut v, *pid, *tid, *time, cpu);
-                let k = if matches!(self, SimRecord::Fork { .. }) {
-                    kind::FORK
-                } else {
-                    kind::EXIT
+                let t = Task {
+                    pid: *pid,
+                    ppid: *ppid,
+                    tid: *tid,
+                    ptid: *ptid,
+                    time: *time,
+                    id: at(*pid, *tid, *time),
                 };
-                (k, 0, v)
+                if matches!(self, SimRecord::Fork { .. }) {
+                    Record::Fork(t)
+                } else {
+                    Record::Exit(t)
+                }
             }
-            SimRecord::Throttle { throttled, time } => {
-                push_u64(&mut v, *time);
-                push_u64(&mut v, 0);
-                push_u64(&mut v, 0);
-                push_trailer(&mut v, 0, 0, *time, cpu);
-                (
-                    if *throttled {
-                        kind::THROTTLE
-                    } else {
-                        kind::UNTHROTTLE
-                    },
-                    0,
-                    v,
-                )
-            }
+            SimRecord::Throttle { throttled, time } => Record::Throttle {
+                throttled: *throttled,
+                time: *time,
+                id: 0,
+                sid: at(0, 0, *time),
+            },
             SimRecord::Switch {
                 out,
                 pid,
                 tid,
                 time,
-            } => {
-                push_u32(&mut v, *pid);
-                push_u32(&mut v, *tid);
-                push_trailer(&mut v, 0, 0, *time, cpu);
-                (
-                    kind::SWITCH_CPU_WIDE,
-                    if *out { misc::SWITCH_OUT } else { 0 },
-                    v,
-                )
-            }
+            } => Record::Switch {
+                out: *out,
+                preempt: false,
+                next_prev: Some((*pid, *tid)),
+                sid: at(0, 0, *time),
+            },
             SimRecord::Ksymbol {
                 addr,
                 len,
                 name,
                 time,
-            } => {
-                push_u64(&mut v, *addr);
-                push_u32(&mut v, *len);
-                v.extend_from_slice(&1u16.to_ne_bytes());
-                v.extend_from_slice(&0u16.to_ne_bytes());
-                push_str_padded(&mut v, name);
-                push_trailer(&mut v, 0, 0, *time, cpu);
-                (kind::KSYMBOL, misc::KERNEL, v)
+            } => Record::Ksymbol {
+                addr: *addr,
+                len: *len,
+                ksym_type: 1, // PERF_RECORD_KSYMBOL_TYPE_BPF
+                flags: 0,
+                name: name.as_bytes(),
+                sid: at(0, 0, *time),
+            },
+            SimRecord::Cgroup { id, path, time } => Record::Cgroup {
+                id: *id,
+                path: path.as_bytes(),
+                sid: at(0, 0, *time),
+            },
+            SimRecord::CgroupSample { sample, .. } => {
+                return sample.encode_as(cpu, layout, cgroup, v);
             }
-            SimRecord::Cgroup { id, path, time } => {
-                push_u64(&mut v, *id);
-                push_str_padded(&mut v, path);
-                push_trailer(&mut v, 0, 0, *time, cpu);
-                (kind::CGROUP, 0, v)
+            SimRecord::Unknown { kind, len } => {
+                v.resize(v.len() + len / 8 * 8, 0);
+                return (*kind, 0);
             }
-            SimRecord::CgroupSample { sample, .. } => sample.encode_inner(cpu, layout),
-            SimRecord::Unknown { kind, len } => (*kind, 0, vec![0; len / 8 * 8]),
-        }
+        };
+        layout.encode(&rec, v)
     }
 }
 
@@ -544,11 +485,19 @@ impl SimRing {
             return false;
         }
         if self.pending_lost > 0 {
+            let lost = Record::Lost {
+                id: 0,
+                lost: self.pending_lost,
+                sid: SampleId {
+                    pid: 0,
+                    tid: 0,
+                    time: self.now,
+                    cpu: self.cpu,
+                },
+            };
             let mut v = Vec::with_capacity(40);
-            push_u64(&mut v, 0);
-            push_u64(&mut v, self.pending_lost);
-            push_trailer(&mut v, 0, 0, self.now, self.cpu);
-            self.write_record(kind::LOST, 0, &v);
+            let (k, m) = self.layout.encode(&lost, &mut v);
+            self.write_record(k, m, &v);
             self.pending_lost = 0;
             self.lost_records += 1;
         }

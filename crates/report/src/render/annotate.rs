@@ -237,7 +237,7 @@ impl JsonAnnotationRow {
     /// The row as a CSV line (the header is the field names, less
     /// `source`).
     pub(crate) fn csv_line(&self) -> String {
-        use super::csv::csv_field as f;
+        use super::csv_field as f;
         let opt = |v: Option<String>| v.map_or_else(String::new, |s| f(&s));
         format!(
             "{},{},{},{},{},{},{},{},{:.4},{}",

@@ -5,16 +5,6 @@ use std::io::{self, Write};
 use super::*;
 use crate::model::*;
 
-/// A CSV field, quoted when it holds a comma, a quote or a line break
-/// (RFC 4180).
-pub(crate) fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
-    }
-}
-
 /// The CSV report: a header line, then one line per flat row (as JSON), or
 /// per (timeline line, CPU) with `--timeline`.
 pub fn write_csv(report: &Report, w: &mut dyn Write) -> io::Result<()> {

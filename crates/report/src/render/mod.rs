@@ -9,7 +9,6 @@ mod csv;
 mod json;
 mod text;
 
-pub(crate) use csv::csv_field;
 pub use csv::write_csv;
 pub use json::{flat_rows, write_json};
 pub use text::write_text;
@@ -17,6 +16,16 @@ pub use text::write_text;
 use std::io::{self, Write};
 
 use crate::model::*;
+
+/// A CSV field, quoted when it holds a comma, a quote or a line break
+/// (RFC 4180).
+pub(crate) fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
 
 /// Text of a row or frame whose address is in no symbol of a readable
 /// binary, or in a binary that could not be read.

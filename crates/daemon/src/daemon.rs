@@ -35,7 +35,7 @@ use rustix::io::Errno;
 use serde_json::Value;
 
 use crate::dir::{SessionDir, CONTROL_SOCKET};
-use crate::engine::Engine;
+use crate::engine::{error_message, Engine, EngineError};
 use crate::error::{Error, Result};
 use crate::lock::DaemonLock;
 use crate::log::{Level, Logger};
@@ -183,7 +183,7 @@ impl<'d> Daemon<'d> {
                 // even though we never served.
                 log.error(format_args!("cannot serve: {e}; stopping the engine"));
                 if let Err(m) = engine.stop() {
-                    log.error(format_args!("engine stop failed: {m}"));
+                    log.error(format_args!("engine stop failed: {}", error_message(&*m)));
                 }
                 return Err(e);
             }
@@ -206,7 +206,7 @@ impl<'d> Daemon<'d> {
             }
         };
         log.info(format_args!("stopping on {reason}"));
-        let stopped = engine.stop();
+        let stopped = engine.stop().map_err(|e| error_message(&*e));
         // Clean up before answering: once `profctl stop` returns, the
         // directory is free for the next start.
         drop(socket);
@@ -399,7 +399,9 @@ impl<'a> LoopState<'a> {
                     if arrived.hup {
                         match engine.rotate() {
                             Ok(v) => self.log.info(format!("SIGHUP: rotated: {v}")),
-                            Err(m) => self.log.warn(format!("SIGHUP: not rotated: {m}")),
+                            Err(m) => self
+                                .log
+                                .warn(format!("SIGHUP: not rotated: {}", error_message(&*m))),
                         }
                     }
                     if let Some(name) = arrived.stop {
@@ -577,7 +579,8 @@ impl<'a> LoopState<'a> {
             conn.uid,
             conn.pid
         ));
-        let failed = |log: &Logger, message: String| {
+        let failed = |log: &Logger, e: EngineError| {
+            let message = error_message(&*e);
             log.warn(format_args!("{} failed: {message}", request.name()));
             Response::Error(message)
         };
@@ -632,7 +635,7 @@ impl<'a> LoopState<'a> {
 
     fn round(&mut self, engine: &mut dyn Engine, cause: Cause) {
         let t0 = Instant::now();
-        let result = engine.round();
+        let result = engine.round().map_err(|e| error_message(&*e));
         let took = t0.elapsed();
         for line in engine.take_log_lines() {
             self.log.info(line);

@@ -2,13 +2,35 @@
 
 use std::os::fd::BorrowedFd;
 
+/// An engine's error, typed where it arose (the daemon's callers may
+/// downcast it to the engine's own error type).
+pub type EngineError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// An error and its causes on one line, `outer: inner: innermost`, as the
+/// daemon logs and answers it (a cause already in its parent's text is
+/// not repeated).
+pub fn error_message(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let c = cause.to_string();
+        if !out.contains(&c) {
+            out.push_str(": ");
+            out.push_str(&c);
+        }
+        next = cause.source();
+    }
+    out
+}
+
 /// What the daemon drives: in profkit, `profkit-live`'s `LiveEngine`; in
 /// tests, [`FakeEngine`](crate::testing::FakeEngine).
 ///
 /// The daemon calls these from its one thread, never concurrently, and
-/// turns an `Err(message)` into a log line and a counter ([`round`]) or an
-/// error answer to the client (the others). Messages are shown to users
-/// as they are: say what failed and, if there is one, the fix.
+/// turns an `Err` into a log line and a counter ([`round`]) or an error
+/// answer to the client (the others), shown with its causes
+/// ([`error_message`]): say what failed and, if there is one, the fix.
+/// Errors stay typed ([`EngineError`]) until they are shown.
 ///
 /// [`round`]: Engine::round
 pub trait Engine {
@@ -27,12 +49,12 @@ pub trait Engine {
     /// One sync round: drain every ring into the event buffer. Called every
     /// sync interval and when a wake fd is readable. An error is logged and
     /// counted, never fatal.
-    fn round(&mut self) -> Result<(), String>;
+    fn round(&mut self) -> Result<(), EngineError>;
 
     /// A round, then wait until everything so far is on disk
     /// (`profctl dump`). Does its own round: the daemon does not call
     /// [`round`](Engine::round) first.
-    fn dump(&mut self) -> Result<(), String>;
+    fn dump(&mut self) -> Result<(), EngineError>;
 
     /// Counters for `profctl status` (per-CPU samples/lost, rounds, bytes
     /// written, last round duration, ...). Answered under the key
@@ -40,12 +62,12 @@ pub trait Engine {
     fn status(&self) -> serde_json::Value;
 
     /// Discard the samples so far (`profctl reset`).
-    fn reset(&mut self) -> Result<(), String>;
+    fn reset(&mut self) -> Result<(), EngineError>;
 
     /// Close the current part of the session and go on in a new one
     /// (`profctl rotate`, SIGHUP). Answers what the new part is. The
     /// default cannot.
-    fn rotate(&mut self) -> Result<serde_json::Value, String> {
+    fn rotate(&mut self) -> Result<serde_json::Value, EngineError> {
         Err("this engine cannot rotate its session".into())
     }
 
@@ -70,5 +92,26 @@ pub trait Engine {
     /// the summary `profctl stop` prints. Called exactly once, last. Does
     /// its own final drain: the daemon does not call
     /// [`round`](Engine::round) first.
-    fn stop(&mut self) -> Result<serde_json::Value, String>;
+    fn stop(&mut self) -> Result<serde_json::Value, EngineError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("writing /s/session.pkl")]
+    struct Outer(#[source] std::io::Error);
+
+    /// An engine's error stays typed until shown, and is shown with its
+    /// cause (before, engines flattened errors to their top line).
+    #[test]
+    fn an_engine_error_is_typed_and_shown_with_its_causes() {
+        let e: EngineError = Box::new(Outer(std::io::Error::from_raw_os_error(28)));
+        assert!(e.downcast_ref::<Outer>().is_some());
+        assert_eq!(
+            error_message(&*e),
+            "writing /s/session.pkl: No space left on device (os error 28)"
+        );
+    }
 }

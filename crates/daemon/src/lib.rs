@@ -135,7 +135,7 @@ pub use daemon::{
 pub use dir::{
     SessionDir, CONTROL_SOCKET, DAEMON_LOG, DIR_MODE, FILE_MODE, LOCK_FILE, PID_FILE, SESSION_LOG,
 };
-pub use engine::Engine;
+pub use engine::{error_message, Engine, EngineError};
 pub use error::{Error, Result};
 pub use lock::{daemon_state, DaemonLock, DaemonState};
 pub use log::{Level, Logger, LOG_ENV};

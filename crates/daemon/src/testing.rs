@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineError};
 
 /// What a [`FakeEngine`] was asked to do; shared, so a test can watch an
 /// engine another thread runs.
@@ -116,7 +116,7 @@ impl Engine for FakeEngine {
         self.wake.iter().map(|w| w.as_fd()).collect()
     }
 
-    fn round(&mut self) -> Result<(), String> {
+    fn round(&mut self) -> Result<(), EngineError> {
         self.stats.call("round");
         self.stats.rounds.fetch_add(1, Ordering::SeqCst);
         if let Some(w) = &self.wake {
@@ -129,7 +129,7 @@ impl Engine for FakeEngine {
         Ok(())
     }
 
-    fn dump(&mut self) -> Result<(), String> {
+    fn dump(&mut self) -> Result<(), EngineError> {
         self.stats.call("dump");
         self.stats.dumps.fetch_add(1, Ordering::SeqCst);
         Ok(())
@@ -143,13 +143,13 @@ impl Engine for FakeEngine {
         })
     }
 
-    fn reset(&mut self) -> Result<(), String> {
+    fn reset(&mut self) -> Result<(), EngineError> {
         self.stats.call("reset");
         self.stats.resets.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 
-    fn rotate(&mut self) -> Result<serde_json::Value, String> {
+    fn rotate(&mut self) -> Result<serde_json::Value, EngineError> {
         self.stats.call("rotate");
         let n = self.stats.rotations.fetch_add(1, Ordering::SeqCst) + 1;
         Ok(serde_json::json!({ "part": n + 1 }))
@@ -162,7 +162,7 @@ impl Engine for FakeEngine {
             .then(|| "the fake engine was told to finish".to_owned())
     }
 
-    fn stop(&mut self) -> Result<Value, String> {
+    fn stop(&mut self) -> Result<Value, EngineError> {
         self.stats.call("stop");
         self.stats.stops.fetch_add(1, Ordering::SeqCst);
         let summary = json!({ "rounds": self.stats.rounds(), "stopped": true });

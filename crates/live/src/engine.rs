@@ -8,7 +8,7 @@ use crate::extras::{save_session_extras, ExtrasSources};
 use crate::keep::{Keeper, KEEP_STOP_WAIT};
 use crate::parts::{apply_retention, PartsConfig, Rotate, Rotation};
 use crate::summary::{PartsSummary, SessionSummary, Summary};
-use profkit_daemon::{Daemon, Engine, LoopOptions, SessionDir, SESSION_LOG};
+use profkit_daemon::{Daemon, Engine, EngineError, LoopOptions, SessionDir, SESSION_LOG};
 use profkit_eventlog::SessionFooter;
 use profkit_perf::{Sampler, Target};
 use profkit_sync::{
@@ -238,10 +238,7 @@ impl<S: WakeSource> LiveEngine<S> {
     /// then applies retention. Answers the new part's number and what
     /// was deleted.
     pub fn rotate_now(&mut self, why: &str) -> Result<Rotation> {
-        let rec = self
-            .rec
-            .as_mut()
-            .ok_or_else(|| Error::Sync(profkit_sync::Error::Sink("already stopped".into())))?;
+        let rec = self.rec.as_mut().ok_or(Error::Stopped)?;
         let failed_before = rec.buffer_state().rotate_errors;
         let t0 = Instant::now();
         let first_round = rec.rotate();
@@ -382,16 +379,13 @@ impl<S: WakeSource> LiveEngine<S> {
         self.dir_gone
     }
 
-    fn rec(&mut self) -> std::result::Result<&mut Recorder<S>, String> {
-        self.rec.as_mut().ok_or_else(|| "stopped".to_owned())
+    fn rec(&mut self) -> Result<&mut Recorder<S>> {
+        self.rec.as_mut().ok_or(Error::Stopped)
     }
 
     /// The typed stop: final drain, footer, extras, summary.
     pub fn finish(&mut self) -> Result<Summary> {
-        let rec = self
-            .rec
-            .take()
-            .ok_or_else(|| Error::Sync(profkit_sync::Error::Sink("already stopped".into())))?;
+        let rec = self.rec.take().ok_or(Error::Stopped)?;
         let owners: std::collections::HashMap<u32, u32> = rec.stage().anon_owners().collect();
         let owner_list: Vec<(u32, u32)> = owners.iter().map(|(&p, &u)| (p, u)).collect();
         self.keep_round(&rec);
@@ -473,13 +467,13 @@ impl<S: WakeSource> Engine for LiveEngine<S> {
             .map(|r| r.source().wake_fds())
             .unwrap_or_default()
     }
-    fn round(&mut self) -> std::result::Result<(), String> {
+    fn round(&mut self) -> std::result::Result<(), EngineError> {
         if self.check_dir() {
             // Nothing more to do here: the daemon asks `finished` next and
             // stops us; stop drains what the rings hold.
             return Ok(());
         }
-        let mut rec = self.rec.take().ok_or_else(|| "stopped".to_owned())?;
+        let mut rec = self.rec.take().ok_or(Error::Stopped)?;
         rec.round();
         self.keep_round(&rec);
         self.budget
@@ -488,8 +482,8 @@ impl<S: WakeSource> Engine for LiveEngine<S> {
         self.parts_round();
         Ok(())
     }
-    fn dump(&mut self) -> std::result::Result<(), String> {
-        self.rec()?.dump().map_err(|e| e.to_string())
+    fn dump(&mut self) -> std::result::Result<(), EngineError> {
+        Ok(self.rec()?.dump().map_err(Error::from)?)
     }
     fn status(&self) -> Value {
         match &self.rec {
@@ -504,16 +498,14 @@ impl<S: WakeSource> Engine for LiveEngine<S> {
             None => json!({"stopped": true}),
         }
     }
-    fn rotate(&mut self) -> std::result::Result<Value, String> {
-        self.rotate_now("requested")
-            .map(|r| r.to_value())
-            .map_err(|e| e.to_string())
+    fn rotate(&mut self) -> std::result::Result<Value, EngineError> {
+        Ok(self.rotate_now("requested")?.to_value())
     }
     fn take_log_lines(&mut self) -> Vec<String> {
         std::mem::take(&mut self.log_lines)
     }
-    fn reset(&mut self) -> std::result::Result<(), String> {
-        self.rec()?.reset().map_err(|e| e.to_string())?;
+    fn reset(&mut self) -> std::result::Result<(), EngineError> {
+        self.rec()?.reset().map_err(Error::from)?;
         // The sink started over at part 1 and deleted the closed parts.
         self.parts_state.part = 1;
         self.parts_state.closed = 0;
@@ -532,10 +524,8 @@ impl<S: WakeSource> Engine for LiveEngine<S> {
             )
         })
     }
-    fn stop(&mut self) -> std::result::Result<Value, String> {
-        self.finish()
-            .map(|s| s.to_value())
-            .map_err(|e| e.to_string())
+    fn stop(&mut self) -> std::result::Result<Value, EngineError> {
+        Ok(self.finish()?.to_value())
     }
 }
 

@@ -62,6 +62,9 @@ pub enum Error {
         /// The session directory.
         dir: PathBuf,
     },
+    /// A request to an engine that has already stopped.
+    #[error("the recording has stopped")]
+    Stopped,
     /// A request to a daemon that died.
     #[error(
         "the profkit daemon for {} (pid {}) died; its complete rounds are in {}",

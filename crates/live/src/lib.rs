@@ -82,7 +82,7 @@
 //! engine.round()?;
 //! let summary: Summary = serde_json::from_value(engine.stop()?)?;
 //! assert_eq!(summary.rounds, 2); // one round, and stop's final drain
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
 //! ```
 //!
 //! # Not for

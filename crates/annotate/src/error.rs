@@ -99,6 +99,48 @@ pub enum Error {
         /// The end of the bytes wanted.
         needed: u64,
     },
+    /// A function's source file is at none of the paths looked at: under each `--source-dir`
+    /// directory (the recorded path and its shorter tails), then the recorded path.
+    #[error(
+        "{file} not found{}",
+        if *under_source_dirs {
+            ", nor under the --source-dir directories"
+        } else {
+            " (give --source-dir DIR to look for it there)"
+        }
+    )]
+    SourceNotFound {
+        /// The file as the DWARF records it.
+        file: String,
+        /// Whether `--source-dir` directories were looked in too.
+        under_source_dirs: bool,
+    },
+    /// A source file at its recorded path that the binary's owner could not have read (the
+    /// file, or a directory on the way to it): not shown, whoever runs the report.
+    #[error(
+        "{}: not shown: {} is not readable by {reader}; give --source-dir DIR to show \
+         sources from a directory you name",
+        path.display(),
+        blocked.display()
+    )]
+    SourceNotShown {
+        /// The path looked at.
+        path: PathBuf,
+        /// What the owner could not read or search: the file or a directory on the way.
+        blocked: PathBuf,
+        /// Who ("the binary's owner (uid 1000)").
+        reader: String,
+    },
+    /// A source file was found but could not be read (not a regular file, over
+    /// [`MAX_SOURCE_BYTES`](crate::MAX_SOURCE_BYTES), an I/O error).
+    #[error("{}: {source}", path.display())]
+    SourceUnreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// The crate's result type.

@@ -25,6 +25,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::error::{Error, Result};
+
 /// Largest source file read.
 pub const MAX_SOURCE_BYTES: u64 = 16 << 20;
 /// Gaps between lines with code up to this many lines are shown whole.
@@ -131,23 +133,22 @@ impl SourceReader {
     /// directory on the way must be searchable by the reader, links are
     /// read and followed by hand (at most 40), and the file itself is
     /// opened without following a link, non-blocking, and must be a
-    /// regular file the reader may read. A refusal's text names the path
-    /// and what was in the way.
+    /// regular file the reader may read. A refusal is a `PermissionDenied`
+    /// holding [`Error::SourceNotShown`] (see [`not_shown`]).
     fn open(self, path: &Path) -> std::io::Result<std::fs::File> {
         use rustix::fs::{fstat, openat, readlinkat, FileType, Mode, OFlags, CWD};
         use std::collections::VecDeque;
         use std::ffi::OsString;
         use std::os::unix::ffi::OsStrExt;
+        // Carried through `io::Error` to `find_source`, which takes it out again.
         let refuse = |what: &Path| {
             std::io::Error::new(
                 std::io::ErrorKind::PermissionDenied,
-                format!(
-                    "{}: not shown: {} is not readable by {}; give --source-dir DIR to show \
-                     sources from a directory you name",
-                    path.display(),
-                    what.display(),
-                    self.who()
-                ),
+                Error::SourceNotShown {
+                    path: path.to_path_buf(),
+                    blocked: what.to_path_buf(),
+                    reader: self.who(),
+                },
             )
         };
         let walk = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
@@ -304,7 +305,7 @@ pub fn source_listing(
         .map(|(file, lines)| {
             let (found, text) = match find_source(file, dirs, reader) {
                 Ok((p, t)) => (Some(p), Ok(t)),
-                Err(why) => (None, Err(why)),
+                Err(why) => (None, Err(why.to_string())),
             };
             let text_lines: Vec<&str> = match &text {
                 Ok(t) => t.lines().collect(),
@@ -377,12 +378,14 @@ fn text_of(lines: &[&str], line: u32) -> Option<String> {
 /// the recorded path and its shorter tails (the user said where the
 /// sources are: that wins over an older copy at the recorded path), then
 /// the recorded path, if `reader` may read it. Returns the path and the
-/// text, or why none was read.
+/// text, or why none was read: the first error other than "not found"
+/// ([`Error::SourceNotShown`], [`Error::SourceUnreadable`]), else
+/// [`Error::SourceNotFound`].
 pub fn find_source(
     file: &str,
     dirs: &[PathBuf],
     reader: SourceReader,
-) -> Result<(PathBuf, String), String> {
+) -> Result<(PathBuf, String)> {
     let recorded = Path::new(file);
     let mut tried = Vec::new();
     let parts: Vec<_> = recorded
@@ -403,26 +406,35 @@ pub fn find_source(
         let checked = (i >= under_dirs).then_some(reader);
         match read_text(p, checked) {
             Ok(t) => return Ok((p.clone(), t)),
-            // Refused by the owner check: its text names the path.
-            Err(e)
-                if e.kind() == std::io::ErrorKind::PermissionDenied
-                    && e.raw_os_error().is_none() =>
-            {
-                first_error.get_or_insert_with(|| e.to_string());
-            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                first_error.get_or_insert_with(|| format!("{}: {e}", p.display()));
+            Err(e) if first_error.is_none() => {
+                first_error = Some(match not_shown(e) {
+                    Ok(refusal) => refusal,
+                    Err(source) => Error::SourceUnreadable {
+                        path: p.clone(),
+                        source,
+                    },
+                });
             }
+            Err(_) => {}
         }
     }
-    Err(first_error.unwrap_or_else(|| {
-        if dirs.is_empty() {
-            format!("{file} not found (give --source-dir DIR to look for it there)")
-        } else {
-            format!("{file} not found, nor under the --source-dir directories")
-        }
+    Err(first_error.unwrap_or_else(|| Error::SourceNotFound {
+        file: file.to_owned(),
+        under_source_dirs: !dirs.is_empty(),
     }))
+}
+
+/// The refusal of the owner check ([`SourceReader::open`]) that `e` carries, else `e`.
+fn not_shown(e: std::io::Error) -> Result<Error, std::io::Error> {
+    if e.kind() != std::io::ErrorKind::PermissionDenied || e.raw_os_error().is_some() {
+        return Err(e);
+    }
+    if !e.get_ref().is_some_and(|inner| inner.is::<Error>()) {
+        return Err(e);
+    }
+    let inner = e.into_inner().expect("checked above");
+    Ok(*inner.downcast::<Error>().expect("checked above"))
 }
 
 /// Reads a source file: a regular file (opened non-blocking, so a FIFO
@@ -530,6 +542,13 @@ mod tests {
         assert_eq!(files, ["/nowhere/own.c", "/nowhere/inl.h"]);
         let why = l.files[0].missing.as_deref().unwrap();
         assert!(why.contains("--source-dir"), "{why}");
+        assert!(matches!(
+            find_source("/nowhere/own.c", &[], ROOT),
+            Err(Error::SourceNotFound {
+                under_source_dirs: false,
+                ..
+            })
+        ));
         assert_eq!(l.files[0].lines[0].text, None);
     }
 
@@ -546,7 +565,9 @@ mod tests {
         let fifo = d.path().join("proj/src/f.c");
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();
         assert!(made.is_ok_and(|s| s.success()), "mkfifo");
-        let e = find_source("/b/src/f.c", &dirs, ROOT).unwrap_err();
+        let e = find_source("/b/src/f.c", &dirs, ROOT)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not a regular file"), "{e}");
     }
 
@@ -574,6 +595,11 @@ mod tests {
         };
         let file = secret.to_str().unwrap();
         let e = find_source(file, &[], user).unwrap_err();
+        assert!(
+            matches!(&e, Error::SourceNotShown { blocked, .. } if blocked.ends_with("shadow")),
+            "{e:?}"
+        );
+        let e = e.to_string();
         assert!(e.contains("not shown") && e.contains("--source-dir"), "{e}");
         assert!(!e.contains("$6$"), "{e}");
         // Its owner, root, and a reader who names the directory may.
@@ -600,7 +626,9 @@ mod tests {
         std::fs::write(&hidden, "int x;\n").unwrap();
         set(&hidden, 0o644);
         set(&inner, 0o700);
-        let e = find_source(hidden.to_str().unwrap(), &[], user).unwrap_err();
+        let e = find_source(hidden.to_str().unwrap(), &[], user)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("private is not readable"), "{e}");
         assert!(find_source(hidden.to_str().unwrap(), &[], SourceReader::Anyone).is_err());
         set(&inner, 0o755);
@@ -615,7 +643,9 @@ mod tests {
         std::os::unix::fs::symlink(&public, d.path().join("pub/link")).unwrap();
         std::os::unix::fs::symlink("sub/ok.c", d.path().join("pub/rel.c")).unwrap();
         let via = d.path().join("pub/link/../../private/notes.c");
-        let e = find_source(via.to_str().unwrap(), &[], user).unwrap_err();
+        let e = find_source(via.to_str().unwrap(), &[], user)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("private is not readable"), "{e}");
         let ok = d.path().join("pub/link/ok.c");
         assert_eq!(

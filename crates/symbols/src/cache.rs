@@ -44,8 +44,8 @@ enum Cached {
     Ranged(Arc<RangedFile>),
     /// Read but not parsed, because its build-id was not the one wanted.
     BuildIdOnly(Option<Vec<u8>>),
-    /// Unusable; the message says why.
-    Failed(String),
+    /// Unusable: why (shared, as every load of the file answers with it).
+    Failed(Arc<Error>),
 }
 
 /// What `--debug-info` keeps of a file read by range.
@@ -134,32 +134,31 @@ impl Cache {
     /// that build-id. An ELF64 file's symbol tables are read by range for just the symbols
     /// `wanted` needs (`elf_range.rs`), for each request; with `--debug-info` its headers
     /// and DWARF (read by range, when asked) are kept, as is any other file read whole and
-    /// parsed, and read again only if the file changes on disk. Errors are the warning text
-    /// to show.
+    /// parsed, and read again only if the file changes on disk. An error's `Display` is the
+    /// warning to show; it is shared, as a file's failure is kept like its image.
     pub fn load(
         &self,
         path: &Path,
         expect: Option<&[u8]>,
         cfg: &LoadConfig<'_>,
         wanted: &[u64],
-    ) -> Result<Loaded, String> {
-        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e).to_string())?;
+    ) -> Result<Loaded, Arc<Error>> {
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
         if !meta.is_file() {
-            return Err(Error::Io {
+            return Err(Arc::new(Error::Io {
                 path: path.to_owned(),
                 source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
-            }
-            .to_string());
+            }));
         }
         let (file, meta) = crate::files::open_bounded(path, crate::files::MAX_BINARY_BYTES)
-            .map_err(|e| Error::io(path, e).to_string())?;
+            .map_err(|e| Error::io(path, e))?;
         if !cfg.debug_info {
             match self.read_by_range(path, &file, &meta, expect, cfg, wanted) {
                 Some(Cached::Parsed(image)) => {
                     return Ok(Loaded::Image(image, FileStat::of(&meta)))
                 }
                 Some(Cached::BuildIdOnly(now)) => return Ok(Loaded::WrongBuildId { now }),
-                Some(Cached::Failed(msg)) => return Err(msg),
+                Some(Cached::Failed(e)) => return Err(e),
                 Some(Cached::Ranged(_)) | None => {}
             }
         }
@@ -201,7 +200,7 @@ impl Cache {
                 }
             },
             Cached::BuildIdOnly(now) => Ok(Loaded::WrongBuildId { now: now.clone() }),
-            Cached::Failed(msg) => Err(msg.clone()),
+            Cached::Failed(e) => Err(Arc::clone(e)),
         }
     }
 
@@ -222,11 +221,11 @@ impl Cache {
         }
         let mut data = vec![0u8; meta.len() as usize];
         if let Err(e) = file.read_exact_at(&mut data, 0) {
-            return Cached::Failed(Error::io(path, e).to_string());
+            return Cached::Failed(Arc::new(Error::io(path, e)));
         }
         let build_id = match build_id_of(path, &data) {
             Ok(id) => id,
-            Err(e) => return Cached::Failed(e.to_string()),
+            Err(e) => return Cached::Failed(Arc::new(e)),
         };
         if let Some(want) = expect {
             if build_id.as_deref() != Some(want) {
@@ -244,7 +243,7 @@ impl Cache {
         }
         match self.parse(path, &data, cfg) {
             Ok(image) => Cached::Parsed(image),
-            Err(e) => Cached::Failed(e.to_string()),
+            Err(e) => Cached::Failed(Arc::new(e)),
         }
     }
 
@@ -374,7 +373,7 @@ impl Cache {
         ranged: &RangedFile,
         cfg: &LoadConfig<'_>,
         wanted: &[u64],
-    ) -> Result<ElfImage, String> {
+    ) -> Result<ElfImage, Error> {
         let part = &ranged.dwarf;
         let lookup = if part.debug_searched {
             DebugLookup::Found(part.debug.as_ref())
@@ -399,11 +398,10 @@ impl Cache {
                 Ok(image)
             }
             // `read_dwarf_by_range` took only files this reads.
-            Ok(None) => Err(format!(
-                "{}: its symbols cannot be read by range",
-                path.display()
-            )),
-            Err(e) => Err(e.to_string()),
+            Ok(None) => Err(Error::NotReadByRange {
+                path: path.to_owned(),
+            }),
+            Err(e) => Err(e),
         }
     }
 
@@ -432,7 +430,7 @@ impl Cache {
                 Some(Cached::Parsed(Arc::new(image)))
             }
             Ok(None) => None,
-            Err(e) => Some(Cached::Failed(e.to_string())),
+            Err(e) => Some(Cached::Failed(Arc::new(e))),
         }
     }
 

@@ -67,6 +67,15 @@ pub enum Error {
         /// What failed.
         what: String,
     },
+    /// No kallsyms was given (`KallsymsSource::None`): kernel samples cannot be named.
+    #[error("kernel symbols not loaded (no kallsyms given)")]
+    NoKallsyms,
+    /// A file taken to be read by range (ELF64 little-endian) turned out not to be.
+    #[error("{}: its symbols cannot be read by range", path.display())]
+    NotReadByRange {
+        /// The file.
+        path: PathBuf,
+    },
 }
 
 impl Error {

@@ -27,7 +27,7 @@ pub struct Symbolizer {
     cache: Cache,
     kernel: OnceLock<KernelSymbols>,
     perf_maps: Mutex<HashMap<u32, Arc<PerfMapState>>>,
-    vdso: OnceLock<Result<Arc<ElfImage>, String>>,
+    vdso: OnceLock<Result<Arc<ElfImage>, Error>>,
 }
 
 impl std::fmt::Debug for Symbolizer {
@@ -41,7 +41,7 @@ impl std::fmt::Debug for Symbolizer {
 
 /// Kallsyms as loaded once, with the words to say when it cannot be used.
 struct KernelSymbols {
-    symbols: Result<Kallsyms, String>,
+    symbols: Result<Kallsyms, Error>,
     /// What to say when addresses are hidden.
     hidden_warning: String,
     /// The running kernel's build-id (live source only).
@@ -322,7 +322,7 @@ impl Symbolizer {
                 ),
                 true,
             ),
-            Err(msg) => (msg, false),
+            Err(e) => (e.to_string(), false),
         };
         // A file found by build-id alone: never for an unverified claim, and for a
         // recorded file only one of its size.
@@ -414,10 +414,9 @@ impl Symbolizer {
             return self.symbolize_elf(b, req, offsets);
         }
         let image = self.vdso.get_or_init(|| {
-            let data = vdso::read_own().map_err(|e| e.to_string())?;
+            let data = vdso::read_own()?;
             self.cache
                 .parse(Path::new("[vdso]"), &data, &self.load_config())
-                .map_err(|e| e.to_string())
         });
         match image {
             Ok(image) => {
@@ -434,8 +433,8 @@ impl Symbolizer {
                     _ => self.resolve_in_image(b, image, offsets),
                 }
             }
-            Err(msg) => {
-                b.warn(msg.clone());
+            Err(e) => {
+                b.warn(e.to_string());
                 b.unresolved(offsets)
             }
         }
@@ -451,7 +450,7 @@ impl Symbolizer {
                     let notes = std::fs::read("/sys/kernel/notes").ok();
                     (
                         std::fs::read_to_string("/proc/kallsyms")
-                            .map_err(|e| Error::io("/proc/kallsyms", e).to_string()),
+                            .map_err(|e| Error::io("/proc/kallsyms", e)),
                         format!(
                             "kernel addresses hidden (kptr_restrict={level}): {advice}; run the \
                              report as root or set sysctl kernel.kptr_restrict=0"
@@ -461,7 +460,7 @@ impl Symbolizer {
                 }
                 KallsymsSource::File(path) => (
                     crate::files::read_regular_text(path, crate::files::MAX_TEXT_BYTES)
-                        .map_err(|e| Error::io(path, e).to_string()),
+                        .map_err(|e| Error::io(path, e)),
                     format!(
                         "kernel addresses hidden in {} (all zero: kptr_restrict was set or it \
                          was copied without root): {advice}",
@@ -477,13 +476,7 @@ impl Symbolizer {
                     ),
                     None,
                 ),
-                KallsymsSource::None => (
-                    Err(format!(
-                        "kernel symbols not loaded (no kallsyms given): {advice}"
-                    )),
-                    String::new(),
-                    None,
-                ),
+                KallsymsSource::None => (Err(Error::NoKallsyms), String::new(), None),
             };
             KernelSymbols {
                 symbols: text.map(|t| Kallsyms::parse(&t)),
@@ -499,7 +492,7 @@ impl Symbolizer {
         match &k.symbols {
             Ok(ks) if ks.hidden => Err(k.hidden_warning.clone()),
             Ok(ks) => Ok(ks),
-            Err(msg) => Err(format!("{msg}; kernel samples attributed to [kernel]")),
+            Err(e) => Err(format!("{e}; kernel samples attributed to [kernel]")),
         }
     }
 
@@ -604,7 +597,7 @@ impl Symbolizer {
                     hex(req.build_id.as_deref().unwrap_or_default()),
                     now.as_deref().map_or_else(|| "none".to_owned(), hex)
                 )),
-                Err(msg) => b.warn(msg),
+                Err(e) => b.warn(e.to_string()),
             }
             return b.unresolved(offsets);
         }
@@ -835,5 +828,33 @@ mod tests {
         let r = s.symbolize(&BinaryRequest::kernel(0xffffffff81000000), &[0x10]);
         assert_eq!(r.name_at(0), Some("[kernel]"));
         assert!(r.warnings[0].contains("[kernel]"), "{:?}", r.warnings);
+        // Said once (it used to be said twice).
+        assert_eq!(
+            r.warnings[0],
+            "kernel symbols not loaded (no kallsyms given); kernel samples attributed to [kernel]"
+        );
+    }
+
+    #[test]
+    fn a_binary_that_cannot_be_loaded_says_why_with_a_typed_error() {
+        let s = Symbolizer::new(SymbolizerOptions::default()).unwrap();
+        let cfg = s.load_config();
+        let missing = Path::new("/nonexistent/profkit/app");
+        let e = s.cache.load(missing, None, &cfg, &[0]).err().unwrap();
+        assert!(
+            matches!(&*e, Error::NotFound { path } if path == missing),
+            "{e:?}"
+        );
+        let d = tempfile::tempdir().unwrap();
+        let e = s.cache.load(d.path(), None, &cfg, &[0]).err().unwrap();
+        assert!(matches!(&*e, Error::Io { .. }), "{e:?}");
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let junk = d.path().join("junk");
+        std::fs::write(&junk, b"not an ELF file").unwrap();
+        let e = s.cache.load(&junk, None, &cfg, &[0]).err().unwrap();
+        assert!(matches!(&*e, Error::Elf { .. }), "{e:?}");
+        // Kept: the same error answers the next load.
+        let again = s.cache.load(&junk, None, &cfg, &[0]).err().unwrap();
+        assert!(Arc::ptr_eq(&e, &again));
     }
 }

@@ -3,6 +3,37 @@
 
 use super::*;
 
+/// Why a directory of the session, a kept binary's copy or the list of
+/// binaries not kept could not be written. These end up as lines of the
+/// stop summary (`PATH: why`), so the text carries its cause.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum KeepError {
+    /// Something not a directory (a link, a file) is where one should be.
+    #[error("{} is not a directory", path.display())]
+    NotADirectory { path: PathBuf },
+    /// What is where a directory should be could not be looked at.
+    #[error("{}: {source}", path.display())]
+    Stat {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A directory or a copy's file could not be created.
+    #[error("creating {}: {source}", path.display())]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Copying into it failed.
+    #[error("copying: {0}")]
+    Copy(#[source] std::io::Error),
+    /// The disk budget refused it (and named it there); its words.
+    #[error("{0}")]
+    OverBudget(String),
+    /// Writing the file failed; `write_new`'s words.
+    #[error("{0}")]
+    Write(String),
+}
+
 /// Writes [`NOT_KEPT_FILE`] in session directory `dir` (nothing when no
 /// binary was refused): the first [`NOT_KEPT_LINES`] `PATH: why` lines,
 /// charged to the budget as root's.
@@ -10,7 +41,7 @@ pub(crate) fn write_not_kept(
     dir: &Path,
     refused: &[String],
     budget: &DiskBudget,
-) -> Result<(), String> {
+) -> Result<(), KeepError> {
     if refused.is_empty() {
         return Ok(());
     }
@@ -22,9 +53,12 @@ pub(crate) fn write_not_kept(
     }
     let to = dir.join(NOT_KEPT_FILE);
     let cost = on_disk(text.len() as u64);
-    budget.charge_or_refuse(0, cost, &to.display().to_string())?;
+    budget
+        .charge_or_refuse(0, cost, &to.display().to_string())
+        .map_err(KeepError::OverBudget)?;
     write_new(&to, text.as_bytes(), text.len() as u64)
         .map(|_| ())
+        .map_err(KeepError::Write)
         .inspect_err(|_| budget.release(0, cost))
 }
 
@@ -69,7 +103,7 @@ pub(super) fn keep_binary(
     }
     let layout = profkit_eventlog::SessionLayout::new(dir);
     for d in [layout.debug_dir(), layout.kept_dir()] {
-        make_dir(&d).map_err(what)?;
+        make_dir(&d).map_err(|e| what(e.to_string()))?;
     }
     let to = layout.kept_copy(b.cookie);
     if std::fs::symlink_metadata(&to).is_ok_and(|m| m.file_type().is_file()) {
@@ -92,11 +126,14 @@ pub(super) fn keep_binary(
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&to)
-        .map_err(|e| format!("creating {}: {e}", to.display()))
+        .map_err(|source| KeepError::Create {
+            path: to.clone(),
+            source,
+        })
         .and_then(|dst| {
             crate::sparse::copy_sparse(&b.file, &dst, len, cost)
                 .and_then(|_| dst.sync_all())
-                .map_err(|e| format!("copying: {e}"))?;
+                .map_err(KeepError::Copy)?;
             Ok(dst.metadata().map_or(cost, |m| m.blocks() * 512))
         });
     match copied {
@@ -111,23 +148,32 @@ pub(super) fn keep_binary(
         Err(why) => {
             let _ = std::fs::remove_file(&to);
             budget.release(m.uid(), cost);
-            Err(what(why))
+            Err(what(why.to_string()))
         }
     }
 }
 
 /// Creates `d` (0700) unless it is there; it must be a directory, not a
 /// link (the session directory is its owner's alone, `SessionDir::open`).
-pub(super) fn make_dir(d: &Path) -> Result<(), String> {
+pub(super) fn make_dir(d: &Path) -> Result<(), KeepError> {
     use std::os::unix::fs::DirBuilderExt;
+    let path = || d.to_path_buf();
     match std::fs::DirBuilder::new().mode(0o700).create(d) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(format!("creating {}: {e}", d.display())),
+        Err(source) => {
+            return Err(KeepError::Create {
+                path: path(),
+                source,
+            })
+        }
     }
     match std::fs::symlink_metadata(d) {
         Ok(m) if m.file_type().is_dir() => Ok(()),
-        Ok(_) => Err(format!("{} is not a directory", d.display())),
-        Err(e) => Err(format!("{}: {e}", d.display())),
+        Ok(_) => Err(KeepError::NotADirectory { path: path() }),
+        Err(source) => Err(KeepError::Stat {
+            path: path(),
+            source,
+        }),
     }
 }

@@ -543,6 +543,26 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_of_the_session_is_made_once_and_never_through_a_link() {
+        let d = tempfile::tempdir().unwrap();
+        let sub = d.path().join("debug");
+        make_dir(&sub).unwrap();
+        make_dir(&sub).unwrap();
+        assert_eq!(std::fs::metadata(&sub).unwrap().mode() & 0o777, 0o700);
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&sub, &link).unwrap();
+        let e = make_dir(&link).unwrap_err();
+        assert!(matches!(e, KeepError::NotADirectory { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!("{} is not a directory", link.display())
+        );
+        let e = make_dir(&d.path().join("none/deeper")).unwrap_err();
+        assert!(matches!(e, KeepError::Create { .. }), "{e:?}");
+        assert!(e.to_string().starts_with("creating "), "{e}");
+    }
+
+    #[test]
     fn a_kept_binary_lands_under_its_cookie_once() {
         let d = tempfile::tempdir().unwrap();
         let src = d.path().join("app");

@@ -643,10 +643,10 @@ fn torn_and_corrupt_sessions_name_the_chunk_on_stderr_and_in_the_header() {
     }
 }
 
-#[test]
-fn a_closed_stdout_is_success() {
-    // A report far larger than a pipe's buffer, whose reader goes away.
-    let d = tempdir();
+/// Writes `dir/session.pkl`: one CPU at 99 Hz, binary `i + 1` (cookie)
+/// of `kind` at each path of `bins` with its number of samples (at offset
+/// `offset`), in one chunk.
+fn session_of_binaries(dir: &Path, kind: CookieKind, bins: &[(String, u64)], offset: u64) {
     let header = SessionHeader {
         event: EventConfigDesc {
             name: "cpu-clock".into(),
@@ -656,13 +656,14 @@ fn a_closed_stdout_is_success() {
         cpus: vec![0],
         ..Default::default()
     };
-    let mut w = SessionWriter::create(d.path().join("session.pkl"), &header).unwrap();
+    let mut w = SessionWriter::create(dir.join("session.pkl"), &header).unwrap();
     let mut enc = ChunkEncoder::new();
-    for i in 1..=5000u64 {
+    for (i, (path, samples)) in bins.iter().enumerate() {
+        let cookie = i as u64 + 1;
         enc.event(&Event::CookieDef(CookieEntry {
-            cookie: i,
-            kind: CookieKind::Other,
-            path: format!("[binary number {i} with a long name to fill the pipe quickly]"),
+            cookie,
+            kind: kind.clone(),
+            path: path.clone(),
             build_id: None,
             dev: 0,
             inode: 0,
@@ -671,10 +672,26 @@ fn a_closed_stdout_is_success() {
             pid: None,
             file: Default::default(),
         }));
-        enc.sample(0, 1, 1, false, i, 0);
+        for _ in 0..*samples {
+            enc.sample(0, 1, 1, false, cookie, offset);
+        }
     }
     w.append_chunk(0, 1, enc.bytes()).unwrap();
-    drop(w);
+}
+
+#[test]
+fn a_closed_stdout_is_success() {
+    // A report far larger than a pipe's buffer, whose reader goes away.
+    let d = tempdir();
+    let bins: Vec<(String, u64)> = (1..=5000)
+        .map(|i| {
+            (
+                format!("[binary number {i} with a long name to fill the pipe quickly]"),
+                1,
+            )
+        })
+        .collect();
+    session_of_binaries(d.path(), CookieKind::Other, &bins, 0);
     let mut child = std::process::Command::new(PROFREPORT)
         .args(["--session-dir", d.path().to_str().unwrap()])
         .stdout(std::process::Stdio::piped())
@@ -693,34 +710,10 @@ fn a_closed_stdout_is_success() {
 fn flag_verbose_prints_every_warning() {
     // Twelve binaries that do not exist: twelve warnings.
     let d = tempdir();
-    let header = SessionHeader {
-        event: EventConfigDesc {
-            name: "cpu-clock".into(),
-            frequency: Some(99),
-            ..Default::default()
-        },
-        cpus: vec![0],
-        ..Default::default()
-    };
-    let mut w = SessionWriter::create(d.path().join("session.pkl"), &header).unwrap();
-    let mut enc = ChunkEncoder::new();
-    for i in 1..=12u64 {
-        enc.event(&Event::CookieDef(CookieEntry {
-            cookie: i,
-            kind: CookieKind::User,
-            path: format!("/nonexistent/bin{i}"),
-            build_id: None,
-            dev: 0,
-            inode: 0,
-            generation: 0,
-            base: 0,
-            pid: None,
-            file: Default::default(),
-        }));
-        enc.sample(0, 1, 1, false, i, 0x10);
-    }
-    w.append_chunk(0, 1, enc.bytes()).unwrap();
-    drop(w);
+    let bins: Vec<(String, u64)> = (1..=12)
+        .map(|i| (format!("/nonexistent/bin{i}"), 1))
+        .collect();
+    session_of_binaries(d.path(), CookieKind::User, &bins, 0x10);
     let dir = d.path().to_str().unwrap();
     let run = profreport(&["--session-dir", dir, "-l"]).expect(0);
     assert_eq!(run.stderr.matches("warning:").count(), 3, "{}", run.stderr);
@@ -744,44 +737,19 @@ fn many_binaries_without_symbols_are_one_warning_line() {
         strip.is_ok_and(|s| s.success()),
         "strip (binutils) is needed"
     );
-    let header = SessionHeader {
-        event: EventConfigDesc {
-            name: "cpu-clock".into(),
-            frequency: Some(99),
-            ..Default::default()
-        },
-        cpus: vec![0],
-        ..Default::default()
-    };
-    let mut w = SessionWriter::create(d.path().join("session.pkl"), &header).unwrap();
-    let mut enc = ChunkEncoder::new();
-    for i in 1..=17u64 {
-        let path = if i <= 12 {
-            let p = d.path().join(format!("tool{i}"));
-            std::fs::copy(&built, &p).unwrap();
-            p.display().to_string()
-        } else {
-            format!("/nonexistent/bin{i}")
-        };
-        enc.event(&Event::CookieDef(CookieEntry {
-            cookie: i,
-            kind: CookieKind::User,
-            path,
-            build_id: None,
-            dev: 0,
-            inode: 0,
-            generation: 0,
-            base: 0,
-            pid: None,
-            file: Default::default(),
-        }));
-        // tool1 has 12 samples, tool12 one: the biggest are named.
-        for _ in 0..(13 - i.min(13)).max(1) {
-            enc.sample(0, 1, 1, false, i, 0x10);
-        }
-    }
-    w.append_chunk(0, 1, enc.bytes()).unwrap();
-    drop(w);
+    // tool1 has 12 samples, tool12 one: the biggest are named.
+    let bins: Vec<(String, u64)> = (1..=17u64)
+        .map(|i| {
+            if i <= 12 {
+                let p = d.path().join(format!("tool{i}"));
+                std::fs::copy(&built, &p).unwrap();
+                (p.display().to_string(), 13 - i)
+            } else {
+                (format!("/nonexistent/bin{i}"), 1)
+            }
+        })
+        .collect();
+    session_of_binaries(d.path(), CookieKind::User, &bins, 0x10);
     let dir = d.path().to_str().unwrap();
     let run = profreport(&["--session-dir", dir, "-l"]).expect(0);
     let lines: Vec<&str> = run

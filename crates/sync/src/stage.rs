@@ -35,17 +35,21 @@
 //! CPU's records, then [`SyncStage::finish_round`] (for its last round,
 //! [`SyncStage::finish_final_round`]).
 //!
+//! What the stage reads from the machine it reads through its
+//! [`HostProbe`] (`crate::probe`): [`crate::ProcfsProbe`] live, [`NullProbe`]
+//! (the default, [`SyncStage::new`]) for imports and tests, which then
+//! resolve from their records alone.
+//!
 //! Parts: `stage/maps.rs` (mapping records and `/proc` maps → cookies),
 //! `stage/stacks.rs` (call stacks, DWARF unwinding), `stage/tasks.rs`
 //! (processes, threads and their names); this file keeps the record
 //! dispatch, samples, rounds, deferral and losses.
 
-use crate::binfile::BuildIdReader;
 use crate::cgroups::Cgroups;
 use crate::cookies::CookieTable;
 use crate::kernel::KernelMaps;
+use crate::probe::{HostProbe, NullProbe};
 use crate::process::{IntMap, ProcessTable, UnattributedSample, Unresolved};
-use crate::procfs::ProcPaths;
 use crate::stacks::{StackIds, StackStats};
 use crate::unwind::DwarfUnwinder;
 use profkit_eventlog::{
@@ -64,13 +68,6 @@ use stacks::DeferredUser;
 pub struct SyncOptions {
     /// The record layout the rings carry.
     pub layout: Layout,
-    /// Where `/proc` and `/sys` are.
-    pub paths: ProcPaths,
-    /// Look up unknown processes in `/proc` and poll `/proc/modules` each
-    /// round, and read build-ids of mapped files (live sessions); off for
-    /// SimRing tests and for imported files (never the live `/proc` for a
-    /// recording made elsewhere or earlier).
-    pub use_procfs: bool,
 }
 
 /// One round's output: the encoded events plus what is needed if the chunk
@@ -143,15 +140,9 @@ pub struct SyncStage {
     /// The owner (uid) of each process with anonymous code, read from
     /// `/proc/PID` when its first anonymous mapping was seen.
     anon_owners: IntMap<u32, u32>,
-    /// Reads mapped binaries' build-ids without trusting their paths.
-    build_id_reader: BuildIdReader,
-    /// Identifies the files behind mappings whose build-id is known.
-    identity_reader: crate::binfile::IdentityReader,
     /// Per build-id: the file holding its plain cookie in this session
     /// (the first identified with it; see `profkit_eventlog::cookie`).
     claims: HashMap<Vec<u8>, profkit_eventlog::FileIdentity>,
-    /// Binaries the host cannot reach at their recorded paths (containers).
-    reach: crate::reach::Reacher,
     /// Build-ids known by mapping path from outside the records.
     build_ids: HashMap<String, Vec<u8>>,
     announced: IntMap<u32, ()>,
@@ -185,12 +176,12 @@ pub struct SyncStage {
     unattributed: Vec<UnattributedSample>,
     /// Samples' cgroups (off unless asked for).
     cgroups: Cgroups,
-    /// Tasks' ids in their own pid namespaces (containers).
-    ns_tasks: crate::reach::NsTasks,
     /// Per task: the time of the newest COMM record applied. Rings are
     /// drained one after the other, so an exec read later may be older
     /// (`sh` exec'ing `node` on another CPU); an older name is dropped.
     comm_time: IntMap<u32, u64>,
+    /// What the stage reads from the machine (nothing for imports).
+    probe: Box<dyn HostProbe>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -200,8 +191,15 @@ enum LostKindKey {
 }
 
 impl SyncStage {
-    /// A stage with empty tables.
+    /// A stage with empty tables that reads nothing from the machine
+    /// ([`NullProbe`]): tests, imported recordings.
     pub fn new(opts: SyncOptions) -> Self {
+        Self::with_probe(opts, NullProbe)
+    }
+
+    /// A stage with empty tables that reads the machine through `probe`
+    /// (a live session: [`crate::ProcfsProbe`]).
+    pub fn with_probe(opts: SyncOptions, probe: impl HostProbe + 'static) -> Self {
         let layout_cgroup = opts.layout.cgroup;
         let mut known = IntMap::default();
         let unknown = unknown_entry();
@@ -213,10 +211,7 @@ impl SyncStage {
             known,
             emitted: CookieTable::default(),
             file_cookies: IntMap::default(),
-            build_id_reader: BuildIdReader::default(),
-            identity_reader: Default::default(),
             claims: HashMap::new(),
-            reach: Default::default(),
             anon_owners: IntMap::default(),
             build_ids: HashMap::new(),
             announced: IntMap::default(),
@@ -250,15 +245,16 @@ impl SyncStage {
                 },
                 ..Default::default()
             },
-            ns_tasks: Default::default(),
             comm_time: IntMap::default(),
+            probe: Box::new(probe),
         }
     }
 
     /// How samples' cgroups are recorded: [`CgroupRecording::Sample`]
     /// (the default when the layout has `PERF_SAMPLE_CGROUP`) takes each
     /// sample's id; `Proc` reads `/proc/PID/cgroup` once per process (older
-    /// kernels; needs [`SyncOptions::use_procfs`]); `Off` writes none. Set
+    /// kernels; through the stage's [`HostProbe`]: none with
+    /// [`NullProbe`]); `Off` writes none. Set
     /// it before seeding: seeding walks the cgroup v2 hierarchy for the
     /// paths of the cgroups that exist already.
     ///
@@ -276,12 +272,13 @@ impl SyncStage {
     }
 
     fn seed_kernel(&mut self) {
-        self.kernel = KernelMaps::read(&self.opts.paths);
-        if let Some(k) = self.kernel.kernel.clone() {
-            self.known.insert(k.cookie, k);
+        if let Some(kernel) = self.probe.kernel() {
+            self.kernel = kernel;
+            if let Some(k) = self.kernel.kernel.clone() {
+                self.known.insert(k.cookie, k);
+            }
         }
-        let paths = self.opts.paths.clone();
-        for (_, e) in self.kernel.refresh_modules(&paths) {
+        for (_, e) in self.probe.new_modules(&mut self.kernel) {
             self.known.insert(e.cookie, e);
         }
     }
@@ -390,15 +387,15 @@ impl SyncStage {
     }
 
     /// Binaries the host cannot reach at their recorded paths, to keep
-    /// in the session (a handle on the stage's queue; see `reach`).
+    /// in the session (a handle on the probe's queue; see `reach`).
     pub fn keep_queue(&self) -> crate::reach::KeepQueue {
-        self.reach.queue.clone()
+        self.probe.keep_queue()
     }
 
     /// Build-ids of mapped binaries not read, by reason (see
     /// [`crate::RecorderStatus::build_ids_refused`]).
     pub fn build_id_refusals(&self) -> [u64; 4] {
-        self.build_id_reader.refused
+        self.probe.build_id_refusals()
     }
 
     /// Mappings claiming a build-id whose file could not be identified
@@ -406,7 +403,7 @@ impl SyncStage {
     /// `build-id-unverified` one, named only by their recorded path (see
     /// [`crate::RecorderStatus::files_unidentified`]).
     pub fn files_unidentified(&self) -> u64 {
-        self.identity_reader.unidentified
+        self.probe.files_unidentified()
     }
 
     /// The stack table's counters.
@@ -453,19 +450,16 @@ impl SyncStage {
         for &(cpu, kind, count) in &self.carried_lost {
             self.enc.event(&Event::Lost { cpu, kind, count });
         }
-        if self.opts.use_procfs {
-            let paths = self.opts.paths.clone();
-            for (m, e) in self.kernel.refresh_modules(&paths) {
-                self.known.insert(e.cookie, e);
-                self.ensure_defined(m.cookie);
-                self.marker(Event::ModuleLoad {
-                    cookie: m.cookie,
-                    start: m.module.base,
-                    end: m.module.base + m.module.size,
-                    pgoff: 0,
-                    pid: None,
-                });
-            }
+        for (m, e) in self.probe.new_modules(&mut self.kernel) {
+            self.known.insert(e.cookie, e);
+            self.ensure_defined(m.cookie);
+            self.marker(Event::ModuleLoad {
+                cookie: m.cookie,
+                start: m.module.base,
+                end: m.module.base + m.module.size,
+                pgoff: 0,
+                pid: None,
+            });
         }
     }
 
@@ -722,10 +716,8 @@ impl SyncStage {
     /// its definition first, once per file.
     #[inline(never)]
     fn set_cgroup(&mut self, pid: u32, id: u64) {
-        let id = if self.cgroups.mode == profkit_perf::CgroupRecording::Proc && self.opts.use_procfs
-        {
-            let root = self.opts.paths.proc_root.clone();
-            self.cgroups.of_pid(&root, pid)
+        let id = if self.cgroups.mode == profkit_perf::CgroupRecording::Proc {
+            self.cgroups.of_pid(self.probe.as_mut(), pid).unwrap_or(id)
         } else {
             id
         };

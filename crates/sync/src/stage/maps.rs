@@ -4,7 +4,7 @@
 //! maps from perf's pid −1 mappings.
 
 use super::SyncStage;
-use crate::binfile::MappedBinary;
+use crate::probe::{MappedFile, Probed};
 use crate::process::{Map, MapKind, Process};
 use crate::procfs::{dev_number, KernelModule, ProcProcess};
 use profkit_eventlog::{
@@ -12,7 +12,6 @@ use profkit_eventlog::{
     Event,
 };
 use profkit_perf::{FileId, Mmap};
-use std::path::Path;
 
 impl SyncStage {
     /// The table's form of `/proc/PID/maps` lines: cookies assigned,
@@ -68,9 +67,9 @@ impl SyncStage {
     /// (from the record) or by device/inode/generation (then its build-id
     /// is read); `mapped_by` is (pid, start, end) of a mapping of it.
     ///
-    /// In a live session (`use_procfs`) a build-id is a claim: the file
-    /// behind the mapping is identified and the cookie is the plain one
-    /// only for the first file identified with that build-id
+    /// When the probe identifies files (a live session) a build-id is a
+    /// claim: the file behind the mapping is identified and the cookie is
+    /// the plain one only for the first file identified with that build-id
     /// ([`SyncStage::claimed_cookie`]).
     pub(super) fn file_cookie(
         &mut self,
@@ -83,14 +82,11 @@ impl SyncStage {
     ) -> Cookie {
         let identified = (dev, ino, gen) != (0, 0, 0);
         if let Some(b) = build_id {
-            if self.opts.use_procfs && !b.is_empty() {
-                return self.claimed_cookie(
-                    path,
-                    b,
-                    identified.then_some((dev, ino)),
-                    gen,
-                    mapped_by,
-                );
+            if !b.is_empty() {
+                let kernel_id = identified.then_some((dev, ino));
+                if let Some(c) = self.claimed_cookie(path, b, kernel_id, gen, mapped_by) {
+                    return c;
+                }
             }
             let e = file_entry(path, Some(b.to_vec()), dev, ino, gen);
             return self.define_file(e, path, b, None, mapped_by);
@@ -107,17 +103,21 @@ impl SyncStage {
         // give one.
         let bid = match self.build_ids.get(path) {
             Some(b) => Some(b.clone()),
-            None if self.opts.use_procfs => {
-                let b = self.mapped_binary(path, identified.then_some((dev, ino)), mapped_by);
-                self.build_id_reader.read(b).ok().flatten()
-            }
-            None => None,
+            None => self.probe.build_id(&MappedFile {
+                path,
+                identity: identified.then_some((dev, ino)),
+                mapped_by,
+            }),
         };
-        let c = match bid.as_deref() {
-            Some(b) if self.opts.use_procfs && !b.is_empty() => {
+        let claimed = match bid.as_deref() {
+            Some(b) if !b.is_empty() => {
                 self.claimed_cookie(path, b, identified.then_some((dev, ino)), gen, mapped_by)
             }
-            _ => {
+            _ => None,
+        };
+        let c = match claimed {
+            Some(c) => c,
+            None => {
                 let e = file_entry(path, bid.clone(), dev, ino, gen);
                 let c = e.cookie;
                 if let std::collections::hash_map::Entry::Vacant(v) = self.known.entry(c) {
@@ -134,30 +134,14 @@ impl SyncStage {
         c
     }
 
-    fn mapped_binary(
-        &self,
-        path: &str,
-        identity: Option<(u64, u64)>,
-        mapped_by: Option<(u32, u64, u64)>,
-    ) -> MappedBinary {
-        MappedBinary {
-            path: path.into(),
-            map_file: mapped_by.map(|(pid, start, end)| {
-                self.opts
-                    .paths
-                    .proc_root
-                    .join(format!("{pid}/map_files/{start:x}-{end:x}"))
-            }),
-            identity,
-        }
-    }
-
     /// The cookie of a mapping whose file claims build-id `b`: the file is
     /// identified (through the mapping, time-boxed; `kernel_id` is the
     /// device/inode the kernel gave, if any); the first file identified
     /// with `b` holds `b`'s plain cookie, any other file gets its own, and
     /// a file not identified an unverified one. Each is defined with its
-    /// own entry (and so its own unwind tables and kept copy).
+    /// own entry (and so its own unwind tables and kept copy). None when
+    /// the probe does not identify files: the build-id is taken at its
+    /// word.
     fn claimed_cookie(
         &mut self,
         path: &str,
@@ -165,23 +149,32 @@ impl SyncStage {
         kernel_id: Option<(u64, u64)>,
         gen: u64,
         mapped_by: Option<(u32, u64, u64)>,
-    ) -> Cookie {
-        let binary = self.mapped_binary(path, kernel_id, mapped_by);
-        let file = self.identity_reader.read(binary, Some(b));
+    ) -> Option<Cookie> {
+        let binary = MappedFile {
+            path,
+            identity: kernel_id,
+            mapped_by,
+        };
+        let file = match self.probe.identify(&binary, b) {
+            Probed::Found(i) => Some(i),
+            Probed::Absent => None,
+            Probed::Unknown => return None,
+        };
         let holder = match file {
             Some(i) => *self.claims.entry(b.to_vec()).or_insert(i) == i,
             None => false,
         };
         let e = claimed_file_entry(path, b.to_vec(), file, holder, gen);
         let identity = file.map(|i| (i.dev, i.inode)).or(kernel_id);
-        self.define_file(e, path, b, identity, mapped_by)
+        Some(self.define_file(e, path, b, identity, mapped_by))
     }
 
     /// Keeps `e`, the entry of a file with build-id `b` met at `path`, if
     /// its cookie is new (and checks whether the host reaches it); else,
     /// until its definition is written, prefers a path that still exists
     /// (identical copies or the same file by another path: a link, a
-    /// rename). Returns its cookie.
+    /// rename).
+    /// Returns its cookie.
     fn define_file(
         &mut self,
         e: profkit_eventlog::CookieEntry,
@@ -195,9 +188,8 @@ impl SyncStage {
             Some(old)
                 if old.path != path
                     && !self.emitted.contains(c)
-                    && self.opts.use_procfs
-                    && !Path::new(&old.path).exists()
-                    && Path::new(path).exists() =>
+                    && self.probe.exists(&old.path) == Some(false)
+                    && self.probe.exists(path) == Some(true) =>
             {
                 old.path = path.to_string();
             }
@@ -210,8 +202,8 @@ impl SyncStage {
         c
     }
 
-    /// A binary met for the first time in a live session: if its recorded
-    /// path does not lead the host to it (another mount namespace), queue
+    /// A binary met for the first time: if its recorded path does not
+    /// lead the host to it (another mount namespace), the probe queues
     /// it, opened through the process's `map_files`, to be kept in the
     /// session under its cookie (`crate::reach`).
     fn check_reach(
@@ -222,11 +214,12 @@ impl SyncStage {
         mapped_by: Option<(u32, u64, u64)>,
         cookie: Cookie,
     ) {
-        if !self.opts.use_procfs {
-            return;
-        }
-        let b = self.mapped_binary(path, identity, mapped_by);
-        self.reach.check(b, build_id, cookie);
+        let file = MappedFile {
+            path,
+            identity,
+            mapped_by,
+        };
+        self.probe.reach(&file, build_id, cookie);
     }
 
     pub(super) fn vdso(&mut self) -> Cookie {
@@ -243,11 +236,8 @@ impl SyncStage {
             v.insert(e);
             // Who owns the process, while it is alive: its JIT map is
             // copied at stop only if that user owns the file.
-            if self.opts.use_procfs {
-                use std::os::unix::fs::MetadataExt;
-                if let Ok(m) = std::fs::metadata(self.opts.paths.proc_root.join(pid.to_string())) {
-                    self.anon_owners.insert(pid, m.uid());
-                }
+            if let Some(uid) = self.probe.owner(pid) {
+                self.anon_owners.insert(pid, uid);
             }
         }
         c

@@ -128,10 +128,7 @@ impl SyncStage {
         c.extend(chain.take_while(|&a| a != PERF_CONTEXT_USER));
         let unwinder = self.unwinder.get_or_insert_with(Default::default);
         let known = &self.known;
-        let proc_root = self
-            .opts
-            .use_procfs
-            .then_some(self.opts.paths.proc_root.as_path());
+        let proc_root = self.probe.proc_root();
         let end = unwinder.unwind(
             u,
             self.opts.layout.user_stack,

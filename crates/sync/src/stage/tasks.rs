@@ -1,12 +1,13 @@
 //! The sync stage's tasks: processes and threads as the records and
 //! `/proc` describe them, and their names in the log. Seeding from `/proc`,
 //! COMM/FORK/EXIT records, the `Comm` markers written once per task (with
-//! a container task's own pid/tid), `/proc` reads for processes the
-//! records have not described, and examples of samples nothing resolved.
+//! a container task's own pid/tid), `/proc` reads (through the stage's
+//! probe) for processes the records have not described, and examples of
+//! samples nothing resolved.
 
 use super::SyncStage;
+use crate::probe::Probed;
 use crate::process::{UnattributedSample, Unresolved};
-use crate::procfs::{read_all_processes, read_process};
 use profkit_eventlog::Event;
 use profkit_perf::{Comm, Task};
 
@@ -18,8 +19,7 @@ impl SyncStage {
         if self.cgroups.on() {
             self.seed_cgroups(None);
         }
-        let root = self.opts.paths.proc_root.clone();
-        for p in read_all_processes(&root) {
+        for p in self.probe.processes() {
             self.add_proc_process(p);
         }
     }
@@ -32,9 +32,8 @@ impl SyncStage {
         if self.cgroups.on() {
             self.seed_cgroups(None);
         }
-        let root = self.opts.paths.proc_root.clone();
         for &pid in pids {
-            if let Some(p) = read_process(&root, pid) {
+            if let Probed::Found(p) = self.probe.process(pid) {
                 self.add_proc_process(p);
             }
         }
@@ -82,13 +81,10 @@ impl SyncStage {
 
     /// A task's ids in its own pid namespace when that is not the
     /// recorder's, read from `/proc` while the task lives (live sessions
-    /// only).
+    /// only: through the probe).
     #[cold]
     pub(super) fn ns_of(&mut self, pid: u32, tid: u32) -> Option<profkit_eventlog::NsTask> {
-        if !self.opts.use_procfs {
-            return None;
-        }
-        self.ns_tasks.of(&self.opts.paths.proc_root, pid, tid)
+        self.probe.ns_task(pid, tid)
     }
 
     /// The first samples of the session that resolved to nothing (at most
@@ -125,10 +121,10 @@ impl SyncStage {
     /// `/proc/PID/maps` and adds the mappings the table lacks (their MMAP2
     /// records were lost in a full ring, or came before the session).
     pub(super) fn refresh_from_proc(&mut self, pid: u32) {
-        if !self.opts.use_procfs || self.refreshed.insert(pid, ()).is_some() {
+        if self.refreshed.insert(pid, ()).is_some() {
             return;
         }
-        let Some(p) = read_process(&self.opts.paths.proc_root.clone(), pid) else {
+        let Probed::Found(p) = self.probe.process(pid) else {
             return;
         };
         let maps = self.proc_maps(&p);
@@ -143,18 +139,19 @@ impl SyncStage {
         if self.procs.get(pid).is_some() {
             return true;
         }
-        if !self.opts.use_procfs || self.no_proc.contains_key(&pid) {
+        if self.no_proc.contains_key(&pid) {
             return false;
         }
-        match read_process(&self.opts.paths.proc_root.clone(), pid) {
-            Some(p) => {
+        match self.probe.process(pid) {
+            Probed::Found(p) => {
                 self.add_proc_process(p);
                 true
             }
-            None => {
+            Probed::Absent => {
                 self.no_proc.insert(pid, ());
                 false
             }
+            Probed::Unknown => false,
         }
     }
 
@@ -203,7 +200,7 @@ impl SyncStage {
     pub(super) fn on_exit(&mut self, t: &Task) {
         if t.pid == t.tid {
             self.cgroups.exit(t.pid);
-            self.ns_tasks.exit(t.pid);
+            self.probe.exited(t.pid);
         }
         self.procs.exit(t.pid, t.tid, self.round)
     }

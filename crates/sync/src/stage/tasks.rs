@@ -1,13 +1,12 @@
 //! The sync stage's tasks: processes and threads as the records and
 //! `/proc` describe them, and their names in the log. Seeding from `/proc`,
 //! COMM/FORK/EXIT records, the `Comm` markers written once per task (with
-//! a container task's own pid/tid), `/proc` reads (through the stage's
-//! probe) for processes the records have not described, and examples of
-//! samples nothing resolved.
+//! a container task's own pid/tid), and `/proc` reads (through the
+//! stage's probe) for processes the records have not described. The
+//! tables of tasks stay fields of `SyncStage` itself.
 
 use super::SyncStage;
 use crate::probe::Probed;
-use crate::process::{UnattributedSample, Unresolved};
 use profkit_eventlog::Event;
 use profkit_perf::{Comm, Task};
 
@@ -16,10 +15,10 @@ impl SyncStage {
     /// their executable mappings and thread names, the kernel and modules.
     pub fn seed_from_proc(&mut self) {
         self.seed_kernel();
-        if self.cgroups.on() {
+        if self.res.cgroups.on() {
             self.seed_cgroups(None);
         }
-        for p in self.probe.processes() {
+        for p in self.res.probe.processes() {
             self.add_proc_process(p);
         }
     }
@@ -29,11 +28,11 @@ impl SyncStage {
     /// through FORK records or samples, are read when first needed).
     pub fn seed_pids(&mut self, pids: &[u32]) {
         self.seed_kernel();
-        if self.cgroups.on() {
+        if self.res.cgroups.on() {
             self.seed_cgroups(None);
         }
         for &pid in pids {
-            if let Probed::Found(p) = self.probe.process(pid) {
+            if let Probed::Found(p) = self.res.probe.process(pid) {
                 self.add_proc_process(p);
             }
         }
@@ -84,37 +83,7 @@ impl SyncStage {
     /// only: through the probe).
     #[cold]
     pub(super) fn ns_of(&mut self, pid: u32, tid: u32) -> Option<profkit_eventlog::NsTask> {
-        self.probe.ns_task(pid, tid)
-    }
-
-    /// The first samples of the session that resolved to nothing (at most
-    /// [`crate::UNATTRIBUTED_EXAMPLES`]), to tell where they come from.
-    pub fn unattributed_examples(&self) -> &[UnattributedSample] {
-        &self.unattributed
-    }
-
-    #[cold]
-    pub(super) fn keep_unattributed(
-        &mut self,
-        pid: u32,
-        tid: u32,
-        ip: u64,
-        time: u64,
-        kernel: bool,
-        reason: Unresolved,
-    ) {
-        if self.unattributed.len() < crate::UNATTRIBUTED_EXAMPLES {
-            let comm = self.procs.process_comm(pid).map(str::to_string);
-            self.unattributed.push(UnattributedSample {
-                pid,
-                tid,
-                ip,
-                time,
-                kernel,
-                reason,
-                comm,
-            });
-        }
+        self.res.probe.ns_task(pid, tid)
     }
 
     /// Once per process and round, for a sample nothing resolves: reads
@@ -124,7 +93,7 @@ impl SyncStage {
         if self.refreshed.insert(pid, ()).is_some() {
             return;
         }
-        let Probed::Found(p) = self.probe.process(pid) else {
+        let Probed::Found(p) = self.res.probe.process(pid) else {
             return;
         };
         let maps = self.proc_maps(&p);
@@ -142,7 +111,7 @@ impl SyncStage {
         if self.no_proc.contains_key(&pid) {
             return false;
         }
-        match self.probe.process(pid) {
+        match self.res.probe.process(pid) {
             Probed::Found(p) => {
                 self.add_proc_process(p);
                 true
@@ -199,8 +168,8 @@ impl SyncStage {
     /// An EXIT record.
     pub(super) fn on_exit(&mut self, t: &Task) {
         if t.pid == t.tid {
-            self.cgroups.exit(t.pid);
-            self.probe.exited(t.pid);
+            self.res.cgroups.exit(t.pid);
+            self.res.probe.exited(t.pid);
         }
         self.procs.exit(t.pid, t.tid, self.round)
     }

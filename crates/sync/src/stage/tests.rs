@@ -448,7 +448,7 @@ fn an_unidentified_claim_is_not_the_build_ids_cookie() {
     use profkit_eventlog::{cookie::build_id_cookie, FileCheck};
     let d = tempfile::tempdir().unwrap();
     let (_, mut stage) = stage_over(d.path());
-    let c = stage.file_cookie(
+    let c = stage.res.file_cookie(
         "/nonexistent/x",
         Some(&[7; 20]),
         0,
@@ -457,7 +457,7 @@ fn an_unidentified_claim_is_not_the_build_ids_cookie() {
         Some((9, 0x1000, 0x2000)),
     );
     assert_ne!(c, build_id_cookie(&[7; 20]));
-    assert_eq!(stage.known[&c].file, FileCheck::Unverified);
+    assert_eq!(stage.res.known[&c].file, FileCheck::Unverified);
 }
 
 /// The gdb-recorded stack of `testdata/unwind` (an -O2 binary without

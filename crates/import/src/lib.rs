@@ -50,9 +50,10 @@
 //! - **One resolution path.** Nothing here resolves an address or derives
 //!   a cookie; what the sync stage cannot take as a record (the build-id
 //!   table) it takes through a documented entry of the stage.
-//! - **Never the live system.** The stage runs with `use_procfs` off: a
+//! - **Never the live system.** The stage runs with the
+//!   [`profkit_sync::NullProbe`] (what [`SyncStage::new`] gives): a
 //!   recording made elsewhere or earlier is not completed from this
-//!   machine's `/proc`.
+//!   machine's `/proc` or files.
 //! - **Rounds of 250 ms of sample time**, the live sync interval, so the
 //!   stage's per-round rules (a sample whose mapping comes later in the
 //!   round is retried at its end; an exited process lives one more round)
@@ -202,11 +203,7 @@ impl Importer {
 impl Sink for Importer {
     fn start(&mut self, facts: &FileFacts, layout: Layout, queues: &mut CpuQueues) {
         self.layout = layout;
-        self.stage = Some(SyncStage::new(SyncOptions {
-            layout,
-            paths: Default::default(),
-            use_procfs: false,
-        }));
+        self.stage = Some(SyncStage::new(SyncOptions { layout }));
         for cpu in 0..facts.online_cpus {
             queues.add_cpu(cpu);
         }

@@ -551,11 +551,12 @@ pub fn run_daemon_with(cfg: &StartConfig, foreground: bool) -> Result<()> {
     };
     let daemon = Daemon::new(&dir, opts)?;
     let sampler = Sampler::open(&c)?;
-    let mut stage = SyncStage::new(SyncOptions {
-        layout: sampler.layout(),
-        paths: Default::default(),
-        use_procfs: true,
-    });
+    let mut stage = SyncStage::with_probe(
+        SyncOptions {
+            layout: sampler.layout(),
+        },
+        profkit_sync::ProcfsProbe::default(),
+    );
     stage.set_cgroups(c.cgroups);
     match &c.target {
         Target::SystemWide => stage.seed_from_proc(),

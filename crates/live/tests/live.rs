@@ -24,11 +24,7 @@ const LAYOUT: Layout = Layout {
 };
 
 fn stage() -> SyncStage {
-    SyncStage::new(SyncOptions {
-        layout: LAYOUT,
-        paths: Default::default(),
-        use_procfs: false,
-    })
+    SyncStage::new(SyncOptions { layout: LAYOUT })
 }
 
 fn mmap(pid: u32, addr: u64, filename: &str, time: u64) -> SimRecord {

@@ -32,11 +32,7 @@ use std::hint::black_box;
 const RING: usize = 8 << 20;
 
 fn stage(layout: Layout) -> SyncStage {
-    SyncStage::new(SyncOptions {
-        layout,
-        paths: Default::default(),
-        use_procfs: false,
-    })
+    SyncStage::new(SyncOptions { layout })
 }
 
 /// The mappings of the 8 processes (4 per process, 2 MiB each).
@@ -701,14 +697,13 @@ fn live_mmaps(c: &mut Criterion) {
         ring
     };
     let live_stage = |root: &std::path::Path| {
-        SyncStage::new(SyncOptions {
-            layout,
-            paths: profkit_sync::ProcPaths {
+        SyncStage::with_probe(
+            SyncOptions { layout },
+            profkit_sync::ProcfsProbe::new(profkit_sync::ProcPaths {
                 proc_root: root.to_path_buf(),
                 sys_root: d.path().join("sys"),
-            },
-            use_procfs: true,
-        })
+            }),
+        )
     };
     let mut g = c.benchmark_group("sync_live_mmaps");
     g.throughput(Throughput::Elements(u64::from(PROCS) * 4));

@@ -58,11 +58,12 @@ fn run() -> Result<ExitCode, String> {
     config.rate = Rate::Frequency(freq);
     config.callchain = callchain;
     let sampler = Sampler::open(&config).map_err(|e| e.to_string())?;
-    let mut stage = SyncStage::new(SyncOptions {
-        layout: sampler.layout(),
-        paths: Default::default(),
-        use_procfs: true,
-    });
+    let mut stage = SyncStage::with_probe(
+        SyncOptions {
+            layout: sampler.layout(),
+        },
+        profkit_sync::ProcfsProbe::default(),
+    );
     stage.seed_from_proc();
     let header = SessionHeader {
         cpus: config.cpu_list().map_err(|e| e.to_string())?,

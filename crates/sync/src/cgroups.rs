@@ -15,6 +15,7 @@
 //! entries alone (no `stat`), at most one per [`REREAD_EVERY`], looking
 //! only for the ids wanted.
 
+use crate::probe::{HostProbe, Probed};
 use crate::process::IntMap;
 use profkit_perf::CgroupRecording;
 use std::os::unix::fs::{DirEntryExt, MetadataExt};
@@ -217,28 +218,26 @@ impl Cgroups {
     }
 
     /// Proc mode: the cgroup of process `pid`, read from
-    /// `PROC/PID/cgroup` once.
-    pub fn of_pid(&mut self, proc_root: &Path, pid: u32) -> u64 {
+    /// `PROC/PID/cgroup` once through `probe` (0 if it could not be read);
+    /// None if the probe does not look at the host.
+    pub fn of_pid(&mut self, probe: &mut dyn HostProbe, pid: u32) -> Option<u64> {
         if let Some(&id) = self.per_pid.get(&pid) {
-            return id;
+            return Some(id);
         }
-        let id = self.read_pid(proc_root, pid).unwrap_or(0);
+        let id = match probe.cgroup(pid, self.mount.as_deref()) {
+            Probed::Found((id, path)) => {
+                if !self.paths.contains_key(&id) {
+                    self.insert(id, path.as_bytes());
+                }
+                id
+            }
+            Probed::Absent => 0,
+            Probed::Unknown => return None,
+        };
         if self.per_pid.len() >= MAX_CGROUPS {
             self.per_pid.clear();
         }
         self.per_pid.insert(pid, id);
-        id
-    }
-
-    fn read_pid(&mut self, proc_root: &Path, pid: u32) -> Option<u64> {
-        let text = std::fs::read_to_string(proc_root.join(pid.to_string()).join("cgroup")).ok()?;
-        let path = text.lines().find_map(|l| l.strip_prefix("0::"))?.trim_end();
-        let mount = self.mount.as_ref()?;
-        let dir = mount.join(path.trim_start_matches('/'));
-        let id = std::fs::metadata(dir).ok()?.ino();
-        if !self.paths.contains_key(&id) {
-            self.insert(id, path.as_bytes());
-        }
         Some(id)
     }
 
@@ -321,8 +320,13 @@ mod tests {
         let proc = d.path().join("proc");
         std::fs::create_dir_all(proc.join("42")).unwrap();
         std::fs::write(proc.join("42/cgroup"), "0::/c\n").unwrap();
-        assert_eq!(c.of_pid(&proc, 42), ino("c"));
-        assert_eq!(c.of_pid(&proc, 43), 0);
+        let mut probe = crate::ProcfsProbe::new(crate::ProcPaths {
+            proc_root: proc,
+            ..Default::default()
+        });
+        assert_eq!(c.of_pid(&mut probe, 42), Some(ino("c")));
+        assert_eq!(c.of_pid(&mut probe, 43), Some(0));
+        assert_eq!(c.of_pid(&mut crate::NullProbe, 44), None);
         // A sample before the record naming its cgroup (another CPU's
         // ring): defined once the path is known.
         assert_eq!(c.define(7), None);

@@ -63,7 +63,9 @@
 //!   LOST marker where space returned; nothing is silently lost.
 //! - No `unsafe`; no I/O on the hot path except first sight of an unknown
 //!   process (one `/proc/PID/maps` read) or binary (one build-id read), and
-//!   none at all with [`SyncOptions::use_procfs`] off (tests, imports).
+//!   none at all with the [`NullProbe`] (tests, imports): everything the
+//!   stage reads from the machine goes through one [`HostProbe`]
+//!   ([`ProcfsProbe`] for live sessions, [`SyncStage::with_probe`]).
 //! - Paths in records are names users control: a binary's build-id is read
 //!   through [`binfile`] (the mapped file itself, no symlinks, no blocking,
 //!   at most 100 ms on a worker), so no user can stall or redirect the
@@ -78,7 +80,7 @@
 //! use profkit_sync::{SyncOptions, SyncStage};
 //!
 //! let layout = Layout { callchain: false, user_stack: 0,     cgroup: false, };
-//! let mut stage = SyncStage::new(SyncOptions { layout, paths: Default::default(), use_procfs: false });
+//! let mut stage = SyncStage::new(SyncOptions { layout });
 //! let mut rings = vec![SimRing::new(0, 4096, layout)];
 //! rings[0].push(&SimRecord::Mmap2 {
 //!     pid: 10, tid: 10, addr: 0x400000, len: 0x1000, pgoff: 0, ino: 5, build_id: None,
@@ -109,6 +111,7 @@ mod cgroups;
 mod cookies;
 mod error;
 mod kernel;
+mod probe;
 mod process;
 mod procfs;
 pub mod reach;
@@ -125,6 +128,7 @@ pub use cookies::{
 };
 pub use error::{Error, Result};
 pub use kernel::{kernel_entry, module_entry, KernelMaps, LoadedModule};
+pub use probe::{HostProbe, MappedFile, NullProbe, Probed, ProcfsProbe};
 pub use process::{
     IntMap, Map, MapKind, Process, ProcessTable, UnattributedSample, Unresolved,
     UNATTRIBUTED_EXAMPLES,

@@ -35,26 +35,46 @@
 //! CPU's records, then [`SyncStage::finish_round`] (for its last round,
 //! [`SyncStage::finish_final_round`]).
 //!
-//! Parts: `stage/maps.rs` (mapping records and `/proc` maps → cookies),
+//! What the stage reads from the machine it reads through its
+//! [`HostProbe`] (`crate::probe`): [`crate::ProcfsProbe`] live, [`NullProbe`]
+//! (the default, [`SyncStage::new`]) for imports and tests, which then
+//! resolve from their records alone.
+//!
+//! Parts, each a field of [`SyncStage`] with its own module:
+//! `stage/resolving.rs` (`Resolving`: kernel maps, cookies
+//! and which the file has defined, files' build-ids and claims, anonymous
+//! code's owners, cgroups, the probe), `stage/emitting.rs`
+//! (`Emitting`: the encoder, current CPU/task/cookie, chunk
+//! metadata, the stack table), `stage/accounting.rs`
+//! (`Accounting`: per-CPU counts, parts, losses waiting for
+//! their markers, unattributed examples). Code working on the stage as a
+//! whole: `stage/maps.rs` (mapping records and `/proc` maps → cookies),
 //! `stage/stacks.rs` (call stacks, DWARF unwinding), `stage/tasks.rs`
-//! (processes, threads and their names); this file keeps the record
-//! dispatch, samples, rounds, deferral and losses.
+//! (processes, threads and their names, whose tables stay fields of the
+//! stage); this file keeps the record dispatch, samples, rounds and
+//! deferral.
+//!
+//! Room for what comes next: off-CPU intervals would be a part of their
+//! own (`stage/offcpu.rs`: per-thread switch-out time and stack, fed by
+//! the `Record::Switch` that [`SyncStage::record`] ignores today), one
+//! more field here, writing through `Emitting` (stacks through its stack
+//! table) and counting losses in `Accounting`; JIT dumps belong to
+//! resolving (their code regions become cookies like anonymous code's,
+//! the dump files read through the probe).
 
-use crate::binfile::BuildIdReader;
-use crate::cgroups::Cgroups;
-use crate::cookies::CookieTable;
-use crate::kernel::KernelMaps;
-use crate::process::{IntMap, ProcessTable, UnattributedSample, Unresolved};
-use crate::procfs::ProcPaths;
-use crate::stacks::{StackIds, StackStats};
+use crate::probe::{HostProbe, NullProbe};
+use crate::process::{IntMap, ProcessTable, Unresolved};
 use crate::unwind::DwarfUnwinder;
-use profkit_eventlog::{
-    unknown_entry, ChunkEncoder, Cookie, CookieEntry, CpuAccounting, Event, Frame, LostKind,
-};
+use accounting::{Accounting, LostKindKey};
+use emitting::Emitting;
+use profkit_eventlog::{Event, LostKind};
 use profkit_perf::{Layout, RawRecord, Record, RecordRing};
-use std::collections::{BTreeMap, HashMap};
+use resolving::Resolving;
 
+mod accounting;
+mod emitting;
 mod maps;
+mod resolving;
 mod stacks;
 mod tasks;
 use stacks::DeferredUser;
@@ -64,13 +84,6 @@ use stacks::DeferredUser;
 pub struct SyncOptions {
     /// The record layout the rings carry.
     pub layout: Layout,
-    /// Where `/proc` and `/sys` are.
-    pub paths: ProcPaths,
-    /// Look up unknown processes in `/proc` and poll `/proc/modules` each
-    /// round, and read build-ids of mapped files (live sessions); off for
-    /// SimRing tests and for imported files (never the live `/proc` for a
-    /// recording made elsewhere or earlier).
-    pub use_procfs: bool,
 }
 
 /// One round's output: the encoded events plus what is needed if the chunk
@@ -136,177 +149,55 @@ pub struct TableSizes {
 pub struct SyncStage {
     opts: SyncOptions,
     procs: ProcessTable,
-    kernel: KernelMaps,
-    known: IntMap<Cookie, CookieEntry>,
-    emitted: CookieTable,
-    file_cookies: IntMap<(u64, u64, u64), Cookie>,
-    /// The owner (uid) of each process with anonymous code, read from
-    /// `/proc/PID` when its first anonymous mapping was seen.
-    anon_owners: IntMap<u32, u32>,
-    /// Reads mapped binaries' build-ids without trusting their paths.
-    build_id_reader: BuildIdReader,
-    /// Identifies the files behind mappings whose build-id is known.
-    identity_reader: crate::binfile::IdentityReader,
-    /// Per build-id: the file holding its plain cookie in this session
-    /// (the first identified with it; see `profkit_eventlog::cookie`).
-    claims: HashMap<Vec<u8>, profkit_eventlog::FileIdentity>,
-    /// Binaries the host cannot reach at their recorded paths (containers).
-    reach: crate::reach::Reacher,
-    /// Build-ids known by mapping path from outside the records.
-    build_ids: HashMap<String, Vec<u8>>,
-    announced: IntMap<u32, ()>,
-    no_proc: IntMap<u32, ()>,
-    refreshed: IntMap<u32, ()>,
-    acct: BTreeMap<u32, CpuAccounting>,
-    /// `acct` when the current part of a rotated session began.
-    part_base: BTreeMap<u32, CpuAccounting>,
-    /// The round the current part began with.
-    part_first_round: u64,
-    enc: ChunkEncoder,
-    meta: Vec<Event>,
-    round: u64,
-    round_time: u64,
-    deferred: Vec<Deferred>,
-    pending_meta: Vec<Event>,
-    pending_lost: Vec<(u32, LostKind, u64)>,
-    round_lost: BTreeMap<(u32, LostKindKey), u64>,
-    carried_lost: Vec<(u32, LostKind, u64)>,
-    cur_cpu: Option<u32>,
-    cur_tid: Option<u32>,
-    cur_cookie: Option<Cookie>,
-    stacks: StackIds,
-    /// Scratch for one sample's resolved frames.
-    frames: Vec<Frame>,
-    /// Scratch for one sample's callchain with its unwound user part.
-    chain: Vec<u64>,
-    /// The DWARF unwinder, made at the first copied user stack.
-    unwinder: Option<Box<DwarfUnwinder>>,
-    /// The first samples that resolved to nothing, as examples.
-    unattributed: Vec<UnattributedSample>,
-    /// Samples' cgroups (off unless asked for).
-    cgroups: Cgroups,
-    /// Tasks' ids in their own pid namespaces (containers).
-    ns_tasks: crate::reach::NsTasks,
     /// Per task: the time of the newest COMM record applied. Rings are
     /// drained one after the other, so an exec read later may be older
     /// (`sh` exec'ing `node` on another CPU); an older name is dropped.
     comm_time: IntMap<u32, u64>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum LostKindKey {
-    NoMapping,
-    NoTask,
+    /// Pids known to be absent from `/proc` (a negative cache).
+    no_proc: IntMap<u32, ()>,
+    /// Pids whose `/proc` maps were read again this round.
+    refreshed: IntMap<u32, ()>,
+    /// Tasks whose names the current file holds.
+    announced: IntMap<u32, ()>,
+    round: u64,
+    round_time: u64,
+    deferred: Vec<Deferred>,
+    /// The DWARF unwinder, made at the first copied user stack.
+    unwinder: Option<Box<DwarfUnwinder>>,
+    /// Kernel maps, cookies, files, cgroups and the host probe.
+    res: Resolving,
+    /// The encoder and what it has written.
+    out: Emitting,
+    /// Counts and losses.
+    acc: Accounting,
 }
 
 impl SyncStage {
-    /// A stage with empty tables.
+    /// A stage with empty tables that reads nothing from the machine
+    /// ([`NullProbe`]): tests, imported recordings.
     pub fn new(opts: SyncOptions) -> Self {
+        Self::with_probe(opts, NullProbe)
+    }
+
+    /// A stage with empty tables that reads the machine through `probe`
+    /// (a live session: [`crate::ProcfsProbe`]).
+    pub fn with_probe(opts: SyncOptions, probe: impl HostProbe + 'static) -> Self {
         let layout_cgroup = opts.layout.cgroup;
-        let mut known = IntMap::default();
-        let unknown = unknown_entry();
-        known.insert(unknown.cookie, unknown);
         Self {
             opts,
             procs: ProcessTable::default(),
-            kernel: KernelMaps::default(),
-            known,
-            emitted: CookieTable::default(),
-            file_cookies: IntMap::default(),
-            build_id_reader: BuildIdReader::default(),
-            identity_reader: Default::default(),
-            claims: HashMap::new(),
-            reach: Default::default(),
-            anon_owners: IntMap::default(),
-            build_ids: HashMap::new(),
-            announced: IntMap::default(),
+            comm_time: IntMap::default(),
             no_proc: IntMap::default(),
             refreshed: IntMap::default(),
-            acct: BTreeMap::new(),
-            part_base: BTreeMap::new(),
-            part_first_round: 0,
-            enc: ChunkEncoder::with_capacity(1 << 20),
-            meta: Vec::new(),
+            announced: IntMap::default(),
             round: 0,
             round_time: 0,
             deferred: Vec::new(),
-            pending_meta: Vec::new(),
-            pending_lost: Vec::new(),
-            round_lost: BTreeMap::new(),
-            carried_lost: Vec::new(),
-            cur_cpu: None,
-            cur_tid: None,
-            cur_cookie: None,
-            stacks: StackIds::default(),
-            frames: Vec::new(),
-            chain: Vec::new(),
             unwinder: None,
-            unattributed: Vec::new(),
-            cgroups: Cgroups {
-                mode: if layout_cgroup {
-                    profkit_perf::CgroupRecording::Sample
-                } else {
-                    profkit_perf::CgroupRecording::Off
-                },
-                ..Default::default()
-            },
-            ns_tasks: Default::default(),
-            comm_time: IntMap::default(),
+            res: Resolving::new(Box::new(probe), layout_cgroup),
+            out: Emitting::new(),
+            acc: Accounting::default(),
         }
-    }
-
-    /// How samples' cgroups are recorded: [`CgroupRecording::Sample`]
-    /// (the default when the layout has `PERF_SAMPLE_CGROUP`) takes each
-    /// sample's id; `Proc` reads `/proc/PID/cgroup` once per process (older
-    /// kernels; needs [`SyncOptions::use_procfs`]); `Off` writes none. Set
-    /// it before seeding: seeding walks the cgroup v2 hierarchy for the
-    /// paths of the cgroups that exist already.
-    ///
-    /// [`CgroupRecording::Sample`]: profkit_perf::CgroupRecording::Sample
-    pub fn set_cgroups(&mut self, mode: profkit_perf::CgroupRecording) {
-        self.cgroups.mode = mode;
-    }
-
-    /// Seeds the cgroup id → path table from the cgroup v2 hierarchy
-    /// mounted at `mount` (`None`: this system's, from
-    /// `/proc/self/mountinfo`); the seeding functions do it for live
-    /// sessions that record cgroups.
-    pub fn seed_cgroups(&mut self, mount: Option<std::path::PathBuf>) {
-        self.cgroups.seed(mount);
-    }
-
-    fn seed_kernel(&mut self) {
-        self.kernel = KernelMaps::read(&self.opts.paths);
-        if let Some(k) = self.kernel.kernel.clone() {
-            self.known.insert(k.cookie, k);
-        }
-        let paths = self.opts.paths.clone();
-        for (_, e) in self.kernel.refresh_modules(&paths) {
-            self.known.insert(e.cookie, e);
-        }
-    }
-
-    /// Sets the kernel layout directly (tests, or a caller that read it).
-    pub fn set_kernel(&mut self, kernel: KernelMaps) {
-        if let Some(k) = &kernel.kernel {
-            self.known.insert(k.cookie, k.clone());
-        }
-        self.kernel = kernel;
-    }
-
-    /// Makes `build_id` the build-id of the file mapped as `path` (as a
-    /// mapping record names it: `/usr/lib/libc.so.6`, `[kernel.kallsyms]_text`,
-    /// a module's `.ko` path), for mappings whose record does not carry
-    /// one: perf.data's build-id table. Used before reading the file.
-    pub fn add_build_id(&mut self, path: &str, build_id: Vec<u8>) {
-        if !build_id.is_empty() {
-            self.build_ids.insert(path.to_string(), build_id);
-        }
-    }
-
-    /// Defines a cookie the stage may meet (tests: module cookies).
-    pub fn add_cookie(&mut self, e: CookieEntry) {
-        self.known.insert(e.cookie, e);
     }
 
     /// The process table (for status and tests).
@@ -324,29 +215,6 @@ impl SyncStage {
         }
     }
 
-    /// Per-CPU accounting so far.
-    pub fn accounting(&self) -> Vec<CpuAccounting> {
-        self.acct.values().cloned().collect()
-    }
-
-    /// Per-CPU accounting of the current part of a rotated session (all
-    /// of it without rotation): what the part's footer says, so that the
-    /// parts' footers add up to the session's counts.
-    pub fn part_accounting(&self) -> Vec<CpuAccounting> {
-        self.acct
-            .values()
-            .map(|a| match self.part_base.get(&a.cpu) {
-                Some(b) => a.minus(b),
-                None => a.clone(),
-            })
-            .collect()
-    }
-
-    /// Rounds of the current part.
-    pub fn part_rounds(&self) -> u64 {
-        self.round - self.part_first_round
-    }
-
     /// Starts a new part of a rotated session (its own file): cookie,
     /// stack and cgroup definitions and thread names are written again
     /// when next needed, the part's accounting starts from zero (the
@@ -355,85 +223,20 @@ impl SyncStage {
     /// Call it between rounds, after the old part's chunks are written
     /// (or dropped and accounted).
     pub fn new_part(&mut self) {
-        self.emitted = CookieTable::default();
-        self.cgroups.reset();
-        self.stacks.restart();
+        self.res.emitted = Default::default();
+        self.res.cgroups.reset();
+        self.out.stacks.restart();
         self.announced.clear();
         // Definitions of dropped chunks belonged to the old part; the new
         // one writes its own on first use.
-        self.pending_meta.clear();
-        self.part_base = self.acct.clone();
-        self.part_first_round = self.round;
+        self.out.pending_meta.clear();
+        self.acc.part_base = self.acc.acct.clone();
+        self.acc.part_first_round = self.round;
     }
 
     /// Rounds completed.
     pub fn rounds(&self) -> u64 {
         self.round
-    }
-
-    fn acct(&mut self, cpu: u32) -> &mut CpuAccounting {
-        self.acct.entry(cpu).or_insert_with(|| CpuAccounting {
-            cpu,
-            ..Default::default()
-        })
-    }
-
-    /// The uid that owned process `pid` when its first anonymous code
-    /// mapping was seen (live sessions only).
-    pub fn anon_owner(&self, pid: u32) -> Option<u32> {
-        self.anon_owners.get(&pid).copied()
-    }
-
-    /// Every (pid, uid) of [`SyncStage::anon_owner`].
-    pub fn anon_owners(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        self.anon_owners.iter().map(|(&p, &u)| (p, u))
-    }
-
-    /// Binaries the host cannot reach at their recorded paths, to keep
-    /// in the session (a handle on the stage's queue; see `reach`).
-    pub fn keep_queue(&self) -> crate::reach::KeepQueue {
-        self.reach.queue.clone()
-    }
-
-    /// Build-ids of mapped binaries not read, by reason (see
-    /// [`crate::RecorderStatus::build_ids_refused`]).
-    pub fn build_id_refusals(&self) -> [u64; 4] {
-        self.build_id_reader.refused
-    }
-
-    /// Mappings claiming a build-id whose file could not be identified
-    /// (gone, refused or timed out): their cookie is the claim's
-    /// `build-id-unverified` one, named only by their recorded path (see
-    /// [`crate::RecorderStatus::files_unidentified`]).
-    pub fn files_unidentified(&self) -> u64 {
-        self.identity_reader.unidentified
-    }
-
-    /// The stack table's counters.
-    pub fn stack_stats(&self) -> StackStats {
-        self.stacks.stats()
-    }
-
-    /// Bounds the stack table's memory (default
-    /// [`crate::DEFAULT_STACK_TABLE_BYTES`]); see [`StackStats`] for what
-    /// happens at the bound.
-    pub fn set_stack_table_limit(&mut self, bytes: usize) {
-        self.stacks.set_limit(bytes);
-    }
-
-    fn marker(&mut self, e: Event) {
-        self.enc.event(&e);
-        if matches!(
-            e,
-            Event::CookieDef(_)
-                | Event::Comm { .. }
-                | Event::ModuleLoad { .. }
-                | Event::StackDef { .. }
-                | Event::StackDefOn { .. }
-                | Event::CgroupDef { .. }
-        ) {
-            self.meta.push(e);
-        }
     }
 
     /// Starts a round: clears the chunk and writes the markers left over
@@ -442,30 +245,27 @@ impl SyncStage {
         if let Some(u) = &mut self.unwinder {
             u.begin_round();
         }
-        self.enc.clear();
-        self.meta.clear();
+        self.out.enc.clear();
+        self.out.meta.clear();
         self.round_time = now;
-        self.cur_cpu = None;
-        for e in std::mem::take(&mut self.pending_meta) {
+        self.out.cur_cpu = None;
+        for e in std::mem::take(&mut self.out.pending_meta) {
             self.marker(e);
         }
-        self.carried_lost = std::mem::take(&mut self.pending_lost);
-        for &(cpu, kind, count) in &self.carried_lost {
-            self.enc.event(&Event::Lost { cpu, kind, count });
+        self.acc.carried_lost = std::mem::take(&mut self.acc.pending_lost);
+        for &(cpu, kind, count) in &self.acc.carried_lost {
+            self.out.enc.event(&Event::Lost { cpu, kind, count });
         }
-        if self.opts.use_procfs {
-            let paths = self.opts.paths.clone();
-            for (m, e) in self.kernel.refresh_modules(&paths) {
-                self.known.insert(e.cookie, e);
-                self.ensure_defined(m.cookie);
-                self.marker(Event::ModuleLoad {
-                    cookie: m.cookie,
-                    start: m.module.base,
-                    end: m.module.base + m.module.size,
-                    pgoff: 0,
-                    pid: None,
-                });
-            }
+        for (m, e) in self.res.probe.new_modules(&mut self.res.kernel) {
+            self.res.known.insert(e.cookie, e);
+            self.ensure_defined(m.cookie);
+            self.marker(Event::ModuleLoad {
+                cookie: m.cookie,
+                start: m.module.base,
+                end: m.module.base + m.module.size,
+                pgoff: 0,
+                pid: None,
+            });
         }
     }
 
@@ -527,38 +327,32 @@ impl SyncStage {
                 }
                 Err(_) if carry && !d.carried => waiting.push(Deferred { carried: true, ..d }),
                 Err(why) => {
-                    let key = match why {
-                        Unresolved::NoTask => LostKindKey::NoTask,
-                        Unresolved::NoMapping => LostKindKey::NoMapping,
-                    };
-                    *self.round_lost.entry((d.cpu, key)).or_default() += 1;
+                    let key = LostKindKey::of(why);
+                    *self.acc.round_lost.entry((d.cpu, key)).or_default() += 1;
                     self.keep_unattributed(d.pid, d.tid, d.ip, d.time, false, why);
                 }
             }
         }
-        for ((cpu, key), n) in std::mem::take(&mut self.round_lost) {
-            let kind = match key {
-                LostKindKey::NoMapping => LostKind::NoMapping,
-                LostKindKey::NoTask => LostKind::NoTask,
-            };
+        for ((cpu, key), n) in std::mem::take(&mut self.acc.round_lost) {
+            let kind = key.kind();
             self.acct(cpu).add_lost(kind, n);
-            self.enc.event(&Event::Lost {
+            self.out.enc.event(&Event::Lost {
                 cpu,
                 kind,
                 count: n,
             });
         }
-        let per_cpu = self.enc.per_cpu_samples();
+        let per_cpu = self.out.enc.per_cpu_samples();
         for &(cpu, n) in &per_cpu {
             self.acct(cpu).samples_written += n;
         }
         let chunk = Chunk {
             round: self.round,
             time: self.round_time,
-            bytes: self.enc.bytes().to_vec(),
+            bytes: self.out.enc.bytes().to_vec(),
             per_cpu,
-            meta: std::mem::take(&mut self.meta),
-            carried_lost: std::mem::take(&mut self.carried_lost),
+            meta: std::mem::take(&mut self.out.meta),
+            carried_lost: std::mem::take(&mut self.acc.carried_lost),
         };
         for tid in self.procs.end_round(self.round) {
             self.announced.remove(&tid);
@@ -583,74 +377,19 @@ impl SyncStage {
         self.finish_round()
     }
 
-    /// Records that a chunk could not be stored (event buffer full, or the
-    /// write failed): its samples move from written to lost, and its
-    /// metadata and a LOST marker per CPU go into the next chunk.
-    pub fn chunk_dropped(&mut self, chunk: Chunk, kind: LostKind) {
-        for (cpu, k, n) in chunk.carried_lost {
-            self.add_pending_lost(cpu, k, n);
-        }
-        for &(cpu, n) in &chunk.per_cpu {
-            let a = self.acct(cpu);
-            a.samples_written -= n.min(a.samples_written);
-            // Anything but a full disk was a full event buffer.
-            let kind = match kind {
-                LostKind::DiskFull => LostKind::DiskFull,
-                _ => LostKind::Overflow,
-            };
-            a.add_lost(kind, n);
-            self.add_pending_lost(cpu, kind, n);
-        }
-        // Cookie definitions must reach the log before samples using them
-        // in later chunks: re-emit the dropped chunk's metadata.
-        self.pending_meta.extend(chunk.meta);
-    }
-
-    fn add_pending_lost(&mut self, cpu: u32, kind: LostKind, n: u64) {
-        if let Some(e) = self
-            .pending_lost
-            .iter_mut()
-            .find(|e| e.0 == cpu && e.1 == kind)
-        {
-            e.2 += n;
-        } else {
-            self.pending_lost.push((cpu, kind, n));
-        }
-    }
-
-    /// Adds the stop-time reconciliation to the current round: for each
-    /// CPU, the kernel's read-back lost count minus the LOST records seen
-    /// becomes a final `Lost(Reconcile)` marker, so the session's totals
-    /// equal the kernel's.
-    pub fn reconcile(&mut self, kernel_lost: &[(u32, u64)]) {
-        for &(cpu, k) in kernel_lost {
-            let a = self.acct(cpu);
-            a.kernel_lost = k;
-            let diff = k.saturating_sub(a.lost_ring + a.lost_reconcile);
-            if diff > 0 {
-                a.add_lost(LostKind::Reconcile, diff);
-                self.enc.event(&Event::Lost {
-                    cpu,
-                    kind: LostKind::Reconcile,
-                    count: diff,
-                });
-            }
-        }
-    }
-
     /// Forgets what was written (for `profctl reset`, which starts a new
     /// file): accounting restarts, and cookie and stack definitions and
     /// thread names are written again when next needed (stack ids stay).
     pub fn reset(&mut self) {
-        self.emitted = CookieTable::default();
-        self.cgroups.reset();
-        self.stacks.reset();
+        self.res.emitted = Default::default();
+        self.res.cgroups.reset();
+        self.out.stacks.reset();
         self.announced.clear();
-        self.acct.clear();
-        self.part_base.clear();
-        self.part_first_round = self.round;
-        self.pending_meta.clear();
-        self.pending_lost.clear();
+        self.acc.acct.clear();
+        self.acc.part_base.clear();
+        self.acc.part_first_round = self.round;
+        self.out.pending_meta.clear();
+        self.acc.pending_lost.clear();
         // Samples waiting for their mapping belong to the discarded file.
         self.deferred.clear();
     }
@@ -663,76 +402,6 @@ impl SyncStage {
     #[inline]
     pub fn begin_cpu(&mut self, cpu: u32) {
         self.switch_cpu(cpu);
-    }
-
-    #[inline]
-    fn switch_cpu(&mut self, cpu: u32) {
-        self.enc.event(&Event::CpuSwitch { cpu });
-        self.acct(cpu);
-        self.cur_cpu = Some(cpu);
-        self.cur_tid = None;
-        self.cur_cookie = None;
-    }
-
-    fn ensure_defined(&mut self, cookie: Cookie) {
-        if !self.emitted.contains(cookie) {
-            if let Some(e) = self.known.get(&cookie).cloned() {
-                self.emitted.define(e.clone());
-                self.marker(Event::CookieDef(e));
-            }
-        }
-    }
-
-    #[inline]
-    #[allow(clippy::too_many_arguments)]
-    fn emit_sample(
-        &mut self,
-        cpu: u32,
-        pid: u32,
-        tid: u32,
-        kernel: bool,
-        cookie: Cookie,
-        off: u64,
-        stack: Option<u32>,
-        cgroup: u64,
-    ) {
-        if self.cur_cpu != Some(cpu) {
-            self.switch_cpu(cpu);
-        }
-        if self.cgroups.on() {
-            self.set_cgroup(pid, cgroup);
-        }
-        if self.cur_tid != Some(tid) {
-            self.cur_tid = Some(tid);
-            self.announce(pid, tid);
-        }
-        if self.cur_cookie != Some(cookie) {
-            self.cur_cookie = Some(cookie);
-            self.ensure_defined(cookie);
-        }
-        match stack {
-            None => self.enc.sample(cpu, pid, tid, kernel, cookie, off),
-            Some(id) => self
-                .enc
-                .sample_with_stack(cpu, pid, tid, kernel, cookie, off, id),
-        }
-    }
-
-    /// The cgroup state for a sample of `pid` (whose sample gave `id`):
-    /// its definition first, once per file.
-    #[inline(never)]
-    fn set_cgroup(&mut self, pid: u32, id: u64) {
-        let id = if self.cgroups.mode == profkit_perf::CgroupRecording::Proc && self.opts.use_procfs
-        {
-            let root = self.opts.paths.proc_root.clone();
-            self.cgroups.of_pid(&root, pid)
-        } else {
-            id
-        };
-        if let Some((id, path)) = self.cgroups.define(id) {
-            self.marker(Event::CgroupDef { id, path });
-        }
-        self.enc.cgroup(id);
     }
 
     /// The call-graph sample path, kept out of line so that the plain path
@@ -762,13 +431,14 @@ impl SyncStage {
             }
         };
         if s.is_kernel() {
-            match self.kernel.resolve(s.ip) {
+            match self.res.kernel.resolve(s.ip) {
                 Some((c, off)) => {
                     let stack = stack_of(self, true);
                     self.emit_sample(cpu, s.pid, s.tid, true, c, off, stack, s.cgroup)
                 }
                 None => {
                     *self
+                        .acc
                         .round_lost
                         .entry((cpu, LostKindKey::NoMapping))
                         .or_default() += 1;
@@ -854,21 +524,16 @@ impl SyncStage {
                 if throttled {
                     self.acct(cpu).throttle_events += 1;
                 }
-                self.enc.event(&Event::Throttle {
+                self.out.enc.event(&Event::Throttle {
                     cpu,
                     time,
                     throttled,
                 });
             }
-            Record::Cgroup { id, path, .. } => self.cgroups.insert(id, path),
+            Record::Cgroup { id, path, .. } => self.res.cgroups.insert(id, path),
             Record::Switch { .. } | Record::Ksymbol { .. } => {}
             Record::Unknown { .. } => self.acct(cpu).records_skipped += 1,
         }
-    }
-
-    fn lost(&mut self, cpu: u32, kind: LostKind, count: u64) {
-        self.acct(cpu).add_lost(kind, count);
-        self.enc.event(&Event::Lost { cpu, kind, count });
     }
 }
 

@@ -250,11 +250,7 @@ fn a_simring_scenario_and_its_perf_data_give_the_same_session() {
             r
         })
         .collect();
-    let mut stage = SyncStage::new(SyncOptions {
-        layout,
-        paths: Default::default(),
-        use_procfs: false,
-    });
+    let mut stage = SyncStage::new(SyncOptions { layout });
     // One round that is also the session's last (as the import's is).
     stage.begin_round(1_000);
     for r in rings.iter_mut() {

@@ -1,18 +1,14 @@
 //! The sync stage's mapping records: which cookie and kind of mapping a
-//! `/proc/PID/maps` line or an MMAP/MMAP2 record gets (the derivation
+//! `/proc/PID/maps` line or an MMAP/MMAP2 record gets (a file's cookie is
+//! decided by the resolving part, `stage/resolving.rs`; the derivation
 //! itself is the format's, `profkit_eventlog::cookie`), and the kernel
 //! maps from perf's pid −1 mappings.
 
 use super::SyncStage;
-use crate::binfile::MappedBinary;
 use crate::process::{Map, MapKind, Process};
 use crate::procfs::{dev_number, KernelModule, ProcProcess};
-use profkit_eventlog::{
-    anon_entry, claimed_file_entry, file_entry, is_anonymous_code, module_name, vdso_entry, Cookie,
-    Event,
-};
+use profkit_eventlog::{is_anonymous_code, module_name, Event};
 use profkit_perf::{FileId, Mmap};
-use std::path::Path;
 
 impl SyncStage {
     /// The table's form of `/proc/PID/maps` lines: cookies assigned,
@@ -22,12 +18,12 @@ impl SyncStage {
             .iter()
             .map(|m| {
                 let (cookie, kind) = if m.path == "[vdso]" {
-                    (self.vdso(), MapKind::File)
+                    (self.res.vdso(), MapKind::File)
                 } else if is_anonymous_code(&m.path) || m.inode == 0 {
-                    (self.anon(p.pid), MapKind::Anon)
+                    (self.res.anon(p.pid), MapKind::Anon)
                 } else {
                     (
-                        self.file_cookie(
+                        self.res.file_cookie(
                             &m.path,
                             None,
                             m.dev,
@@ -64,215 +60,26 @@ impl SyncStage {
         }
     }
 
-    /// The cookie of a file-backed mapping of `path`, known by build-id
-    /// (from the record) or by device/inode/generation (then its build-id
-    /// is read); `mapped_by` is (pid, start, end) of a mapping of it.
-    ///
-    /// In a live session (`use_procfs`) a build-id is a claim: the file
-    /// behind the mapping is identified and the cookie is the plain one
-    /// only for the first file identified with that build-id
-    /// ([`SyncStage::claimed_cookie`]).
-    pub(super) fn file_cookie(
-        &mut self,
-        path: &str,
-        build_id: Option<&[u8]>,
-        dev: u64,
-        ino: u64,
-        gen: u64,
-        mapped_by: Option<(u32, u64, u64)>,
-    ) -> Cookie {
-        let identified = (dev, ino, gen) != (0, 0, 0);
-        if let Some(b) = build_id {
-            if self.opts.use_procfs && !b.is_empty() {
-                return self.claimed_cookie(
-                    path,
-                    b,
-                    identified.then_some((dev, ino)),
-                    gen,
-                    mapped_by,
-                );
-            }
-            let e = file_entry(path, Some(b.to_vec()), dev, ino, gen);
-            return self.define_file(e, path, b, None, mapped_by);
-        }
-        // Without any identity (an MMAP rather than MMAP2 record), files
-        // cannot share the (dev, inode) cache: each path is looked up.
-        if identified {
-            if let Some(&c) = self.file_cookies.get(&(dev, ino, gen)) {
-                return c;
-            }
-        }
-        // Same cookie whichever way the binary was first seen: a build-id
-        // known from elsewhere, else the file's own when the kernel did not
-        // give one.
-        let bid = match self.build_ids.get(path) {
-            Some(b) => Some(b.clone()),
-            None if self.opts.use_procfs => {
-                let b = self.mapped_binary(path, identified.then_some((dev, ino)), mapped_by);
-                self.build_id_reader.read(b).ok().flatten()
-            }
-            None => None,
-        };
-        let c = match bid.as_deref() {
-            Some(b) if self.opts.use_procfs && !b.is_empty() => {
-                self.claimed_cookie(path, b, identified.then_some((dev, ino)), gen, mapped_by)
-            }
-            _ => {
-                let e = file_entry(path, bid.clone(), dev, ino, gen);
-                let c = e.cookie;
-                if let std::collections::hash_map::Entry::Vacant(v) = self.known.entry(c) {
-                    v.insert(e);
-                    let identity = identified.then_some((dev, ino));
-                    self.check_reach(path, bid.as_deref(), identity, mapped_by, c);
-                }
-                c
-            }
-        };
-        if identified {
-            self.file_cookies.insert((dev, ino, gen), c);
-        }
-        c
-    }
-
-    fn mapped_binary(
-        &self,
-        path: &str,
-        identity: Option<(u64, u64)>,
-        mapped_by: Option<(u32, u64, u64)>,
-    ) -> MappedBinary {
-        MappedBinary {
-            path: path.into(),
-            map_file: mapped_by.map(|(pid, start, end)| {
-                self.opts
-                    .paths
-                    .proc_root
-                    .join(format!("{pid}/map_files/{start:x}-{end:x}"))
-            }),
-            identity,
-        }
-    }
-
-    /// The cookie of a mapping whose file claims build-id `b`: the file is
-    /// identified (through the mapping, time-boxed; `kernel_id` is the
-    /// device/inode the kernel gave, if any); the first file identified
-    /// with `b` holds `b`'s plain cookie, any other file gets its own, and
-    /// a file not identified an unverified one. Each is defined with its
-    /// own entry (and so its own unwind tables and kept copy).
-    fn claimed_cookie(
-        &mut self,
-        path: &str,
-        b: &[u8],
-        kernel_id: Option<(u64, u64)>,
-        gen: u64,
-        mapped_by: Option<(u32, u64, u64)>,
-    ) -> Cookie {
-        let binary = self.mapped_binary(path, kernel_id, mapped_by);
-        let file = self.identity_reader.read(binary, Some(b));
-        let holder = match file {
-            Some(i) => *self.claims.entry(b.to_vec()).or_insert(i) == i,
-            None => false,
-        };
-        let e = claimed_file_entry(path, b.to_vec(), file, holder, gen);
-        let identity = file.map(|i| (i.dev, i.inode)).or(kernel_id);
-        self.define_file(e, path, b, identity, mapped_by)
-    }
-
-    /// Keeps `e`, the entry of a file with build-id `b` met at `path`, if
-    /// its cookie is new (and checks whether the host reaches it); else,
-    /// until its definition is written, prefers a path that still exists
-    /// (identical copies or the same file by another path: a link, a
-    /// rename). Returns its cookie.
-    fn define_file(
-        &mut self,
-        e: profkit_eventlog::CookieEntry,
-        path: &str,
-        b: &[u8],
-        identity: Option<(u64, u64)>,
-        mapped_by: Option<(u32, u64, u64)>,
-    ) -> Cookie {
-        let c = e.cookie;
-        match self.known.get_mut(&c) {
-            Some(old)
-                if old.path != path
-                    && !self.emitted.contains(c)
-                    && self.opts.use_procfs
-                    && !Path::new(&old.path).exists()
-                    && Path::new(path).exists() =>
-            {
-                old.path = path.to_string();
-            }
-            Some(_) => {}
-            None => {
-                self.known.insert(c, e);
-                self.check_reach(path, Some(b), identity, mapped_by, c);
-            }
-        }
-        c
-    }
-
-    /// A binary met for the first time in a live session: if its recorded
-    /// path does not lead the host to it (another mount namespace), queue
-    /// it, opened through the process's `map_files`, to be kept in the
-    /// session under its cookie (`crate::reach`).
-    fn check_reach(
-        &mut self,
-        path: &str,
-        build_id: Option<&[u8]>,
-        identity: Option<(u64, u64)>,
-        mapped_by: Option<(u32, u64, u64)>,
-        cookie: Cookie,
-    ) {
-        if !self.opts.use_procfs {
-            return;
-        }
-        let b = self.mapped_binary(path, identity, mapped_by);
-        self.reach.check(b, build_id, cookie);
-    }
-
-    pub(super) fn vdso(&mut self) -> Cookie {
-        let e = vdso_entry();
-        let c = e.cookie;
-        self.known.entry(c).or_insert(e);
-        c
-    }
-
-    pub(super) fn anon(&mut self, pid: u32) -> Cookie {
-        let e = anon_entry(pid);
-        let c = e.cookie;
-        if let std::collections::hash_map::Entry::Vacant(v) = self.known.entry(c) {
-            v.insert(e);
-            // Who owns the process, while it is alive: its JIT map is
-            // copied at stop only if that user owns the file.
-            if self.opts.use_procfs {
-                use std::os::unix::fs::MetadataExt;
-                if let Ok(m) = std::fs::metadata(self.opts.paths.proc_root.join(pid.to_string())) {
-                    self.anon_owners.insert(pid, m.uid());
-                }
-            }
-        }
-        c
-    }
-
     /// A kernel-side mapping: perf's `[kernel.kallsyms]_text` (its `pgoff`
     /// is the address of `_text`, which kernel offsets are taken from) or,
     /// with pid −1, a module. The kernel writes neither into a live ring
     /// (a live stage reads them from `/proc`); perf.data files carry them.
     pub(super) fn on_kernel_mmap(&mut self, m: &Mmap<'_>, path: &str) {
         let end = m.addr.saturating_add(m.len);
-        let bid = self.build_ids.get(path).cloned();
+        let bid = self.res.build_ids.get(path).cloned();
         let e = if path.starts_with("[kernel.kallsyms]") {
-            self.kernel.set_text(m.pgoff, end, bid)
+            self.res.kernel.set_text(m.pgoff, end, bid)
         } else if m.pid == u32::MAX && !path.starts_with("[kernel") {
             let module = KernelModule {
                 name: module_name(path),
                 base: m.addr,
                 size: m.len,
             };
-            self.kernel.add_module(module, bid).1
+            self.res.kernel.add_module(module, bid).1
         } else {
             return;
         };
-        self.known.insert(e.cookie, e);
+        self.res.known.insert(e.cookie, e);
     }
 
     pub(super) fn on_mmap(&mut self, m: &Mmap<'_>) {
@@ -288,13 +95,13 @@ impl SyncStage {
         }
         self.ensure_process(m.pid);
         let (cookie, kind) = if path == "[vdso]" {
-            (self.vdso(), MapKind::File)
+            (self.res.vdso(), MapKind::File)
         } else if is_anonymous_code(&path) {
-            (self.anon(m.pid), MapKind::Anon)
+            (self.res.anon(m.pid), MapKind::Anon)
         } else {
             match m.file_id {
                 Some(FileId::BuildId(b)) => (
-                    self.file_cookie(
+                    self.res.file_cookie(
                         &path,
                         Some(b),
                         0,
@@ -310,7 +117,7 @@ impl SyncStage {
                     ino,
                     generation,
                 }) => (
-                    self.file_cookie(
+                    self.res.file_cookie(
                         &path,
                         None,
                         dev_number(maj, min),
@@ -321,7 +128,7 @@ impl SyncStage {
                     MapKind::File,
                 ),
                 None => (
-                    self.file_cookie(
+                    self.res.file_cookie(
                         &path,
                         None,
                         0,

@@ -5,7 +5,7 @@
 //! DWARF stacks).
 
 use super::SyncStage;
-use crate::stacks::{resolve_chain, MAX_STACK_FRAMES};
+use crate::stacks::{resolve_chain, StackStats, MAX_STACK_FRAMES};
 use crate::unwind::{source_of, UnwindEnd, UnwindStats};
 use profkit_eventlog::{Event, Frame, COOKIE_UNKNOWN};
 use profkit_perf::{UserStack, PERF_CONTEXT_USER};
@@ -58,13 +58,13 @@ impl SyncStage {
         chain: impl Iterator<Item = u64>,
         end: UnwindEnd,
     ) -> Option<u32> {
-        let mut frames = std::mem::take(&mut self.frames);
+        let mut frames = std::mem::take(&mut self.out.frames);
         let mut info = resolve_chain(
             chain,
             ip,
             kernel,
             self.procs.get(pid),
-            &self.kernel,
+            &self.res.kernel,
             time,
             &mut frames,
         );
@@ -93,7 +93,7 @@ impl SyncStage {
         let stack = if frames.is_empty() {
             None
         } else {
-            match self.stacks.id(&frames) {
+            match self.out.stacks.id(&frames) {
                 Some((id, true)) => {
                     self.define_stack(id, &frames);
                     Some(id)
@@ -102,7 +102,7 @@ impl SyncStage {
                 None => None,
             }
         };
-        self.frames = frames;
+        self.out.frames = frames;
         stack
     }
 
@@ -123,15 +123,12 @@ impl SyncStage {
         let Some(u) = user.filter(|_| self.opts.layout.user_stack > 0) else {
             return self.stack_of(cpu, pid, ip, time, kernel, chain, UnwindEnd::Complete);
         };
-        let mut c = std::mem::take(&mut self.chain);
+        let mut c = std::mem::take(&mut self.out.chain);
         c.clear();
         c.extend(chain.take_while(|&a| a != PERF_CONTEXT_USER));
         let unwinder = self.unwinder.get_or_insert_with(Default::default);
-        let known = &self.known;
-        let proc_root = self
-            .opts
-            .use_procfs
-            .then_some(self.opts.paths.proc_root.as_path());
+        let known = &self.res.known;
+        let proc_root = self.res.probe.proc_root();
         let end = unwinder.unwind(
             u,
             self.opts.layout.user_stack,
@@ -145,9 +142,10 @@ impl SyncStage {
             &mut c,
         );
         let stack = self.stack_of(cpu, pid, ip, time, kernel, c.iter().copied(), end);
-        self.chain = c;
+        self.out.chain = c;
         stack
     }
+
     /// Binaries whose unwind information failed the CFI check, as
     /// `PATH: reason` (the first few; `UnwindStats::refused` counts all).
     pub fn unwind_refusals(&self) -> Vec<String> {
@@ -155,7 +153,7 @@ impl SyncStage {
             u.refusals()
                 .iter()
                 .map(|(c, why)| {
-                    let path = self.known.get(c).map_or("?", |e| e.path.as_str());
+                    let path = self.res.known.get(c).map_or("?", |e| e.path.as_str());
                     format!("{path}: {why}")
                 })
                 .collect()
@@ -170,7 +168,7 @@ impl SyncStage {
             u.demotions()
                 .iter()
                 .map(|(c, why)| {
-                    let path = self.known.get(c).map_or("?", |e| e.path.as_str());
+                    let path = self.res.known.get(c).map_or("?", |e| e.path.as_str());
                     format!("{path}: {why}")
                 })
                 .collect()
@@ -191,6 +189,18 @@ impl SyncStage {
             .map_or_else(UnwindStats::default, |u| u.stats())
     }
 
+    /// The stack table's counters.
+    pub fn stack_stats(&self) -> StackStats {
+        self.out.stacks.stats()
+    }
+
+    /// Bounds the stack table's memory (default
+    /// [`crate::DEFAULT_STACK_TABLE_BYTES`]); see [`StackStats`] for what
+    /// happens at the bound.
+    pub fn set_stack_table_limit(&mut self, bytes: usize) {
+        self.out.stacks.set_limit(bytes);
+    }
+
     /// Writes a `StackDef`, after the definitions of the cookies it uses.
     #[cold]
     fn define_stack(&mut self, id: u32, frames: &[Frame]) {
@@ -204,7 +214,7 @@ impl SyncStage {
         // DWARF stacks are deep and varied (recursion): each is written on
         // the longest outer part already written (`StackDefOn`, version 3).
         let parent = if self.opts.layout.user_stack > 0 {
-            self.stacks.parent_of(id, frames)
+            self.out.stacks.parent_of(id, frames)
         } else {
             None
         };

@@ -1,12 +1,12 @@
 //! The sync stage's tasks: processes and threads as the records and
 //! `/proc` describe them, and their names in the log. Seeding from `/proc`,
 //! COMM/FORK/EXIT records, the `Comm` markers written once per task (with
-//! a container task's own pid/tid), `/proc` reads for processes the
-//! records have not described, and examples of samples nothing resolved.
+//! a container task's own pid/tid), and `/proc` reads (through the
+//! stage's probe) for processes the records have not described. The
+//! tables of tasks stay fields of `SyncStage` itself.
 
 use super::SyncStage;
-use crate::process::{UnattributedSample, Unresolved};
-use crate::procfs::{read_all_processes, read_process};
+use crate::probe::Probed;
 use profkit_eventlog::Event;
 use profkit_perf::{Comm, Task};
 
@@ -15,11 +15,10 @@ impl SyncStage {
     /// their executable mappings and thread names, the kernel and modules.
     pub fn seed_from_proc(&mut self) {
         self.seed_kernel();
-        if self.cgroups.on() {
+        if self.res.cgroups.on() {
             self.seed_cgroups(None);
         }
-        let root = self.opts.paths.proc_root.clone();
-        for p in read_all_processes(&root) {
+        for p in self.res.probe.processes() {
             self.add_proc_process(p);
         }
     }
@@ -29,12 +28,11 @@ impl SyncStage {
     /// through FORK records or samples, are read when first needed).
     pub fn seed_pids(&mut self, pids: &[u32]) {
         self.seed_kernel();
-        if self.cgroups.on() {
+        if self.res.cgroups.on() {
             self.seed_cgroups(None);
         }
-        let root = self.opts.paths.proc_root.clone();
         for &pid in pids {
-            if let Some(p) = read_process(&root, pid) {
+            if let Probed::Found(p) = self.res.probe.process(pid) {
                 self.add_proc_process(p);
             }
         }
@@ -82,53 +80,20 @@ impl SyncStage {
 
     /// A task's ids in its own pid namespace when that is not the
     /// recorder's, read from `/proc` while the task lives (live sessions
-    /// only).
+    /// only: through the probe).
     #[cold]
     pub(super) fn ns_of(&mut self, pid: u32, tid: u32) -> Option<profkit_eventlog::NsTask> {
-        if !self.opts.use_procfs {
-            return None;
-        }
-        self.ns_tasks.of(&self.opts.paths.proc_root, pid, tid)
-    }
-
-    /// The first samples of the session that resolved to nothing (at most
-    /// [`crate::UNATTRIBUTED_EXAMPLES`]), to tell where they come from.
-    pub fn unattributed_examples(&self) -> &[UnattributedSample] {
-        &self.unattributed
-    }
-
-    #[cold]
-    pub(super) fn keep_unattributed(
-        &mut self,
-        pid: u32,
-        tid: u32,
-        ip: u64,
-        time: u64,
-        kernel: bool,
-        reason: Unresolved,
-    ) {
-        if self.unattributed.len() < crate::UNATTRIBUTED_EXAMPLES {
-            let comm = self.procs.process_comm(pid).map(str::to_string);
-            self.unattributed.push(UnattributedSample {
-                pid,
-                tid,
-                ip,
-                time,
-                kernel,
-                reason,
-                comm,
-            });
-        }
+        self.res.probe.ns_task(pid, tid)
     }
 
     /// Once per process and round, for a sample nothing resolves: reads
     /// `/proc/PID/maps` and adds the mappings the table lacks (their MMAP2
     /// records were lost in a full ring, or came before the session).
     pub(super) fn refresh_from_proc(&mut self, pid: u32) {
-        if !self.opts.use_procfs || self.refreshed.insert(pid, ()).is_some() {
+        if self.refreshed.insert(pid, ()).is_some() {
             return;
         }
-        let Some(p) = read_process(&self.opts.paths.proc_root.clone(), pid) else {
+        let Probed::Found(p) = self.res.probe.process(pid) else {
             return;
         };
         let maps = self.proc_maps(&p);
@@ -143,18 +108,19 @@ impl SyncStage {
         if self.procs.get(pid).is_some() {
             return true;
         }
-        if !self.opts.use_procfs || self.no_proc.contains_key(&pid) {
+        if self.no_proc.contains_key(&pid) {
             return false;
         }
-        match read_process(&self.opts.paths.proc_root.clone(), pid) {
-            Some(p) => {
+        match self.res.probe.process(pid) {
+            Probed::Found(p) => {
                 self.add_proc_process(p);
                 true
             }
-            None => {
+            Probed::Absent => {
                 self.no_proc.insert(pid, ());
                 false
             }
+            Probed::Unknown => false,
         }
     }
 
@@ -216,8 +182,8 @@ impl SyncStage {
     /// An EXIT record.
     pub(super) fn on_exit(&mut self, t: &Task) {
         if t.pid == t.tid {
-            self.cgroups.exit(t.pid);
-            self.ns_tasks.exit(t.pid);
+            self.res.cgroups.exit(t.pid);
+            self.res.probe.exited(t.pid);
         }
         self.procs.exit(t.pid, t.tid, self.round)
     }

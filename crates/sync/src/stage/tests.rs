@@ -2,7 +2,9 @@
 
 use super::*;
 use crate::procfs::dev_number;
+use crate::{KernelMaps, ProcPaths};
 use profkit_eventlog::cookie::{anon_cookie, inode_cookie};
+use profkit_eventlog::{Cookie, CookieEntry};
 use profkit_perf::{SimRecord, SimRing};
 
 /// A live-style stage (procfs on, flat samples) whose `/proc` and `/sys`
@@ -13,14 +15,13 @@ fn stage_over(root: &std::path::Path) -> (Layout, SyncStage) {
         user_stack: 0,
         cgroup: false,
     };
-    let stage = SyncStage::new(SyncOptions {
-        layout,
-        paths: ProcPaths {
+    let stage = SyncStage::with_probe(
+        SyncOptions { layout },
+        crate::ProcfsProbe::new(ProcPaths {
             proc_root: root.join("proc"),
             sys_root: root.join("sys"),
-        },
-        use_procfs: true,
-    });
+        }),
+    );
     (layout, stage)
 }
 
@@ -112,11 +113,7 @@ fn unattributed_samples_are_kept_as_examples_up_to_the_bound() {
         user_stack: 0,
         cgroup: false,
     };
-    let mut stage = SyncStage::new(SyncOptions {
-        layout,
-        paths: Default::default(),
-        use_procfs: false,
-    });
+    let mut stage = SyncStage::new(SyncOptions { layout });
     let mut ring = SimRing::new(0, 1 << 20, layout);
     assert!(ring.push(&SimRecord::Comm {
         pid: 7,
@@ -167,11 +164,7 @@ fn samples_carry_their_cgroup_and_each_is_defined_once() {
             user_stack: 0,
             cgroup,
         };
-        let mut stage = SyncStage::new(SyncOptions {
-            layout,
-            paths: ProcPaths::default(),
-            use_procfs: false,
-        });
+        let mut stage = SyncStage::new(SyncOptions { layout });
         stage.seed_cgroups(Some(mount.clone()));
         let mut k = KernelMaps::default();
         let e = k.set_text(0xffff_ffff_8100_0000, 0xffff_ffff_8200_0000, None);
@@ -248,14 +241,13 @@ fn the_newest_exec_names_a_task_and_container_tasks_carry_their_ns_ids() {
         user_stack: 0,
         cgroup: false,
     };
-    let mut stage = SyncStage::new(SyncOptions {
-        layout,
-        paths: ProcPaths {
+    let mut stage = SyncStage::with_probe(
+        SyncOptions { layout },
+        crate::ProcfsProbe::new(ProcPaths {
             proc_root: proc.clone(),
             sys_root: d.path().join("sys"),
-        },
-        use_procfs: true,
-    });
+        }),
+    );
     let exec = |name: &str, time| SimRecord::Comm {
         pid: 50,
         tid: 50,
@@ -295,11 +287,7 @@ fn a_mapping_read_before_its_exec_still_resolves_later_samples() {
         user_stack: 0,
         cgroup: false,
     };
-    let mut stage = SyncStage::new(SyncOptions {
-        layout,
-        paths: Default::default(),
-        use_procfs: false,
-    });
+    let mut stage = SyncStage::new(SyncOptions { layout });
     let mut cpu0 = SimRing::new(0, 1 << 16, layout);
     let mut cpu1 = SimRing::new(1, 1 << 16, layout);
     assert!(cpu0.push(&SimRecord::Mmap2 {
@@ -460,7 +448,7 @@ fn an_unidentified_claim_is_not_the_build_ids_cookie() {
     use profkit_eventlog::{cookie::build_id_cookie, FileCheck};
     let d = tempfile::tempdir().unwrap();
     let (_, mut stage) = stage_over(d.path());
-    let c = stage.file_cookie(
+    let c = stage.res.file_cookie(
         "/nonexistent/x",
         Some(&[7; 20]),
         0,
@@ -469,7 +457,7 @@ fn an_unidentified_claim_is_not_the_build_ids_cookie() {
         Some((9, 0x1000, 0x2000)),
     );
     assert_ne!(c, build_id_cookie(&[7; 20]));
-    assert_eq!(stage.known[&c].file, FileCheck::Unverified);
+    assert_eq!(stage.res.known[&c].file, FileCheck::Unverified);
 }
 
 /// The gdb-recorded stack of `testdata/unwind` (an -O2 binary without
@@ -499,11 +487,7 @@ fn recorded_dwarf_stage() -> (SyncStage, SimRing, SimRecord) {
         cgroup: false,
     };
     let bin = dir.join("callgraph-O2-nofp");
-    let mut stage = SyncStage::new(SyncOptions {
-        layout,
-        paths: Default::default(),
-        use_procfs: false,
-    });
+    let mut stage = SyncStage::new(SyncOptions { layout });
     let mut ring = SimRing::new(0, 4 << 20, layout);
     assert!(ring.push(&SimRecord::Mmap2 {
         pid: 77,

@@ -599,14 +599,13 @@ fn lost_mmaps_are_recovered_from_proc() {
         user_stack: 0,
         cgroup: false,
     };
-    let mut stage = profkit_sync::SyncStage::new(profkit_sync::SyncOptions {
-        layout,
-        paths: profkit_sync::ProcPaths {
+    let mut stage = profkit_sync::SyncStage::with_probe(
+        profkit_sync::SyncOptions { layout },
+        profkit_sync::ProcfsProbe::new(profkit_sync::ProcPaths {
             proc_root: root.path().join("proc"),
             sys_root: root.path().join("sys"),
-        },
-        use_procfs: true,
-    });
+        }),
+    );
     let mut rings = vec![SimRing::new(0, 4096, layout)];
     // The process is known (a FORK arrived) but its exec's mappings were lost.
     rings[0].push(&SimRecord::Fork {

@@ -8,10 +8,10 @@
 //! debug info: 37 MB of which 1 MB). Reading whole files made a report of
 //! a system-wide `cargo build` hold 450 MB. Here:
 //!
-//! - the ELF header, program headers, section headers, notes (build-id)
-//!   and `.gnu_debuglink` are read through `object`'s low-level API on a
-//!   [`ReadCache`] (small ranges; its `ElfFile` would parse both symbol
-//!   tables whole);
+//! - the ELF header, program headers (`profkit-elf`'s `Segments`), section
+//!   headers, notes (`profkit_elf::build_id`) and `.gnu_debuglink` are read
+//!   through `object`'s low-level API on a [`ReadCache`] (small ranges; its
+//!   `ElfFile` would parse both symbol tables whole);
 //! - `.symtab` and `.dynsym` (or a stripped binary's debug file's
 //!   `.symtab`, found by build-id or debuglink and checked without being
 //!   held) are streamed in 64 KiB blocks of whole 24-byte entries, three
@@ -37,14 +37,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use object::elf;
-use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
+use object::read::elf::{FileHeader, SectionHeader};
 use object::{Endianness, ReadCache};
 
 use crate::dwarf::DwarfSection;
-use crate::elf::{debug_candidates, DebugCheck, ElfImage, LoadConfig, Sections, Segment};
+use crate::elf::{debug_candidates, DebugCheck, ElfImage, LoadConfig, Sections};
 use crate::error::Error;
 use crate::table::{Candidate, SymbolTable};
 use crate::types::SymbolOrigin;
+use profkit_elf::Segments;
 
 /// The longest name read (a longer one is cut there).
 const MAX_NAME: usize = 64 << 10;
@@ -111,7 +112,7 @@ pub(crate) struct Headers {
     pub build_id: Option<Vec<u8>>,
     pub debuglink: Option<(Vec<u8>, u32)>,
     relocatable: bool,
-    segments: Vec<Segment>,
+    segments: Segments,
     /// Every PT_LOAD's (address, size in memory), file bytes or not: what a separate debug
     /// file found by build-id must share with its binary ([`crate::elf::same_loads`]).
     pub loads: Vec<(u64, u64)>,
@@ -164,47 +165,9 @@ pub(crate) fn headers(file: &File) -> Option<Headers> {
         return None;
     }
     let sections = header.sections(endian, &cache).ok()?;
-    let mut build_id = None;
-    for s in sections.iter() {
-        if let Ok(Some(mut notes)) = s.notes(endian, &cache) {
-            while let Ok(Some(note)) = notes.next() {
-                if note.name() == elf::ELF_NOTE_GNU && note.n_type(endian) == elf::NT_GNU_BUILD_ID {
-                    build_id = Some(note.desc().to_vec());
-                }
-            }
-        }
-        if build_id.is_some() {
-            break;
-        }
-    }
-    let phdrs = header.program_headers(endian, &cache).ok()?;
-    if build_id.is_none() && sections.is_empty() {
-        for p in phdrs {
-            if let Ok(Some(mut notes)) = p.notes(endian, &cache) {
-                while let Ok(Some(note)) = notes.next() {
-                    if note.name() == elf::ELF_NOTE_GNU
-                        && note.n_type(endian) == elf::NT_GNU_BUILD_ID
-                    {
-                        build_id = Some(note.desc().to_vec());
-                    }
-                }
-            }
-        }
-    }
-    let loads = phdrs
-        .iter()
-        .filter(|p| p.p_type(endian) == elf::PT_LOAD)
-        .map(|p| (p.p_vaddr(endian), p.p_memsz(endian)))
-        .collect();
-    let segments = phdrs
-        .iter()
-        .filter(|p| p.p_type(endian) == elf::PT_LOAD && p.p_filesz(endian) > 0)
-        .map(|p| Segment {
-            file_offset: p.p_offset(endian),
-            file_size: p.p_filesz(endian),
-            vaddr: p.p_vaddr(endian),
-        })
-        .collect();
+    let build_id = profkit_elf::build_id(&cache);
+    let segments = Segments::from_header(header, endian, &cache).ok()?;
+    let loads = segments.layout();
     let debuglink = sections
         .section_by_name(endian, b".gnu_debuglink")
         .and_then(|(_, s)| s.data(endian, &cache).ok())
@@ -259,7 +222,7 @@ pub(crate) fn headers(file: &File) -> Option<Headers> {
     Some(Headers {
         build_id,
         debuglink,
-        relocatable: header.e_type(endian) == elf::ET_REL,
+        relocatable: segments.is_relocatable(),
         segments,
         loads,
         layout,
@@ -375,7 +338,7 @@ pub(crate) fn parse(
     };
     let mut want: Vec<u64> = wanted
         .iter()
-        .filter_map(|&o| to_vaddr(&segments, o))
+        .filter_map(|&o| segments.to_vaddr(o))
         .collect();
     want.sort_unstable();
     want.dedup();
@@ -487,14 +450,6 @@ pub(crate) fn find_debug_path(
     None
 }
 
-/// A file offset's link-time address (`ElfImage::to_vaddr`).
-fn to_vaddr(segments: &[Segment], off: u64) -> Option<u64> {
-    segments
-        .iter()
-        .find(|s| off >= s.file_offset && off - s.file_offset < s.file_size)
-        .map(|s| s.vaddr + (off - s.file_offset))
-}
-
 /// Streams the symbol table `t` (`Elf64_Sym` entries, 24 bytes each,
 /// through a 64 KiB buffer) and calls `f` with each function symbol, as
 /// the whole-file path's `collect` chooses them (`object`'s
@@ -577,6 +532,7 @@ mod tests {
     fn offsets(whole: &ElfImage, step: usize) -> Vec<u64> {
         whole
             .segments
+            .all()
             .iter()
             .flat_map(|s| (s.file_offset..s.file_offset + s.file_size).step_by(step))
             .collect()

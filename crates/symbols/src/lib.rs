@@ -103,7 +103,6 @@ mod perfmap;
 mod symbolizer;
 mod table;
 mod types;
-mod vdso;
 
 pub use cache::CacheStats;
 

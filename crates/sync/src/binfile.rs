@@ -255,13 +255,10 @@ fn dev_of(st_dev: u64) -> u64 {
     crate::procfs::dev_number(major as u32, minor as u32)
 }
 
-/// The GNU build-id of an opened ELF file, reading only headers and notes.
+/// The GNU build-id of an opened ELF file, reading only headers and notes
+/// (`profkit_elf::build_id`).
 pub fn build_id_of(f: File) -> Option<Vec<u8>> {
-    use object::read::ReadCache;
-    use object::Object;
-    let cache = ReadCache::new(f);
-    let obj = object::File::parse(&cache).ok()?;
-    obj.build_id().ok().flatten().map(|b| b.to_vec())
+    profkit_elf::build_id(&object::read::ReadCache::new(f))
 }
 
 type Answer = Result<Option<Vec<u8>>, Refused>;

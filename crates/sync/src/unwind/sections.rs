@@ -246,7 +246,7 @@ impl Loader {
 pub(super) fn read_cfi(source: CfiSource) -> CfiAnswer {
     match source {
         CfiSource::Vdso => {
-            let bytes = own_vdso().ok_or(CfiMissing::Unreadable)?;
+            let bytes = profkit_elf::read_own_vdso().map_err(|_| CfiMissing::Unreadable)?;
             sections_of(&*bytes)
         }
         CfiSource::File { binary, build_id } => {
@@ -263,30 +263,11 @@ pub(super) fn read_cfi(source: CfiSource) -> CfiAnswer {
     }
 }
 
-/// This process's `[vdso]` image (the kernel's, the same for every 64-bit
-/// process), read through `/proc/self/mem`.
-pub(super) fn own_vdso() -> Option<Vec<u8>> {
-    use std::io::{Read, Seek, SeekFrom};
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    let line = maps.lines().find(|l| l.ends_with("[vdso]"))?;
-    let (start, end) = line.split(' ').next()?.split_once('-')?;
-    let start = u64::from_str_radix(start, 16).ok()?;
-    let end = u64::from_str_radix(end, 16).ok()?;
-    let len = usize::try_from(end.checked_sub(start)?).ok()?;
-    if len > 1 << 20 {
-        return None;
-    }
-    let mut mem = std::fs::File::open("/proc/self/mem").ok()?;
-    mem.seek(SeekFrom::Start(start)).ok()?;
-    let mut buf = vec![0; len];
-    mem.read_exact(&mut buf).ok()?;
-    Some(buf)
-}
-
 /// The unwind sections and load segments of an ELF file.
 pub(super) fn sections_of<'d, R: object::ReadRef<'d>>(data: R) -> CfiAnswer {
-    use object::{Object, ObjectSection, ObjectSegment, SegmentFlags};
+    use object::{Object, ObjectSection};
     let obj = object::File::parse(data).map_err(|_| CfiMissing::Unreadable)?;
+    let loads = profkit_elf::Segments::parse(data).map_err(|_| CfiMissing::Unreadable)?;
     if obj.architecture() != object::Architecture::X86_64 {
         return Err(CfiMissing::NoCfi);
     }
@@ -305,18 +286,17 @@ pub(super) fn sections_of<'d, R: object::ReadRef<'d>>(data: R) -> CfiAnswer {
     };
     let mut segments = Vec::new();
     let mut code: Option<Range<u64>> = None;
-    for seg in obj.segments() {
-        let (off, size) = seg.file_range();
-        let exec = matches!(seg.flags(), SegmentFlags::Elf { p_flags } if p_flags & object::elf::PF_X != 0);
-        if exec {
-            let r = seg.address()..seg.address().saturating_add(seg.size());
+    for seg in loads.all() {
+        let (off, size) = (seg.file_offset, seg.file_size);
+        if seg.executable {
+            let r = seg.vaddr..seg.vaddr.saturating_add(seg.mem_size);
             code = Some(match code {
                 Some(c) => c.start.min(r.start)..c.end.max(r.end),
                 None => r,
             });
-            segments.insert(0, (off, seg.address(), size));
+            segments.insert(0, (off, seg.vaddr, size));
         } else {
-            segments.push((off, seg.address(), size));
+            segments.push((off, seg.vaddr, size));
         }
     }
     let code = code.ok_or(CfiMissing::NoCfi)?;

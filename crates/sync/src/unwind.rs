@@ -24,10 +24,11 @@
 //!   file itself via `/proc/PID/map_files`, no symlinks, no FIFOs); the
 //!   stage waits for a new binary at most [`CFI_FIRST_WAIT`], then goes
 //!   on with the frame pointer for that binary's frames until the answer
-//!   is in; a read past [`CFI_TIMEOUT`] is given up (its worker abandoned,
-//!   as the build-id reader does). A binary whose build-id is known must
-//!   have that build-id. `[vdso]` is read from this process's own vdso (the same
-//!   kernel image for every 64-bit process).
+//!   is in; a read past [`CFI_TIMEOUT`] is given up (its thread abandoned
+//!   to it: `profkit_untrusted::TimeBox`, the build-id reader's worker
+//!   too). A binary whose build-id is known must have that build-id.
+//!   `[vdso]` is read from this process's own vdso (`profkit_elf::read_own_vdso`,
+//!   the same kernel image for every 64-bit process).
 //! - **Untrusted unwind information is checked first**
 //!   ([`crate::cfi_check`]): CFI expressions with branches (a backward
 //!   `DW_OP_skip` makes framehop's expression evaluation loop forever) or

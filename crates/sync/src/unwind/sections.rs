@@ -1,10 +1,12 @@
 //! Reading binaries' unwind sections for the unwinder: where they come
 //! from ([`CfiSource`]), what is read ([`CfiSections`], checked by
 //! `cfi_check` before framehop sees them), and the reader threads
-//! ([`Loader`]) that keep a slow or stuck file from stalling the stage, as
-//! the parent module's docs describe.
+//! ([`Loader`], on `profkit_untrusted`'s `TimeBox`) that keep a slow or
+//! stuck file from stalling the stage, as the parent module's docs
+//! describe. PT_LOAD headers and the vDSO image come from `profkit-elf`.
 
 use super::*;
+use profkit_untrusted::{Late, Running, TimeBox};
 
 /// Section bytes as framehop holds them: shared, never copied again.
 pub(super) type Data = Arc<[u8]>;
@@ -127,21 +129,20 @@ pub(crate) enum CfiMissing {
     Demoted,
 }
 
-/// Reads binaries' unwind sections on threads of their own, at most
-/// [`CFI_READS_IN_FLIGHT`] at once (a huge binary does not hold up libc's
-/// small sections behind it); answers are collected when the stage next
-/// looks.
+/// Reads binaries' unwind sections on worker threads
+/// (`profkit_untrusted::TimeBox`), at most [`CFI_READS_IN_FLIGHT`] at once
+/// (a huge binary does not hold up libc's small sections behind it);
+/// answers are collected when the stage next looks.
 pub(super) struct Loader {
     pub(super) answers: (Sender<Answered>, Receiver<Answered>),
     /// Requests not started yet.
     pub(super) queued: VecDeque<(Cookie, CfiSource)>,
-    /// Reads running, with when they started.
-    pub(super) running: FxHashMap<Cookie, Instant>,
-    /// Reads given up after the timeout (their threads are left to them);
-    /// one whose answer comes after all is taken and no longer counts.
-    pub(super) given_up: FxHashMap<Cookie, ()>,
-    /// Given-up reads that have not answered.
-    pub(super) stuck: u32,
+    /// Reads running, each with when it started.
+    pub(super) running: FxHashMap<Cookie, Running<()>>,
+    /// The reader threads: a read given up after the timeout is left to
+    /// its thread and counts as stuck until it answers (then its answer is
+    /// taken after all); at [`MAX_STUCK_READS`] stuck no more reads start.
+    pub(super) workers: TimeBox,
     pub(super) timeout: Duration,
 }
 
@@ -157,8 +158,7 @@ impl Loader {
             answers: channel(),
             queued: VecDeque::new(),
             running: FxHashMap::default(),
-            given_up: FxHashMap::default(),
-            stuck: 0,
+            workers: TimeBox::new("profkit-cfi", MAX_STUCK_READS as usize, CFI_READS_IN_FLIGHT),
             timeout,
         }
     }
@@ -171,7 +171,7 @@ impl Loader {
     /// Queues a request; false when reading has stopped (too many reads
     /// that never came back).
     pub(super) fn request(&mut self, cookie: Cookie, source: CfiSource) -> bool {
-        if self.stuck >= MAX_STUCK_READS {
+        if self.workers.is_refusing() {
             return false;
         }
         self.queued.push_back((cookie, source));
@@ -185,21 +185,24 @@ impl Loader {
                 return;
             };
             let tx = self.answers.0.clone();
-            let started = std::thread::Builder::new()
-                .name("profkit-cfi".into())
-                .spawn(move || {
-                    let _ = tx.send((c, read_cfi(s)));
-                });
-            if started.is_ok() {
-                self.running.insert(c, Instant::now());
-            } else {
-                let _ = self.answers.0.send((c, Err(CfiMissing::Unreadable)));
+            match self.workers.start(move || {
+                let _ = tx.send((c, read_cfi(s)));
+            }) {
+                Ok(r) => {
+                    self.running.insert(c, r);
+                }
+                Err(Late::TooManyStuck { .. }) => {
+                    let _ = self.answers.0.send((c, Err(CfiMissing::TimedOut)));
+                }
+                Err(_) => {
+                    let _ = self.answers.0.send((c, Err(CfiMissing::Unreadable)));
+                }
             }
         }
     }
 
     /// The answers in, waiting up to `wait` for the first; a read past the
-    /// timeout is answered `TimedOut` and its thread left to it.
+    /// timeout is answered `TimedOut` and given up (its thread left to it).
     pub(super) fn poll(&mut self, wait: Duration) -> Vec<(Cookie, CfiAnswer)> {
         let mut out = Vec::new();
         if !wait.is_zero() && !self.running.is_empty() {
@@ -211,26 +214,25 @@ impl Loader {
             out.push(a);
         }
         for (c, _) in &out {
+            // A slow read's answer, after its time-out, replaces the
+            // time-out (`install`); its thread no longer counts as stuck.
             self.running.remove(c);
-            // A slow read, not a stuck one: its answer replaces the
-            // time-out (`install`), and it frees its count.
-            if self.given_up.remove(c).is_some() {
-                self.stuck = self.stuck.saturating_sub(1);
-            }
         }
         let late: Vec<Cookie> = self
             .running
             .iter()
-            .filter(|(_, at)| at.elapsed() > self.timeout)
+            .filter(|(_, r)| r.started().elapsed() > self.timeout)
             .map(|(&c, _)| c)
             .collect();
         for c in late {
-            self.running.remove(&c);
-            self.given_up.insert(c, ());
-            self.stuck += 1;
+            if let Some(r) = self.running.remove(&c) {
+                // Finished just now after all: its answer is in `answers`
+                // for the next poll, as a slow read's.
+                let _ = r.give_up();
+            }
             out.push((c, Err(CfiMissing::TimedOut)));
         }
-        if self.stuck >= MAX_STUCK_READS {
+        if self.workers.is_refusing() {
             out.extend(
                 self.queued
                     .drain(..)

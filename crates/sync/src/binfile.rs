@@ -277,6 +277,8 @@ type Answer = Result<Option<Vec<u8>>, Refused>;
 pub struct BuildIdReader {
     worker: TimeBox,
     timeout: Duration,
+    /// The read made on the worker ([`open_mapped`] + [`build_id_of`]).
+    read: fn(MappedBinary) -> Answer,
     /// Reads refused, by reason (unopenable, not regular, other file, timed out).
     pub refused: [u64; 4],
 }
@@ -293,15 +295,17 @@ impl BuildIdReader {
         BuildIdReader {
             worker: TimeBox::new("profkit-buildid", MAX_STUCK_READS as usize, 1),
             timeout,
+            read: |b| open_mapped(&b).map(build_id_of),
             refused: [0; 4],
         }
     }
 
     /// The build-id of `b`: `Ok(None)` for a binary without one.
     pub fn read(&mut self, b: MappedBinary) -> Answer {
+        let read = self.read;
         let r = self
             .worker
-            .run(self.timeout, move || open_mapped(&b).map(build_id_of))
+            .run(self.timeout, move || read(b))
             .unwrap_or(Err(Refused::TimedOut));
         if let Err(why) = r {
             self.refused[why as usize] += 1;
@@ -456,7 +460,15 @@ mod tests {
     #[test]
     fn slow_reads_time_out_and_the_worker_is_reused_once_it_answers() {
         // A read that cannot finish in no time: times out, worker busy.
-        let mut r = BuildIdReader::new(Duration::ZERO);
+        // (Build-ids are read by range, in microseconds: the read is made
+        // slow here.)
+        let mut r = BuildIdReader {
+            read: |b| {
+                std::thread::sleep(Duration::from_millis(100));
+                open_mapped(&b).map(build_id_of)
+            },
+            ..BuildIdReader::new(Duration::ZERO)
+        };
         let exe = std::env::current_exe().unwrap();
         assert_eq!(r.read(at(&exe)), Err(Refused::TimedOut));
         // Once it has answered, the same worker serves the next read.

@@ -13,6 +13,10 @@ pub enum Error {
     /// The ELF headers are malformed.
     #[error("{0}")]
     Parse(#[from] object::Error),
+    /// A section's bytes are not where or what its header says (past the
+    /// end of the file, an unknown compression).
+    #[error("{0}")]
+    Malformed(&'static str),
     /// This process's vDSO could not be read.
     #[error("cannot read this process's vDSO ({what})")]
     Vdso {

@@ -1,12 +1,13 @@
 //! The facts about an ELF file that more than one part of profkit needs,
 //! each read once and by range: the PT_LOAD segments and the mapping
 //! between file offsets and link-time addresses ([`Segments`]), the GNU
-//! build-id note ([`build_id`]), and this process's vDSO image
+//! build-id note ([`build_id`]), the section headers and one section's
+//! bytes, decompressed ([`Sections`]), and this process's vDSO image
 //! ([`read_own_vdso`]).
 //!
 //! The sync stage (unwinding: a mapping's load bias; cookies: build-ids),
-//! the symbolizer (file offsets to the addresses symbols and DWARF use)
-//! and annotation (an address range back to the file bytes to
+//! the symbolizer (file offsets to the addresses symbols and DWARF use;
+//! where the symbol tables and DWARF sections are) and annotation (an address range back to the file bytes to
 //! disassemble) all meet ELF at these points; before this crate each had
 //! its own copy, and the copies had begun to differ (one took the last
 //! build-id note of a section, another the first).
@@ -37,7 +38,8 @@
 //! # Not for
 //!
 //! Symbols and DWARF (`profkit-symbols`), unwind sections
-//! (`profkit-sync`), disassembly (`profkit-annotate`), and deciding what a
+//! (`profkit-sync` reads them through [`Sections`] and checks them),
+//! disassembly (`profkit-annotate`), and deciding what a
 //! build-id means for a cookie (`profkit-eventlog`).
 
 #![forbid(unsafe_code)]
@@ -45,10 +47,12 @@
 
 mod error;
 mod notes;
+mod sections;
 mod segments;
 mod vdso;
 
 pub use error::Error;
 pub use notes::build_id;
+pub use sections::{Section, Sections};
 pub use segments::{Segment, Segments};
 pub use vdso::{read_own_vdso, MAX_VDSO_BYTES};

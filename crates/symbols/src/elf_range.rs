@@ -8,10 +8,10 @@
 //! debug info: 37 MB of which 1 MB). Reading whole files made a report of
 //! a system-wide `cargo build` hold 450 MB. Here:
 //!
-//! - the ELF header, program headers (`profkit-elf`'s `Segments`), section
-//!   headers, notes (`profkit_elf::build_id`) and `.gnu_debuglink` are read
-//!   through `object`'s low-level API on a [`ReadCache`] (small ranges; its
-//!   `ElfFile` would parse both symbol tables whole);
+//! - the ELF header, program headers, section headers (`profkit-elf`'s
+//!   `Segments` and `Sections`), notes (`profkit_elf::build_id`) and
+//!   `.gnu_debuglink` are read through a [`ReadCache`] (small ranges;
+//!   `object`'s `ElfFile` would parse both symbol tables whole);
 //! - `.symtab` and `.dynsym` (or a stripped binary's debug file's
 //!   `.symtab`, found by build-id or debuglink and checked without being
 //!   held) are streamed in 64 KiB blocks of whole 24-byte entries, three
@@ -37,7 +37,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use object::elf;
-use object::read::elf::{FileHeader, SectionHeader};
 use object::{Endianness, ReadCache};
 
 use crate::dwarf::DwarfSection;
@@ -45,7 +44,7 @@ use crate::elf::{debug_candidates, DebugCheck, ElfImage, LoadConfig, Sections};
 use crate::error::Error;
 use crate::table::{Candidate, SymbolTable};
 use crate::types::SymbolOrigin;
-use profkit_elf::Segments;
+use profkit_elf::{Sections as SectionHeaders, Segments};
 
 /// The longest name read (a longer one is cut there).
 const MAX_NAME: usize = 64 << 10;
@@ -157,47 +156,34 @@ pub(crate) enum DebugLookup<'a> {
 /// The headers of `file`; `None` when it is not ELF64 little-endian (the
 /// whole-file path reads it, and words any error).
 pub(crate) fn headers(file: &File) -> Option<Headers> {
-    type Elf = elf::FileHeader64<Endianness>;
     let cache = ReadCache::new(file);
-    let header = Elf::parse(&cache).ok()?;
-    let endian = header.endian().ok()?;
-    if endian != Endianness::Little {
+    let segments = Segments::parse(&cache).ok()?;
+    let sections = SectionHeaders::parse(&cache).ok()?;
+    if !sections.is_64() || sections.endian() != Endianness::Little {
         return None;
     }
-    let sections = header.sections(endian, &cache).ok()?;
     let build_id = profkit_elf::build_id(&cache);
-    let segments = Segments::from_header(header, endian, &cache).ok()?;
     let loads = segments.layout();
     let debuglink = sections
-        .section_by_name(endian, b".gnu_debuglink")
-        .and_then(|(_, s)| s.data(endian, &cache).ok())
+        .by_name(".gnu_debuglink")
+        .and_then(|s| sections.raw_data(&cache, s).ok())
         .and_then(|d| {
             let end = memchr::memchr(0, d)?;
             let at = (end + 1).next_multiple_of(4);
             let crc = u32::from_le_bytes(d.get(at..at + 4)?.try_into().ok()?);
             Some((d[..end].to_vec(), crc))
         });
-    let layout = Sections::from_headers(sections.iter().map(|s| {
-        (
-            s.sh_addr(endian),
-            s.sh_size(endian),
-            s.sh_flags(endian) & u64::from(elf::SHF_EXECINSTR) != 0,
-        )
-    }));
-    let dwarf = sections
+    let all = sections.all();
+    let layout = Sections::from_headers(all.iter().map(|s| (s.address, s.size, s.is_executable())));
+    let dwarf = all
         .iter()
-        .filter_map(|s| {
-            let name = sections.section_name(endian, s).ok()?;
-            if !(name.starts_with(b".debug_") || name.starts_with(b".zdebug_")) {
-                return None;
-            }
-            Some(DwarfSection {
-                name: String::from_utf8_lossy(name).into_owned(),
-                offset: s.sh_offset(endian),
-                size: s.sh_size(endian),
-                nobits: s.sh_type(endian) == elf::SHT_NOBITS,
-                compressed: s.sh_flags(endian) & u64::from(elf::SHF_COMPRESSED) != 0,
-            })
+        .filter(|s| s.name.starts_with(b".debug_") || s.name.starts_with(b".zdebug_"))
+        .map(|s| DwarfSection {
+            name: String::from_utf8_lossy(&s.name).into_owned(),
+            offset: s.offset,
+            size: s.size,
+            nobits: s.is_nobits(),
+            compressed: s.is_compressed(),
         })
         .collect();
     let mut tables = Vec::new();
@@ -205,18 +191,18 @@ pub(crate) fn headers(file: &File) -> Option<Headers> {
         (elf::SHT_SYMTAB, SymbolOrigin::Symtab),
         (elf::SHT_DYNSYM, SymbolOrigin::Dynsym),
     ] {
-        let Some(s) = sections.iter().find(|s| s.sh_type(endian) == kind) else {
+        let Some(s) = sections.by_kind(kind) else {
             continue;
         };
-        let Ok(strtab) = sections.section(object::SectionIndex(s.sh_link(endian) as usize)) else {
+        let Some(strtab) = sections.get(s.link as usize) else {
             continue;
         };
         tables.push(Table {
             origin,
-            at: s.sh_offset(endian),
-            size: s.sh_size(endian),
-            str_at: strtab.sh_offset(endian),
-            str_size: strtab.sh_size(endian),
+            at: s.offset,
+            size: s.size,
+            str_at: strtab.offset,
+            str_size: strtab.size,
         });
     }
     Some(Headers {
@@ -227,9 +213,7 @@ pub(crate) fn headers(file: &File) -> Option<Headers> {
         loads,
         layout,
         tables,
-        extended_indices: sections
-            .iter()
-            .any(|s| s.sh_type(endian) == elf::SHT_SYMTAB_SHNDX),
+        extended_indices: all.iter().any(|s| s.kind == elf::SHT_SYMTAB_SHNDX),
         dwarf,
     })
 }

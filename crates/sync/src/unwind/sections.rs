@@ -265,25 +265,27 @@ pub(super) fn read_cfi(source: CfiSource) -> CfiAnswer {
     }
 }
 
-/// The unwind sections and load segments of an ELF file.
+/// The unwind sections and load segments of an ELF file, read by range
+/// (`profkit_elf`: program headers, section headers, then only the
+/// sections used).
 pub(super) fn sections_of<'d, R: object::ReadRef<'d>>(data: R) -> CfiAnswer {
-    use object::{Object, ObjectSection};
-    let obj = object::File::parse(data).map_err(|_| CfiMissing::Unreadable)?;
-    let loads = profkit_elf::Segments::parse(data).map_err(|_| CfiMissing::Unreadable)?;
-    if obj.architecture() != object::Architecture::X86_64 {
+    use profkit_elf::{Section, Sections, Segments};
+    let loads = Segments::parse(data).map_err(|_| CfiMissing::Unreadable)?;
+    let table = Sections::parse(data).map_err(|_| CfiMissing::Unreadable)?;
+    if !(table.is_64() && loads.machine() == object::elf::EM_X86_64) {
         return Err(CfiMissing::NoCfi);
     }
-    let range = |s: &object::Section<'d, '_, R>| s.address()..s.address().saturating_add(s.size());
-    let read = |s: &object::Section<'d, '_, R>| -> Result<Data, CfiMissing> {
-        if s.size() > MAX_CFI_SECTION {
+    let range = |s: &&Section| s.range();
+    let read = |s: &&Section| -> Result<Data, CfiMissing> {
+        if s.size > MAX_CFI_SECTION {
             return Err(CfiMissing::Refused(format!(
                 "its {} is {} bytes, over the {} MiB this reads",
-                s.name().unwrap_or("?"),
-                s.size(),
+                String::from_utf8_lossy(&s.name),
+                s.size,
                 MAX_CFI_SECTION >> 20
             )));
         }
-        let d = s.uncompressed_data().map_err(|_| CfiMissing::Unreadable)?;
+        let d = table.data(data, s).map_err(|_| CfiMissing::Unreadable)?;
         Ok(Arc::from(&d[..]))
     };
     let mut segments = Vec::new();
@@ -302,7 +304,7 @@ pub(super) fn sections_of<'d, R: object::ReadRef<'d>>(data: R) -> CfiAnswer {
         }
     }
     let code = code.ok_or(CfiMissing::NoCfi)?;
-    let section = |name: &str| obj.section_by_name(name).filter(|s| s.size() > 0);
+    let section = |name: &str| table.by_name(name).filter(|s| s.size > 0);
     let eh = section(".eh_frame");
     let hdr = section(".eh_frame_hdr");
     let eh_frame = eh.as_ref().map(read).transpose()?;

@@ -826,14 +826,12 @@ mod tests {
 
     /// The function of the binary at `path` that file offset `off` is in.
     fn function_at(path: &Path, off: u64) -> Option<String> {
-        use object::{Object, ObjectSegment, ObjectSymbol};
+        use object::{Object, ObjectSymbol};
         let data = std::fs::read(path).unwrap();
         let obj = object::File::parse(&*data).unwrap();
-        let seg = obj.segments().find(|g| {
-            let (o, n) = g.file_range();
-            o <= off && off < o + n
-        })?;
-        let addr = off - seg.file_range().0 + seg.address();
+        let addr = profkit_elf::Segments::parse(&*data)
+            .unwrap()
+            .to_vaddr(off)?;
         obj.symbols()
             .find(|s| s.address() <= addr && addr < s.address() + s.size())
             .and_then(|s| s.name().ok().map(str::to_string))

@@ -3,9 +3,9 @@
 //!
 //! # Implementation notes
 //!
-//! Addresses and file offsets meet through the PT_LOAD headers, as in
-//! `profkit-symbols`' `elf.rs` (sessions store samples as file offsets, so PIE and
-//! non-PIE are one case):
+//! Addresses and file offsets meet through the PT_LOAD headers, read by
+//! `profkit-elf` as for every other crate (sessions store samples as file offsets, so PIE
+//! and non-PIE are one case):
 //!
 //! ```text
 //!   file:   0x0000 [ .text  p_offset=0x1000 p_filesz=0x800 ] 0x1800
@@ -13,9 +13,9 @@
 //!   file offset 0x1234 ↔ vaddr = p_vaddr + (0x1234 - 0x1000)
 //! ```
 //!
-//! Headers are parsed with `object`'s low-level ELF API on a [`ReadCache`], which reads
-//! only the ranges the parser asks for (its `ElfFile` would read the symbol tables); the
-//! code is then read with one positioned read from the same descriptor.
+//! Headers are parsed by `profkit-elf` on a [`ReadCache`], which reads only the ranges
+//! the parser asks for (`object`'s `ElfFile` would read the symbol tables); the code is
+//! then read with one positioned read from the same descriptor.
 //!
 //! Files may belong to untrusted users, so the rules of `profkit-symbols`' `files.rs`
 //! apply: opened non-blocking (a FIFO's open returns at once), and refused unless the
@@ -28,8 +28,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use object::elf;
-use object::read::elf::{FileHeader, ProgramHeader};
-use object::{Endianness, FileKind, ReadCache, ReadRef};
+use object::{ReadCache, ReadRef};
 
 use crate::disasm::{Bitness, Code};
 use crate::error::{Error, Result};
@@ -38,37 +37,15 @@ use crate::error::{Error, Result};
 /// C++ or Rust binary are a few hundred KiB).
 pub const MAX_CODE_BYTES: u64 = 1 << 20;
 
-/// A PT_LOAD header with file bytes: file bytes `file_offset..file_offset + file_size`
-/// are mapped at `vaddr..vaddr + file_size`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Segment {
-    /// `p_offset`.
-    pub file_offset: u64,
-    /// `p_filesz` (never 0 here: segments without file bytes are left out).
-    pub file_size: u64,
-    /// `p_vaddr`, the link-time address.
-    pub vaddr: u64,
-    /// `p_flags` has `PF_X`.
-    pub executable: bool,
-}
+pub use profkit_elf::Segment;
 
-impl Segment {
-    /// `vaddr..vaddr + len` lies within this segment's file bytes.
-    fn holds(&self, vaddr: u64, len: u64) -> bool {
-        vaddr >= self.vaddr && {
-            let into = vaddr - self.vaddr;
-            into < self.file_size && len <= self.file_size - into
-        }
-    }
-}
-
-/// An ELF file's machine and PT_LOAD segments, for mapping many sampled file offsets
-/// to addresses with one read of the headers.
+/// An ELF file's machine and PT_LOAD segments (`profkit-elf`'s, with the
+/// path for messages), for mapping many sampled file offsets to addresses
+/// with one read of the headers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Segments {
     path: PathBuf,
-    machine: u16,
-    segments: Vec<Segment>,
+    segments: profkit_elf::Segments,
 }
 
 impl Segments {
@@ -78,18 +55,16 @@ impl Segments {
         Ok(parse(&file, path)?.0)
     }
 
-    /// The PT_LOAD segments with file bytes, in header order.
+    /// Every PT_LOAD segment, in header order (one without file bytes holds
+    /// no offset).
     pub fn segments(&self) -> &[Segment] {
-        &self.segments
+        self.segments.all()
     }
 
     /// The link-time address of file offset `offset`, through the PT_LOAD segment whose
     /// file bytes hold it; `None` if none does.
     pub fn to_vaddr(&self, offset: u64) -> Option<u64> {
-        self.segments
-            .iter()
-            .find(|s| offset >= s.file_offset && offset - s.file_offset < s.file_size)
-            .map(|s| s.vaddr.wrapping_add(offset - s.file_offset))
+        self.segments.to_vaddr(offset)
     }
 
     /// [`Segments::to_vaddr`], or [`Error::OffsetNotMapped`].
@@ -102,7 +77,7 @@ impl Segments {
 
     /// The mode x86 code in this file runs in, or [`Error::UnsupportedMachine`].
     fn bitness(&self) -> Result<Bitness> {
-        match self.machine {
+        match self.segments.machine() {
             elf::EM_X86_64 => Ok(Bitness::Bits64),
             elf::EM_386 => Ok(Bitness::Bits32),
             m => Err(Error::UnsupportedMachine {
@@ -114,19 +89,16 @@ impl Segments {
 
     /// Where `vaddr..vaddr + len` lies in the file: the file offset of `vaddr`.
     fn code_offset(&self, vaddr: u64, len: u64) -> Result<u64> {
-        if let Some(s) = self
-            .segments
-            .iter()
-            .find(|s| s.executable && s.holds(vaddr, len))
-        {
+        let all = self.segments.all();
+        if let Some(s) = all.iter().find(|s| s.executable && s.holds(vaddr, len)) {
             // Saturating: a hostile p_offset near 2^64 then fails the length check.
             return Ok(s.file_offset.saturating_add(vaddr - s.vaddr));
         }
-        let why = if self.segments.is_empty() {
+        let why = if !self.segments.has_file_bytes() {
             ": the file has no PT_LOAD segments (a relocatable object?)"
-        } else if self.segments.iter().any(|s| s.holds(vaddr, len)) {
+        } else if all.iter().any(|s| s.holds(vaddr, len)) {
             ": it is in a segment that is not executable"
-        } else if self.segments.iter().any(|s| s.holds(vaddr, 1)) {
+        } else if all.iter().any(|s| s.holds(vaddr, 1)) {
             ": it runs past the end of the segment it starts in"
         } else {
             ": no segment holds that address"
@@ -218,52 +190,34 @@ fn open_regular(path: &Path) -> Result<File> {
 
 /// Parses the headers of `file` by range; gives the reader back with the file's length.
 fn parse<R: Read + Seek>(file: R, path: &Path) -> Result<(Segments, R, u64)> {
-    let elf_err = |source| Error::Elf {
-        path: path.to_owned(),
-        source,
-    };
     let cache = ReadCache::new(file);
-    let (machine, segments) = match FileKind::parse(&cache).map_err(elf_err)? {
-        FileKind::Elf32 => segments_of::<elf::FileHeader32<Endianness>, _>(&cache),
-        FileKind::Elf64 => segments_of::<elf::FileHeader64<Endianness>, _>(&cache),
-        other => {
+    let segments = match profkit_elf::Segments::parse(&cache) {
+        Ok(s) => s,
+        Err(profkit_elf::Error::NotElf { kind }) => {
             return Err(Error::UnsupportedMachine {
                 path: path.to_owned(),
-                machine: format!("a non-ELF file ({other:?})"),
+                machine: format!("a non-ELF file ({kind})"),
             })
         }
-    }
-    .map_err(elf_err)?;
+        Err(profkit_elf::Error::Parse(source)) => {
+            return Err(Error::Elf {
+                path: path.to_owned(),
+                source,
+            })
+        }
+        Err(e) => {
+            return Err(Error::Io {
+                path: path.to_owned(),
+                source: std::io::Error::other(e),
+            })
+        }
+    };
     let file_len = (&cache).len().unwrap_or(0);
     let segments = Segments {
         path: path.to_owned(),
-        machine,
         segments,
     };
     Ok((segments, cache.into_inner(), file_len))
-}
-
-/// `e_machine` and the PT_LOAD segments with file bytes.
-fn segments_of<'data, Elf, R>(data: R) -> object::Result<(u16, Vec<Segment>)>
-where
-    Elf: FileHeader<Endian = Endianness>,
-    R: ReadRef<'data>,
-{
-    let header = Elf::parse(data)?;
-    let endian = header.endian()?;
-    let segments = header
-        .program_headers(endian, data)?
-        .iter()
-        .filter(|p| p.p_type(endian) == elf::PT_LOAD)
-        .map(|p| Segment {
-            file_offset: p.p_offset(endian).into(),
-            file_size: p.p_filesz(endian).into(),
-            vaddr: p.p_vaddr(endian).into(),
-            executable: p.p_flags(endian) & elf::PF_X != 0,
-        })
-        .filter(|s| s.file_size > 0)
-        .collect();
-    Ok((header.e_machine(endian), segments))
 }
 
 /// A readable name for an ELF `e_machine`.

@@ -7,8 +7,9 @@
 //!   and program headers, then the function's range through the executable PT_LOAD segment
 //!   that holds it, and nothing more;
 //! - mapping the file offsets that sessions store to link-time addresses through the
-//!   PT_LOAD headers ([`file_offset_to_vaddr`], or [`Segments`] for many offsets), the same
-//!   rule as `profkit-symbols`, so PIE and non-PIE are one case;
+//!   PT_LOAD headers ([`file_offset_to_vaddr`], or [`Segments`] for many offsets), with
+//!   `profkit-elf`'s one rule that `profkit-symbols` and `profkit-sync` use too, so PIE and
+//!   non-PIE are one case;
 //! - decoding x86-64 and i386 code with iced-x86 and formatting it in AT&T (as objdump and
 //!   perf print by default) or Intel syntax ([`annotate_instructions`]);
 //! - counting samples per instruction, with each direct branch's target and whether it

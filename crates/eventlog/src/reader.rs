@@ -8,8 +8,7 @@ use crate::decode::{for_each_sample, ChunkDecoder};
 use crate::error::{Error, Result};
 use crate::event::{Event, ExpandedSample};
 use crate::session::{
-    header_extent, parse_header, scan, BadChunk, ChunkRef, SessionFooter, SessionHeader,
-    FRAME_HEADER_LEN,
+    parse_header, scan, BadChunk, ChunkRef, SessionFooter, SessionHeader, FRAME_HEADER_LEN,
 };
 use crate::stacks::StackTable;
 
@@ -113,16 +112,7 @@ fn open_regular(path: &Path, shown: &Path) -> Result<(std::fs::File, std::fs::Me
 /// this build does not read, a truncated or corrupt header.
 pub fn read_header(path: &Path) -> Result<(SessionHeader, u16)> {
     let (f, meta) = open_regular(path, path)?;
-    let mut prefix = Vec::with_capacity(crate::session::HEADER_PREFIX_LEN);
-    (&f).take(crate::session::HEADER_PREFIX_LEN as u64)
-        .read_to_end(&mut prefix)
-        .map_err(|e| Error::io("read", path, e))?;
-    let (_, extent) = header_extent(&prefix, meta.len(), path)?;
-    let mut data = prefix;
-    (&f).take((extent - data.len()) as u64)
-        .read_to_end(&mut data)
-        .map_err(|e| Error::io("read", path, e))?;
-    let (h, version, _) = parse_header(&data, path)?;
+    let (h, version, _) = crate::session::read_header_from(&f, meta.len(), path)?;
     Ok((h, version))
 }
 

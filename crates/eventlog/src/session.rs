@@ -9,7 +9,7 @@ mod footer;
 mod header;
 pub(crate) use footer::{encode_footer, parse_footer_body};
 pub use footer::{CpuAccounting, SessionFooter};
-pub(crate) use header::{encode_header, header_extent, parse_header};
+pub(crate) use header::{encode_header, parse_header, read_header_from};
 pub use header::{CgroupSource, EventConfigDesc, PartInfo, SessionHeader};
 
 /// First 8 bytes of every session file.

@@ -2,15 +2,14 @@
 //! chunk, and rolls a failed write back so no chunk ever follows a torn one.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::session::{
-    encode_footer, encode_header, frame_header, header_extent, parse_frame_header, parse_header,
-    scan, BadChunk, SessionFooter, SessionHeader, CHUNK_MAGIC, FRAME_HEADER_LEN, HEADER_PREFIX_LEN,
-    MAX_PAYLOAD_LEN,
+    encode_footer, encode_header, frame_header, parse_frame_header, scan, BadChunk, SessionFooter,
+    SessionHeader, CHUNK_MAGIC, FRAME_HEADER_LEN, MAX_PAYLOAD_LEN,
 };
 
 /// What [`SessionWriter::open_append`] found in the file it resumes.
@@ -109,16 +108,7 @@ impl SessionWriter {
             .len();
 
         // Header.
-        let mut prefix = Vec::with_capacity(HEADER_PREFIX_LEN);
-        (&file)
-            .take(HEADER_PREFIX_LEN as u64)
-            .read_to_end(&mut prefix)
-            .map_err(|e| Error::io("read", path, e))?;
-        let (_, hlen) = header_extent(&prefix, file_len, path)?;
-        let mut hbytes = vec![0u8; hlen];
-        file.read_exact_at(&mut hbytes, 0)
-            .map_err(|e| Error::io("read", path, e))?;
-        let (header, _, _) = parse_header(&hbytes, path)?;
+        let (header, _, hlen) = crate::session::read_header_from(&file, file_len, path)?;
 
         // Chunks, one at a time.
         let mut pos = hlen as u64;

@@ -760,21 +760,10 @@ mod tests {
         // from this process's mapping of the text.
         let (_, offset) = file_offset_in_self(f);
         let data = std::fs::read(std::fs::read_link("/proc/self/exe").unwrap()).unwrap();
-        let obj = object::File::parse(&*data).unwrap();
-        let vaddr = object::ObjectSegment::address(
-            &obj.segments()
-                .find(|s| {
-                    let (o, n) = object::ObjectSegment::file_range(s);
-                    (o..o + n).contains(&offset)
-                })
-                .unwrap(),
-        ) + offset
-            - obj
-                .segments()
-                .map(|s| object::ObjectSegment::file_range(&s))
-                .find(|&(o, n)| (o..o + n).contains(&offset))
-                .unwrap()
-                .0;
+        let vaddr = profkit_elf::Segments::parse(&*data)
+            .unwrap()
+            .to_vaddr(offset)
+            .unwrap();
         let addrs: Vec<Option<u64>> = (vaddr..vaddr + 64).map(Some).collect();
         let got = dwarf.lookup_all(&addrs, true);
         let loc = got[0].clone().unwrap().unwrap().0.expect("a line");

@@ -6,7 +6,8 @@
 //!
 //! Samples give *file* offsets, so PIE and non-PIE need no special case: a file offset is
 //! mapped through the PT_LOAD header that covers it to a link-time virtual address, the
-//! address space symbols and DWARF use.
+//! address space symbols and DWARF use (`profkit-elf`'s `Segments`, the rule every crate
+//! shares).
 //!
 //! ```text
 //!   file:   0x0000 [ .text  p_offset=0x1000 p_filesz=0x800 ] 0x1800
@@ -25,22 +26,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use object::{
-    Architecture, Object, ObjectKind, ObjectSection, ObjectSegment, ObjectSymbol, SectionFlags,
-    SymbolKind,
+    Architecture, Object, ObjectKind, ObjectSection, ObjectSymbol, SectionFlags, SymbolKind,
 };
+use profkit_elf::Segments;
 
 use crate::dwarf;
 use crate::error::Error;
 use crate::table::{Candidate, SymbolTable};
 use crate::types::SymbolOrigin;
-
-/// A PT_LOAD header: file bytes `file_offset..file_offset+file_size` are mapped at `vaddr`.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Segment {
-    pub file_offset: u64,
-    pub file_size: u64,
-    pub vaddr: u64,
-}
 
 /// What loading depends on (fixed per symbolizer).
 pub(crate) struct LoadConfig<'a> {
@@ -55,7 +48,8 @@ pub(crate) struct ElfImage {
     pub build_id: Option<Vec<u8>>,
     /// A `.ko` (or any `ET_REL` object): offsets are module-text offsets.
     pub relocatable: bool,
-    pub segments: Vec<Segment>,
+    /// Its PT_LOAD headers (`profkit-elf`), through which offsets are mapped.
+    pub segments: Segments,
     pub symbols: SymbolTable,
     /// The separate debug file used for symbols or DWARF, if any.
     pub debug_file: Option<PathBuf>,
@@ -100,18 +94,8 @@ impl ElfImage {
         })?;
         let build_id = file.build_id().ok().flatten().map(<[u8]>::to_vec);
         let relocatable = file.kind() == ObjectKind::Relocatable;
-        let segments = file
-            .segments()
-            .map(|s| {
-                let (file_offset, file_size) = s.file_range();
-                Segment {
-                    file_offset,
-                    file_size,
-                    vaddr: s.address(),
-                }
-            })
-            .filter(|s| s.file_size > 0)
-            .collect();
+        // The headers `object` has just parsed: no error left to meet.
+        let segments = Segments::parse(data).unwrap_or_default();
         let sections = Sections::new(&file, relocatable);
 
         let mut cands = Vec::new();
@@ -139,7 +123,7 @@ impl ElfImage {
                 path,
                 build_id.as_deref(),
                 link,
-                &loads_of(&file),
+                &segments.layout(),
                 cfg.debug_dirs,
             ) {
                 debug_file = Some(dpath);
@@ -231,15 +215,13 @@ impl ElfImage {
         })
     }
 
-    /// Maps a file offset to a link-time virtual address through the PT_LOAD headers.
+    /// Maps a file offset to a link-time virtual address through the PT_LOAD headers
+    /// (a relocatable file's offsets are its addresses, see the module docs).
     pub fn to_vaddr(&self, file_offset: u64) -> Option<u64> {
         if self.relocatable {
             return Some(file_offset);
         }
-        self.segments
-            .iter()
-            .find(|s| file_offset >= s.file_offset && file_offset - s.file_offset < s.file_size)
-            .map(|s| s.vaddr + (file_offset - s.file_offset))
+        self.segments.to_vaddr(file_offset)
     }
 
     /// The inverse of [`ElfImage::to_vaddr`].
@@ -247,15 +229,12 @@ impl ElfImage {
         if self.relocatable {
             return None;
         }
-        self.segments
-            .iter()
-            .find(|s| vaddr >= s.vaddr && vaddr - s.vaddr < s.file_size)
-            .map(|s| s.file_offset + (vaddr - s.vaddr))
+        self.segments.to_file_offset(vaddr)
     }
 
     /// True if the file has PT_LOAD segments with file bytes (so file offsets can be mapped).
     pub fn has_segments(&self) -> bool {
-        self.relocatable || !self.segments.is_empty()
+        self.relocatable || self.segments.has_file_bytes()
     }
 }
 
@@ -473,30 +452,6 @@ pub(crate) fn debug_candidates(
     out
 }
 
-/// Every PT_LOAD's (address, size in memory) of a parsed ELF file.
-fn loads_of(file: &object::File<'_>) -> Vec<(u64, u64)> {
-    use object::read::elf::ProgramHeader;
-    match file {
-        object::File::Elf64(f) => {
-            let e = f.endian();
-            f.elf_program_headers()
-                .iter()
-                .filter(|p| p.p_type(e) == object::elf::PT_LOAD)
-                .map(|p| (p.p_vaddr(e), p.p_memsz(e)))
-                .collect()
-        }
-        object::File::Elf32(f) => {
-            let e = f.endian();
-            f.elf_program_headers()
-                .iter()
-                .filter(|p| p.p_type(e) == object::elf::PT_LOAD)
-                .map(|p| (u64::from(p.p_vaddr(e)), u64::from(p.p_memsz(e))))
-                .collect()
-        }
-        _ => Vec::new(),
-    }
-}
-
 /// True when a separate debug file found by build-id, with PT_LOAD layout `debug`, may
 /// name the binary with layout `bin`: the same segments at the same addresses and sizes
 /// (`objcopy --only-keep-debug` keeps them; a build-id alone is a claim any file can
@@ -524,8 +479,7 @@ fn find_debug_file(
         let ok = match &check {
             DebugCheck::BuildId(id) => {
                 build_id_of(&candidate, &data).ok().flatten().as_deref() == Some(id.as_slice())
-                    && object::File::parse(&data[..])
-                        .is_ok_and(|d| same_loads(loads, &loads_of(&d)))
+                    && Segments::parse(&data[..]).is_ok_and(|d| same_loads(loads, &d.layout()))
             }
             DebugCheck::Crc(crc) => crc32fast::hash(&data) == *crc,
         };

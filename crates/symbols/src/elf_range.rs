@@ -8,10 +8,10 @@
 //! debug info: 37 MB of which 1 MB). Reading whole files made a report of
 //! a system-wide `cargo build` hold 450 MB. Here:
 //!
-//! - the ELF header, program headers, section headers, notes (build-id)
-//!   and `.gnu_debuglink` are read through `object`'s low-level API on a
-//!   [`ReadCache`] (small ranges; its `ElfFile` would parse both symbol
-//!   tables whole);
+//! - the ELF header, program headers, section headers (`profkit-elf`'s
+//!   `Segments` and `Sections`), notes (`profkit_elf::build_id`) and
+//!   `.gnu_debuglink` are read through a [`ReadCache`] (small ranges;
+//!   `object`'s `ElfFile` would parse both symbol tables whole);
 //! - `.symtab` and `.dynsym` (or a stripped binary's debug file's
 //!   `.symtab`, found by build-id or debuglink and checked without being
 //!   held) are streamed in 64 KiB blocks of whole 24-byte entries, three
@@ -37,14 +37,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use object::elf;
-use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
 use object::{Endianness, ReadCache};
 
 use crate::dwarf::DwarfSection;
-use crate::elf::{debug_candidates, DebugCheck, ElfImage, LoadConfig, Sections, Segment};
+use crate::elf::{debug_candidates, DebugCheck, ElfImage, LoadConfig, Sections};
 use crate::error::Error;
 use crate::table::{Candidate, SymbolTable};
 use crate::types::SymbolOrigin;
+use profkit_elf::{Sections as SectionHeaders, Segments};
 
 /// The longest name read (a longer one is cut there).
 const MAX_NAME: usize = 64 << 10;
@@ -111,7 +111,7 @@ pub(crate) struct Headers {
     pub build_id: Option<Vec<u8>>,
     pub debuglink: Option<(Vec<u8>, u32)>,
     relocatable: bool,
-    segments: Vec<Segment>,
+    segments: Segments,
     /// Every PT_LOAD's (address, size in memory), file bytes or not: what a separate debug
     /// file found by build-id must share with its binary ([`crate::elf::same_loads`]).
     pub loads: Vec<(u64, u64)>,
@@ -156,85 +156,34 @@ pub(crate) enum DebugLookup<'a> {
 /// The headers of `file`; `None` when it is not ELF64 little-endian (the
 /// whole-file path reads it, and words any error).
 pub(crate) fn headers(file: &File) -> Option<Headers> {
-    type Elf = elf::FileHeader64<Endianness>;
     let cache = ReadCache::new(file);
-    let header = Elf::parse(&cache).ok()?;
-    let endian = header.endian().ok()?;
-    if endian != Endianness::Little {
+    let segments = Segments::parse(&cache).ok()?;
+    let sections = SectionHeaders::parse(&cache).ok()?;
+    if !sections.is_64() || sections.endian() != Endianness::Little {
         return None;
     }
-    let sections = header.sections(endian, &cache).ok()?;
-    let mut build_id = None;
-    for s in sections.iter() {
-        if let Ok(Some(mut notes)) = s.notes(endian, &cache) {
-            while let Ok(Some(note)) = notes.next() {
-                if note.name() == elf::ELF_NOTE_GNU && note.n_type(endian) == elf::NT_GNU_BUILD_ID {
-                    build_id = Some(note.desc().to_vec());
-                }
-            }
-        }
-        if build_id.is_some() {
-            break;
-        }
-    }
-    let phdrs = header.program_headers(endian, &cache).ok()?;
-    if build_id.is_none() && sections.is_empty() {
-        for p in phdrs {
-            if let Ok(Some(mut notes)) = p.notes(endian, &cache) {
-                while let Ok(Some(note)) = notes.next() {
-                    if note.name() == elf::ELF_NOTE_GNU
-                        && note.n_type(endian) == elf::NT_GNU_BUILD_ID
-                    {
-                        build_id = Some(note.desc().to_vec());
-                    }
-                }
-            }
-        }
-    }
-    let loads = phdrs
-        .iter()
-        .filter(|p| p.p_type(endian) == elf::PT_LOAD)
-        .map(|p| (p.p_vaddr(endian), p.p_memsz(endian)))
-        .collect();
-    let segments = phdrs
-        .iter()
-        .filter(|p| p.p_type(endian) == elf::PT_LOAD && p.p_filesz(endian) > 0)
-        .map(|p| Segment {
-            file_offset: p.p_offset(endian),
-            file_size: p.p_filesz(endian),
-            vaddr: p.p_vaddr(endian),
-        })
-        .collect();
+    let build_id = profkit_elf::build_id(&cache);
+    let loads = segments.layout();
     let debuglink = sections
-        .section_by_name(endian, b".gnu_debuglink")
-        .and_then(|(_, s)| s.data(endian, &cache).ok())
+        .by_name(".gnu_debuglink")
+        .and_then(|s| sections.raw_data(&cache, s).ok())
         .and_then(|d| {
             let end = memchr::memchr(0, d)?;
             let at = (end + 1).next_multiple_of(4);
             let crc = u32::from_le_bytes(d.get(at..at + 4)?.try_into().ok()?);
             Some((d[..end].to_vec(), crc))
         });
-    let layout = Sections::from_headers(sections.iter().map(|s| {
-        (
-            s.sh_addr(endian),
-            s.sh_size(endian),
-            s.sh_flags(endian) & u64::from(elf::SHF_EXECINSTR) != 0,
-        )
-    }));
-    let dwarf = sections
+    let all = sections.all();
+    let layout = Sections::from_headers(all.iter().map(|s| (s.address, s.size, s.is_executable())));
+    let dwarf = all
         .iter()
-        .filter_map(|s| {
-            let name = sections.section_name(endian, s).ok()?;
-            if !(name.starts_with(b".debug_") || name.starts_with(b".zdebug_")) {
-                return None;
-            }
-            Some(DwarfSection {
-                name: String::from_utf8_lossy(name).into_owned(),
-                offset: s.sh_offset(endian),
-                size: s.sh_size(endian),
-                nobits: s.sh_type(endian) == elf::SHT_NOBITS,
-                compressed: s.sh_flags(endian) & u64::from(elf::SHF_COMPRESSED) != 0,
-            })
+        .filter(|s| s.name.starts_with(b".debug_") || s.name.starts_with(b".zdebug_"))
+        .map(|s| DwarfSection {
+            name: String::from_utf8_lossy(&s.name).into_owned(),
+            offset: s.offset,
+            size: s.size,
+            nobits: s.is_nobits(),
+            compressed: s.is_compressed(),
         })
         .collect();
     let mut tables = Vec::new();
@@ -242,31 +191,29 @@ pub(crate) fn headers(file: &File) -> Option<Headers> {
         (elf::SHT_SYMTAB, SymbolOrigin::Symtab),
         (elf::SHT_DYNSYM, SymbolOrigin::Dynsym),
     ] {
-        let Some(s) = sections.iter().find(|s| s.sh_type(endian) == kind) else {
+        let Some(s) = sections.by_kind(kind) else {
             continue;
         };
-        let Ok(strtab) = sections.section(object::SectionIndex(s.sh_link(endian) as usize)) else {
+        let Some(strtab) = sections.get(s.link as usize) else {
             continue;
         };
         tables.push(Table {
             origin,
-            at: s.sh_offset(endian),
-            size: s.sh_size(endian),
-            str_at: strtab.sh_offset(endian),
-            str_size: strtab.sh_size(endian),
+            at: s.offset,
+            size: s.size,
+            str_at: strtab.offset,
+            str_size: strtab.size,
         });
     }
     Some(Headers {
         build_id,
         debuglink,
-        relocatable: header.e_type(endian) == elf::ET_REL,
+        relocatable: segments.is_relocatable(),
         segments,
         loads,
         layout,
         tables,
-        extended_indices: sections
-            .iter()
-            .any(|s| s.sh_type(endian) == elf::SHT_SYMTAB_SHNDX),
+        extended_indices: all.iter().any(|s| s.kind == elf::SHT_SYMTAB_SHNDX),
         dwarf,
     })
 }
@@ -375,7 +322,7 @@ pub(crate) fn parse(
     };
     let mut want: Vec<u64> = wanted
         .iter()
-        .filter_map(|&o| to_vaddr(&segments, o))
+        .filter_map(|&o| segments.to_vaddr(o))
         .collect();
     want.sort_unstable();
     want.dedup();
@@ -487,14 +434,6 @@ pub(crate) fn find_debug_path(
     None
 }
 
-/// A file offset's link-time address (`ElfImage::to_vaddr`).
-fn to_vaddr(segments: &[Segment], off: u64) -> Option<u64> {
-    segments
-        .iter()
-        .find(|s| off >= s.file_offset && off - s.file_offset < s.file_size)
-        .map(|s| s.vaddr + (off - s.file_offset))
-}
-
 /// Streams the symbol table `t` (`Elf64_Sym` entries, 24 bytes each,
 /// through a 64 KiB buffer) and calls `f` with each function symbol, as
 /// the whole-file path's `collect` chooses them (`object`'s
@@ -577,6 +516,7 @@ mod tests {
     fn offsets(whole: &ElfImage, step: usize) -> Vec<u64> {
         whole
             .segments
+            .all()
             .iter()
             .flat_map(|s| (s.file_offset..s.file_offset + s.file_size).step_by(step))
             .collect()

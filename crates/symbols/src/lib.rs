@@ -4,7 +4,9 @@
 //! This crate owns:
 //! - ELF binaries and shared libraries: `.symtab` and `.dynsym` through the `object` crate,
 //!   function sizes honoured, file offsets mapped to virtual addresses through PT_LOAD
-//!   headers (so PIE and non-PIE are one case), separate debug files under `/usr/lib/debug`
+//!   headers (so PIE and non-PIE are one case; the headers, notes, sections and the vDSO
+//!   image are read by `profkit-elf`, the rule the sync stage and annotation share),
+//!   separate debug files under `/usr/lib/debug`
 //!   found by build-id and by debuglink, DWARF lines and inlined frames through addr2line;
 //! - the check that a binary is still the recorded one (build-id, else inode): a changed
 //!   binary is reported once ("binary changed since recording") and its samples are not
@@ -103,7 +105,6 @@ mod perfmap;
 mod symbolizer;
 mod table;
 mod types;
-mod vdso;
 
 pub use cache::CacheStats;
 

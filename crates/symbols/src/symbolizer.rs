@@ -17,7 +17,6 @@ use crate::types::{
     BinaryKind, BinaryRequest, BinaryResult, KallsymsSource, OffsetInfo, SymbolId, SymbolInfo,
     SymbolOrigin, SymbolizerOptions,
 };
-use crate::vdso;
 use profkit_eventlog::{build_id_from_notes, module_name};
 
 /// Turns (binary, offsets) into symbols. Build one per report and reuse it: it caches every
@@ -414,7 +413,12 @@ impl Symbolizer {
             return self.symbolize_elf(b, req, offsets);
         }
         let image = self.vdso.get_or_init(|| {
-            let data = vdso::read_own()?;
+            let data = profkit_elf::read_own_vdso().map_err(|e| Error::Vdso {
+                what: match e {
+                    profkit_elf::Error::Vdso { what } => what,
+                    other => other.to_string(),
+                },
+            })?;
             self.cache
                 .parse(Path::new("[vdso]"), &data, &self.load_config())
         });

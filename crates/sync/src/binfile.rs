@@ -28,11 +28,11 @@
 //! bounds.
 
 use profkit_eventlog::FileIdentity;
+use profkit_untrusted::TimeBox;
 use rustix::fs::{Mode, OFlags, ResolveFlags, CWD};
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
 /// How long the sync stage waits for one build-id.
@@ -175,7 +175,7 @@ pub fn identify_mapped(b: &MappedBinary) -> Option<FileIdentity> {
 }
 
 /// [`identify`] on a worker thread, each answer waited for at most
-/// [`BUILD_ID_TIMEOUT`] ([`TimedWorker`]).
+/// [`BUILD_ID_TIMEOUT`] (`profkit_untrusted::TimeBox`).
 ///
 /// What the worker found at a path for a claimed build-id, or that it
 /// found nothing, is remembered (at most [`PATHS_REMEMBERED`] paths, then
@@ -187,7 +187,8 @@ pub fn identify_mapped(b: &MappedBinary) -> Option<FileIdentity> {
 /// that is one of the user's own files.)
 #[derive(Debug)]
 pub struct IdentityReader {
-    worker: TimedWorker<(MappedBinary, Option<Vec<u8>>), Option<FileIdentity>>,
+    worker: TimeBox,
+    timeout: Duration,
     by_path: std::collections::HashMap<(PathBuf, Vec<u8>), Option<FileIdentity>>,
     /// Mappings whose file was not identified (gone, refused, timed out).
     pub unidentified: u64,
@@ -199,9 +200,8 @@ pub const PATHS_REMEMBERED: usize = 4096;
 impl Default for IdentityReader {
     fn default() -> Self {
         IdentityReader {
-            worker: TimedWorker::new("profkit-identity", BUILD_ID_TIMEOUT, |(b, claim)| {
-                identify(&b, claim.as_deref())
-            }),
+            worker: TimeBox::new("profkit-identity", MAX_STUCK_READS as usize, 1),
+            timeout: BUILD_ID_TIMEOUT,
             by_path: Default::default(),
             unidentified: 0,
         }
@@ -220,7 +220,12 @@ impl IdentityReader {
         let r = match self.by_path.get(&key) {
             Some(&known) if b.identity.is_none() => known,
             _ => {
-                let r = self.worker.ask((b, claim.map(<[u8]>::to_vec))).flatten();
+                let claim = claim.map(<[u8]>::to_vec);
+                let r = self
+                    .worker
+                    .run(self.timeout, move || identify(&b, claim.as_deref()))
+                    .ok()
+                    .flatten();
                 if self.by_path.len() >= PATHS_REMEMBERED {
                     self.by_path.clear();
                 }
@@ -255,22 +260,25 @@ fn dev_of(st_dev: u64) -> u64 {
     crate::procfs::dev_number(major as u32, minor as u32)
 }
 
-/// The GNU build-id of an opened ELF file, reading only headers and notes.
+/// The GNU build-id of an opened ELF file, reading only headers and notes
+/// (`profkit_elf::build_id`).
 pub fn build_id_of(f: File) -> Option<Vec<u8>> {
-    use object::read::ReadCache;
-    use object::Object;
-    let cache = ReadCache::new(f);
-    let obj = object::File::parse(&cache).ok()?;
-    obj.build_id().ok().flatten().map(|b| b.to_vec())
+    profkit_elf::build_id(&object::read::ReadCache::new(f))
 }
 
 type Answer = Result<Option<Vec<u8>>, Refused>;
 
 /// Build-id reads on a worker thread, each waited for at most a timeout
-/// ([`TimedWorker`]).
+/// (`profkit_untrusted::TimeBox`: a read that times out is given up and
+/// its thread left to it; after [`MAX_STUCK_READS`] given up and still
+/// stuck no more reads are made; a thread that answers takes the next
+/// read).
 #[derive(Debug)]
 pub struct BuildIdReader {
-    worker: TimedWorker<MappedBinary, Answer>,
+    worker: TimeBox,
+    timeout: Duration,
+    /// The read made on the worker ([`open_mapped`] + [`build_id_of`]).
+    read: fn(MappedBinary) -> Answer,
     /// Reads refused, by reason (unopenable, not regular, other file, timed out).
     pub refused: [u64; 4],
 }
@@ -285,118 +293,24 @@ impl BuildIdReader {
     /// A reader that waits at most `timeout` per build-id.
     pub fn new(timeout: Duration) -> Self {
         BuildIdReader {
-            worker: TimedWorker::new("profkit-buildid", timeout, |b| {
-                open_mapped(&b).map(build_id_of)
-            }),
+            worker: TimeBox::new("profkit-buildid", MAX_STUCK_READS as usize, 1),
+            timeout,
+            read: |b| open_mapped(&b).map(build_id_of),
             refused: [0; 4],
         }
     }
 
     /// The build-id of `b`: `Ok(None)` for a binary without one.
     pub fn read(&mut self, b: MappedBinary) -> Answer {
-        let r = self.worker.ask(b).unwrap_or(Err(Refused::TimedOut));
+        let read = self.read;
+        let r = self
+            .worker
+            .run(self.timeout, move || read(b))
+            .unwrap_or(Err(Refused::TimedOut));
         if let Err(why) = r {
             self.refused[why as usize] += 1;
         }
         r
-    }
-}
-
-/// One kind of file read on a worker thread, each waited for at most a
-/// timeout, so that no file (a FUSE file that never answers, a slow disk)
-/// stalls the sync stage.
-///
-/// A read that times out leaves its worker busy: the next read reuses it
-/// if it has answered since (a slow disk), else abandons it to its read (a
-/// FUSE file that never answers) and starts another; after
-/// [`MAX_STUCK_READS`] abandoned workers no more reads are made.
-#[derive(Debug)]
-pub(crate) struct TimedWorker<Q, A> {
-    worker: Option<Worker<Q, A>>,
-    name: &'static str,
-    read: fn(Q) -> A,
-    pub(crate) timeout: Duration,
-    pub(crate) stuck: u32,
-}
-
-#[derive(Debug)]
-struct Worker<Q, A> {
-    tx: Sender<Q>,
-    rx: Receiver<A>,
-    /// A request it has not answered yet.
-    busy: bool,
-}
-
-impl<Q: Send + 'static, A: Send + 'static> TimedWorker<Q, A> {
-    /// A worker thread named `name` that answers each request with `read`.
-    pub(crate) fn new(name: &'static str, timeout: Duration, read: fn(Q) -> A) -> Self {
-        TimedWorker {
-            worker: None,
-            name,
-            read,
-            timeout,
-            stuck: 0,
-        }
-    }
-
-    fn spawn(&self) -> Option<Worker<Q, A>> {
-        let (req_tx, req_rx) = channel::<Q>();
-        let (ans_tx, ans_rx) = channel::<A>();
-        let read = self.read;
-        std::thread::Builder::new()
-            .name(self.name.into())
-            .spawn(move || {
-                for q in req_rx {
-                    if ans_tx.send(read(q)).is_err() {
-                        return;
-                    }
-                }
-            })
-            .ok()?;
-        Some(Worker {
-            tx: req_tx,
-            rx: ans_rx,
-            busy: false,
-        })
-    }
-
-    /// The answer to `q`, or None if it did not come in time (or reading
-    /// has stopped after too many reads that never came back).
-    pub(crate) fn ask(&mut self, q: Q) -> Option<A> {
-        // A worker still on an earlier read: reuse it if it has answered
-        // since, else leave it to that read.
-        if let Some(w) = &mut self.worker {
-            if w.busy {
-                if w.rx.try_recv().is_ok() {
-                    w.busy = false;
-                } else {
-                    self.worker = None;
-                    self.stuck += 1;
-                }
-            }
-        }
-        if self.stuck >= MAX_STUCK_READS {
-            return None;
-        }
-        if self.worker.is_none() {
-            self.worker = self.spawn();
-        }
-        let w = self.worker.as_mut()?;
-        if w.tx.send(q).is_err() {
-            self.worker = None;
-            return None;
-        }
-        match w.rx.recv_timeout(self.timeout) {
-            Ok(a) => Some(a),
-            Err(RecvTimeoutError::Timeout) => {
-                w.busy = true;
-                None
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                self.worker = None;
-                None
-            }
-        }
     }
 }
 
@@ -531,8 +445,10 @@ mod tests {
             map_file: Some("/proc/self/map_files/0-1".into()),
             identity: None,
         };
-        let mut r = IdentityReader::default();
-        r.worker.timeout = Duration::from_secs(10);
+        let mut r = IdentityReader {
+            timeout: Duration::from_secs(10),
+            ..IdentityReader::default()
+        };
         let first = r.read(gone(&copy), Some(&bid));
         assert_eq!(first, identity_of(&File::open(&copy).unwrap()));
         std::fs::remove_file(&copy).unwrap();
@@ -544,15 +460,23 @@ mod tests {
     #[test]
     fn slow_reads_time_out_and_the_worker_is_reused_once_it_answers() {
         // A read that cannot finish in no time: times out, worker busy.
-        let mut r = BuildIdReader::new(Duration::ZERO);
+        // (Build-ids are read by range, in microseconds: the read is made
+        // slow here.)
+        let mut r = BuildIdReader {
+            read: |b| {
+                std::thread::sleep(Duration::from_millis(100));
+                open_mapped(&b).map(build_id_of)
+            },
+            ..BuildIdReader::new(Duration::ZERO)
+        };
         let exe = std::env::current_exe().unwrap();
         assert_eq!(r.read(at(&exe)), Err(Refused::TimedOut));
         // Once it has answered, the same worker serves the next read.
         std::thread::sleep(Duration::from_millis(500));
-        r.worker.timeout = Duration::from_secs(10);
+        r.timeout = Duration::from_secs(10);
         let want = build_id_of(File::open(&exe).unwrap());
         assert_eq!(r.read(at(&exe)), Ok(want));
-        assert_eq!(r.worker.stuck, 0);
+        assert_eq!(r.worker.stuck(), 0);
         // A reader with time gets the answer.
         let mut r = BuildIdReader::new(Duration::from_secs(10));
         let want = build_id_of(File::open(&exe).unwrap());

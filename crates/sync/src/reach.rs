@@ -27,8 +27,9 @@
 //!   `RESOLVE_IN_ROOT` and no symlinks at all, non-blocking: a container's
 //!   links cannot lead the daemon out of the container's root.
 
-use crate::binfile::{build_id_of, open_mapped, MappedBinary, Refused, TimedWorker};
+use crate::binfile::{build_id_of, open_mapped, MappedBinary, Refused, MAX_STUCK_READS};
 use profkit_eventlog::NsTask;
+use profkit_untrusted::TimeBox;
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -201,7 +202,8 @@ fn reach(q: Query) -> Reached {
 /// The sync stage's side: checks each new binary once, on a worker.
 #[derive(Debug)]
 pub(crate) struct Reacher {
-    worker: TimedWorker<Query, Reached>,
+    worker: TimeBox,
+    timeout: Duration,
     checked: HashSet<profkit_eventlog::Cookie>,
     count: usize,
     pub(crate) queue: KeepQueue,
@@ -210,7 +212,8 @@ pub(crate) struct Reacher {
 impl Default for Reacher {
     fn default() -> Self {
         Reacher {
-            worker: TimedWorker::new("profkit-reach", REACH_TIMEOUT, reach),
+            worker: TimeBox::new("profkit-reach", MAX_STUCK_READS as usize, 1),
+            timeout: REACH_TIMEOUT,
             checked: HashSet::new(),
             count: 0,
             queue: KeepQueue::default(),
@@ -246,9 +249,9 @@ impl Reacher {
             build_id: build_id.map(<[u8]>::to_vec),
             cookie,
         };
-        match self.worker.ask(q) {
-            Some(r) => self.queue.push(r, &path),
-            None => self.queue.push(
+        match self.worker.run(self.timeout, move || reach(q)) {
+            Ok(r) => self.queue.push(r, &path),
+            Err(_) => self.queue.push(
                 Reached::Refused(format!(
                     "checking whether the host sees it took over {REACH_TIMEOUT:?}"
                 )),
@@ -500,12 +503,16 @@ mod tests {
     #[test]
     fn unreachable_binaries_are_queued_with_their_mapped_file() {
         let (exe, id, bid) = exe_identity();
-        let mut r = Reacher::default();
-        r.worker.timeout = Duration::from_secs(10);
+        let mut r = Reacher {
+            timeout: Duration::from_secs(10),
+            ..Reacher::default()
+        };
         let q = r.queue.clone();
         // Reachable from the host: nothing queued.
-        let mut host = Reacher::default();
-        host.worker.timeout = Duration::from_secs(10);
+        let mut host = Reacher {
+            timeout: Duration::from_secs(10),
+            ..Reacher::default()
+        };
         let hq = host.queue.clone();
         host.check(
             MappedBinary {

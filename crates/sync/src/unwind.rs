@@ -24,10 +24,11 @@
 //!   file itself via `/proc/PID/map_files`, no symlinks, no FIFOs); the
 //!   stage waits for a new binary at most [`CFI_FIRST_WAIT`], then goes
 //!   on with the frame pointer for that binary's frames until the answer
-//!   is in; a read past [`CFI_TIMEOUT`] is given up (its worker abandoned,
-//!   as the build-id reader does). A binary whose build-id is known must
-//!   have that build-id. `[vdso]` is read from this process's own vdso (the same
-//!   kernel image for every 64-bit process).
+//!   is in; a read past [`CFI_TIMEOUT`] is given up (its thread abandoned
+//!   to it: `profkit_untrusted::TimeBox`, the build-id reader's worker
+//!   too). A binary whose build-id is known must have that build-id.
+//!   `[vdso]` is read from this process's own vdso (`profkit_elf::read_own_vdso`,
+//!   the same kernel image for every 64-bit process).
 //! - **Untrusted unwind information is checked first**
 //!   ([`crate::cfi_check`]): CFI expressions with branches (a backward
 //!   `DW_OP_skip` makes framehop's expression evaluation loop forever) or
@@ -825,14 +826,12 @@ mod tests {
 
     /// The function of the binary at `path` that file offset `off` is in.
     fn function_at(path: &Path, off: u64) -> Option<String> {
-        use object::{Object, ObjectSegment, ObjectSymbol};
+        use object::{Object, ObjectSymbol};
         let data = std::fs::read(path).unwrap();
         let obj = object::File::parse(&*data).unwrap();
-        let seg = obj.segments().find(|g| {
-            let (o, n) = g.file_range();
-            o <= off && off < o + n
-        })?;
-        let addr = off - seg.file_range().0 + seg.address();
+        let addr = profkit_elf::Segments::parse(&*data)
+            .unwrap()
+            .to_vaddr(off)?;
         obj.symbols()
             .find(|s| s.address() <= addr && addr < s.address() + s.size())
             .and_then(|s| s.name().ok().map(str::to_string))

@@ -1,4 +1,5 @@
-//! The one checked opener for files any local user may control.
+//! The one checked opener for files any local user may control, and the
+//! one time-boxed worker ([`TimeBox`]) for reads of them that may hang.
 //!
 //! profkit runs as root and reads what every user controls: binaries at
 //! the paths processes mapped, debug files found by build-id, source files
@@ -23,6 +24,8 @@
 //!   or NFS path) runs on a worker and is given up after the time; the
 //!   worker is abandoned to it, and once [`MAX_STUCK`] are stuck, further
 //!   time-boxed opens are refused at once rather than pile up threads.
+//!   The worker is the crate's one time-boxed worker type, [`TimeBox`],
+//!   which the sync stage's readers of mapped binaries use too.
 //!
 //! Every refusal is an `io::Error` whose inner error is a typed
 //! [`Refusal`] naming what was wrong, so callers that speak `io::Result`
@@ -60,8 +63,12 @@ use std::fs::{File, Metadata};
 use std::io::{self, Read};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::LazyLock;
 use std::time::Duration;
+
+mod timebox;
+
+pub use timebox::{Late, Running, TimeBox};
 
 /// Files above this size must have at least half their bytes on disk when
 /// [`Policy::dense`] is asked for.
@@ -70,8 +77,6 @@ pub const SPARSE_FROM: u64 = 64 << 20;
 /// Time-boxed opens given up and still stuck, past which further
 /// time-boxed opens are refused at once.
 pub const MAX_STUCK: usize = 8;
-
-static STUCK: AtomicUsize = AtomicUsize::new(0);
 
 /// What an open accepts. Start from [`Policy::regular`] and add rules.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -259,62 +264,25 @@ pub fn open_untrusted(path: &Path, policy: &Policy) -> io::Result<Opened> {
     let Some(limit) = policy.time_box else {
         return open_now(path, policy);
     };
-    let stuck = STUCK.load(Ordering::Relaxed);
-    if stuck >= MAX_STUCK {
-        return Err(Refusal::TooManyStuck {
+    static OPENS: LazyLock<TimeBox> = LazyLock::new(|| TimeBox::new("profkit-open", MAX_STUCK, 0));
+    let (p, pol) = (path.to_owned(), policy.clone());
+    match OPENS.run(limit, move || open_now(&p, &pol)) {
+        Ok(r) => r,
+        Err(Late::TimedOut) => Err(Refusal::TimedOut {
+            path: path.to_owned(),
+            after: limit,
+        }
+        .into()),
+        Err(Late::TooManyStuck { stuck }) => Err(Refusal::TooManyStuck {
             path: path.to_owned(),
             stuck,
         }
-        .into());
-    }
-    // 0: pending; 1: the worker finished; 2: given up (the worker, when it
-    // ends, is no longer stuck). Whoever moves it from 0 decides.
-    let state = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(0));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (p, pol, st) = (path.to_owned(), policy.clone(), state.clone());
-    std::thread::Builder::new()
-        .name("profkit-open".into())
-        .spawn(move || {
-            let r = open_now(&p, &pol);
-            let _ = tx.send(r);
-            if st
-                .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-            {
-                STUCK.fetch_sub(1, Ordering::Relaxed);
-            }
-        })?;
-    match rx.recv_timeout(limit) {
-        Ok(r) => r,
-        // The worker ended without an answer (it panicked): not stuck.
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(io::Error::other(format!(
+        .into()),
+        // The worker ended without an answer (it panicked), or none started.
+        Err(Late::NoWorker) => Err(io::Error::other(format!(
             "{}: the open failed on its worker",
             path.display()
         ))),
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            // Counted before it is given up, so the worker's decrement
-            // never comes first.
-            STUCK.fetch_add(1, Ordering::Relaxed);
-            if state
-                .compare_exchange(0, 2, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                return Err(Refusal::TimedOut {
-                    path: path.to_owned(),
-                    after: limit,
-                }
-                .into());
-            }
-            // Finished just now: its answer is sent.
-            STUCK.fetch_sub(1, Ordering::Relaxed);
-            rx.recv().unwrap_or_else(|_| {
-                Err(Refusal::TimedOut {
-                    path: path.to_owned(),
-                    after: limit,
-                }
-                .into())
-            })
-        }
     }
 }
 

@@ -241,6 +241,31 @@ pub(crate) fn header_extent(data: &[u8], file_len: u64, path: &Path) -> Result<(
     Ok((version, needed as usize))
 }
 
+/// Reads and parses the header of the session file `f` (at its start,
+/// `file_len` bytes long): its first [`HEADER_PREFIX_LEN`] bytes, then the
+/// rest of the extent they give, and nothing more; returns the header, the
+/// format version and its length. The one header read of the reader
+/// ([`crate::read_header`]) and the appending writer.
+pub(crate) fn read_header_from(
+    mut f: impl std::io::Read,
+    file_len: u64,
+    path: &Path,
+) -> Result<(SessionHeader, u16, usize)> {
+    use std::io::Read;
+    let read = |e| Error::io("read", path, e);
+    let mut data = Vec::with_capacity(HEADER_PREFIX_LEN);
+    (&mut f)
+        .take(HEADER_PREFIX_LEN as u64)
+        .read_to_end(&mut data)
+        .map_err(read)?;
+    let (_, extent) = header_extent(&data, file_len, path)?;
+    (&mut f)
+        .take((extent - data.len()) as u64)
+        .read_to_end(&mut data)
+        .map_err(read)?;
+    parse_header(&data, path)
+}
+
 /// Parses the header at the start of `data` (which holds at least the
 /// extent returned by [`header_extent`]).
 pub(crate) fn parse_header(data: &[u8], path: &Path) -> Result<(SessionHeader, u16, usize)> {

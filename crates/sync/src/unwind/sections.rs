@@ -1,10 +1,12 @@
 //! Reading binaries' unwind sections for the unwinder: where they come
 //! from ([`CfiSource`]), what is read ([`CfiSections`], checked by
 //! `cfi_check` before framehop sees them), and the reader threads
-//! ([`Loader`]) that keep a slow or stuck file from stalling the stage, as
-//! the parent module's docs describe.
+//! ([`Loader`], on `profkit_untrusted`'s `TimeBox`) that keep a slow or
+//! stuck file from stalling the stage, as the parent module's docs
+//! describe. PT_LOAD headers and the vDSO image come from `profkit-elf`.
 
 use super::*;
+use profkit_untrusted::{Late, Running, TimeBox};
 
 /// Section bytes as framehop holds them: shared, never copied again.
 pub(super) type Data = Arc<[u8]>;
@@ -127,21 +129,20 @@ pub(crate) enum CfiMissing {
     Demoted,
 }
 
-/// Reads binaries' unwind sections on threads of their own, at most
-/// [`CFI_READS_IN_FLIGHT`] at once (a huge binary does not hold up libc's
-/// small sections behind it); answers are collected when the stage next
-/// looks.
+/// Reads binaries' unwind sections on worker threads
+/// (`profkit_untrusted::TimeBox`), at most [`CFI_READS_IN_FLIGHT`] at once
+/// (a huge binary does not hold up libc's small sections behind it);
+/// answers are collected when the stage next looks.
 pub(super) struct Loader {
     pub(super) answers: (Sender<Answered>, Receiver<Answered>),
     /// Requests not started yet.
     pub(super) queued: VecDeque<(Cookie, CfiSource)>,
-    /// Reads running, with when they started.
-    pub(super) running: FxHashMap<Cookie, Instant>,
-    /// Reads given up after the timeout (their threads are left to them);
-    /// one whose answer comes after all is taken and no longer counts.
-    pub(super) given_up: FxHashMap<Cookie, ()>,
-    /// Given-up reads that have not answered.
-    pub(super) stuck: u32,
+    /// Reads running, each with when it started.
+    pub(super) running: FxHashMap<Cookie, Running<()>>,
+    /// The reader threads: a read given up after the timeout is left to
+    /// its thread and counts as stuck until it answers (then its answer is
+    /// taken after all); at [`MAX_STUCK_READS`] stuck no more reads start.
+    pub(super) workers: TimeBox,
     pub(super) timeout: Duration,
 }
 
@@ -157,8 +158,7 @@ impl Loader {
             answers: channel(),
             queued: VecDeque::new(),
             running: FxHashMap::default(),
-            given_up: FxHashMap::default(),
-            stuck: 0,
+            workers: TimeBox::new("profkit-cfi", MAX_STUCK_READS as usize, CFI_READS_IN_FLIGHT),
             timeout,
         }
     }
@@ -171,7 +171,7 @@ impl Loader {
     /// Queues a request; false when reading has stopped (too many reads
     /// that never came back).
     pub(super) fn request(&mut self, cookie: Cookie, source: CfiSource) -> bool {
-        if self.stuck >= MAX_STUCK_READS {
+        if self.workers.is_refusing() {
             return false;
         }
         self.queued.push_back((cookie, source));
@@ -185,21 +185,24 @@ impl Loader {
                 return;
             };
             let tx = self.answers.0.clone();
-            let started = std::thread::Builder::new()
-                .name("profkit-cfi".into())
-                .spawn(move || {
-                    let _ = tx.send((c, read_cfi(s)));
-                });
-            if started.is_ok() {
-                self.running.insert(c, Instant::now());
-            } else {
-                let _ = self.answers.0.send((c, Err(CfiMissing::Unreadable)));
+            match self.workers.start(move || {
+                let _ = tx.send((c, read_cfi(s)));
+            }) {
+                Ok(r) => {
+                    self.running.insert(c, r);
+                }
+                Err(Late::TooManyStuck { .. }) => {
+                    let _ = self.answers.0.send((c, Err(CfiMissing::TimedOut)));
+                }
+                Err(_) => {
+                    let _ = self.answers.0.send((c, Err(CfiMissing::Unreadable)));
+                }
             }
         }
     }
 
     /// The answers in, waiting up to `wait` for the first; a read past the
-    /// timeout is answered `TimedOut` and its thread left to it.
+    /// timeout is answered `TimedOut` and given up (its thread left to it).
     pub(super) fn poll(&mut self, wait: Duration) -> Vec<(Cookie, CfiAnswer)> {
         let mut out = Vec::new();
         if !wait.is_zero() && !self.running.is_empty() {
@@ -211,26 +214,25 @@ impl Loader {
             out.push(a);
         }
         for (c, _) in &out {
+            // A slow read's answer, after its time-out, replaces the
+            // time-out (`install`); its thread no longer counts as stuck.
             self.running.remove(c);
-            // A slow read, not a stuck one: its answer replaces the
-            // time-out (`install`), and it frees its count.
-            if self.given_up.remove(c).is_some() {
-                self.stuck = self.stuck.saturating_sub(1);
-            }
         }
         let late: Vec<Cookie> = self
             .running
             .iter()
-            .filter(|(_, at)| at.elapsed() > self.timeout)
+            .filter(|(_, r)| r.started().elapsed() > self.timeout)
             .map(|(&c, _)| c)
             .collect();
         for c in late {
-            self.running.remove(&c);
-            self.given_up.insert(c, ());
-            self.stuck += 1;
+            if let Some(r) = self.running.remove(&c) {
+                // Finished just now after all: its answer is in `answers`
+                // for the next poll, as a slow read's.
+                let _ = r.give_up();
+            }
             out.push((c, Err(CfiMissing::TimedOut)));
         }
-        if self.stuck >= MAX_STUCK_READS {
+        if self.workers.is_refusing() {
             out.extend(
                 self.queued
                     .drain(..)
@@ -246,7 +248,7 @@ impl Loader {
 pub(super) fn read_cfi(source: CfiSource) -> CfiAnswer {
     match source {
         CfiSource::Vdso => {
-            let bytes = own_vdso().ok_or(CfiMissing::Unreadable)?;
+            let bytes = profkit_elf::read_own_vdso().map_err(|_| CfiMissing::Unreadable)?;
             sections_of(&*bytes)
         }
         CfiSource::File { binary, build_id } => {
@@ -263,64 +265,46 @@ pub(super) fn read_cfi(source: CfiSource) -> CfiAnswer {
     }
 }
 
-/// This process's `[vdso]` image (the kernel's, the same for every 64-bit
-/// process), read through `/proc/self/mem`.
-pub(super) fn own_vdso() -> Option<Vec<u8>> {
-    use std::io::{Read, Seek, SeekFrom};
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    let line = maps.lines().find(|l| l.ends_with("[vdso]"))?;
-    let (start, end) = line.split(' ').next()?.split_once('-')?;
-    let start = u64::from_str_radix(start, 16).ok()?;
-    let end = u64::from_str_radix(end, 16).ok()?;
-    let len = usize::try_from(end.checked_sub(start)?).ok()?;
-    if len > 1 << 20 {
-        return None;
-    }
-    let mut mem = std::fs::File::open("/proc/self/mem").ok()?;
-    mem.seek(SeekFrom::Start(start)).ok()?;
-    let mut buf = vec![0; len];
-    mem.read_exact(&mut buf).ok()?;
-    Some(buf)
-}
-
-/// The unwind sections and load segments of an ELF file.
+/// The unwind sections and load segments of an ELF file, read by range
+/// (`profkit_elf`: program headers, section headers, then only the
+/// sections used).
 pub(super) fn sections_of<'d, R: object::ReadRef<'d>>(data: R) -> CfiAnswer {
-    use object::{Object, ObjectSection, ObjectSegment, SegmentFlags};
-    let obj = object::File::parse(data).map_err(|_| CfiMissing::Unreadable)?;
-    if obj.architecture() != object::Architecture::X86_64 {
+    use profkit_elf::{Section, Sections, Segments};
+    let loads = Segments::parse(data).map_err(|_| CfiMissing::Unreadable)?;
+    let table = Sections::parse(data).map_err(|_| CfiMissing::Unreadable)?;
+    if !(table.is_64() && loads.machine() == object::elf::EM_X86_64) {
         return Err(CfiMissing::NoCfi);
     }
-    let range = |s: &object::Section<'d, '_, R>| s.address()..s.address().saturating_add(s.size());
-    let read = |s: &object::Section<'d, '_, R>| -> Result<Data, CfiMissing> {
-        if s.size() > MAX_CFI_SECTION {
+    let range = |s: &&Section| s.range();
+    let read = |s: &&Section| -> Result<Data, CfiMissing> {
+        if s.size > MAX_CFI_SECTION {
             return Err(CfiMissing::Refused(format!(
                 "its {} is {} bytes, over the {} MiB this reads",
-                s.name().unwrap_or("?"),
-                s.size(),
+                String::from_utf8_lossy(&s.name),
+                s.size,
                 MAX_CFI_SECTION >> 20
             )));
         }
-        let d = s.uncompressed_data().map_err(|_| CfiMissing::Unreadable)?;
+        let d = table.data(data, s).map_err(|_| CfiMissing::Unreadable)?;
         Ok(Arc::from(&d[..]))
     };
     let mut segments = Vec::new();
     let mut code: Option<Range<u64>> = None;
-    for seg in obj.segments() {
-        let (off, size) = seg.file_range();
-        let exec = matches!(seg.flags(), SegmentFlags::Elf { p_flags } if p_flags & object::elf::PF_X != 0);
-        if exec {
-            let r = seg.address()..seg.address().saturating_add(seg.size());
+    for seg in loads.all() {
+        let (off, size) = (seg.file_offset, seg.file_size);
+        if seg.executable {
+            let r = seg.vaddr..seg.vaddr.saturating_add(seg.mem_size);
             code = Some(match code {
                 Some(c) => c.start.min(r.start)..c.end.max(r.end),
                 None => r,
             });
-            segments.insert(0, (off, seg.address(), size));
+            segments.insert(0, (off, seg.vaddr, size));
         } else {
-            segments.push((off, seg.address(), size));
+            segments.push((off, seg.vaddr, size));
         }
     }
     let code = code.ok_or(CfiMissing::NoCfi)?;
-    let section = |name: &str| obj.section_by_name(name).filter(|s| s.size() > 0);
+    let section = |name: &str| table.by_name(name).filter(|s| s.size > 0);
     let eh = section(".eh_frame");
     let hdr = section(".eh_frame_hdr");
     let eh_frame = eh.as_ref().map(read).transpose()?;

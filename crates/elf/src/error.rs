@@ -17,6 +17,18 @@ pub enum Error {
     /// end of the file, an unknown compression).
     #[error("{0}")]
     Malformed(&'static str),
+    /// More than the caller reads: a section whose bytes (decompressed)
+    /// would be over its bound, or more section headers than
+    /// [`crate::MAX_SECTIONS`].
+    #[error("{what} {size}, over the {max} this reads")]
+    TooLarge {
+        /// What is too large ("section of", "section headers").
+        what: &'static str,
+        /// Its size (bytes, or headers).
+        size: u64,
+        /// The bound.
+        max: u64,
+    },
     /// This process's vDSO could not be read.
     #[error("cannot read this process's vDSO ({what})")]
     Vdso {

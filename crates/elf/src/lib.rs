@@ -52,7 +52,7 @@ mod segments;
 mod vdso;
 
 pub use error::Error;
-pub use notes::build_id;
-pub use sections::{Section, Sections};
+pub use notes::{build_id, MAX_NOTE_AREAS, MAX_NOTE_BYTES};
+pub use sections::{Section, Sections, MAX_NAME, MAX_SECTIONS};
 pub use segments::{Segment, Segments};
 pub use vdso::{read_own_vdso, MAX_VDSO_BYTES};

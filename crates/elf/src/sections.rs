@@ -12,7 +12,21 @@ use object::{CompressedFileRange, CompressionFormat, Endianness, FileKind, ReadR
 
 use crate::Error;
 
-/// One section header, with its name.
+/// Section headers a file may have: linked programs have dozens, a kernel
+/// module or an object built with `-ffunction-sections` thousands; more is
+/// a crafted file (each header kept costs about 100 bytes).
+pub const MAX_SECTIONS: usize = 1 << 16;
+
+/// Bytes of a section's name kept: every name looked up (`.eh_frame_hdr`,
+/// `.gnu_debuglink`, `.zdebug_frame`, ...) is shorter; without a bound,
+/// every header could name one 4 KiB string and a 12 MB file cost 800 MB.
+pub const MAX_NAME: usize = 64;
+
+/// Bytes of a section name table read: a real one takes a few hundred
+/// bytes to a few KiB; a bigger one leaves the sections unnamed.
+pub const MAX_NAME_TABLE: u64 = 1 << 20;
+
+/// One section header, with its name (its first [`MAX_NAME`] bytes).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Section {
     /// Its index in the section header table.
@@ -71,8 +85,8 @@ impl Sections {
     /// [`Error::NotElf`], or [`Error::Parse`] for malformed headers.
     pub fn parse<'data, R: ReadRef<'data>>(data: R) -> Result<Sections, Error> {
         match FileKind::parse(data)? {
-            FileKind::Elf32 => Ok(of::<elf::FileHeader32<Endianness>, R>(data, false)?),
-            FileKind::Elf64 => Ok(of::<elf::FileHeader64<Endianness>, R>(data, true)?),
+            FileKind::Elf32 => of::<elf::FileHeader32<Endianness>, R>(data, false),
+            FileKind::Elf64 => of::<elf::FileHeader64<Endianness>, R>(data, true),
             other => Err(Error::NotElf {
                 kind: format!("{other:?}"),
             }),
@@ -117,17 +131,37 @@ impl Sections {
 
     /// The bytes of section `s` of the file in `data`, decompressed if it
     /// is compressed (`SHF_COMPRESSED` zlib or zstd, or a GNU `.zdebug_*`);
-    /// empty for `SHT_NOBITS` (as `object`'s `uncompressed_data`).
+    /// empty for `SHT_NOBITS` (as `object`'s `uncompressed_data`). At most
+    /// `max` bytes: a section declaring more is refused before anything is
+    /// read, and one decompressing to more than it declared (a zstd stream
+    /// of RLE blocks makes gigabytes of a few kilobytes) is refused once it
+    /// has produced one byte more than its declared size.
     ///
     /// # Errors
-    /// [`Error::Malformed`] or [`Error::Parse`]: the bytes are past the end
-    /// of the file, or do not decompress.
+    /// [`Error::TooLarge`]; [`Error::Malformed`] or [`Error::Parse`]: the
+    /// bytes are past the end of the file, or do not decompress to the size
+    /// declared.
     pub fn data<'data, R: ReadRef<'data>>(
         &self,
         data: R,
         s: &Section,
+        max: u64,
     ) -> Result<Cow<'data, [u8]>, Error> {
-        Ok(self.file_range(data, s)?.data(data)?.decompress()?)
+        let range = self.file_range(data, s)?;
+        if range.uncompressed_size > max {
+            return Err(Error::TooLarge {
+                what: "section of",
+                size: range.uncompressed_size,
+                max,
+            });
+        }
+        let compressed = range.data(data)?;
+        if range.format != CompressionFormat::Zstandard {
+            // Zlib: object decompresses into the declared size's capacity
+            // and no further.
+            return Ok(compressed.decompress()?);
+        }
+        bounded_zstd(compressed.data, range.uncompressed_size).map(Cow::Owned)
     }
 
     /// The bytes of section `s` in the file in `data` as they are there
@@ -210,23 +244,82 @@ impl Sections {
     }
 }
 
-fn of<'data, Elf, R>(data: R, is_64: bool) -> object::Result<Sections>
+/// The zstd frames in `input`, decompressed, which must make exactly
+/// `size` bytes: decoding stops one byte past it.
+fn bounded_zstd(mut input: &[u8], size: u64) -> Result<Vec<u8>, Error> {
+    use std::io::Read;
+    let bad = || Error::Malformed("Invalid zstd compressed data");
+    let mut out = Vec::new();
+    out.try_reserve_exact(usize::try_from(size).map_err(|_| bad())?)
+        .map_err(|_| bad())?;
+    while !input.is_empty() {
+        let decoder = match ruzstd::StreamingDecoder::new(&mut input) {
+            Ok(d) => d,
+            Err(ruzstd::frame_decoder::FrameDecoderError::ReadFrameHeaderError(
+                ruzstd::frame::ReadFrameHeaderError::SkipFrame { length, .. },
+            )) => {
+                input = input.get(length as usize..).ok_or_else(bad)?;
+                continue;
+            }
+            Err(_) => return Err(bad()),
+        };
+        let room = (size + 1).saturating_sub(out.len() as u64);
+        decoder
+            .take(room)
+            .read_to_end(&mut out)
+            .map_err(|_| bad())?;
+        if out.len() as u64 > size {
+            return Err(Error::Malformed(
+                "zstd compressed data makes more than its declared size",
+            ));
+        }
+    }
+    if out.len() as u64 != size {
+        return Err(Error::Malformed(
+            "zstd compressed data makes less than its declared size",
+        ));
+    }
+    Ok(out)
+}
+
+fn of<'data, Elf, R>(data: R, is_64: bool) -> Result<Sections, Error>
 where
     Elf: FileHeader<Endian = Endianness>,
     R: ReadRef<'data>,
 {
     let header = Elf::parse(data)?;
     let endian = header.endian()?;
+    // Counted before the table is read: with extended numbering the count
+    // is only bounded by the file's size.
+    let count = header.shnum(endian, data)?;
+    if count > MAX_SECTIONS {
+        return Err(Error::TooLarge {
+            what: "section headers:",
+            size: count as u64,
+            max: MAX_SECTIONS as u64,
+        });
+    }
     let table = header.sections(endian, data)?;
+    // The names, from the name table read once (not a cached read per
+    // name: up to 4 KiB each, at as many offsets as a crafted table gives).
+    let names: &[u8] = header
+        .shstrndx(endian, data)
+        .ok()
+        .and_then(|i| table.section(object::SectionIndex(i as usize)).ok())
+        .filter(|h| h.sh_size(endian).into() <= MAX_NAME_TABLE)
+        .and_then(|h| h.data(endian, data).ok())
+        .unwrap_or(&[]);
+    let name_at = |offset: u32| -> Vec<u8> {
+        let rest = names.get(offset as usize..).unwrap_or(&[]);
+        let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+        rest[..end.min(MAX_NAME)].to_vec()
+    };
     let sections = table
         .iter()
         .enumerate()
         .map(|(index, s)| Section {
             index,
-            name: table
-                .section_name(endian, s)
-                .map(<[u8]>::to_vec)
-                .unwrap_or_default(),
+            name: name_at(s.sh_name(endian)),
             kind: s.sh_type(endian),
             flags: s.sh_flags(endian).into(),
             address: s.sh_addr(endian).into(),
@@ -243,7 +336,7 @@ where
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use object::{Object, ObjectSection};
 
@@ -272,7 +365,7 @@ mod tests {
             assert_eq!((t.address(), t.size()), (m.address, m.size), "{name}");
             if m.size < 1 << 20 {
                 let want = t.uncompressed_data().unwrap();
-                assert_eq!(ours.data(&cache, m).unwrap(), want, "{name}");
+                assert_eq!(ours.data(&cache, m, u64::MAX).unwrap(), want, "{name}");
             }
         }
         assert!(ours.by_kind(elf::SHT_SYMTAB).is_some());
@@ -339,9 +432,111 @@ mod tests {
         for gnu in [false, true] {
             let (table, file, plain) = compressed(gnu);
             let s = table.by_name(".debug_frame").unwrap();
-            assert_eq!(table.data(&*file, s).unwrap(), plain, "gnu: {gnu}");
+            assert_eq!(
+                table.data(&*file, s, u64::MAX).unwrap(),
+                plain,
+                "gnu: {gnu}"
+            );
             // Cut short: an error, not a panic.
-            assert!(table.data(&file[..20], s).is_err());
+            assert!(table.data(&file[..20], s, u64::MAX).is_err());
         }
+    }
+
+    /// An ELF64 little-endian file of section headers only: `count`
+    /// headers (`e_shnum` 0 and the count in section 0's `sh_size`, as
+    /// for extended numbering), section 1 a name table holding one
+    /// `name_len`-byte name at offset 1, every other section named by it
+    /// and of type `kind` over `data` appended at the end.
+    pub(crate) fn crafted(count: usize, name_len: usize, kind: u32, data: &[u8]) -> Vec<u8> {
+        let shoff = 64u64;
+        let names_at = shoff + 64 * count as u64;
+        let data_at = names_at + name_len as u64 + 2;
+        let mut f = vec![0u8; 64];
+        f[..4].copy_from_slice(b"\x7fELF");
+        (f[4], f[5], f[6]) = (2, 1, 1);
+        f[16..18].copy_from_slice(&2u16.to_le_bytes());
+        f[18..20].copy_from_slice(&62u16.to_le_bytes());
+        f[20..24].copy_from_slice(&1u32.to_le_bytes());
+        f[40..48].copy_from_slice(&shoff.to_le_bytes());
+        f[52..54].copy_from_slice(&64u16.to_le_bytes());
+        f[58..60].copy_from_slice(&64u16.to_le_bytes());
+        f[62..64].copy_from_slice(&1u16.to_le_bytes());
+        for i in 0..count {
+            let mut h = [0u8; 64];
+            match i {
+                0 => h[32..40].copy_from_slice(&(count as u64).to_le_bytes()),
+                1 => {
+                    h[4..8].copy_from_slice(&elf::SHT_STRTAB.to_le_bytes());
+                    h[24..32].copy_from_slice(&names_at.to_le_bytes());
+                    h[32..40].copy_from_slice(&(name_len as u64 + 2).to_le_bytes());
+                }
+                _ => {
+                    h[0..4].copy_from_slice(&1u32.to_le_bytes());
+                    h[4..8].copy_from_slice(&kind.to_le_bytes());
+                    h[24..32].copy_from_slice(&data_at.to_le_bytes());
+                    h[32..40].copy_from_slice(&(data.len() as u64).to_le_bytes());
+                    h[48..56].copy_from_slice(&4u64.to_le_bytes());
+                }
+            }
+            f.extend_from_slice(&h);
+        }
+        f.push(0);
+        f.extend(std::iter::repeat_n(b'A', name_len));
+        f.push(0);
+        f.extend_from_slice(data);
+        f
+    }
+
+    /// A throwaway user's binary whose every section header names one
+    /// 4,000-byte string (before: each name copied whole, 806 MB for a
+    /// 12 MB file): names are kept to their first bytes; and more headers
+    /// than any real file has are refused before the table is read.
+    #[test]
+    fn crafted_section_tables_are_bounded() {
+        let f = crafted(2_000, 4_000, elf::SHT_PROGBITS, &[]);
+        let cache = object::ReadCache::new(std::io::Cursor::new(&f));
+        let s = Sections::parse(&cache).unwrap();
+        assert_eq!(s.all().len(), 2_000);
+        assert!(s.all()[2..].iter().all(|x| x.name.len() == MAX_NAME));
+        let f = crafted(MAX_SECTIONS + 1, 1, elf::SHT_PROGBITS, &[]);
+        let e = Sections::parse(&f[..]).unwrap_err();
+        assert!(
+            matches!(e, Error::TooLarge { size, .. } if size == MAX_SECTIONS as u64 + 1),
+            "{e}"
+        );
+    }
+
+    /// zstd frames of RLE blocks: 16 KB that would make a gigabyte. Decoding
+    /// stops one byte past the declared size (before: all of it was made,
+    /// 770 MB, and only then compared); a declared size over the caller's
+    /// bound is refused before anything is decoded.
+    #[test]
+    fn a_zstd_bomb_stops_at_its_declared_size() {
+        let mut z = vec![0x28, 0xB5, 0x2F, 0xFD, 0x00, 0x38];
+        let blocks = 8_192;
+        for i in 0..blocks {
+            let last = u32::from(i + 1 == blocks);
+            let h: u32 = last | (1 << 1) | ((128 * 1024) << 3);
+            z.extend_from_slice(&h.to_le_bytes()[..3]);
+            z.push(0xAA);
+        }
+        let e = bounded_zstd(&z, 16).unwrap_err();
+        assert!(e.to_string().contains("more than its declared size"), "{e}");
+        // A compressed section declaring 2^40 bytes, against a 1 MiB bound.
+        let mut chdr = Vec::new();
+        chdr.extend_from_slice(&elf::ELFCOMPRESS_ZSTD.to_le_bytes());
+        chdr.extend_from_slice(&0u32.to_le_bytes());
+        chdr.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        chdr.extend_from_slice(&1u64.to_le_bytes());
+        chdr.extend_from_slice(&z);
+        let f = crafted(3, 12, elf::SHT_PROGBITS, &chdr);
+        let table = Sections::parse(&f[..]).unwrap();
+        let mut s = table.all()[2].clone();
+        s.flags |= u64::from(elf::SHF_COMPRESSED);
+        let e = table.data(&f[..], &s, 1 << 20).unwrap_err();
+        assert!(
+            matches!(e, Error::TooLarge { size, .. } if size == 1 << 40),
+            "{e}"
+        );
     }
 }

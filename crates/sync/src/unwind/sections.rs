@@ -285,7 +285,14 @@ pub(super) fn sections_of<'d, R: object::ReadRef<'d>>(data: R) -> CfiAnswer {
                 MAX_CFI_SECTION >> 20
             )));
         }
-        let d = table.data(data, s).map_err(|_| CfiMissing::Unreadable)?;
+        let d = table.data(data, s, MAX_CFI_SECTION).map_err(|e| match e {
+            profkit_elf::Error::TooLarge { size, .. } => CfiMissing::Refused(format!(
+                "its {} decompresses to {size} bytes, over the {} MiB this reads",
+                String::from_utf8_lossy(&s.name),
+                MAX_CFI_SECTION >> 20
+            )),
+            _ => CfiMissing::Unreadable,
+        })?;
         Ok(Arc::from(&d[..]))
     };
     let mut segments = Vec::new();

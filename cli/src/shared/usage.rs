@@ -38,16 +38,5 @@ fn one_line(text: &str) -> String {
 /// that put their source's text in their own message, like `open X: No
 /// such file or directory`, would otherwise say it twice).
 pub fn error_text(e: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if text.is_empty() || out.contains(&text) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
-    }
-    out
+    profkit_daemon::error_message(e.as_ref())
 }

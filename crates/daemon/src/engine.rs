@@ -7,18 +7,20 @@ use std::os::fd::BorrowedFd;
 pub type EngineError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// An error and its causes on one line, `outer: inner: innermost`, as the
-/// daemon logs and answers it (a cause already in its parent's text is
-/// not repeated).
+/// daemon logs and answers it and the command line prints it: a cause whose
+/// text the message before it already quotes (`open X: No such file or
+/// directory`) is not said twice, nor an empty one.
 pub fn error_message(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        let c = cause.to_string();
-        if !out.contains(&c) {
-            out.push_str(": ");
-            out.push_str(&c);
+    let mut out = String::new();
+    for cause in std::iter::successors(Some(e), |c| c.source()) {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
         }
-        next = cause.source();
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
     }
     out
 }

@@ -329,17 +329,6 @@ fn session_with_binaries(s: &Setup, bins: &[(&Path, Vec<u8>)]) {
     std::fs::write(s.dir.join("unrelated.txt"), "u").unwrap();
 }
 
-/// An error with its sources, as the command line shows it.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut next = e.source();
-    while let Some(c) = next {
-        s += &format!(": {c}");
-        next = c.source();
-    }
-    s
-}
-
 fn tar_names(p: &Path) -> Vec<String> {
     let mut a = tar::Archive::new(std::fs::File::open(p).unwrap());
     let mut names: Vec<String> = a
@@ -658,7 +647,9 @@ fn an_archive_never_reads_through_links_or_writes_into_an_existing_file() {
     std::fs::write(&target, "keep").unwrap();
     let link_out = s.dir.parent().unwrap().join("b.tar");
     std::os::unix::fs::symlink(&target, &link_out).unwrap();
-    let e = chain(&archive(&s.dir, &link_out, &s.dir.join("nodebug")).unwrap_err());
+    let e = profkit_daemon::error_message(
+        &archive(&s.dir, &link_out, &s.dir.join("nodebug")).unwrap_err(),
+    );
     assert!(e.contains("symbolic link"), "{e}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
     let _ = exe;
@@ -712,7 +703,9 @@ fn an_archive_streams_into_a_fifo_or_device_and_never_replaces_it() {
     )
     .unwrap();
     if std::os::unix::fs::chown(&theirs, Some(65534), None).is_ok() {
-        let e = chain(&archive(&s.dir, &theirs, &s.dir.join("nodebug")).unwrap_err());
+        let e = profkit_daemon::error_message(
+            &archive(&s.dir, &theirs, &s.dir.join("nodebug")).unwrap_err(),
+        );
         assert!(e.contains("owned by uid 65534"), "{e}");
     }
 }

@@ -200,12 +200,7 @@ impl SimRecord {
     /// `(type, misc, body)`, body padded to a multiple of 8.
     pub fn encode(&self, cpu: u32, layout: Layout) -> (u32, u16, Vec<u8>) {
         let mut v = Vec::with_capacity(64);
-        let (k, m) = match self {
-            SimRecord::CgroupSample { sample, cgroup } => {
-                sample.encode_as(cpu, layout, *cgroup, &mut v)
-            }
-            other => other.encode_as(cpu, layout, 0, &mut v),
-        };
+        let (k, m) = self.encode_as(cpu, layout, 0, &mut v);
         (k, m, v)
     }
 
@@ -378,8 +373,8 @@ impl SimRecord {
                 path: path.as_bytes(),
                 sid: at(0, 0, *time),
             },
-            SimRecord::CgroupSample { sample, .. } => {
-                return sample.encode_as(cpu, layout, cgroup, v);
+            SimRecord::CgroupSample { sample, cgroup } => {
+                return sample.encode_as(cpu, layout, *cgroup, v);
             }
             SimRecord::Unknown { kind, len } => {
                 v.resize(v.len() + len / 8 * 8, 0);

@@ -148,11 +148,6 @@ impl ProcfsProbe {
         }
     }
 
-    /// Where `/proc` and `/sys` are.
-    pub fn paths(&self) -> &ProcPaths {
-        &self.paths
-    }
-
     fn mapped_binary(&self, f: &MappedFile<'_>) -> MappedBinary {
         MappedBinary {
             path: f.path.into(),

@@ -303,8 +303,7 @@ impl SyncStage {
         let mut waiting = Vec::new();
         for d in std::mem::take(&mut self.deferred) {
             let mut res = self.procs.resolve(d.pid, d.ip, d.time);
-            if res.is_err() {
-                self.refresh_from_proc(d.pid);
+            if res.is_err() && self.refresh_from_proc(d.pid) {
                 res = self.procs.resolve(d.pid, d.ip, d.time);
             }
             match res {

@@ -89,12 +89,14 @@ impl SyncStage {
     /// Once per process and round, for a sample nothing resolves: reads
     /// `/proc/PID/maps` and adds the mappings the table lacks (their MMAP2
     /// records were lost in a full ring, or came before the session).
-    pub(super) fn refresh_from_proc(&mut self, pid: u32) {
+    /// Whether anything was read (once per process per round): a sample
+    /// that did not resolve is worth a second try only then.
+    pub(super) fn refresh_from_proc(&mut self, pid: u32) -> bool {
         if self.refreshed.insert(pid, ()).is_some() {
-            return;
+            return false;
         }
         let Probed::Found(p) = self.res.probe.process(pid) else {
-            return;
+            return false;
         };
         let maps = self.proc_maps(&p);
         if self.procs.get(pid).is_none() {
@@ -102,6 +104,7 @@ impl SyncStage {
         }
         self.procs.add_missing_maps(pid, maps, self.round);
         self.no_proc.remove(&pid);
+        true
     }
 
     pub(super) fn ensure_process(&mut self, pid: u32) -> bool {

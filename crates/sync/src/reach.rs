@@ -251,12 +251,16 @@ impl Reacher {
         };
         match self.worker.run(self.timeout, move || reach(q)) {
             Ok(r) => self.queue.push(r, &path),
-            Err(_) => self.queue.push(
-                Reached::Refused(format!(
-                    "checking whether the host sees it took over {REACH_TIMEOUT:?}"
-                )),
-                &path,
-            ),
+            Err(late) => {
+                let why = match late {
+                    profkit_untrusted::Late::TimedOut => format!(
+                        "checking whether the host sees it took over {:?}",
+                        self.timeout
+                    ),
+                    other => format!("checking whether the host sees it: {other}"),
+                };
+                self.queue.push(Reached::Refused(why), &path)
+            }
         }
     }
 }

@@ -85,6 +85,13 @@ struct StartArgs {
     /// (PERF_SAMPLE_CGROUP, kernel 5.7+; else /proc/PID/cgroup per process).
     #[arg(long)]
     cgroups: bool,
+    /// Also record where tasks wait (perf's flag name): at every context
+    /// switch of a sampled task, its stack at the switch-out and the time
+    /// it came back, so `profreport --off-cpu` shows blocked time and
+    /// `--wall` each thread's on-CPU, blocked and runnable time. With -g
+    /// or --call-graph the stacks are whole.
+    #[arg(long)]
+    off_cpu: bool,
     /// Sample only the tasks of this cgroup v2 (a path as in
     /// /proc/PID/cgroup, e.g. /system.slice, or the directory), as perf's -G.
     #[arg(
@@ -225,6 +232,7 @@ fn start_config(
             max_disk: a.max_disk,
         },
         disk_budget: None,
+        off_cpu: a.off_cpu,
     };
     if let Some(p) = pid_override {
         c.pids = vec![p as i32];

@@ -56,6 +56,8 @@ pub mod tag {
     pub const STACK_DEF_ON: u8 = 0x26;
     /// Marker `CgroupDef` (since version 4): len uvar + body.
     pub const CGROUP_DEF: u8 = 0x27;
+    /// Marker `OffCpu` (since version 5): len uvar + body.
+    pub const OFF_CPU: u8 = 0x28;
     /// First `CookieSwitch` back-reference tag: slot = tag - COOKIE_REF_BASE.
     pub const COOKIE_REF_BASE: u8 = 0x40;
     /// Last `CookieSwitch` back-reference tag.

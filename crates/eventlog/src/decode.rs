@@ -203,7 +203,8 @@ impl<'a> Core<'a> {
             | tag::THROTTLE
             | tag::STACK_DEF
             | tag::STACK_DEF_ON
-            | tag::CGROUP_DEF => {
+            | tag::CGROUP_DEF
+            | tag::OFF_CPU => {
                 let len = self.uvar("marker length")?;
                 let start = self.pos;
                 let avail = (self.buf.len() - start) as u64;
@@ -617,6 +618,32 @@ mod tests {
                 time: u64::MAX,
                 throttled: false,
             },
+            Event::OffCpu {
+                cpu: 1,
+                pid: 100,
+                tid: 101,
+                kind: crate::OffCpuKind::Blocked,
+                kernel: true,
+                cookie: 0xfeed,
+                offset: 0x1234,
+                stack: Some(7),
+                cgroup: 0,
+                count: 3,
+                total_ns: 90_000_000,
+            },
+            Event::OffCpu {
+                cpu: u32::MAX,
+                pid: u32::MAX,
+                tid: 0,
+                kind: crate::OffCpuKind::Runnable,
+                kernel: false,
+                cookie: u64::MAX,
+                offset: u64::MAX,
+                stack: None,
+                cgroup: u64::MAX,
+                count: u64::MAX,
+                total_ns: u64::MAX,
+            },
         ]
     }
 
@@ -820,7 +847,7 @@ mod tests {
 
     #[test]
     fn unknown_and_reserved_tags_are_rejected_with_offset() {
-        for t in [tag::INVALID, 0x16, 0x28, 0x07, 0x1f, 0x3f, 0x80, 0xff] {
+        for t in [tag::INVALID, 0x16, 0x29, 0x07, 0x1f, 0x3f, 0x80, 0xff] {
             let mut enc = ChunkEncoder::new();
             enc.sample(0, 1, 1, false, 1, 1);
             let at = enc.bytes().len() as u64;

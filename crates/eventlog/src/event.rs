@@ -177,6 +177,42 @@ pub enum LostKind {
     Other,
 }
 
+/// Why a task was off its CPU (an [`Event::OffCpu`]'s kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum OffCpuKind {
+    /// It blocked: slept, waited for I/O, a lock, a pipe (code 0).
+    Blocked,
+    /// It was preempted while runnable and waited for a CPU (code 1).
+    Runnable,
+}
+
+impl OffCpuKind {
+    /// The marker's byte.
+    pub fn code(self) -> u8 {
+        match self {
+            OffCpuKind::Blocked => 0,
+            OffCpuKind::Runnable => 1,
+        }
+    }
+
+    /// The kind of a marker byte; None for unknown values.
+    pub fn from_code(c: u8) -> Option<Self> {
+        match c {
+            0 => Some(OffCpuKind::Blocked),
+            1 => Some(OffCpuKind::Runnable),
+            _ => None,
+        }
+    }
+
+    /// How reports name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            OffCpuKind::Blocked => "blocked",
+            OffCpuKind::Runnable => "runnable",
+        }
+    }
+}
+
 /// A task's process and thread ids as it sees them in its own pid
 /// namespace (the last fields of `NSpid:` in `/proc/PID/status` and
 /// `/proc/PID/task/TID/status`): a container's init is `1/1`.
@@ -313,6 +349,39 @@ pub enum Event {
         id: u64,
         /// Its path (at most [`crate::MAX_CGROUP_PATH`] bytes).
         path: String,
+    },
+    /// Off-CPU time (`profctl start --off-cpu`, version 5): `count`
+    /// intervals of task `pid`/`tid` off its CPU, `total_ns` nanoseconds in
+    /// all, that began with a switch-out on `cpu` at the code
+    /// `cookie`+`offset` (mode `kernel`) called from stack `stack`, of
+    /// `kind`. The sync stage writes one per (task, stack, kind, CPU,
+    /// cgroup) and round, in the round the intervals ended (closed at
+    /// stop and at a rotation). Carries its own data: the expansion state
+    /// is not read or changed.
+    OffCpu {
+        /// The CPU the task switched out on.
+        cpu: u32,
+        /// Process id.
+        pid: u32,
+        /// Thread id.
+        tid: u32,
+        /// Blocked (sleeping) or runnable (preempted, waiting for a CPU).
+        kind: OffCpuKind,
+        /// The switch-out's own address was a kernel one.
+        kernel: bool,
+        /// Binary of the switch-out address ([`COOKIE_UNKNOWN`] with
+        /// offset 0 when its stack was not recorded: throttled or lost).
+        cookie: Cookie,
+        /// Offset of the switch-out address in that binary.
+        offset: u64,
+        /// Its callers, as a sample's (session file's stack table).
+        stack: Option<u32>,
+        /// The cgroup id (0: none or not recorded).
+        cgroup: u64,
+        /// Intervals summed here (at least 1).
+        count: u64,
+        /// Their total length, ns.
+        total_ns: u64,
     },
     /// The kernel throttled (or unthrottled) sampling on `cpu`.
     Throttle {

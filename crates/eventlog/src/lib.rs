@@ -180,7 +180,7 @@ pub use encode::{ChunkEncoder, OffsetCoding};
 pub use error::{Error, Result};
 pub use event::{
     cookie_hash, Cookie, CookieEntry, CookieKind, Event, ExpandedSample, FileCheck, FileIdentity,
-    Frame, LostKind, NsTask, COOKIE_NONE, COOKIE_UNKNOWN,
+    Frame, LostKind, NsTask, OffCpuKind, COOKIE_NONE, COOKIE_UNKNOWN,
 };
 pub use idlist::{format_id_list, parse_id_list, IdListError};
 pub use layout::{build_id_path, SessionLayout};

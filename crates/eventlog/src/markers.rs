@@ -7,7 +7,7 @@
 use crate::codec::{push_bool, push_str, push_uvar, tag, BodyReader};
 use crate::error::{Error, Result};
 use crate::event::{
-    CookieEntry, CookieKind, Event, FileCheck, FileIdentity, Frame, LostKind, NsTask,
+    CookieEntry, CookieKind, Event, FileCheck, FileIdentity, Frame, LostKind, NsTask, OffCpuKind,
 };
 
 pub(crate) fn cookie_kind_code(k: &CookieKind) -> u8 {
@@ -273,6 +273,32 @@ pub(crate) fn push_marker(out: &mut Vec<u8>, ev: &Event) {
             push_str(&mut body, path);
             tag::CGROUP_DEF
         }
+        Event::OffCpu {
+            cpu,
+            pid,
+            tid,
+            kind,
+            kernel,
+            cookie,
+            offset,
+            stack,
+            cgroup,
+            count,
+            total_ns,
+        } => {
+            push_uvar(&mut body, u64::from(*cpu));
+            push_uvar(&mut body, u64::from(*pid));
+            push_uvar(&mut body, u64::from(*tid));
+            body.push(kind.code());
+            push_bool(&mut body, *kernel);
+            body.extend_from_slice(&cookie.to_le_bytes());
+            push_uvar(&mut body, *offset);
+            push_opt_u32(&mut body, *stack);
+            push_uvar(&mut body, *cgroup);
+            push_uvar(&mut body, *count);
+            push_uvar(&mut body, *total_ns);
+            tag::OFF_CPU
+        }
         Event::CpuSwitch { .. }
         | Event::CgroupSwitch { .. }
         | Event::TaskSwitch { .. }
@@ -297,6 +323,7 @@ pub(crate) fn read_marker(t: u8, body: &[u8], base: u64) -> Result<Event> {
         tag::STACK_DEF => "StackDef",
         tag::STACK_DEF_ON => "StackDefOn",
         tag::CGROUP_DEF => "CgroupDef",
+        tag::OFF_CPU => "OffCpu",
         _ => {
             return Err(Error::UnknownTag {
                 tag: t,
@@ -370,6 +397,33 @@ pub(crate) fn read_marker(t: u8, body: &[u8], base: u64) -> Result<Event> {
                 ));
             }
             Event::CgroupDef { id, path }
+        }
+        tag::OFF_CPU => {
+            let cpu = r.u32var("cpu")?;
+            let pid = r.u32var("pid")?;
+            let tid = r.u32var("tid")?;
+            let at = r.offset();
+            let code = r.u8("kind")?;
+            let kind = OffCpuKind::from_code(code).ok_or_else(|| {
+                Error::malformed(
+                    "OffCpu",
+                    at,
+                    format!("unknown off-CPU kind {code} (this build knows 0..=1)"),
+                )
+            })?;
+            Event::OffCpu {
+                cpu,
+                pid,
+                tid,
+                kind,
+                kernel: r.bool("kernel")?,
+                cookie: r.u64le("cookie")?,
+                offset: r.uvar("offset")?,
+                stack: r.option("stack", |r| r.u32var("stack"))?,
+                cgroup: r.uvar("cgroup")?,
+                count: r.uvar("count")?,
+                total_ns: r.uvar("total_ns")?,
+            }
         }
         _ => Event::Throttle {
             cpu: r.u32var("cpu")?,

@@ -18,7 +18,7 @@ pub const FILE_MAGIC: [u8; 8] = *b"PROFKIT\0";
 /// call stacks (`StackSample`, `StackDef`); a session is written in the
 /// lowest version that can hold it ([`SessionHeader::format_version`]), so
 /// sessions without call graphs are still version 1.
-pub const FORMAT_VERSION: u16 = 4;
+pub const FORMAT_VERSION: u16 = 5;
 /// Oldest format version this build reads.
 pub const MIN_READ_VERSION: u16 = 1;
 /// Magic of a chunk frame.
@@ -516,6 +516,7 @@ mod tests {
                 exclude_kernel: true,
                 callchain: false,
                 user_stack: 0,
+                off_cpu: false,
             },
             cpus: vec![0, 1, 2, 3],
             start_time_unix_ns: 1_700_000_000_000_000_000,
@@ -556,6 +557,7 @@ mod tests {
                     stacks_unknown: 11,
                     stacks_truncated: 12,
                     user_stacks_cut: 13,
+                    ..Default::default()
                 },
             ],
         }
@@ -810,6 +812,13 @@ mod tests {
                     a.stacks_unknown,
                     a.stacks_truncated,
                     a.user_stacks_cut,
+                    a.offcpu_switches,
+                    a.offcpu_intervals,
+                    a.offcpu_lost,
+                    a.offcpu_no_stack,
+                    a.offcpu_unpaired,
+                    a.offcpu_dropped,
+                    a.offcpu_kernel_lost,
                     424_242, // the new field
                 ] {
                     push_uvar(b, v);
@@ -859,6 +868,36 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn an_off_cpu_session_is_version_5_and_its_counts_round_trip() {
+        let mut h = header();
+        let plain = encode_header(&h).unwrap();
+        h.event.off_cpu = true;
+        let bytes = encode_header(&h).unwrap();
+        assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), 5);
+        // user_stack (0) and the off_cpu flag appended to the event struct.
+        assert_eq!(bytes.len(), plain.len() + 2);
+        let (back, v, _) = parse_header(&bytes, Path::new("s")).unwrap();
+        assert_eq!((back, v), (h, 5));
+        // The footer's off-CPU counts: absent when all 0 (bytes as before),
+        // read back when written.
+        let mut f = footer();
+        let plain = encode_footer(&f).unwrap();
+        f.accounting[0].offcpu_switches = 0;
+        assert_eq!(encode_footer(&f).unwrap(), plain);
+        f.accounting[1].offcpu_switches = 1;
+        f.accounting[1].offcpu_intervals = 2;
+        f.accounting[1].offcpu_lost = 3;
+        f.accounting[1].offcpu_no_stack = 4;
+        f.accounting[1].offcpu_unpaired = 5;
+        f.accounting[1].offcpu_dropped = 6;
+        f.accounting[1].offcpu_kernel_lost = 7;
+        let bytes = encode_footer(&f).unwrap();
+        assert_eq!(bytes.len(), plain.len() + 7);
+        let body = &bytes[8..bytes.len() - 4];
+        assert_eq!(parse_footer_body(body, 8).unwrap(), f);
     }
 
     #[test]
@@ -994,14 +1033,14 @@ mod tests {
                 Error::UnsupportedVersion {
                     found: 7,
                     min: 1,
-                    max: 4,
+                    max: 5,
                     ..
                 }
             ),
             "{err}"
         );
         assert!(
-            err.to_string().contains("version 7") && err.to_string().contains("1 to 4"),
+            err.to_string().contains("version 7") && err.to_string().contains("1 to 5"),
             "{err}"
         );
         let mut flipped = full.clone();

@@ -686,6 +686,7 @@ fn event_desc(attr: &AttributeDescription, user_stack: u32) -> EventConfigDesc {
         exclude_kernel: a.flags.contains(AttrFlags::EXCLUDE_KERNEL),
         callchain: a.sample_format.contains(SampleFormat::CALLCHAIN),
         user_stack,
+        off_cpu: false,
     }
 }
 

@@ -68,6 +68,10 @@ pub struct StartConfig {
     /// daemon resolves it itself when absent.
     #[serde(default)]
     pub disk_budget: Option<crate::budget::BudgetLimit>,
+    /// Record off-CPU intervals (`--off-cpu`): a switch-out stack and the
+    /// switch-in time of every sampled task's context switch.
+    #[serde(default)]
+    pub off_cpu: bool,
 }
 
 /// The default rate when neither `-F` nor `-c` is given.
@@ -94,6 +98,7 @@ impl StartConfig {
         c.exclude_kernel = self.user_only;
         c.exclude_user = self.kernel_only;
         c.enable_on_exec = self.enable_on_exec;
+        c.off_cpu = self.off_cpu;
         if self.cgroups {
             // PROFKIT_CGROUPS_FROM_PROC: the older kernels' way on this
             // one (the tests show it works where it is needed).
@@ -192,6 +197,7 @@ pub(crate) fn session_header(c: &SamplerConfig, sync_interval_ms: u64) -> Result
             exclude_kernel: c.exclude_kernel,
             callchain: c.callchain,
             user_stack: c.user_stack,
+            off_cpu: c.off_cpu,
         },
         cpus: c.cpu_list()?,
         start_time_unix_ns: SystemTime::now()
@@ -275,6 +281,7 @@ mod tests {
             enable_on_exec: false,
             parts: Default::default(),
             disk_budget: None,
+            off_cpu: false,
         }
     }
 

@@ -196,6 +196,12 @@ pub struct SamplerConfig {
     /// [`crate::cgroup_dir`] resolved it): the per-CPU events are opened
     /// with `PERF_FLAG_PID_CGROUP` on it. Only with [`Target::SystemWide`].
     pub cgroup_filter: Option<std::path::PathBuf>,
+    /// Off-CPU recording (`--off-cpu`): a second event per CPU, the
+    /// software `context-switches` event with period 1 and this layout
+    /// (the stack at every switch-out), with the switch records
+    /// (`context_switch`), in a ring of its own
+    /// ([`crate::Sampler::offcpu_rings_mut`]).
+    pub off_cpu: bool,
 }
 
 /// The largest user-stack copy per sample: the kernel keeps a sample under
@@ -227,6 +233,7 @@ impl SamplerConfig {
             enable_on_exec: false,
             user_stack: 0,
             cgroups: crate::CgroupRecording::Off,
+            off_cpu: false,
             cgroup_filter: None,
         }
     }

@@ -47,6 +47,29 @@ pub struct CpuAccounting {
     /// their stack ends with an `[unknown]` frame. Footer field appended in
     /// version 2.
     pub user_stacks_cut: u64,
+    /// Off-CPU (version 5; the off-CPU fields are written only when one
+    /// of them is not 0): switch-outs read from this CPU's off-CPU ring.
+    pub offcpu_switches: u64,
+    /// Off-CPU: intervals written (closed by a switch-in, at a rotation or
+    /// at stop), counted on the CPU they began on.
+    pub offcpu_intervals: u64,
+    /// Off-CPU: records the kernel dropped from this CPU's off-CPU ring
+    /// (its `PERF_RECORD_LOST` counts): switch-outs, switch-ins or stacks
+    /// that never reached profkit.
+    pub offcpu_lost: u64,
+    /// Off-CPU: intervals written without their stack (the switch-out's
+    /// stack sample was throttled or lost), shown as `[unknown]`.
+    pub offcpu_no_stack: u64,
+    /// Off-CPU: switch-ins with no switch-out before them (the task was
+    /// already off its CPU when the session started, or its switch-out
+    /// was lost): no interval could be measured.
+    pub offcpu_unpaired: u64,
+    /// Off-CPU: switch records the sync stage dropped at its bound on
+    /// records waiting to be ordered or on open intervals.
+    pub offcpu_dropped: u64,
+    /// Off-CPU: the kernel's `PERF_FORMAT_LOST` read-back of the off-CPU
+    /// events at stop (its view of `offcpu_lost`, not added to it).
+    pub offcpu_kernel_lost: u64,
 }
 
 impl CpuAccounting {
@@ -74,6 +97,17 @@ impl CpuAccounting {
                 .stacks_truncated
                 .saturating_sub(earlier.stacks_truncated),
             user_stacks_cut: self.user_stacks_cut.saturating_sub(earlier.user_stacks_cut),
+            offcpu_switches: self.offcpu_switches.saturating_sub(earlier.offcpu_switches),
+            offcpu_intervals: self
+                .offcpu_intervals
+                .saturating_sub(earlier.offcpu_intervals),
+            offcpu_lost: self.offcpu_lost.saturating_sub(earlier.offcpu_lost),
+            offcpu_no_stack: self.offcpu_no_stack.saturating_sub(earlier.offcpu_no_stack),
+            offcpu_unpaired: self.offcpu_unpaired.saturating_sub(earlier.offcpu_unpaired),
+            offcpu_dropped: self.offcpu_dropped.saturating_sub(earlier.offcpu_dropped),
+            offcpu_kernel_lost: self
+                .offcpu_kernel_lost
+                .saturating_sub(earlier.offcpu_kernel_lost),
         }
     }
 
@@ -166,6 +200,22 @@ pub(crate) fn encode_footer(f: &SessionFooter) -> Result<Vec<u8>> {
             for v in fields {
                 push_uvar(b, v);
             }
+            // Appended in version 5, and only when one is not 0, so a
+            // session without off-CPU keeps its bytes.
+            let offcpu = [
+                a.offcpu_switches,
+                a.offcpu_intervals,
+                a.offcpu_lost,
+                a.offcpu_no_stack,
+                a.offcpu_unpaired,
+                a.offcpu_dropped,
+                a.offcpu_kernel_lost,
+            ];
+            if offcpu.iter().any(|&v| v != 0) {
+                for v in offcpu {
+                    push_uvar(b, v);
+                }
+            }
         });
     }
     if body.len() > MAX_BODY_LEN as usize {
@@ -230,6 +280,13 @@ pub(crate) fn parse_footer_body(body: &[u8], base: u64) -> Result<SessionFooter>
             stacks_unknown: appended_uvar(&mut a, "stacks_unknown")?,
             stacks_truncated: appended_uvar(&mut a, "stacks_truncated")?,
             user_stacks_cut: appended_uvar(&mut a, "user_stacks_cut")?,
+            offcpu_switches: appended_uvar(&mut a, "offcpu_switches")?,
+            offcpu_intervals: appended_uvar(&mut a, "offcpu_intervals")?,
+            offcpu_lost: appended_uvar(&mut a, "offcpu_lost")?,
+            offcpu_no_stack: appended_uvar(&mut a, "offcpu_no_stack")?,
+            offcpu_unpaired: appended_uvar(&mut a, "offcpu_unpaired")?,
+            offcpu_dropped: appended_uvar(&mut a, "offcpu_dropped")?,
+            offcpu_kernel_lost: appended_uvar(&mut a, "offcpu_kernel_lost")?,
         });
     }
     Ok(SessionFooter {

@@ -29,6 +29,10 @@ pub struct EventConfigDesc {
     /// (`--call-graph dwarf,SIZE`); 0: frame-pointer call chains or none.
     /// Header field appended in version 2, written only when not 0.
     pub user_stack: u32,
+    /// Off-CPU intervals recorded (`--off-cpu`): the session holds
+    /// `OffCpu` markers. Header field appended in version 5, written only
+    /// when true (and then `user_stack` is written even when 0).
+    pub off_cpu: bool,
 }
 
 /// What the session file starts with.
@@ -118,7 +122,9 @@ impl SessionHeader {
     /// tags, which readers of version 1 cannot decode, so they must refuse
     /// the file up front), else 1 (readable by every build).
     pub fn format_version(&self) -> u16 {
-        if self.cgroups != CgroupSource::None {
+        if self.event.off_cpu {
+            5
+        } else if self.cgroups != CgroupSource::None {
             4
         } else if self.event.user_stack > 0 {
             3
@@ -147,8 +153,11 @@ pub(crate) fn encode_header(h: &SessionHeader) -> Result<Vec<u8>> {
         push_bool(b, e.exclude_user);
         push_bool(b, e.exclude_kernel);
         push_bool(b, e.callchain);
-        if e.user_stack != 0 {
+        if e.user_stack != 0 || e.off_cpu {
             push_uvar(b, u64::from(e.user_stack));
+        }
+        if e.off_cpu {
+            push_bool(b, true);
         }
     });
     push_uvar(&mut body, h.cpus.len() as u64);
@@ -308,6 +317,7 @@ pub(crate) fn parse_header(data: &[u8], path: &Path) -> Result<(SessionHeader, u
         } else {
             e.u32var("event.user_stack")?
         },
+        off_cpu: e.remaining() > 0 && e.bool("event.off_cpu")?,
     };
     // A header listing more CPUs than Linux can have is not believed: its
     // list is read past and left empty (the report then gives columns to

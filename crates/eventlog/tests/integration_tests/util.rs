@@ -19,6 +19,7 @@ pub fn header() -> SessionHeader {
             exclude_kernel: false,
             callchain: false,
             user_stack: 0,
+            off_cpu: false,
         },
         cpus: vec![0, 1, 2, 3],
         start_time_unix_ns: 1_700_000_000_000_000_000,

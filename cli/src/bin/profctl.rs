@@ -88,8 +88,8 @@ struct StartArgs {
     /// Also record where tasks wait (perf's flag name): at every context
     /// switch of a sampled task, its stack at the switch-out and the time
     /// it came back, so `profreport --off-cpu` shows blocked time and
-    /// `--wall` each thread's on-CPU, blocked and runnable time. With -g
-    /// or --call-graph the stacks are whole.
+    /// `--wall` each thread's on-CPU, blocked and runnable time. Implies
+    /// -g (frame pointers) unless --call-graph is given.
     #[arg(long)]
     off_cpu: bool,
     /// Sample only the tasks of this cgroup v2 (a path as in
@@ -214,7 +214,9 @@ fn start_config(
         rate,
         pids: a.pid.clone(),
         cpus: a.cpu.as_deref().map(parse_cpu_list).transpose()?,
-        callgraph: call_graph.is_some(),
+        // Off-CPU time is only useful with the stack that waited: frame
+        // pointers unless --call-graph says otherwise.
+        callgraph: call_graph.is_some() || a.off_cpu,
         user_stack: call_graph.map_or(0, CallGraph::user_stack),
         sync_interval_ms: a.sync_interval,
         buffer_pages: a

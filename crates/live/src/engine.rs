@@ -114,7 +114,11 @@ pub trait WakeSource: RingSource {
 
 impl WakeSource for Sampler {
     fn wake_fds(&self) -> Vec<BorrowedFd<'_>> {
-        self.rings().iter().map(|r| r.fd()).collect()
+        self.rings()
+            .iter()
+            .chain(self.offcpu_rings())
+            .map(|r| r.fd())
+            .collect()
     }
 }
 

@@ -52,7 +52,8 @@ fn make_attr(config: &SamplerConfig, with_build_id: bool, data_bytes: usize) -> 
     attr.set_comm_exec(1);
     attr.set_task(1);
     attr.set_sample_id_all(1);
-    attr.set_context_switch(1);
+    // No switch records here: only the off-CPU event needs them, and in a
+    // switch storm they would fill this ring and cost on-CPU samples.
     attr.set_ksymbol(1);
     if config.layout().cgroup {
         // PERF_RECORD_CGROUP for every cgroup created from now on.
@@ -60,6 +61,52 @@ fn make_attr(config: &SamplerConfig, with_build_id: bool, data_bytes: usize) -> 
     }
     // Sample times on CLOCK_MONOTONIC, so they compare with the sync
     // stage's round times and the session header's start time.
+    attr.set_use_clockid(1);
+    attr.clockid = libc::CLOCK_MONOTONIC;
+    attr.set_watermark(1);
+    attr.__bindgen_anon_2.wakeup_watermark = (data_bytes / 2) as u32;
+    if matches!(config.target, Target::Pids(_)) {
+        attr.set_inherit(1);
+    }
+    if config.enable_on_exec {
+        attr.set_enable_on_exec(1);
+    }
+    attr
+}
+
+/// The off-CPU event's attr (`--off-cpu`): the software
+/// `context-switches` event with period 1 and the sampled event's layout
+/// (its sample is taken at every switch-out, in the task switching out,
+/// with its stack), plus the switch records (`context_switch`: a switch-out
+/// with the preempt bit, and the switch-in that ends the interval). No
+/// mapping or task records: the sampled event's ring has them.
+fn make_offcpu_attr(config: &SamplerConfig, data_bytes: usize) -> b::perf_event_attr {
+    let mut attr = b::perf_event_attr {
+        type_: b::PERF_TYPE_SOFTWARE,
+        size: std::mem::size_of::<b::perf_event_attr>() as u32,
+        config: b::PERF_COUNT_SW_CONTEXT_SWITCHES as u64,
+        sample_type: config.layout().sample_type(),
+        read_format: b::PERF_FORMAT_LOST as u64,
+        ..Default::default()
+    };
+    attr.__bindgen_anon_1.sample_period = 1;
+    attr.set_disabled(1);
+    // The switch happens in the kernel: excluding the kernel would drop
+    // every sample (the kernel checks the mode of the scheduler's own
+    // registers). A user-only session leaves out the kernel frames instead.
+    if config.exclude_kernel {
+        attr.set_exclude_callchain_kernel(1);
+    }
+    attr.set_exclude_hv(1);
+    if config.user_stack > 0 {
+        attr.sample_regs_user = crate::USER_REGS_MASK;
+        attr.sample_stack_user = config.user_stack;
+        if config.callchain {
+            attr.set_exclude_callchain_user(1);
+        }
+    }
+    attr.set_sample_id_all(1);
+    attr.set_context_switch(1);
     attr.set_use_clockid(1);
     attr.clockid = libc::CLOCK_MONOTONIC;
     attr.set_watermark(1);
@@ -286,6 +333,12 @@ pub struct Sampler {
     rings: Vec<PerfRing>,
     /// Extra fds (per-pid events redirected into the CPU's ring).
     extra: Vec<(u32, OwnedFd)>,
+    /// `--off-cpu`: one ring per CPU for the context-switch event (its own
+    /// ring, so a switch storm costs no on-CPU sample), in CPU order.
+    offcpu: Vec<PerfRing>,
+    /// Extra off-CPU fds (per-pid events redirected into the CPU's
+    /// off-CPU ring).
+    offcpu_extra: Vec<(u32, OwnedFd)>,
     layout: Layout,
 }
 
@@ -375,11 +428,103 @@ impl Sampler {
             let fd = first.expect("at least one pid per cpu");
             rings.push(PerfRing::map(cpu, fd, config.data_pages)?);
         }
+        let mut offcpu = Vec::new();
+        let mut offcpu_extra = Vec::new();
+        if config.off_cpu {
+            for &cpu in &cpus {
+                let mut first: Option<OwnedFd> = None;
+                for &pid in &pids {
+                    let mut attr = make_offcpu_attr(config, data_bytes);
+                    let fd = open_flags(&mut attr, pid, cpu as i32, open_flag).map_err(|e| {
+                        let ctx = OpenContext {
+                            event: "context-switches (--off-cpu)",
+                            system_wide: pid == -1 || cgroup_fd.is_some(),
+                            kernel: true,
+                            frequency: None,
+                            pid: (pid > 0 && cgroup_fd.is_none()).then_some(pid),
+                            paranoid: None,
+                            max_sample_rate: None,
+                        }
+                        .with_sysctls();
+                        Error::Open {
+                            cpu: Some(cpu),
+                            message: explain_open_error(e.raw_os_error().unwrap_or(0), &ctx),
+                            source: e,
+                        }
+                    })?;
+                    match &first {
+                        None => first = Some(fd),
+                        Some(owner) => {
+                            // SAFETY:
+                            // - SET_OUTPUT takes the fd of another event on the
+                            //   same CPU; both fds are alive for the call.
+                            let r = unsafe {
+                                perf_event_open_sys::ioctls::SET_OUTPUT(
+                                    fd.as_raw_fd(),
+                                    owner.as_raw_fd(),
+                                )
+                            };
+                            if r < 0 {
+                                return Err(Error::Io {
+                                    op: "redirect off-CPU output (SET_OUTPUT)",
+                                    cpu,
+                                    source: io::Error::last_os_error(),
+                                });
+                            }
+                            offcpu_extra.push((cpu, fd));
+                        }
+                    }
+                }
+                let fd = first.expect("at least one pid per cpu");
+                offcpu.push(PerfRing::map(cpu, fd, config.data_pages)?);
+            }
+        }
         Ok(Self {
             rings,
             extra,
+            offcpu,
+            offcpu_extra,
             layout: config.layout(),
         })
+    }
+
+    /// The off-CPU rings (`--off-cpu`), one per CPU in CPU order; empty
+    /// without off-CPU recording.
+    pub fn offcpu_rings(&self) -> &[PerfRing] {
+        &self.offcpu
+    }
+
+    /// The off-CPU rings, mutable, for draining.
+    pub fn offcpu_rings_mut(&mut self) -> &mut [PerfRing] {
+        &mut self.offcpu
+    }
+
+    /// The rings and the off-CPU rings, both mutable, each in CPU order.
+    pub fn all_rings_mut(&mut self) -> (&mut [PerfRing], &mut [PerfRing]) {
+        (&mut self.rings, &mut self.offcpu)
+    }
+
+    /// Each CPU's lost count of the off-CPU events (`PERF_FORMAT_LOST`),
+    /// summed over the events writing into that CPU's off-CPU ring; empty
+    /// without off-CPU recording.
+    pub fn offcpu_lost_counts(&self) -> Result<Vec<(u32, u64)>> {
+        let mut out: Vec<(u32, u64)> = self.offcpu.iter().map(|r| (r.cpu, 0)).collect();
+        let fds = self
+            .offcpu
+            .iter()
+            .map(|r| (r.cpu, r.fd.as_fd()))
+            .chain(self.offcpu_extra.iter().map(|(c, fd)| (*c, fd.as_fd())));
+        for (cpu, fd) in fds {
+            let lost = read_lost(fd).map_err(|source| Error::Io {
+                op: "read off-CPU lost count",
+                cpu,
+                source,
+            })?;
+            if let Some(e) = out.iter_mut().find(|e| e.0 == cpu) {
+                e.1 += lost;
+            }
+        }
+        Ok(out)
     }
 
     /// The record layout these events write.
@@ -388,6 +533,16 @@ impl Sampler {
     }
 
     fn all_fds(&self) -> impl Iterator<Item = (u32, BorrowedFd<'_>)> {
+        self.sampled_fds().chain(
+            self.offcpu
+                .iter()
+                .map(|r| (r.cpu, r.fd.as_fd()))
+                .chain(self.offcpu_extra.iter().map(|(c, fd)| (*c, fd.as_fd()))),
+        )
+    }
+
+    /// The sampled event's fds (not the off-CPU ones).
+    fn sampled_fds(&self) -> impl Iterator<Item = (u32, BorrowedFd<'_>)> {
         self.rings
             .iter()
             .map(|r| (r.cpu, r.fd.as_fd()))
@@ -432,7 +587,7 @@ impl Sampler {
     /// events writing into that CPU's ring: `(cpu, lost)` in CPU order.
     pub fn lost_counts(&self) -> Result<Vec<(u32, u64)>> {
         let mut out: Vec<(u32, u64)> = self.rings.iter().map(|r| (r.cpu, 0)).collect();
-        for (cpu, fd) in self.all_fds() {
+        for (cpu, fd) in self.sampled_fds() {
             let lost = read_lost(fd).map_err(|source| Error::Io {
                 op: "read lost count",
                 cpu,

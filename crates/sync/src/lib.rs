@@ -137,11 +137,16 @@ pub use procfs::{
     dev_number, parse_kernel_text, parse_maps, parse_modules, read_all_processes, read_process,
     KernelModule, ProcMap, ProcPaths, ProcProcess,
 };
-pub use recorder::{Recorder, RecorderOptions, RecorderStatus, RingSource, SimRings};
+pub use recorder::{
+    Recorder, RecorderOptions, RecorderStatus, RingSource, SimOffCpuRings, SimRings,
+};
 pub use stacks::{
     resolve_chain, ChainInfo, StackStats, DEFAULT_STACK_TABLE_BYTES, MAX_STACK_FRAMES,
 };
-pub use stage::{Chunk, SyncOptions, SyncStage, TableSizes};
+pub use stage::{
+    Chunk, OffCpuSizes, SyncOptions, SyncStage, TableSizes, HORIZON_MARGIN_NS, MAX_OPEN,
+    MAX_PENDING,
+};
 pub use unwind::{
     UnwindStats, CFI_FIRST_WAIT, CFI_ROUND_WAIT, CFI_TIMEOUT, DEMOTE_AFTER, DEMOTE_FRAME_COST,
     MAX_CFI_HELD, MAX_CFI_SECTION, UNWIND_ROUND_BUDGET, WINDOW_FRAMES, WINDOW_MISSES,

@@ -28,6 +28,15 @@ pub trait RingSource {
     fn disable(&mut self) -> Result<()>;
     /// Per-CPU lost counts as the producer knows them (`PERF_FORMAT_LOST`).
     fn lost_counts(&mut self) -> Result<Vec<(u32, u64)>>;
+    /// The rings and the off-CPU rings (`--off-cpu`; none by default),
+    /// each in CPU order.
+    fn all_rings_mut(&mut self) -> (&mut [Self::Ring], &mut [Self::Ring]) {
+        (self.rings_mut(), &mut [])
+    }
+    /// Per-CPU lost counts of the off-CPU events (none by default).
+    fn offcpu_lost_counts(&mut self) -> Result<Vec<(u32, u64)>> {
+        Ok(Vec::new())
+    }
 }
 
 impl RingSource for Sampler {
@@ -41,11 +50,45 @@ impl RingSource for Sampler {
     fn lost_counts(&mut self) -> Result<Vec<(u32, u64)>> {
         Ok(Sampler::lost_counts(self)?)
     }
+    fn all_rings_mut(&mut self) -> (&mut [PerfRing], &mut [PerfRing]) {
+        Sampler::all_rings_mut(self)
+    }
+    fn offcpu_lost_counts(&mut self) -> Result<Vec<(u32, u64)>> {
+        Ok(Sampler::offcpu_lost_counts(self)?)
+    }
 }
 
 /// SimRings as a ring source (tests and benchmarks).
 #[derive(Debug)]
 pub struct SimRings(pub Vec<SimRing>);
+
+/// SimRings with off-CPU rings (tests of `--off-cpu`).
+#[derive(Debug)]
+pub struct SimOffCpuRings {
+    /// The sampled event's rings.
+    pub rings: Vec<SimRing>,
+    /// The off-CPU rings.
+    pub offcpu: Vec<SimRing>,
+}
+
+impl RingSource for SimOffCpuRings {
+    type Ring = SimRing;
+    fn rings_mut(&mut self) -> &mut [SimRing] {
+        &mut self.rings
+    }
+    fn disable(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn lost_counts(&mut self) -> Result<Vec<(u32, u64)>> {
+        Ok(self.rings.iter().map(|r| (r.cpu(), r.dropped())).collect())
+    }
+    fn all_rings_mut(&mut self) -> (&mut [SimRing], &mut [SimRing]) {
+        (&mut self.rings, &mut self.offcpu)
+    }
+    fn offcpu_lost_counts(&mut self) -> Result<Vec<(u32, u64)>> {
+        Ok(self.offcpu.iter().map(|r| (r.cpu(), r.dropped())).collect())
+    }
+}
 
 impl RingSource for SimRings {
     type Ring = SimRing;
@@ -160,7 +203,8 @@ impl<S: RingSource> Recorder<S> {
     pub fn round(&mut self) -> u64 {
         let t0 = Instant::now();
         self.absorb_failed();
-        let chunk = self.stage.round(self.source.rings_mut(), monotonic_ns());
+        let (rings, offcpu) = self.source.all_rings_mut();
+        let chunk = self.stage.round_with_offcpu(rings, offcpu, monotonic_ns());
         let round = chunk.round;
         if let Err(chunk) = self.buffer.try_push(chunk) {
             self.stage.chunk_dropped(chunk, LostKind::Overflow);
@@ -227,6 +271,8 @@ impl<S: RingSource> Recorder<S> {
     /// number of the round the new part starts with; None when the part
     /// was not closed (the error is in [`BufferState::last_error`]).
     pub fn rotate(&mut self) -> Option<u64> {
+        // Waits still going on are counted in the old part up to here.
+        self.stage.close_offcpu_intervals_next_round();
         let r = self.round();
         self.buffer.wait_done(r);
         self.absorb_failed();
@@ -279,12 +325,19 @@ impl<S: RingSource> Recorder<S> {
         let disable = self.source.disable();
         self.absorb_failed();
         self.stage.begin_round(monotonic_ns());
-        for r in self.source.rings_mut() {
+        let (rings, offcpu) = self.source.all_rings_mut();
+        for r in rings {
             self.stage.drain(r);
+        }
+        for r in offcpu {
+            self.stage.drain_offcpu(r);
         }
         let lost = self.source.lost_counts();
         if let Ok(l) = &lost {
             self.stage.reconcile(l);
+        }
+        if let Ok(l) = self.source.offcpu_lost_counts() {
+            self.stage.reconcile_offcpu(&l);
         }
         let chunk = self.stage.finish_final_round();
         let round = chunk.round;

@@ -54,19 +54,21 @@
 //! stage); this file keeps the record dispatch, samples, rounds and
 //! deferral.
 //!
-//! Room for what comes next: off-CPU intervals would be a part of their
-//! own (`stage/offcpu.rs`: per-thread switch-out time and stack, fed by
-//! the `Record::Switch` that [`SyncStage::record`] ignores today), one
-//! more field here, writing through `Emitting` (stacks through its stack
-//! table) and counting losses in `Accounting`; JIT dumps belong to
-//! resolving (their code regions become cookies like anonymous code's,
-//! the dump files read through the probe).
+//! Off-CPU intervals (`--off-cpu`) are a part of their own
+//! (`stage/offcpu.rs`: switch-out stacks resolved like samples', switch
+//! records paired in time order up to the round's horizon, intervals
+//! summed per task and stack and written as `OffCpu` markers), fed by
+//! [`SyncStage::record_offcpu`] from the off-CPU rings, writing through
+//! `Emitting` (stacks through its stack table) and counting in
+//! `Accounting`. JIT dumps belong to resolving (their code regions become
+//! cookies like anonymous code's, the dump files read through the probe).
 
 use crate::probe::{HostProbe, NullProbe};
 use crate::process::{IntMap, ProcessTable, Unresolved};
 use crate::unwind::DwarfUnwinder;
 use accounting::{Accounting, LostKindKey};
 use emitting::Emitting;
+pub use offcpu::{OffCpuSizes, HORIZON_MARGIN_NS, MAX_OPEN, MAX_PENDING};
 use profkit_eventlog::{Event, LostKind};
 use profkit_perf::{Layout, RawRecord, Record, RecordRing};
 use resolving::Resolving;
@@ -74,6 +76,7 @@ use resolving::Resolving;
 mod accounting;
 mod emitting;
 mod maps;
+mod offcpu;
 mod resolving;
 mod stacks;
 mod tasks;
@@ -170,6 +173,8 @@ pub struct SyncStage {
     out: Emitting,
     /// Counts and losses.
     acc: Accounting,
+    /// Off-CPU intervals (`--off-cpu`).
+    off: offcpu::OffCpu,
 }
 
 impl SyncStage {
@@ -197,6 +202,7 @@ impl SyncStage {
             res: Resolving::new(Box::new(probe), layout_cgroup),
             out: Emitting::new(),
             acc: Accounting::default(),
+            off: offcpu::OffCpu::default(),
         }
     }
 
@@ -332,6 +338,7 @@ impl SyncStage {
                 }
             }
         }
+        self.finish_offcpu(!carry);
         for ((cpu, key), n) in std::mem::take(&mut self.acc.round_lost) {
             let kind = key.kind();
             self.acct(cpu).add_lost(kind, n);
@@ -369,9 +376,23 @@ impl SyncStage {
 
     /// One whole round over `rings`.
     pub fn round<R: RecordRing>(&mut self, rings: &mut [R], now: u64) -> Chunk {
+        self.round_with_offcpu(rings, &mut [], now)
+    }
+
+    /// One whole round over `rings` and the off-CPU rings `offcpu`
+    /// (`--off-cpu`; each CPU's off-CPU ring right after its sampled one).
+    pub fn round_with_offcpu<R: RecordRing>(
+        &mut self,
+        rings: &mut [R],
+        offcpu: &mut [R],
+        now: u64,
+    ) -> Chunk {
         self.begin_round(now);
         for r in rings.iter_mut() {
             self.drain(r);
+        }
+        for r in offcpu.iter_mut() {
+            self.drain_offcpu(r);
         }
         self.finish_round()
     }

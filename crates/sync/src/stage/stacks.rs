@@ -43,12 +43,13 @@ impl DeferredUser {
 }
 
 impl SyncStage {
-    /// The stack id of a sample's callers, resolved from its raw `chain`
-    /// (its definition written first if this session file has not had it
-    /// yet); None when the sample has no caller. `end`: how the DWARF
-    /// unwind of its user part ended (`Complete` for frame pointers).
+    /// Resolves a sample's callers from its raw `chain` into
+    /// `self.out.frames` (empty when it has no caller). `end`: how the
+    /// DWARF unwind of its user part ended (`Complete` for frame
+    /// pointers). `count`: an on-CPU sample, whose unknown, truncated and
+    /// cut stacks are counted in the CPU's accounting.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn stack_of(
+    fn frames_of(
         &mut self,
         cpu: u32,
         pid: u32,
@@ -57,7 +58,8 @@ impl SyncStage {
         kernel: bool,
         chain: impl Iterator<Item = u64>,
         end: UnwindEnd,
-    ) -> Option<u32> {
+        count: bool,
+    ) {
         let mut frames = std::mem::take(&mut self.out.frames);
         let mut info = resolve_chain(
             chain,
@@ -81,34 +83,40 @@ impl SyncStage {
                 });
             }
             match end {
-                UnwindEnd::Cut => self.acct(cpu).user_stacks_cut += 1,
+                UnwindEnd::Cut if count => self.acct(cpu).user_stacks_cut += 1,
+                UnwindEnd::Cut => {}
                 _ => info.unknown = true,
             }
         }
-        if info.unknown || info.truncated {
+        if count && (info.unknown || info.truncated) {
             let a = self.acct(cpu);
             a.stacks_unknown += u64::from(info.unknown);
             a.stacks_truncated += u64::from(info.truncated);
         }
-        let stack = if frames.is_empty() {
-            None
-        } else {
-            match self.out.stacks.id(&frames) {
-                Some((id, true)) => {
-                    self.define_stack(id, &frames);
-                    Some(id)
-                }
-                Some((id, false)) => Some(id),
-                None => None,
-            }
-        };
         self.out.frames = frames;
-        stack
     }
 
-    /// [`SyncStage::stack_of`] for a sample that may carry a copied user
-    /// stack (DWARF call graphs): the kernel part of `chain` (a user part
-    /// in it is dropped), then the user stack unwound here.
+    /// The stack id of `frames` (its definition written first if this
+    /// session file has not had it yet); None for no frames, or once the
+    /// id space is exhausted.
+    pub(super) fn stack_id(&mut self, frames: &[Frame]) -> Option<u32> {
+        if frames.is_empty() {
+            return None;
+        }
+        match self.out.stacks.id(frames) {
+            Some((id, true)) => {
+                self.define_stack(id, frames);
+                Some(id)
+            }
+            Some((id, false)) => Some(id),
+            None => None,
+        }
+    }
+
+    /// The stack id of a sample's callers ([`SyncStage::frames_with_user`],
+    /// then [`SyncStage::stack_id`]): with DWARF call graphs the kernel
+    /// part of `chain` (a user part in it is dropped), then the user stack
+    /// unwound here.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn stack_with_user(
         &mut self,
@@ -120,8 +128,39 @@ impl SyncStage {
         chain: impl Iterator<Item = u64>,
         user: Option<&UserStack<'_>>,
     ) -> Option<u32> {
+        self.frames_with_user(cpu, pid, ip, time, kernel, chain, user, true);
+        let frames = std::mem::take(&mut self.out.frames);
+        let stack = self.stack_id(&frames);
+        self.out.frames = frames;
+        stack
+    }
+
+    /// The frames of [`SyncStage::stack_with_user`], left in
+    /// `self.out.frames` (off-CPU switch-outs keep them until their
+    /// interval ends). `count`: see [`SyncStage::frames_of`].
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn frames_with_user(
+        &mut self,
+        cpu: u32,
+        pid: u32,
+        ip: u64,
+        time: u64,
+        kernel: bool,
+        chain: impl Iterator<Item = u64>,
+        user: Option<&UserStack<'_>>,
+        count: bool,
+    ) {
         let Some(u) = user.filter(|_| self.opts.layout.user_stack > 0) else {
-            return self.stack_of(cpu, pid, ip, time, kernel, chain, UnwindEnd::Complete);
+            return self.frames_of(
+                cpu,
+                pid,
+                ip,
+                time,
+                kernel,
+                chain,
+                UnwindEnd::Complete,
+                count,
+            );
         };
         let mut c = std::mem::take(&mut self.out.chain);
         c.clear();
@@ -141,9 +180,8 @@ impl SyncStage {
             },
             &mut c,
         );
-        let stack = self.stack_of(cpu, pid, ip, time, kernel, c.iter().copied(), end);
+        self.frames_of(cpu, pid, ip, time, kernel, c.iter().copied(), end, count);
         self.out.chain = c;
-        stack
     }
 
     /// Binaries whose unwind information failed the CFI check, as

@@ -184,6 +184,7 @@ impl SyncStage {
 
     /// An EXIT record.
     pub(super) fn on_exit(&mut self, t: &Task) {
+        self.offcpu_exit(t.tid, t.time);
         if t.pid == t.tid {
             self.res.cgroups.exit(t.pid);
             self.res.probe.exited(t.pid);

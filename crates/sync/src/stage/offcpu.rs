@@ -1,0 +1,472 @@
+//! The sync stage's off-CPU part ([`OffCpu`]): where sampled tasks waited.
+//!
+//! `--off-cpu` opens a second event per CPU (`context-switches`, period 1,
+//! with the switch records) whose ring holds, per context switch:
+//!
+//! ```text
+//!  off-CPU ring of CPU c:  SAMPLE(tid X, stack)  SWITCH out(X, preempt?)  SWITCH in(Y)  ...
+//!                          └─ resolved now ──────┘ (frames kept)          closes Y's interval
+//! ```
+//!
+//! The stack sample is resolved when it is read, like an on-CPU sample's
+//! (same process table, cookies, unwinder), and kept as frames, not as a
+//! stack id: an interval may end in a later part of a rotated session,
+//! whose stack ids start again. A switch-out opens an interval for its
+//! task (blocked, or runnable when preempted), the task's next switch-in,
+//! on whatever CPU, ends it.
+//!
+//! Rings are drained one after the other, so a task that blocked on CPU 0
+//! and woke on CPU 1 may have its switch-in read first. The switch records
+//! wait here until the round's horizon (the round's start less a margin:
+//! every record older than that was in its ring when the rings were
+//! drained), and are paired in time order. Intervals ended in a round are
+//! summed per (task, kind, CPU, switch-out address, stack, cgroup) and
+//! written as `OffCpu` markers at the end of the round. At a rotation the
+//! open intervals are closed at the horizon in the old part and go on
+//! from there in the new one; at stop every record is paired and the
+//! intervals still open are closed at the stop.
+//!
+//! A task's last switch-out follows its exit: it is not a wait, and is
+//! dropped (the task's EXIT record, from the sampled event's ring, is
+//! noted here). Memory is bounded: at most [`MAX_PENDING`] records waiting
+//! and [`MAX_OPEN`] open intervals; beyond, records are dropped and
+//! counted (`offcpu_dropped`).
+
+use super::SyncStage;
+use crate::process::IntMap;
+use profkit_eventlog::{Cookie, Event, Frame, OffCpuKind, COOKIE_UNKNOWN};
+use profkit_perf::{Record, Sample};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Switch records older than the round's start by this much are paired in
+/// that round (a record is stamped just before it is written).
+pub const HORIZON_MARGIN_NS: u64 = 2_000_000;
+/// At most this many switch records wait to be paired.
+pub const MAX_PENDING: usize = 1 << 19;
+/// At most this many intervals are open at once (one per task off its CPU).
+pub const MAX_OPEN: usize = 1 << 18;
+/// Exits remembered (to drop a dead task's last switch-out) for this long.
+const EXIT_KEEP_NS: u64 = 2_000_000_000;
+/// A switch-out's stack sample is taken just before its switch record; a
+/// stack older than this is not its stack.
+const STACK_SLACK_NS: u64 = 1_000_000;
+
+/// Where a task switched out: its address and callers, resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct SwitchStack {
+    kernel: bool,
+    cookie: Cookie,
+    offset: u64,
+    /// The callers, innermost first (shared by every interval of this stack).
+    frames: Arc<[Frame]>,
+    cgroup: u64,
+}
+
+#[derive(Debug, Clone)]
+enum Dir {
+    Out {
+        kind: OffCpuKind,
+        stack: Option<SwitchStack>,
+    },
+    In,
+}
+
+#[derive(Debug, Clone)]
+struct SwitchRec {
+    time: u64,
+    pid: u32,
+    tid: u32,
+    cpu: u32,
+    dir: Dir,
+}
+
+#[derive(Debug, Clone)]
+struct Open {
+    pid: u32,
+    start: u64,
+    cpu: u32,
+    kind: OffCpuKind,
+    stack: Option<SwitchStack>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    pid: u32,
+    tid: u32,
+    cpu: u32,
+    kind: OffCpuKind,
+    stack: Option<SwitchStack>,
+}
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub(super) struct OffCpu {
+    /// Some off-CPU record was met: the stage records exits for it.
+    active: bool,
+    /// Per CPU, the last switch-out stack read: (tid, time, stack).
+    last_stack: IntMap<u32, (u32, u64, SwitchStack)>,
+    /// Switch records waiting for the horizon.
+    pending: Vec<SwitchRec>,
+    /// Intervals open, per thread.
+    open: IntMap<u32, Open>,
+    /// Intervals ended this round: (count, total ns).
+    ended: HashMap<Key, (u64, u64)>,
+    /// Exit times of tasks, per thread.
+    exited: IntMap<u32, u64>,
+    /// Shared frames of the stacks met (one copy each), cleared when large.
+    frames: HashMap<Arc<[Frame]>, ()>,
+    /// Close open intervals at the next round's end (a rotation).
+    close_at_end: bool,
+}
+
+impl OffCpu {
+    fn intern(&mut self, frames: &[Frame]) -> Arc<[Frame]> {
+        if let Some((k, _)) = self.frames.get_key_value(frames) {
+            return k.clone();
+        }
+        if self.frames.len() >= 1 << 16 {
+            self.frames.clear();
+        }
+        let a: Arc<[Frame]> = frames.into();
+        self.frames.insert(a.clone(), ());
+        a
+    }
+
+    /// How many records wait and intervals are open (status, tests).
+    pub(super) fn sizes(&self) -> (usize, usize) {
+        (self.pending.len(), self.open.len())
+    }
+}
+
+/// What the stage holds for off-CPU recording, for status and leak tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OffCpuSizes {
+    /// Switch records waiting to be paired.
+    pub pending: usize,
+    /// Intervals open.
+    pub open: usize,
+}
+
+impl SyncStage {
+    /// Handles one record read from CPU `cpu`'s off-CPU ring (`--off-cpu`:
+    /// the context-switch event's samples and switch records); the one
+    /// entry for every source of them (the rings through
+    /// [`SyncStage::drain_offcpu`], an imported perf.data file directly). A
+    /// sample is the stack of the task switching out; a switch-out opens an
+    /// interval, a switch-in ends one; a LOST record counts
+    /// `offcpu_lost`. Mapping and task records are the sampled event's
+    /// ring's business and are ignored here.
+    pub fn record_offcpu(&mut self, cpu: u32, rec: &Record<'_>) {
+        self.off.active = true;
+        match *rec {
+            Record::Sample(ref s) => self.switch_stack(cpu, s),
+            Record::Switch {
+                out, preempt, sid, ..
+            } => {
+                if sid.tid == 0 {
+                    // The idle task does not wait.
+                    return;
+                }
+                let dir = if out {
+                    self.acct(cpu).offcpu_switches += 1;
+                    let stack = match self.off.last_stack.remove(&cpu) {
+                        Some((tid, t, st))
+                            if tid == sid.tid
+                                && t <= sid.time
+                                && sid.time - t <= STACK_SLACK_NS =>
+                        {
+                            Some(st)
+                        }
+                        _ => None,
+                    };
+                    Dir::Out {
+                        kind: if preempt {
+                            OffCpuKind::Runnable
+                        } else {
+                            OffCpuKind::Blocked
+                        },
+                        stack,
+                    }
+                } else {
+                    Dir::In
+                };
+                if self.off.pending.len() >= MAX_PENDING {
+                    self.acct(cpu).offcpu_dropped += 1;
+                    return;
+                }
+                self.off.pending.push(SwitchRec {
+                    time: sid.time,
+                    pid: sid.pid,
+                    tid: sid.tid,
+                    cpu,
+                    dir,
+                });
+            }
+            Record::Lost { lost, .. } | Record::LostSamples { lost, .. } => {
+                let a = self.acct(cpu);
+                a.offcpu_lost = a.offcpu_lost.saturating_add(lost);
+            }
+            _ => {}
+        }
+    }
+
+    /// Drains one off-CPU ring completely ([`SyncStage::record_offcpu`]
+    /// for each record).
+    pub fn drain_offcpu<R: profkit_perf::RecordRing>(&mut self, ring: &mut R) {
+        let cpu = ring.cpu();
+        let layout = self.opts.layout;
+        self.off.active = true;
+        let stats = ring.read_records(|raw| {
+            match layout.parse(raw) {
+                Ok(rec) => self.record_offcpu(cpu, &rec),
+                Err(_) => self.acct(cpu).records_skipped += 1,
+            }
+            true
+        });
+        if stats.corrupt_bytes > 0 {
+            self.acct(cpu).records_skipped += 1;
+        }
+    }
+
+    /// At the next round's end, close the intervals still open (at the
+    /// round's horizon) and go on with them from there: the round before
+    /// a rotation, so the old part counts its share of each wait.
+    pub fn close_offcpu_intervals_next_round(&mut self) {
+        self.off.close_at_end = true;
+    }
+
+    /// Records and intervals the off-CPU part holds.
+    pub fn offcpu_sizes(&self) -> OffCpuSizes {
+        let (pending, open) = self.off.sizes();
+        OffCpuSizes { pending, open }
+    }
+
+    /// Reconciles the kernel's off-CPU lost counts (`PERF_FORMAT_LOST` of
+    /// the context-switch events) at stop.
+    pub fn reconcile_offcpu(&mut self, kernel_lost: &[(u32, u64)]) {
+        for &(cpu, n) in kernel_lost {
+            self.acct(cpu).offcpu_kernel_lost = n;
+        }
+    }
+
+    /// A task exited (its EXIT record): its next switch-out is its last.
+    pub(super) fn offcpu_exit(&mut self, tid: u32, time: u64) {
+        if self.off.active {
+            self.off.exited.insert(tid, time);
+        }
+    }
+
+    /// The stack of the task switching out on `cpu`, resolved now.
+    fn switch_stack(&mut self, cpu: u32, s: &Sample<'_>) {
+        if s.tid == 0 {
+            return;
+        }
+        let (kernel, cookie, offset) = if s.is_kernel() {
+            match self.res.kernel.resolve(s.ip) {
+                Some((c, off)) => (true, c, off),
+                None => (true, COOKIE_UNKNOWN, 0),
+            }
+        } else {
+            match self.procs.resolve(s.pid, s.ip, s.time) {
+                Ok((c, off)) => (false, c, off),
+                Err(_) if self.ensure_process(s.pid) => self
+                    .procs
+                    .resolve(s.pid, s.ip, s.time)
+                    .map_or((false, COOKIE_UNKNOWN, 0), |(c, off)| (false, c, off)),
+                Err(_) => (false, COOKIE_UNKNOWN, 0),
+            }
+        };
+        let frames = if self.opts.layout.has_stacks() {
+            self.frames_with_user(
+                cpu,
+                s.pid,
+                s.ip,
+                s.time,
+                s.is_kernel(),
+                s.callchain.iter(),
+                s.user().as_ref(),
+                false,
+            );
+            let f = std::mem::take(&mut self.out.frames);
+            let a = self.off.intern(&f);
+            self.out.frames = f;
+            a
+        } else {
+            self.off.intern(&[])
+        };
+        let stack = SwitchStack {
+            kernel,
+            cookie,
+            offset,
+            frames,
+            cgroup: s.cgroup,
+        };
+        self.off.last_stack.insert(cpu, (s.tid, s.time, stack));
+    }
+
+    /// Pairs the switch records up to the horizon (all of them when
+    /// `last`), closes the intervals open at a rotation or at the end, and
+    /// writes this round's intervals. Part of the round's end.
+    pub(super) fn finish_offcpu(&mut self, last: bool) {
+        if !self.off.active {
+            return;
+        }
+        let horizon = if last {
+            u64::MAX
+        } else {
+            self.round_time.saturating_sub(HORIZON_MARGIN_NS)
+        };
+        let mut pending = std::mem::take(&mut self.off.pending);
+        // In time order; a switch-out before a switch-in at the same time.
+        pending.sort_by_key(|r| (r.time, matches!(r.dir, Dir::In)));
+        let split = pending.partition_point(|r| r.time <= horizon);
+        let later = pending.split_off(split);
+        let mut end_time = 0;
+        for r in pending {
+            end_time = end_time.max(r.time);
+            self.pair(r);
+        }
+        self.off.pending = later;
+        if last || std::mem::take(&mut self.off.close_at_end) {
+            let at = if last {
+                end_time.max(self.round_time)
+            } else {
+                horizon
+            };
+            let open: Vec<(u32, Open)> = if last {
+                self.off.open.drain().collect()
+            } else {
+                self.off
+                    .open
+                    .iter()
+                    .filter(|(_, o)| o.start < at)
+                    .map(|(&t, o)| (t, o.clone()))
+                    .collect()
+            };
+            for (tid, o) in open {
+                if at > o.start {
+                    self.end_interval(tid, &o, at);
+                }
+                if let Some(o) = self.off.open.get_mut(&tid) {
+                    o.start = at;
+                }
+            }
+        }
+        self.write_intervals();
+        // Forget exits older than any record still to come.
+        let keep_after = self.round_time.saturating_sub(EXIT_KEEP_NS);
+        self.off.exited.retain(|_, &mut t| t >= keep_after);
+        self.off.last_stack.retain(|_, (_, t, _)| *t >= keep_after);
+    }
+
+    fn pair(&mut self, r: SwitchRec) {
+        match r.dir {
+            Dir::Out { kind, stack } => {
+                if self.off.exited.get(&r.tid).is_some_and(|&t| t <= r.time) {
+                    // The dead task's last switch.
+                    self.off.exited.remove(&r.tid);
+                    self.off.open.remove(&r.tid);
+                    return;
+                }
+                if self.off.open.len() >= MAX_OPEN && !self.off.open.contains_key(&r.tid) {
+                    self.acct(r.cpu).offcpu_dropped += 1;
+                    return;
+                }
+                if self
+                    .off
+                    .open
+                    .insert(
+                        r.tid,
+                        Open {
+                            pid: r.pid,
+                            start: r.time,
+                            cpu: r.cpu,
+                            kind,
+                            stack,
+                        },
+                    )
+                    .is_some()
+                {
+                    // Two switch-outs in a row: the switch-in between was lost.
+                    self.acct(r.cpu).offcpu_unpaired += 1;
+                }
+            }
+            Dir::In => match self.off.open.remove(&r.tid) {
+                Some(o) => self.end_interval(r.tid, &o, r.time),
+                None => self.acct(r.cpu).offcpu_unpaired += 1,
+            },
+        }
+    }
+
+    fn end_interval(&mut self, tid: u32, o: &Open, end: u64) {
+        let ns = end.saturating_sub(o.start);
+        let key = Key {
+            pid: o.pid,
+            tid,
+            cpu: o.cpu,
+            kind: o.kind,
+            stack: o.stack.clone(),
+        };
+        let e = self.off.ended.entry(key).or_insert((0, 0));
+        e.0 += 1;
+        e.1 = e.1.saturating_add(ns);
+        let a = self.acct(o.cpu);
+        a.offcpu_intervals += 1;
+        if o.stack.is_none() {
+            a.offcpu_no_stack += 1;
+        }
+    }
+
+    fn write_intervals(&mut self) {
+        if self.off.ended.is_empty() {
+            return;
+        }
+        let mut ended: Vec<(Key, (u64, u64))> = self.off.ended.drain().collect();
+        // A stable order, so a round's bytes do not depend on hashing.
+        let order = |k: &Key| {
+            let st = k.stack.as_ref();
+            (
+                k.pid,
+                k.tid,
+                k.cpu,
+                k.kind,
+                st.map(|s| (s.cookie, s.offset, s.cgroup)),
+                st.map(|s| s.frames.clone()),
+            )
+        };
+        ended.sort_by(|a, b| order(&a.0).cmp(&order(&b.0)));
+        for (k, (count, total_ns)) in ended {
+            self.announce(k.pid, k.tid);
+            let (kernel, cookie, offset, stack, cgroup) = match &k.stack {
+                Some(s) => {
+                    self.ensure_defined(s.cookie);
+                    (
+                        s.kernel,
+                        s.cookie,
+                        s.offset,
+                        self.stack_id(&s.frames),
+                        s.cgroup,
+                    )
+                }
+                None => {
+                    self.ensure_defined(COOKIE_UNKNOWN);
+                    (true, COOKIE_UNKNOWN, 0, None, 0)
+                }
+            };
+            self.out.enc.event(&Event::OffCpu {
+                cpu: k.cpu,
+                pid: k.pid,
+                tid: k.tid,
+                kind: k.kind,
+                kernel,
+                cookie,
+                offset,
+                stack,
+                cgroup,
+                count,
+                total_ns,
+            });
+        }
+    }
+}

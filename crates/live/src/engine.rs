@@ -562,6 +562,9 @@ pub fn run_daemon_with(cfg: &StartConfig, foreground: bool) -> Result<()> {
         profkit_sync::ProcfsProbe::default(),
     );
     stage.set_cgroups(c.cgroups);
+    if c.off_cpu {
+        stage.enable_offcpu();
+    }
     match &c.target {
         Target::SystemWide => stage.seed_from_proc(),
         Target::Pids(p) => stage.seed_pids(&p.iter().map(|&p| p as u32).collect::<Vec<_>>()),

@@ -139,6 +139,21 @@ pub enum SimRecord {
         /// Time.
         time: u64,
     },
+    /// SWITCH (a task-bound event's, as `--off-cpu` of a process writes
+    /// it, and as CPU-wide records look to profkit): task `pid`/`tid`
+    /// switched out (by preemption when `preempt`) or in.
+    TaskSwitch {
+        /// Switch-out.
+        out: bool,
+        /// Switched out while runnable.
+        preempt: bool,
+        /// Process id of the task switching.
+        pid: u32,
+        /// Thread id of the task switching.
+        tid: u32,
+        /// Time.
+        time: u64,
+    },
     /// KSYMBOL.
     Ksymbol {
         /// Address.
@@ -189,6 +204,7 @@ impl SimRecord {
             | SimRecord::Exit { time, .. }
             | SimRecord::Throttle { time, .. }
             | SimRecord::Switch { time, .. }
+            | SimRecord::TaskSwitch { time, .. }
             | SimRecord::Ksymbol { time, .. }
             | SimRecord::Cgroup { time, .. } => *time,
             SimRecord::CgroupSample { sample, .. } => sample.time(),
@@ -354,6 +370,18 @@ impl SimRecord {
                 preempt: false,
                 next_prev: Some((*pid, *tid)),
                 sid: at(0, 0, *time),
+            },
+            SimRecord::TaskSwitch {
+                out,
+                preempt,
+                pid,
+                tid,
+                time,
+            } => Record::Switch {
+                out: *out,
+                preempt: *preempt,
+                next_prev: None,
+                sid: at(*pid, *tid, *time),
             },
             SimRecord::Ksymbol {
                 addr,

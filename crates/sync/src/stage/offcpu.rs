@@ -229,6 +229,15 @@ impl SyncStage {
         }
     }
 
+    /// Off-CPU records will come ([`SyncStage::record_offcpu`]): from now
+    /// on exits are noted (a dying task's last switch-out is no wait) and
+    /// rounds pair switch records. Called before the first round of an
+    /// off-CPU recording (the first off-CPU record does it too, but an
+    /// exit read before it would be missed).
+    pub fn enable_offcpu(&mut self) {
+        self.off.active = true;
+    }
+
     /// At the next round's end, close the intervals still open (at the
     /// round's horizon) and go on with them from there: the round before
     /// a rotation, so the old part counts its share of each wait.
@@ -435,7 +444,7 @@ impl SyncStage {
                 st.map(|s| s.frames.clone()),
             )
         };
-        ended.sort_by(|a, b| order(&a.0).cmp(&order(&b.0)));
+        ended.sort_by_key(|a| order(&a.0));
         for (k, (count, total_ns)) in ended {
             self.announce(k.pid, k.tid);
             let (kernel, cookie, offset, stack, cgroup) = match &k.stack {
@@ -470,3 +479,6 @@ impl SyncStage {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -12,6 +12,7 @@ mod errors;
 mod full_disk;
 mod hostile;
 mod lifecycle;
+mod offcpu;
 mod record;
 mod rotation;
 mod service;

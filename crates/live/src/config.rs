@@ -99,6 +99,8 @@ impl StartConfig {
         c.exclude_user = self.kernel_only;
         c.enable_on_exec = self.enable_on_exec;
         c.off_cpu = self.off_cpu;
+        // A switch storm fills a ring four times as fast as sampling does.
+        c.offcpu_pages = self.buffer_pages.saturating_mul(4);
         if self.cgroups {
             // PROFKIT_CGROUPS_FROM_PROC: the older kernels' way on this
             // one (the tests show it works where it is needed).

@@ -202,6 +202,9 @@ pub struct SamplerConfig {
     /// (`context_switch`), in a ring of its own
     /// ([`crate::Sampler::offcpu_rings_mut`]).
     pub off_cpu: bool,
+    /// Data pages of each off-CPU ring (power of two): a switch storm
+    /// writes some 250 bytes per switch.
+    pub offcpu_pages: usize,
 }
 
 /// The largest user-stack copy per sample: the kernel keeps a sample under
@@ -234,6 +237,7 @@ impl SamplerConfig {
             user_stack: 0,
             cgroups: crate::CgroupRecording::Off,
             off_cpu: false,
+            offcpu_pages: DEFAULT_DATA_PAGES * 4,
             cgroup_filter: None,
         }
     }
@@ -283,6 +287,16 @@ impl SamplerConfig {
             return Err(Error::Config(format!(
                 "user stack size {} must be a multiple of 8 and at most {MAX_USER_STACK} bytes",
                 self.user_stack
+            )));
+        }
+        if self.off_cpu
+            && (self.offcpu_pages == 0
+                || !self.offcpu_pages.is_power_of_two()
+                || self.offcpu_pages > 1 << 18)
+        {
+            return Err(Error::Config(format!(
+                "off-CPU ring pages must be a power of two up to 262144, not {}",
+                self.offcpu_pages
             )));
         }
         if self.data_pages == 0 || !self.data_pages.is_power_of_two() {

@@ -434,7 +434,7 @@ impl Sampler {
             for &cpu in &cpus {
                 let mut first: Option<OwnedFd> = None;
                 for &pid in &pids {
-                    let mut attr = make_offcpu_attr(config, data_bytes);
+                    let mut attr = make_offcpu_attr(config, config.offcpu_pages * page_size());
                     let fd = open_flags(&mut attr, pid, cpu as i32, open_flag).map_err(|e| {
                         let ctx = OpenContext {
                             event: "context-switches (--off-cpu)",
@@ -476,7 +476,7 @@ impl Sampler {
                     }
                 }
                 let fd = first.expect("at least one pid per cpu");
-                offcpu.push(PerfRing::map(cpu, fd, config.data_pages)?);
+                offcpu.push(PerfRing::map(cpu, fd, config.offcpu_pages)?);
             }
         }
         Ok(Self {

@@ -60,9 +60,11 @@ pub struct CpuAccounting {
     /// Off-CPU: intervals written without their stack (the switch-out's
     /// stack sample was throttled or lost), shown as `[unknown]`.
     pub offcpu_no_stack: u64,
-    /// Off-CPU: switch-ins with no switch-out before them (the task was
-    /// already off its CPU when the session started, or its switch-out
-    /// was lost): no interval could be measured.
+    /// Off-CPU: waits that could not be measured: switch-ins with no
+    /// switch-out before them (the task was off its CPU when the session
+    /// started, a new task's first run, or its switch-out was lost), and
+    /// intervals open when the kernel dropped records (their switch-in
+    /// may be among them).
     pub offcpu_unpaired: u64,
     /// Off-CPU: switch records the sync stage dropped at its bound on
     /// records waiting to be ordered or on open intervals.

@@ -86,6 +86,7 @@ impl SyncStage {
         if m.prot & libc::PROT_EXEC as u32 == 0 || m.len == 0 {
             return;
         }
+        self.off.forget_stacks();
         let path = String::from_utf8_lossy(m.filename).into_owned();
         if m.pid == u32::MAX
             || m.misc & profkit_perf::misc::CPUMODE_MASK == profkit_perf::misc::KERNEL

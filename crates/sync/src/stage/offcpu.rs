@@ -26,6 +26,11 @@
 //! from there in the new one; at stop every record is paired and the
 //! intervals still open are closed at the stop.
 //!
+//! When the kernel drops records (a LOST record in an off-CPU ring), the
+//! intervals open at that time may have lost their switch-in: they are
+//! not measured (a later switch-in would close them over time the task
+//! ran), and counted as unpaired.
+//!
 //! A task's last switch-out follows its exit: it is not a wait, and is
 //! dropped (the task's EXIT record, from the sampled event's ring, is
 //! noted here). Memory is bounded: at most [`MAX_PENDING`] records waiting
@@ -36,7 +41,7 @@ use super::SyncStage;
 use crate::process::IntMap;
 use profkit_eventlog::{Cookie, Event, Frame, OffCpuKind, COOKIE_UNKNOWN};
 use profkit_perf::{Record, Sample};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 /// Switch records older than the round's start by this much are paired in
@@ -52,15 +57,49 @@ const EXIT_KEEP_NS: u64 = 2_000_000_000;
 /// stack older than this is not its stack.
 const STACK_SLACK_NS: u64 = 1_000_000;
 
+/// Switch-out stacks remembered per CPU, raw, with their resolution.
+const CACHE_PER_CPU: usize = 16;
+
 /// Where a task switched out: its address and callers, resolved.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone)]
 pub(super) struct SwitchStack {
     kernel: bool,
     cookie: Cookie,
     offset: u64,
-    /// The callers, innermost first (shared by every interval of this stack).
+    /// The callers, innermost first (shared by every interval of this
+    /// stack: compared and hashed by address, one copy per stack met).
     frames: Arc<[Frame]>,
     cgroup: u64,
+}
+
+impl PartialEq for SwitchStack {
+    fn eq(&self, o: &Self) -> bool {
+        (self.kernel, self.cookie, self.offset, self.cgroup)
+            == (o.kernel, o.cookie, o.offset, o.cgroup)
+            && Arc::ptr_eq(&self.frames, &o.frames)
+    }
+}
+
+impl Eq for SwitchStack {}
+
+impl std::hash::Hash for SwitchStack {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (self.cookie, self.offset, self.cgroup).hash(h);
+        (Arc::as_ptr(&self.frames) as *const Frame as usize).hash(h);
+    }
+}
+
+/// A switch-out stack as it was read (pid, mode, ip, raw callchain) and
+/// what it resolved to: a task switching out again and again (a lock, a
+/// pipe) has the same raw stack every time, and is resolved once.
+#[derive(Debug)]
+struct Cached {
+    pid: u32,
+    cpumode: u16,
+    ip: u64,
+    cgroup: u64,
+    chain: Vec<u64>,
+    stack: SwitchStack,
 }
 
 #[derive(Debug, Clone)]
@@ -70,6 +109,9 @@ enum Dir {
         stack: Option<SwitchStack>,
     },
     In,
+    /// The kernel dropped records of this ring before this time: any
+    /// interval open then may have lost its switch-in.
+    Lost,
 }
 
 #[derive(Debug, Clone)]
@@ -104,23 +146,52 @@ struct Key {
 pub(super) struct OffCpu {
     /// Some off-CPU record was met: the stage records exits for it.
     active: bool,
-    /// Per CPU, the last switch-out stack read: (tid, time, stack).
-    last_stack: IntMap<u32, (u32, u64, SwitchStack)>,
+    /// Per CPU (indexed by CPU number, up to [`DENSE_CPUS`]; others in
+    /// `last_stack_sparse`), the last switch-out stack read: (tid, time,
+    /// stack).
+    last_stack: Vec<Option<(u32, u64, SwitchStack)>>,
+    last_stack_sparse: IntMap<u32, (u32, u64, SwitchStack)>,
     /// Switch records waiting for the horizon.
     pending: Vec<SwitchRec>,
     /// Intervals open, per thread.
     open: IntMap<u32, Open>,
     /// Intervals ended this round: (count, total ns).
-    ended: HashMap<Key, (u64, u64)>,
+    ended: FxHashMap<Key, (u64, u64)>,
     /// Exit times of tasks, per thread.
     exited: IntMap<u32, u64>,
     /// Shared frames of the stacks met (one copy each), cleared when large.
-    frames: HashMap<Arc<[Frame]>, ()>,
+    frames: FxHashMap<Arc<[Frame]>, ()>,
+    /// Per CPU, the last raw switch-out stacks and their resolution
+    /// (frame-pointer call graphs only), the next slot to replace.
+    cache: IntMap<u32, (Vec<Cached>, usize)>,
     /// Close open intervals at the next round's end (a rotation).
     close_at_end: bool,
 }
 
+/// CPUs numbered below this keep their last stack in a vector.
+const DENSE_CPUS: u32 = 4096;
+
 impl OffCpu {
+    fn set_last(&mut self, cpu: u32, v: (u32, u64, SwitchStack)) {
+        if cpu < DENSE_CPUS {
+            let i = cpu as usize;
+            if i >= self.last_stack.len() {
+                self.last_stack.resize(i + 1, None);
+            }
+            self.last_stack[i] = Some(v);
+        } else {
+            self.last_stack_sparse.insert(cpu, v);
+        }
+    }
+
+    fn take_last(&mut self, cpu: u32) -> Option<(u32, u64, SwitchStack)> {
+        if cpu < DENSE_CPUS {
+            self.last_stack.get_mut(cpu as usize).and_then(Option::take)
+        } else {
+            self.last_stack_sparse.remove(&cpu)
+        }
+    }
+
     fn intern(&mut self, frames: &[Frame]) -> Arc<[Frame]> {
         if let Some((k, _)) = self.frames.get_key_value(frames) {
             return k.clone();
@@ -131,6 +202,11 @@ impl OffCpu {
         let a: Arc<[Frame]> = frames.into();
         self.frames.insert(a.clone(), ());
         a
+    }
+
+    /// A mapping changed: raw stacks may mean other code now.
+    pub(super) fn forget_stacks(&mut self) {
+        self.cache.clear();
     }
 
     /// How many records wait and intervals are open (status, tests).
@@ -170,7 +246,7 @@ impl SyncStage {
                 }
                 let dir = if out {
                     self.acct(cpu).offcpu_switches += 1;
-                    let stack = match self.off.last_stack.remove(&cpu) {
+                    let stack = match self.off.take_last(cpu) {
                         Some((tid, t, st))
                             if tid == sid.tid
                                 && t <= sid.time
@@ -203,9 +279,18 @@ impl SyncStage {
                     dir,
                 });
             }
-            Record::Lost { lost, .. } | Record::LostSamples { lost, .. } => {
+            Record::Lost { lost, sid, .. } | Record::LostSamples { lost, sid, .. } => {
                 let a = self.acct(cpu);
                 a.offcpu_lost = a.offcpu_lost.saturating_add(lost);
+                if self.off.pending.len() < MAX_PENDING {
+                    self.off.pending.push(SwitchRec {
+                        time: sid.time,
+                        pid: 0,
+                        tid: 0,
+                        cpu,
+                        dir: Dir::Lost,
+                    });
+                }
             }
             _ => {}
         }
@@ -271,6 +356,23 @@ impl SyncStage {
         if s.tid == 0 {
             return;
         }
+        let cacheable = self.opts.layout.user_stack == 0;
+        if cacheable {
+            if let Some((entries, _)) = self.off.cache.get(&cpu) {
+                if let Some(c) = entries.iter().find(|c| {
+                    c.pid == s.pid
+                        && c.ip == s.ip
+                        && c.cpumode == s.cpumode
+                        && c.cgroup == s.cgroup
+                        && c.chain.len() == s.callchain.len()
+                        && c.chain.iter().copied().eq(s.callchain.iter())
+                }) {
+                    let stack = c.stack.clone();
+                    self.off.set_last(cpu, (s.tid, s.time, stack));
+                    return;
+                }
+            }
+        }
         let (kernel, cookie, offset) = if s.is_kernel() {
             match self.res.kernel.resolve(s.ip) {
                 Some((c, off)) => (true, c, off),
@@ -311,7 +413,24 @@ impl SyncStage {
             frames,
             cgroup: s.cgroup,
         };
-        self.off.last_stack.insert(cpu, (s.tid, s.time, stack));
+        if cacheable {
+            let (entries, next) = self.off.cache.entry(cpu).or_default();
+            let c = Cached {
+                pid: s.pid,
+                cpumode: s.cpumode,
+                ip: s.ip,
+                cgroup: s.cgroup,
+                chain: s.callchain.iter().collect(),
+                stack: stack.clone(),
+            };
+            if entries.len() < CACHE_PER_CPU {
+                entries.push(c);
+            } else {
+                entries[*next] = c;
+                *next = (*next + 1) % CACHE_PER_CPU;
+            }
+        }
+        self.off.set_last(cpu, (s.tid, s.time, stack));
     }
 
     /// Pairs the switch records up to the horizon (all of them when
@@ -328,7 +447,16 @@ impl SyncStage {
         };
         let mut pending = std::mem::take(&mut self.off.pending);
         // In time order; a switch-out before a switch-in at the same time.
-        pending.sort_by_key(|r| (r.time, matches!(r.dir, Dir::In)));
+        pending.sort_unstable_by_key(|r| {
+            (
+                r.time,
+                match r.dir {
+                    Dir::Out { .. } => 0,
+                    Dir::In => 1,
+                    Dir::Lost => 2,
+                },
+            )
+        });
         let split = pending.partition_point(|r| r.time <= horizon);
         let later = pending.split_off(split);
         let mut end_time = 0;
@@ -366,7 +494,14 @@ impl SyncStage {
         // Forget exits older than any record still to come.
         let keep_after = self.round_time.saturating_sub(EXIT_KEEP_NS);
         self.off.exited.retain(|_, &mut t| t >= keep_after);
-        self.off.last_stack.retain(|_, (_, t, _)| *t >= keep_after);
+        for l in &mut self.off.last_stack {
+            if l.as_ref().is_some_and(|(_, t, _)| *t < keep_after) {
+                *l = None;
+            }
+        }
+        self.off
+            .last_stack_sparse
+            .retain(|_, (_, t, _)| *t >= keep_after);
     }
 
     fn pair(&mut self, r: SwitchRec) {
@@ -405,6 +540,14 @@ impl SyncStage {
                 Some(o) => self.end_interval(r.tid, &o, r.time),
                 None => self.acct(r.cpu).offcpu_unpaired += 1,
             },
+            Dir::Lost => {
+                // Any open interval may have lost its end: closed by a
+                // later switch-in it would take in time the task ran.
+                // Not measured rather than measured wrong.
+                let n = self.off.open.len() as u64;
+                self.off.open.clear();
+                self.acct(r.cpu).offcpu_unpaired += n;
+            }
         }
     }
 

@@ -358,3 +358,36 @@ fn a_storm_of_new_tasks_stays_within_the_bounds_and_counts_the_rest() {
         10 + (MAX_PENDING - MAX_OPEN) as u64
     );
 }
+
+/// Records the kernel dropped may hold a switch-in: an interval open
+/// across a loss is not measured (it would take in time its task ran),
+/// and counted as unpaired; the loss itself is counted.
+#[test]
+fn an_interval_open_across_a_kernel_loss_is_not_measured() {
+    let mut st = stage();
+    let mut r0 = SimRing::new(0, 1 << 16, layout());
+    out(&mut r0, 10 * MS, APP + 0x100, false);
+    switch_in(&mut r0, 30 * MS);
+    st.begin_round(1000 * MS);
+    st.drain_offcpu(&mut r0);
+    st.record_offcpu(
+        1,
+        &Record::Lost {
+            id: 0,
+            lost: 3,
+            sid: profkit_perf::SampleId {
+                pid: 0,
+                tid: 0,
+                time: 20 * MS,
+                cpu: 1,
+            },
+        },
+    );
+    let c = st.finish_round();
+    assert!(intervals(&c).is_empty(), "{:?}", intervals(&c));
+    let a = st.accounting();
+    let sum = |f: fn(&profkit_eventlog::CpuAccounting) -> u64| a.iter().map(f).sum::<u64>();
+    assert_eq!(sum(|a| a.offcpu_lost), 3);
+    // The interval dropped at the loss, then its switch-in unpaired.
+    assert_eq!(sum(|a| a.offcpu_unpaired), 2);
+}

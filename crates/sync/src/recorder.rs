@@ -153,6 +153,10 @@ pub struct RecorderStatus {
     /// Binaries demoted to frame-pointer stepping for their unwinding
     /// cost, `PATH: cost`.
     pub unwind_demoted: Vec<String>,
+    /// Off-CPU recording is on (`--off-cpu`).
+    pub off_cpu: bool,
+    /// Off-CPU switch records waiting and waits open.
+    pub offcpu: crate::OffCpuSizes,
 }
 
 /// Rings, stage, buffer and writer. See the module docs.
@@ -256,6 +260,8 @@ impl<S: RingSource> Recorder<S> {
             unattributed: self.stage.unattributed_examples().to_vec(),
             unwind_refused: self.stage.unwind_refusals(),
             unwind_demoted: self.stage.unwind_demotions(),
+            off_cpu: self.stage.offcpu_enabled(),
+            offcpu: self.stage.offcpu_sizes(),
         }
     }
 

@@ -241,9 +241,56 @@ pub struct Summary {
     /// the copies it refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk: Option<crate::budget::DiskSummary>,
+    /// Off-CPU recording (`--off-cpu`), all CPUs; absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off_cpu: Option<OffCpuSummary>,
     /// The finished session (stop only).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionSummary>,
+}
+
+/// What `--off-cpu` recorded and lost, all CPUs (the footer's off-CPU
+/// counts, and what the sync stage holds).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffCpuSummary {
+    /// Switch-outs read.
+    pub switches: u64,
+    /// Waits measured and written.
+    pub intervals: u64,
+    /// Records the kernel dropped from the off-CPU rings.
+    pub lost: u64,
+    /// The kernel's own count of them (`PERF_FORMAT_LOST`, at stop).
+    pub kernel_lost: u64,
+    /// Waits written without their stack.
+    pub no_stack: u64,
+    /// Waits that could not be measured (no switch-out seen, or open
+    /// across a kernel loss).
+    pub unpaired: u64,
+    /// Switch records dropped at the sync stage's bounds.
+    pub dropped: u64,
+    /// Switch records waiting to be paired, and waits open, now.
+    pub pending: usize,
+    /// Waits going on now.
+    pub open: usize,
+}
+
+impl OffCpuSummary {
+    fn of(st: &RecorderStatus) -> Option<Self> {
+        let a = &st.accounting;
+        let sum = |f: fn(&CpuAccounting) -> u64| a.iter().map(f).sum::<u64>();
+        let s = OffCpuSummary {
+            switches: sum(|a| a.offcpu_switches),
+            intervals: sum(|a| a.offcpu_intervals),
+            lost: sum(|a| a.offcpu_lost),
+            kernel_lost: sum(|a| a.offcpu_kernel_lost),
+            no_stack: sum(|a| a.offcpu_no_stack),
+            unpaired: sum(|a| a.offcpu_unpaired),
+            dropped: sum(|a| a.offcpu_dropped),
+            pending: st.offcpu.pending,
+            open: st.offcpu.open,
+        };
+        (st.off_cpu).then_some(s)
+    }
 }
 
 /// The parts of a rotated session, as status and stop show them.
@@ -292,6 +339,7 @@ impl Summary {
             unwind_demoted: st.unwind_demoted.clone(),
             parts: None,
             disk: None,
+            off_cpu: OffCpuSummary::of(st),
             session: None,
         }
     }
@@ -572,6 +620,7 @@ mod tests {
         let mut s = Status::of_dir("running", Some(1), std::path::Path::new("/nonexistent"));
         let mut summary = two_cpus();
         summary.parts = Some(PartsSummary::default());
+        summary.off_cpu = Some(OffCpuSummary::default());
         s.summary = Some(summary);
         let v = serde_json::to_value(&s).unwrap();
         let help = Status::JSON_KEYS;
@@ -586,6 +635,42 @@ mod tests {
         check(&v);
         check(&v["cpus"][0]);
         check(&v["parts"]);
+        check(&v["off_cpu"]);
         assert!(missing.is_empty(), "not in Status::JSON_KEYS: {missing:?}");
+    }
+
+    /// The off-CPU line names every count of what was not measured, and
+    /// only those that are not 0.
+    #[test]
+    fn the_off_cpu_line_names_what_was_not_measured() {
+        let mut o = OffCpuSummary {
+            switches: 10,
+            intervals: 9,
+            ..Default::default()
+        };
+        assert_eq!(
+            o.line(),
+            "profkit: off-CPU: 10 switch-outs, 9 waits measured."
+        );
+        o.lost = 5;
+        o.kernel_lost = 7;
+        o.no_stack = 2;
+        o.unpaired = 1;
+        o.dropped = 3;
+        let l = o.line();
+        for want in [
+            "7 switch records dropped by the kernel (ring full: raise --buffer-pages)",
+            "2 waits without their stack",
+            "1 not measurable",
+            "3 switch records over the sync stage's bounds",
+        ] {
+            assert!(l.contains(want), "{l}");
+        }
+        let s = Summary {
+            off_cpu: Some(o),
+            ..Default::default()
+        };
+        assert!(s.stop_text().contains("profkit: off-CPU: 10 switch-outs"));
+        assert!(s.status_text().contains("off-cpu:  10 switch-outs"));
     }
 }

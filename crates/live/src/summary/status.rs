@@ -102,6 +102,8 @@ impl Status {
                        stacks_unknown, stacks_truncated, user_stacks_cut}]
   unwind, unwind_refused, unwind_demoted          DWARF unwinding
   build_ids_refused, files_unidentified, unattributed   build-id and unattributed notes
+  off_cpu             {switches, intervals, lost, kernel_lost, no_stack, unpaired,
+                       dropped, pending, open} with --off-cpu
   parts               {part, closed, closed_bytes, removed, rule, errors} of a
                       rotated session (--rotate, SIGHUP, profctl rotate)
   disk                {budget_bytes, budget_source, parts_bytes, extras_bytes,

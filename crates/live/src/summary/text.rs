@@ -103,6 +103,16 @@ impl Summary {
             "samples:  {samples}, lost {lost} ({:.3}%)\n",
             pct(lost, n)
         ));
+        if let Some(o) = &self.off_cpu {
+            out.push_str(&format!(
+                "off-cpu:  {} ({} switch records waiting, {} waits going on)\n",
+                o.line()
+                    .trim_start_matches("profkit: off-CPU: ")
+                    .trim_end_matches('.'),
+                o.pending,
+                o.open
+            ));
+        }
         let rows: Vec<[String; 5]> = self
             .cpus
             .iter()
@@ -269,6 +279,9 @@ impl Summary {
                 }
             );
         }
+        if let Some(o) = &s.off_cpu {
+            let _ = writeln!(out, "{}", o.line());
+        }
         if let Some(throttled) = s.throttled() {
             let _ = writeln!(
  out,
@@ -351,5 +364,41 @@ impl Summary {
             }
         }
         out
+    }
+}
+
+impl super::OffCpuSummary {
+    /// One line for `stop` and `status`: what was measured, and every
+    /// count of what was not.
+    pub fn line(&self) -> String {
+        let mut not = Vec::new();
+        if self.lost > 0 {
+            not.push(format!(
+                "{} switch records dropped by the kernel (ring full: raise --buffer-pages)",
+                self.lost.max(self.kernel_lost)
+            ));
+        }
+        if self.no_stack > 0 {
+            not.push(format!("{} waits without their stack", self.no_stack));
+        }
+        if self.unpaired > 0 {
+            not.push(format!(
+                "{} not measurable (begun before the session, a new task's first run, or across a kernel drop)",
+                self.unpaired
+            ));
+        }
+        if self.dropped > 0 {
+            not.push(format!(
+                "{} switch records over the sync stage's bounds",
+                self.dropped
+            ));
+        }
+        format!(
+            "profkit: off-CPU: {} switch-outs, {} waits measured{}{}.",
+            self.switches,
+            self.intervals,
+            if not.is_empty() { "" } else { "; " },
+            not.join(", ")
+        )
     }
 }

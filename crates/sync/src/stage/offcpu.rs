@@ -323,6 +323,11 @@ impl SyncStage {
         self.off.active = true;
     }
 
+    /// True once off-CPU recording is on ([`SyncStage::enable_offcpu`]).
+    pub fn offcpu_enabled(&self) -> bool {
+        self.off.active
+    }
+
     /// At the next round's end, close the intervals still open (at the
     /// round's horizon) and go on with them from there: the round before
     /// a rotation, so the old part counts its share of each wait.

@@ -111,15 +111,28 @@ pub fn finalize_dead(session_dir: &Path, extras: &ExtrasSources) -> Result<Final
         last_time = last_time.max(c.time);
         let mut per_cpu: BTreeMap<u32, u64> = Default::default();
         let mut lost = Vec::new();
+        let mut waits: BTreeMap<u32, u64> = Default::default();
         r.for_each_sample(
             c,
             |s| *per_cpu.entry(s.cpu).or_default() += 1,
-            |m| {
-                if let Event::Lost { cpu, kind, count } = m {
-                    lost.push((cpu, kind, count));
+            |m| match m {
+                Event::Lost { cpu, kind, count } => lost.push((cpu, kind, count)),
+                // Off-CPU waits written: the switch counts died with the
+                // recorder, these are in the file.
+                Event::OffCpu { cpu, count, .. } => {
+                    let w = waits.entry(cpu).or_default();
+                    *w = w.saturating_add(count);
                 }
+                _ => {}
             },
         )?;
+        for (cpu, n) in waits {
+            let a = acct.entry(cpu).or_insert_with(|| CpuAccounting {
+                cpu,
+                ..Default::default()
+            });
+            a.offcpu_intervals = a.offcpu_intervals.saturating_add(n);
+        }
         for (cpu, n) in per_cpu {
             let a = acct.entry(cpu).or_insert_with(|| CpuAccounting {
                 cpu,

@@ -107,6 +107,9 @@ pub struct Chunk {
     /// Loss markers carried over from earlier dropped chunks (re-carried
     /// if this chunk is dropped too).
     pub carried_lost: Vec<(u32, LostKind, u64)>,
+    /// Off-CPU waits written per CPU (`OffCpu` markers' counts): counted
+    /// as dropped if the chunk is.
+    pub offcpu: Vec<(u32, u64)>,
 }
 
 impl Chunk {
@@ -359,6 +362,7 @@ impl SyncStage {
             per_cpu,
             meta: std::mem::take(&mut self.out.meta),
             carried_lost: std::mem::take(&mut self.acc.carried_lost),
+            offcpu: self.take_offcpu_written(),
         };
         for tid in self.procs.end_round(self.round) {
             self.announced.remove(&tid);

@@ -66,8 +66,10 @@ pub struct CpuAccounting {
     /// intervals open when the kernel dropped records (their switch-in
     /// may be among them).
     pub offcpu_unpaired: u64,
-    /// Off-CPU: switch records the sync stage dropped at its bound on
-    /// records waiting to be ordered or on open intervals.
+    /// Off-CPU: what profkit dropped: switch records over the sync
+    /// stage's bounds (records waiting to be ordered, open intervals), and
+    /// waits in rounds that could not be stored (event buffer full, disk
+    /// full).
     pub offcpu_dropped: u64,
     /// Off-CPU: the kernel's `PERF_FORMAT_LOST` read-back of the off-CPU
     /// events at stop (its view of `offcpu_lost`, not added to it).

@@ -124,6 +124,11 @@ impl SyncStage {
             a.add_lost(kind, n);
             self.acc.add_pending_lost(cpu, kind, n);
         }
+        for &(cpu, n) in &chunk.offcpu {
+            let a = self.acct(cpu);
+            a.offcpu_intervals -= n.min(a.offcpu_intervals);
+            a.offcpu_dropped = a.offcpu_dropped.saturating_add(n);
+        }
         // Cookie definitions must reach the log before samples using them
         // in later chunks: re-emit the dropped chunk's metadata.
         self.out.pending_meta.extend(chunk.meta);

@@ -166,6 +166,8 @@ pub(super) struct OffCpu {
     cache: IntMap<u32, (Vec<Cached>, usize)>,
     /// Close open intervals at the next round's end (a rotation).
     close_at_end: bool,
+    /// Waits written into this round's chunk, per CPU.
+    written: Vec<(u32, u64)>,
 }
 
 /// CPUs numbered below this keep their last stack in a vector.
@@ -354,6 +356,11 @@ impl SyncStage {
         if self.off.active {
             self.off.exited.insert(tid, time);
         }
+    }
+
+    /// The waits written into this round's chunk, per CPU (taken).
+    pub(super) fn take_offcpu_written(&mut self) -> Vec<(u32, u64)> {
+        std::mem::take(&mut self.off.written)
     }
 
     /// The stack of the task switching out on `cpu`, resolved now.
@@ -611,6 +618,10 @@ impl SyncStage {
                     (true, COOKIE_UNKNOWN, 0, None, 0)
                 }
             };
+            match self.off.written.iter_mut().find(|w| w.0 == k.cpu) {
+                Some(w) => w.1 += count,
+                None => self.off.written.push((k.cpu, count)),
+            }
             self.out.enc.event(&Event::OffCpu {
                 cpu: k.cpu,
                 pid: k.pid,

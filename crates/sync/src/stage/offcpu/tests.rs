@@ -391,3 +391,21 @@ fn an_interval_open_across_a_kernel_loss_is_not_measured() {
     // The interval dropped at the loss, then its switch-in unpaired.
     assert_eq!(sum(|a| a.offcpu_unpaired), 2);
 }
+
+/// A round that could not be stored takes its waits with it: they move
+/// from written to dropped, nothing silent.
+#[test]
+fn the_waits_of_a_dropped_round_are_counted_as_dropped() {
+    let mut st = stage();
+    let mut r0 = SimRing::new(0, 1 << 16, layout());
+    out(&mut r0, 10 * MS, APP + 0x100, false);
+    switch_in(&mut r0, 20 * MS);
+    out(&mut r0, 30 * MS, APP + 0x100, false);
+    switch_in(&mut r0, 40 * MS);
+    let c = round(&mut st, &mut [&mut r0], 1000 * MS);
+    assert_eq!(c.offcpu, vec![(0, 2)]);
+    assert_eq!(st.accounting()[0].offcpu_intervals, 2);
+    st.chunk_dropped(c, profkit_eventlog::LostKind::Overflow);
+    let a = &st.accounting()[0];
+    assert_eq!((a.offcpu_intervals, a.offcpu_dropped), (0, 2));
+}

@@ -245,6 +245,7 @@ mod session;
 mod spec;
 #[cfg(test)]
 mod tests;
+mod wall;
 mod warnings;
 mod window;
 
@@ -254,10 +255,11 @@ pub use error::{Error, Result};
 pub use export::{collapsed_lines, write_collapsed, write_flamegraph};
 pub use model::{
     Annotation, AsmLine, BadChunkInfo, CallArc, CallEntry, CallGraph, CallGraphMode, Column,
-    CpuLoss, Function, Header, Location, Mapping, Report, Row, SessionInfo, SessionTimeline,
+    CpuLoss, Function, Header, Location, Mapping, OffCpuCounts, Report, Row, SessionInfo, SessionTimeline,
     ShownColumns, StackCounts, StackSample, Stacks, Symbol, Timeline, TimelineLine, UnnamedBinary,
 };
-pub use options::{AnnotateOptions, ReportOptions, SymbolSources};
+pub use options::{AnnotateOptions, OffCpuMode, ReportOptions, SymbolSources};
+pub use wall::{build_wall, write_wall, WallReport, WallRow};
 pub use render::{
     flat_rows, format_utc, printable, render, render_colored, write_csv, write_json, write_text,
     Format, Printable, NO_SYMBOLS, UNKNOWN_SYMBOL,

@@ -255,11 +255,11 @@ pub use error::{Error, Result};
 pub use export::{collapsed_lines, write_collapsed, write_flamegraph};
 pub use model::{
     Annotation, AsmLine, BadChunkInfo, CallArc, CallEntry, CallGraph, CallGraphMode, Column,
-    CpuLoss, Function, Header, Location, Mapping, OffCpuCounts, Report, Row, SessionInfo, SessionTimeline,
-    ShownColumns, StackCounts, StackSample, Stacks, Symbol, Timeline, TimelineLine, UnnamedBinary,
+    CpuLoss, Function, Header, Location, Mapping, OffCpuCounts, Report, Row, SessionInfo,
+    SessionTimeline, ShownColumns, StackCounts, StackSample, Stacks, Symbol, Timeline,
+    TimelineLine, UnnamedBinary,
 };
 pub use options::{AnnotateOptions, OffCpuMode, ReportOptions, SymbolSources};
-pub use wall::{build_wall, write_wall, WallReport, WallRow};
 pub use render::{
     flat_rows, format_utc, printable, render, render_colored, write_csv, write_json, write_text,
     Format, Printable, NO_SYMBOLS, UNKNOWN_SYMBOL,
@@ -268,6 +268,7 @@ pub use session::{
     Liveness, Part, Rotation, Session, ARCHIVE_DEBUG_DIR, KALLSYMS_FILE, MAX_PARTS, SESSION_FILE,
 };
 pub use spec::{base_name, Glob, ProfileSpec, Separate, SortKey, SPEC_TAGS};
+pub use wall::{build_wall, write_wall, WallReport, WallRow};
 pub use warnings::MAX_WARNING_LINES;
 pub use window::TimeSpec;
 

@@ -16,6 +16,7 @@ use profkit_eventlog::{ChunkRef, Cookie, CookieEntry, Event, Frame, SessionReade
 
 use super::{
     Aggregate, ChunkStat, CommMark, DecodeError, Key, KeyShape, StackKey, WeightBudget, NO_STACK,
+    NO_WEIGHTS,
 };
 use crate::hash::FxHashMap;
 use crate::spec::ProfileSpec;
@@ -236,7 +237,7 @@ pub(super) fn decode_chunk(
             Some(budget) if shape.off_cpu.is_some() => {
                 decode_into::<_, _, true>(sink, &mut table, budget, args)
             }
-            _ => decode_into::<_, _, false>(sink, &mut table, &WeightBudget::NONE, args),
+            _ => decode_into::<_, _, false>(sink, &mut table, &NO_WEIGHTS, args),
         };
         acc.stack_tables.insert(file, table);
         marks
@@ -250,7 +251,7 @@ pub(super) fn decode_chunk(
             Some(budget) if shape.off_cpu.is_some() => {
                 decode_into::<_, _, true>(sink, &mut (), budget, args)
             }
-            _ => decode_into::<_, _, false>(sink, &mut (), &WeightBudget::NONE, args),
+            _ => decode_into::<_, _, false>(sink, &mut (), &NO_WEIGHTS, args),
         }
     };
     acc.add_marks(marks, (sess, file), chunk, counts);

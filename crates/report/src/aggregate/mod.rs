@@ -58,14 +58,14 @@ pub(crate) struct WeightBudget {
     clamped: AtomicBool,
 }
 
-impl WeightBudget {
-    /// An exhausted budget: the one the plain sample pass is handed (it
-    /// never takes from it).
-    pub const NONE: WeightBudget = WeightBudget {
-        left: AtomicU64::new(0),
-        clamped: AtomicBool::new(false),
-    };
+/// An exhausted budget: the one the plain sample pass is handed (it never
+/// takes from it).
+pub(crate) static NO_WEIGHTS: WeightBudget = WeightBudget {
+    left: AtomicU64::new(0),
+    clamped: AtomicBool::new(false),
+};
 
+impl WeightBudget {
     fn new(total: u64) -> WeightBudget {
         WeightBudget {
             left: AtomicU64::new(total),
@@ -85,10 +85,12 @@ impl WeightBudget {
             if t == 0 {
                 return 0;
             }
-            match self
-                .left
-                .compare_exchange_weak(cur, cur - t, Ordering::Relaxed, Ordering::Relaxed)
-            {
+            match self.left.compare_exchange_weak(
+                cur,
+                cur - t,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => return t,
                 Err(c) => cur = c,
             }

@@ -217,10 +217,7 @@ pub fn build_report(
 
 /// [`Error::NoOffCpu`] for the first session recorded without `--off-cpu`.
 pub(crate) fn check_off_cpu(sessions: &[Session]) -> Result<()> {
-    match sessions
-        .iter()
-        .find(|s| !s.reader().header().event.off_cpu)
-    {
+    match sessions.iter().find(|s| !s.reader().header().event.off_cpu) {
         Some(s) => Err(Error::NoOffCpu {
             path: s.reader().path().to_owned(),
         }),

@@ -145,7 +145,11 @@ pub(crate) fn header_lines(h: &Header) -> String {
             per_cpu.join(", ")
         }
     );
-    if let Some(line) = h.off_cpu_accounting.as_ref().and_then(off_cpu_accounting_line) {
+    if let Some(line) = h
+        .off_cpu_accounting
+        .as_ref()
+        .and_then(off_cpu_accounting_line)
+    {
         let _ = writeln!(s, "Off-CPU:  {line}");
     }
     if !h.stacks.is_zero() {

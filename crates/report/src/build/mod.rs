@@ -285,6 +285,13 @@ struct Plan<'a> {
 
 /// Checks the options go together and decides the aggregation key.
 fn plan(opts: &ReportOptions) -> Result<Plan<'_>> {
+    if opts.off_cpu.is_some() && (opts.timeline.is_some() || opts.annotate.is_some()) {
+        return Err(Error::Conflict(
+            "--off-cpu counts time where threads switched out: --timeline and --annotate count \
+             samples and do not show it"
+                .to_owned(),
+        ));
+    }
     let with_stacks = opts.wants_stacks() && opts.timeline.is_none();
     if with_stacks && (opts.children || opts.callgraph) {
         let sep = opts.separate;

@@ -708,3 +708,23 @@ fn hostile_weights_saturate_and_are_said() {
     let mut out = Vec::new();
     write_wall(&w, Format::Text, &mut out).unwrap();
 }
+
+#[test]
+fn timeline_and_annotate_do_not_go_with_off_cpu() {
+    let d = tempfile::tempdir().unwrap();
+    off_session(d.path());
+    let s = Session::open(d.path()).unwrap();
+    for o in [
+        ReportOptions {
+            timeline: Some(1),
+            ..opts(OffCpuMode::Blocked)
+        },
+        ReportOptions {
+            annotate: Some(AnnotateOptions::default()),
+            ..opts(OffCpuMode::Blocked)
+        },
+    ] {
+        let e = build_report(std::slice::from_ref(&s), &o, &sources(), &NoProgress).unwrap_err();
+        assert!(matches!(e, crate::Error::Conflict(_)), "{e}");
+    }
+}

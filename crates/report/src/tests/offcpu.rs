@@ -728,3 +728,76 @@ fn timeline_and_annotate_do_not_go_with_off_cpu() {
         assert!(matches!(e, crate::Error::Conflict(_)), "{e}");
     }
 }
+
+/// A rotated session: each part numbers its stacks anew, and off-CPU
+/// intervals find their own part's stack.
+#[test]
+fn rotated_parts_keep_their_own_stacks() {
+    let d = tempfile::tempdir().unwrap();
+    let mut event = super::parts::flat_event();
+    event.callchain = true;
+    event.off_cpu = true;
+    let mut first = Vec::new();
+    defs_into(&mut first);
+    first.push(Event::StackDef {
+        id: 1,
+        frames: vec![frame(A_RET), frame(MAIN_RET)],
+    });
+    first.push(off(
+        0,
+        10,
+        OffCpuKind::Blocked,
+        KERNEL,
+        C_OFF,
+        Some(1),
+        1,
+        1_000_000,
+    ));
+    let mut second = Vec::new();
+    defs_into(&mut second);
+    second.push(Event::StackDef {
+        id: 1,
+        frames: vec![frame(B_RET), frame(MAIN_RET)],
+    });
+    second.push(off(
+        0,
+        10,
+        OffCpuKind::Blocked,
+        KERNEL,
+        C_OFF,
+        Some(1),
+        1,
+        2_000_000,
+    ));
+    super::parts::write_part(d.path(), 1, false, &event, &[(first, vec![])], true);
+    super::parts::write_part(d.path(), 2, true, &event, &[(second, vec![])], true);
+    let r = report_with(
+        d.path(),
+        ReportOptions {
+            stacks: true,
+            ..opts(OffCpuMode::Blocked)
+        },
+    );
+    assert_eq!(
+        collapsed_lines(&r, None).unwrap(),
+        [
+            (
+                "app;do_one_initcall;arch_weak_hook;local_helper".to_owned(),
+                2000
+            ),
+            ("app;do_one_initcall;schedule;local_helper".to_owned(), 1000),
+        ]
+    );
+}
+
+/// [`defs`] as events.
+fn defs_into(out: &mut Vec<Event>) {
+    let mut enc = ChunkEncoder::new();
+    defs(&mut enc);
+    for e in ChunkDecoder::new(enc.bytes()) {
+        let e = e.unwrap();
+        if !matches!(e, Event::StackDef { .. }) {
+            out.push(e);
+        }
+    }
+}

@@ -221,10 +221,12 @@ pub struct Header {
     /// The report counts off-CPU time of these intervals (`--off-cpu`):
     /// every sample figure of the report (rows, totals, `samples_read`,
     /// `total_samples`, stacks) is then nanoseconds, not samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub off_cpu: Option<crate::options::OffCpuMode>,
     /// The footers' off-CPU accounting, for sessions recorded with
     /// `--off-cpu` (`None` for others, and with `--time`: footers count
     /// whole files).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub off_cpu_accounting: Option<OffCpuCounts>,
 }
 

@@ -467,6 +467,11 @@ fn other_sessions_show_no_off_cpu_line_and_refuse_off_cpu() {
     );
     let e = build_wall(&[s], &ReportOptions::default(), &NoProgress).unwrap_err();
     assert!(matches!(e, crate::Error::NoOffCpu { .. }));
+    // --diff serializes headers: nothing new in them either.
+    let d = diff_reports(&r, &r, 0.0);
+    let mut out = Vec::new();
+    write_diff(&d, Format::Json, &mut out).unwrap();
+    assert!(!String::from_utf8(out).unwrap().contains("off_cpu"));
 }
 
 #[test]

@@ -14,8 +14,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use profkit_daemon::{daemon_state, DaemonState};
 use profkit_report::{
     build_report, diff_reports, printable, render_colored, write_diff, write_flamegraph,
-    AnnotateOptions, Column, Format, Liveness, ProfileSpec, Progress, Report, ReportOptions,
-    Separate, Session, SortKey, SymbolSources, TimeSpec, SESSION_FILE,
+    AnnotateOptions, Column, Format, Liveness, OffCpuMode, ProfileSpec, Progress, Report,
+    ReportOptions, Separate, Session, SortKey, SymbolSources, TimeSpec, SESSION_FILE,
 };
 
 const AFTER_HELP: &str = "PROFILE SPECS (positional, combinable; OProfile's syntax):
@@ -52,6 +52,13 @@ CALL GRAPHS (sessions recorded with `profctl record -g` or `--call-graph dwarf`)
   profreport --format flamegraph --separate=cpu -o out.svg   out-cpu0.svg, out-cpu1.svg, ...
   profreport --format pprof > profile.pb.gz                   go tool pprof, Pyroscope, Parca
   profreport --merge host1 host2 host3 --format pprof -o fleet.pb.gz
+
+OFF-CPU TIME (sessions recorded with `profctl start --off-cpu`):
+  profreport --off-cpu -l              where threads blocked: off-CPU ms per function (blocked)
+  profreport --off-cpu=runnable -l     ... time spent runnable, waiting for a CPU
+  profreport --off-cpu=all -c          callers of the switch-outs, blocked and runnable
+  profreport --off-cpu --format flamegraph > offcpu.svg        Off-CPU Time Flame Graph (us)
+  profreport --wall                    per thread: on-CPU, blocked and runnable ms, and their sum
 
 OTHER INPUTS:
   profreport --import perf.data -l     a `perf record` file, with every report above
@@ -106,6 +113,10 @@ fn asm_syntax(s: &str) -> Result<bool, String> {
             "bad value '{s}' for --asm-syntax: att (objdump's and perf's default) or intel"
         )),
     }
+}
+
+fn off_cpu_mode(s: &str) -> Result<OffCpuMode, String> {
+    OffCpuMode::parse(s).map_err(|e| e.to_string())
 }
 
 fn rounds(s: &str) -> Result<u32, String> {
@@ -220,6 +231,21 @@ struct Opt {
     /// Exact to the sync round (a round counts where its middle falls).
     #[arg(long, value_name = "WINDOW", value_parser = time_window, conflicts_with = "diff")]
     time: Option<TimeSpec>,
+    /// Count off-CPU time instead of samples: each interval a thread spent off its CPU, at the
+    /// place it switched out, weighted by its length (ms). KIND: blocked (slept: I/O, locks;
+    /// the default), runnable (preempted, waiting for a CPU) or all. Works with every view
+    /// (-l, -c, --children, --separate, specs, --time, json, csv, collapsed in us, flamegraph,
+    /// pprof, --diff, --merge). Needs a session recorded with `profctl start --off-cpu`.
+    #[arg(long = "off-cpu", value_name = "KIND", num_args = 0..=1, require_equals = true,
+          default_missing_value = "blocked", value_parser = off_cpu_mode,
+          conflicts_with_all = ["timeline", "annotate"])]
+    off_cpu: Option<OffCpuMode>,
+    /// Per thread (command, pid, tid): on-CPU ms (samples × the sampling period), blocked ms,
+    /// runnable ms and their sum, most first. Needs a session recorded with
+    /// `profctl start --off-cpu`.
+    #[arg(long, conflicts_with_all = ["off_cpu", "timeline", "annotate", "callgraph", "children",
+          "diff", "symbols", "separate"])]
+    wall: bool,
     /// Write the report to FILE instead of standard output (with --format flamegraph
     /// --separate=cpu: one FILE-cpuN.svg per CPU).
     #[arg(short = 'o', long, value_name = "FILE")]
@@ -260,6 +286,7 @@ struct Config {
     options: ReportOptions,
     sources: SymbolSources,
     format: Format,
+    wall: bool,
     progress: bool,
     verbose: bool,
 }
@@ -330,6 +357,9 @@ fn validate(opt: Opt) -> Result<Config, String> {
             opt.format_name()
         ));
     }
+    if opt.wall && !matches!(format, Format::Text | Format::Json | Format::Csv) {
+        return Err("--wall writes text, json or csv".to_owned());
+    }
     if format.needs_stacks() && opt.timeline.is_some() {
         return Err(format!(
             "--timeline cannot be written as {}",
@@ -383,6 +413,7 @@ fn validate(opt: Opt) -> Result<Config, String> {
                 intel: opt.intel,
             }),
             time: opt.time,
+            off_cpu: opt.off_cpu,
         },
         sources: SymbolSources {
             kallsyms: opt.kallsyms,
@@ -391,6 +422,7 @@ fn validate(opt: Opt) -> Result<Config, String> {
             debug_dirs: opt.debug_dirs,
         },
         format,
+        wall: opt.wall,
         progress: !opt.no_progress,
         verbose: opt.verbose,
     })
@@ -642,6 +674,17 @@ fn run(cfg: Config) -> Result<()> {
         }
         None => None,
     };
+    if cfg.wall {
+        let wall = profkit_report::build_wall(&sessions, &cfg.options, &bar)
+            .context("building the --wall report")?;
+        for w in &wall.warnings {
+            eprintln!("profreport: warning: {}", profkit_eventlog::shown(w));
+        }
+        let mut out = output(cfg.output.as_deref())?;
+        profkit_report::write_wall(&wall, cfg.format, &mut out)?;
+        out.flush()?;
+        return Ok(());
+    }
     let report =
         build_report(&sessions, &cfg.options, &cfg.sources, &bar).context("building the report")?;
     print_warnings(&report, cfg.verbose);

@@ -17,6 +17,7 @@ mod golden;
 mod live;
 mod names;
 mod namespaces;
+mod offcpu;
 mod parts;
 mod rotation;
 mod util;

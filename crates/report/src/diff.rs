@@ -123,22 +123,41 @@ fn describe(h: &Header) -> String {
         .iter()
         .map(|s| profkit_eventlog::shown(&s.path))
         .collect();
-    format!("{} ({} samples)", paths.join(" + "), h.total_samples)
+    match h.off_cpu {
+        Some(mode) => format!(
+            "{} ({}: {} ms)",
+            paths.join(" + "),
+            crate::render::off_cpu_what(mode),
+            crate::render::ms(h.total_samples)
+        ),
+        None => format!("{} ({} samples)", paths.join(" + "), h.total_samples),
+    }
 }
 
 /// Writes a diff as text (a table), JSON (one object: `old`, `new`,
 /// `rows`) or CSV. The stack formats do not apply.
 pub fn write_diff(d: &Diff, format: Format, w: &mut dyn Write) -> io::Result<()> {
+    // Off-CPU diffs (`--off-cpu`): figures are ns, shown in ms (JSON keeps
+    // ns, its headers say `off_cpu` and `unit`-less figures are ns).
+    let off = d.old.off_cpu.is_some();
+    let amount = |n: u64| crate::render::amount(&d.old, n);
     match format {
         Format::Json => {
             serde_json::to_writer_pretty(&mut *w, d).map_err(io::Error::from)?;
             writeln!(w)
         }
         Format::Csv => {
-            writeln!(
-                w,
-                "change,old_percent,new_percent,old_samples,new_samples,app,image,symbol"
-            )?;
+            if off {
+                writeln!(
+                    w,
+                    "change,old_percent,new_percent,old_off_cpu_ms,new_off_cpu_ms,app,image,symbol"
+                )?;
+            } else {
+                writeln!(
+                    w,
+                    "change,old_percent,new_percent,old_samples,new_samples,app,image,symbol"
+                )?;
+            }
             for r in &d.rows {
                 writeln!(
                     w,
@@ -146,8 +165,8 @@ pub fn write_diff(d: &Diff, format: Format, w: &mut dyn Write) -> io::Result<()>
                     r.change,
                     r.old_percent,
                     r.new_percent,
-                    r.old_samples,
-                    r.new_samples,
+                    amount(r.old_samples),
+                    amount(r.new_samples),
                     csv_field(r.app.as_deref().unwrap_or("")),
                     csv_field(&r.image),
                     csv_field(r.symbol.as_deref().unwrap_or(""))
@@ -166,7 +185,15 @@ pub fn write_diff(d: &Diff, format: Format, w: &mut dyn Write) -> io::Result<()>
             )?;
             writeln!(w)?;
             if d.rows.is_empty() {
-                return writeln!(w, "(no samples match)");
+                return writeln!(
+                    w,
+                    "{}",
+                    if off {
+                        "(no off-CPU time matches)"
+                    } else {
+                        "(no samples match)"
+                    }
+                );
             }
             let app = d.rows.iter().any(|r| r.app.is_some());
             let sym = d.rows.iter().any(|r| r.symbol.is_some());
@@ -184,9 +211,14 @@ pub fn write_diff(d: &Diff, format: Format, w: &mut dyn Write) -> io::Result<()>
                 .max()
                 .unwrap_or(0)
                 .max("app name".len());
+            let (old_head, new_head) = if off {
+                ("old ms", "new ms")
+            } else {
+                ("old samples", "new samples")
+            };
             let mut head = format!(
                 "{:>9}  {:>8}  {:>8}  {:>11}  {:>11}  ",
-                "change", "old %", "new %", "old samples", "new samples"
+                "change", "old %", "new %", old_head, new_head
             );
             if app {
                 head.push_str(&format!("{:<aw$}  ", "app name"));
@@ -199,7 +231,11 @@ pub fn write_diff(d: &Diff, format: Format, w: &mut dyn Write) -> io::Result<()>
             for r in &d.rows {
                 let mut line = format!(
                     "{:>+9.4}  {:>8.4}  {:>8.4}  {:>11}  {:>11}  ",
-                    r.change, r.old_percent, r.new_percent, r.old_samples, r.new_samples
+                    r.change,
+                    r.old_percent,
+                    r.new_percent,
+                    amount(r.old_samples),
+                    amount(r.new_samples)
                 );
                 if app {
                     line.push_str(&format!("{:<aw$}  ", shown(r.app.as_deref().unwrap_or(""))));

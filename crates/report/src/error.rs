@@ -67,6 +67,13 @@ pub enum Error {
         /// Its event.
         second: String,
     },
+    /// `--off-cpu` or `--wall` on a session recorded without off-CPU
+    /// intervals.
+    #[error("{}: this session was recorded without --off-cpu: it holds no off-CPU intervals; record one with `profctl start --off-cpu`", path.display())]
+    NoOffCpu {
+        /// The session's file.
+        path: PathBuf,
+    },
     /// Options that cannot be used together; the message says which and
     /// what to do instead.
     #[error("{0}")]

@@ -18,6 +18,11 @@
 //! ```text
 //! inline;main;inline::caller_once;inline::dispatch (inlined);inline::hot;inline::helper (inlined) 812
 //! ```
+//!
+//! In an off-CPU report (`--off-cpu`) the count is the line's off-CPU time
+//! in microseconds (to the nearest; a line under half a microsecond is
+//! left out), and the flame graph is titled "Off-CPU Time Flame Graph"
+//! with `us` as its count.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -51,7 +56,8 @@ fn frame(st: &Stacks, loc: u32) -> String {
 }
 
 /// The folded lines of `column` (all columns with `None`), merged and in
-/// byte order (as `stackcollapse` sorts them), with their counts.
+/// byte order (as `stackcollapse` sorts them), with their counts (in an
+/// off-CPU report, microseconds).
 pub fn collapsed_lines(report: &Report, column: Option<usize>) -> io::Result<Vec<(String, u64)>> {
     let st = report.stacks.as_ref().ok_or_else(no_stacks)?;
     let mut names: Vec<Option<String>> = vec![None; st.locations.len()];
@@ -69,11 +75,18 @@ pub fn collapsed_lines(report: &Report, column: Option<usize>) -> io::Result<Vec
             line.push_str(name);
         }
         match lines.get_mut(line.as_str()) {
-            Some(n) => *n += s.count,
+            Some(n) => *n = n.saturating_add(s.count),
             None => {
                 lines.insert(line.clone(), s.count);
             }
         }
+    }
+    if report.header.off_cpu.is_some() {
+        return Ok(lines
+            .into_iter()
+            .map(|(l, ns)| (l, ns / 1000 + u64::from(ns % 1000 >= 500)))
+            .filter(|&(_, us)| us > 0)
+            .collect());
     }
     Ok(lines.into_iter().collect())
 }
@@ -106,17 +119,29 @@ pub fn write_flamegraph(
         Some(Column::Cpu(cpu)) => format!(" on CPU {cpu}"),
         _ => String::new(),
     };
-    let samples: u64 = lines.iter().map(|(_, n)| n).sum();
+    let samples: u64 = lines.iter().fold(0, |a, (_, n)| a.saturating_add(*n));
+    let target = h
+        .sessions
+        .first()
+        .map(|s| format!(", {}", s.target))
+        .unwrap_or_default();
     let mut opts = inferno::flamegraph::Options::default();
-    opts.title = format!("profkit: {}{what}", h.event);
-    opts.subtitle = Some(format!(
-        "{samples} samples{}",
-        h.sessions
-            .first()
-            .map(|s| format!(", {}", s.target))
-            .unwrap_or_default()
-    ));
-    opts.count_name = "samples".to_owned();
+    match h.off_cpu {
+        Some(mode) => {
+            opts.title = format!("Off-CPU Time Flame Graph{what}");
+            opts.subtitle = Some(format!(
+                "{}: {} ms{target}",
+                crate::render::off_cpu_what(mode),
+                crate::render::ms(samples.saturating_mul(1000))
+            ));
+            opts.count_name = "us".to_owned();
+        }
+        None => {
+            opts.title = format!("profkit: {}{what}", h.event);
+            opts.subtitle = Some(format!("{samples} samples{target}"));
+            opts.count_name = "samples".to_owned();
+        }
+    }
     opts.hash = true;
     opts.deterministic = true;
     if text.is_empty() {

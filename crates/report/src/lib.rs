@@ -53,7 +53,21 @@
 //!   record` file through the sync stage and writes an ordinary session,
 //!   which this crate reads like any other;
 //! - `--diff` ([`diff_reports`]): the change in each symbol's share between
-//!   two reports.
+//!   two reports;
+//! - off-CPU time of sessions recorded with `profctl start --off-cpu`
+//!   ([`ReportOptions::off_cpu`], `--off-cpu[=blocked|runnable|all]`): each
+//!   `OffCpu` marker of the chosen kinds is a "sample" at its switch-out's
+//!   (cookie, offset) and stack, weighted by its nanoseconds, through the
+//!   same decode loop (a third monomorphization, so the sample path is
+//!   untouched) and the same maps, so every view (flat, `-c`,
+//!   `--children`, `--separate`, specs, `--time`, `--merge`, `--diff`,
+//!   parts, JSON, CSV, collapsed stacks in µs, flame graphs, pprof
+//!   `off_cpu/nanoseconds`) shows time: ms in text and CSV, ns in JSON
+//!   (`"unit": "ns"`). A report adds up at most 2⁶² ns (146 years): a
+//!   forged file's weights past that are not counted and a warning says so,
+//!   so no sum overflows. `--wall` ([`build_wall`]): per thread, on-CPU
+//!   time (samples × a sample's time for `cpu-clock`/`task-clock`), blocked
+//!   and runnable time, and their sum.
 //!
 //! # Design constraints
 //!
@@ -125,6 +139,9 @@
 //! { "event", "frequency" | null, "period" | null,
 //!   "call_graph": null | { "mode": "fp" } | { "mode": "dwarf", "user_stack": bytes },
 //!   "cgroups"?: "sample" | "proc",
+//!   "unit"?: "ns", "off_cpu"?: "blocked" | "runnable" | "all",   (--off-cpu: figures are ns)
+//!   "off_cpu_accounting"?: { "switches", "intervals", "lost", "kernel_lost", "no_stack",
+//!                            "unpaired", "dropped" },          (sessions recorded with --off-cpu)
 //!   "total_samples", "samples_read",
 //!   "samples_unreadable" | null, "lost": { "total", "percent", "source", "per_cpu": { "0": n, … } },
 //!   "stacks"?: { "unknown", "truncated", "user_stacks_cut" },
@@ -245,6 +262,7 @@ mod session;
 mod spec;
 #[cfg(test)]
 mod tests;
+mod wall;
 mod warnings;
 mod window;
 
@@ -254,10 +272,11 @@ pub use error::{Error, Result};
 pub use export::{collapsed_lines, write_collapsed, write_flamegraph};
 pub use model::{
     Annotation, AsmLine, BadChunkInfo, CallArc, CallEntry, CallGraph, CallGraphMode, Column,
-    CpuLoss, Function, Header, Location, Mapping, Report, Row, SessionInfo, SessionTimeline,
-    ShownColumns, StackCounts, StackSample, Stacks, Symbol, Timeline, TimelineLine, UnnamedBinary,
+    CpuLoss, Function, Header, Location, Mapping, OffCpuCounts, Report, Row, SessionInfo,
+    SessionTimeline, ShownColumns, StackCounts, StackSample, Stacks, Symbol, Timeline,
+    TimelineLine, UnnamedBinary,
 };
-pub use options::{AnnotateOptions, ReportOptions, SymbolSources};
+pub use options::{AnnotateOptions, OffCpuMode, ReportOptions, SymbolSources};
 pub use render::{
     flat_rows, format_utc, printable, render, render_colored, write_csv, write_json, write_text,
     Format, Printable, NO_SYMBOLS, UNKNOWN_SYMBOL,
@@ -266,6 +285,7 @@ pub use session::{
     Liveness, Part, Rotation, Session, ARCHIVE_DEBUG_DIR, KALLSYMS_FILE, MAX_PARTS, SESSION_FILE,
 };
 pub use spec::{base_name, Glob, ProfileSpec, Separate, SortKey, SPEC_TAGS};
+pub use wall::{build_wall, write_wall, WallReport, WallRow};
 pub use warnings::MAX_WARNING_LINES;
 pub use window::TimeSpec;
 

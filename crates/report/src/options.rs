@@ -62,6 +62,64 @@ pub struct ReportOptions {
     pub annotate: Option<AnnotateOptions>,
     /// Only the samples of this window of time (`--time`).
     pub time: Option<crate::window::TimeSpec>,
+    /// Count off-CPU time instead of samples (`--off-cpu[=KIND]`): each
+    /// `OffCpu` marker of the chosen kind(s) is a "sample" weighted by its
+    /// nanoseconds, at its switch-out's (cookie, offset) and stack. Needs a
+    /// session recorded with `profctl start --off-cpu`.
+    pub off_cpu: Option<OffCpuMode>,
+}
+
+/// Which off-CPU intervals a report counts (`--off-cpu[=blocked|runnable|all]`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OffCpuMode {
+    /// The task slept: I/O, a lock, a pipe, a timer (the default).
+    #[default]
+    Blocked,
+    /// The task was preempted and waited for a CPU.
+    Runnable,
+    /// Both.
+    All,
+}
+
+impl OffCpuMode {
+    /// True when intervals of `kind` count.
+    #[inline]
+    pub fn wants(self, kind: profkit_eventlog::OffCpuKind) -> bool {
+        use profkit_eventlog::OffCpuKind;
+        matches!(
+            (self, kind),
+            (OffCpuMode::All, _)
+                | (OffCpuMode::Blocked, OffCpuKind::Blocked)
+                | (OffCpuMode::Runnable, OffCpuKind::Runnable)
+        )
+    }
+
+    /// How reports and the command line name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            OffCpuMode::Blocked => "blocked",
+            OffCpuMode::Runnable => "runnable",
+            OffCpuMode::All => "all",
+        }
+    }
+
+    /// Parses `blocked`, `runnable` or `all`.
+    ///
+    /// # Errors
+    /// [`crate::Error::BadValue`] for anything else.
+    pub fn parse(s: &str) -> crate::Result<OffCpuMode> {
+        match s {
+            "blocked" => Ok(OffCpuMode::Blocked),
+            "runnable" => Ok(OffCpuMode::Runnable),
+            "all" => Ok(OffCpuMode::All),
+            _ => Err(crate::Error::BadValue {
+                option: "--off-cpu",
+                value: s.to_owned(),
+                allowed: "blocked, runnable or all".to_owned(),
+            }),
+        }
+    }
 }
 
 /// What `--annotate` shows.
@@ -112,6 +170,7 @@ impl Default for ReportOptions {
             inline: false,
             annotate: None,
             time: None,
+            off_cpu: None,
         }
     }
 }

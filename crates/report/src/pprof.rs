@@ -18,6 +18,7 @@
 //! | `location` | one per distinct (binary, offset), its `line`s the inlined functions there innermost first then the symbol (`has_inline_frames` on the mapping when any location of it has inlined functions): kernel and module addresses are real (`base + offset`); a user binary's offsets (file offsets) are placed in a range of their own, `memory_start` = a synthetic base, `file_offset` 0, so `address − memory_start` is the file offset |
 //! | `function` | one per symbol and per inlined function, `name` and `system_name` the shown name (`[binary]` for code of a binary without symbols, as in folded stacks; an inlined function without perf's ` (inlined)`, which pprof shows by itself) |
 //! | `time_nanos`, `duration_nanos`, `period` | the session's start, length and a sample's worth |
+//! | off-CPU reports (`--off-cpu`) | one `sample_type`, `off_cpu/nanoseconds`, each sample's value its off-CPU time; no period |
 //! | `comment` | the sessions' targets and hosts |
 
 use std::collections::HashMap;
@@ -255,16 +256,20 @@ pub fn to_profile(report: &Report) -> io::Result<Profile> {
     })?;
     let h = &report.header;
     let mut strings = Strings::new();
+    let (ty, unit) = match h.off_cpu {
+        Some(_) => ("off_cpu", "nanoseconds"),
+        None => ("samples", "count"),
+    };
     let mut p = Profile {
         sample_type: vec![ValueType {
-            r#type: strings.get("samples"),
-            unit: strings.get("count"),
+            r#type: strings.get(ty),
+            unit: strings.get(unit),
         }],
         time_nanos: clamp_i64(h.start_unix_ns),
         duration_nanos: clamp_i64(h.duration_ns),
         ..Default::default()
     };
-    let period = period_of(h);
+    let period = period_of(h).filter(|_| h.off_cpu.is_none());
     if let Some((ty, unit, amount)) = &period {
         let vt = ValueType {
             r#type: strings.get(ty),

@@ -22,21 +22,25 @@ impl Report {
     /// binaries without symbols summarized in one, the rest counted.
     pub fn warning_lines(&self, verbose: bool) -> Vec<String> {
         let total = self.header.total_samples;
+        let amount = |n: u64| match self.header.off_cpu {
+            Some(_) => format!("{} ms off-CPU", crate::render::ms(n)),
+            None => format!("{n} samples"),
+        };
         let mut lines = Vec::new();
         if verbose {
             lines.extend(self.warnings.iter().cloned());
             for b in &self.unnamed_binaries {
                 lines.push(format!(
-                    "{} ({} samples, {} unnamed)",
+                    "{} ({}, {} unnamed)",
                     b.note,
-                    b.samples,
+                    amount(b.samples),
                     percent(b.samples, total)
                 ));
             }
             return lines;
         }
         if !self.unnamed_binaries.is_empty() {
-            lines.push(unnamed_summary(&self.unnamed_binaries, total));
+            lines.push(unnamed_summary(&self.unnamed_binaries, total, &amount));
         }
         let room = MAX_WARNING_LINES - lines.len();
         if self.warnings.len() <= room {
@@ -54,8 +58,8 @@ impl Report {
 
 /// "14 binaries have no symbols: 2,113 samples (4.8 %) shown as offsets,
 /// most in cc1 (3.5 %), bash (0.6 %), as (0.2 %); …".
-fn unnamed_summary(bins: &[UnnamedBinary], total: u64) -> String {
-    let samples: u64 = bins.iter().map(|b| b.samples).sum();
+fn unnamed_summary(bins: &[UnnamedBinary], total: u64, amount: &dyn Fn(u64) -> String) -> String {
+    let samples: u64 = bins.iter().fold(0, |a, b| a.saturating_add(b.samples));
     let named: Vec<String> = bins
         .iter()
         .take(NAMED)
@@ -67,8 +71,9 @@ fn unnamed_summary(bins: &[UnnamedBinary], total: u64) -> String {
         (format!("{} binaries have", bins.len()), "their")
     };
     format!(
-        "{what} no symbols: {samples} samples ({}) shown as offsets, {} {}; install {their} \
+        "{what} no symbols: {} ({}) shown as offsets, {} {}; install {their} \
          debug symbols (Debian: the -dbgsym packages) or give --debug-dir; -v lists them",
+        amount(samples),
         percent(samples, total),
         if bins.len() == 1 { "in" } else { "most in" },
         named.join(", ")

@@ -3,12 +3,21 @@
 //! are the same function monomorphized for [`FlatSink`] and [`StackSink`]
 //! (as the sync stage's `fn sample<const G: bool>`), so the flat pass never
 //! looks at a stack id and pays nothing for call graphs.
+//!
+//! Off-CPU reports (`--off-cpu`) are a third monomorphization axis, the
+//! const `OFF`: the sample callback is empty, and each `OffCpu` marker of
+//! the chosen kinds goes to the same sink as one "sample" weighted by its
+//! nanoseconds ([`Sink::add_weighted`]), so every view downstream works
+//! unchanged. The plain sample path is the code it was.
 
 use std::collections::BTreeMap;
 
 use profkit_eventlog::{ChunkRef, Cookie, CookieEntry, Event, Frame, SessionReader, StackTable};
 
-use super::{Aggregate, ChunkStat, CommMark, DecodeError, Key, KeyShape, StackKey, NO_STACK};
+use super::{
+    Aggregate, ChunkStat, CommMark, DecodeError, Key, KeyShape, StackKey, WeightBudget, NO_STACK,
+    NO_WEIGHTS,
+};
 use crate::hash::FxHashMap;
 use crate::spec::ProfileSpec;
 
@@ -18,6 +27,9 @@ use crate::spec::ProfileSpec;
 pub(super) trait Sink {
     /// Counts one sample.
     fn add(&mut self, key: Key, stack: Option<u32>);
+    /// Counts one weighted sample (an off-CPU interval's nanoseconds),
+    /// saturating.
+    fn add_weighted(&mut self, key: Key, stack: Option<u32>, weight: u64);
     /// Counts what the cache still holds.
     fn flush(&mut self);
 }
@@ -40,9 +52,23 @@ impl<K: Eq + std::hash::Hash + Copy> Runs<'_, K> {
         }
     }
 
+    /// As [`Runs::add`], `weight` times (saturating: a weight is the
+    /// file's word).
+    #[inline]
+    fn add_weighted(&mut self, key: K, weight: u64) {
+        match &mut self.last {
+            Some((k, n)) if *k == key => *n = n.saturating_add(weight),
+            _ => {
+                self.flush();
+                self.last = Some((key, weight));
+            }
+        }
+    }
+
     fn flush(&mut self) {
         if let Some((k, n)) = self.last.take() {
-            *self.counts.entry(k).or_insert(0) += n;
+            let c = self.counts.entry(k).or_insert(0);
+            *c = c.saturating_add(n);
         }
     }
 }
@@ -54,6 +80,10 @@ impl Sink for FlatSink<'_> {
     #[inline(always)]
     fn add(&mut self, key: Key, _stack: Option<u32>) {
         self.0.add(key);
+    }
+
+    fn add_weighted(&mut self, key: Key, _stack: Option<u32>, weight: u64) {
+        self.0.add_weighted(key, weight);
     }
 
     fn flush(&mut self) {
@@ -70,6 +100,13 @@ impl Sink for StackSink<'_> {
         match stack {
             Some(id) => self.0.add((key, self.1, id)),
             None => self.0.add((key, 0, NO_STACK)),
+        }
+    }
+
+    fn add_weighted(&mut self, key: Key, stack: Option<u32>, weight: u64) {
+        match stack {
+            Some(id) => self.0.add_weighted((key, self.1, id), weight),
+            None => self.0.add_weighted((key, 0, NO_STACK), weight),
         }
     }
 
@@ -129,6 +166,20 @@ impl CpuCounts {
         }
     }
 
+    /// As [`CpuCounts::add`], saturating (off-CPU weights).
+    fn add_saturating(&mut self, cpu: u32, n: u64) {
+        let c = if cpu < Self::DENSE_MAX {
+            let i = cpu as usize;
+            if i >= self.dense.len() {
+                self.dense.resize(i + 1, 0);
+            }
+            &mut self.dense[i]
+        } else {
+            self.sparse.entry(cpu).or_insert(0)
+        };
+        *c = c.saturating_add(n);
+    }
+
     fn into_pairs(self) -> Vec<(u32, u64)> {
         let mut v: Vec<(u32, u64)> = self
             .dense
@@ -181,17 +232,13 @@ pub(super) fn decode_chunk(
             },
             file,
         );
-        let marks = decode_into(
-            sink,
-            &mut table,
-            (sess, file),
-            reader,
-            chunk,
-            shape,
-            spec,
-            filter_task,
-            counts,
-        );
+        let args = (sess, file, reader, chunk, shape, spec, filter_task, counts);
+        let marks = match &acc.weight_budget {
+            Some(budget) if shape.off_cpu.is_some() => {
+                decode_into::<_, _, true>(sink, &mut table, budget, args)
+            }
+            _ => decode_into::<_, _, false>(sink, &mut table, &NO_WEIGHTS, args),
+        };
         acc.stack_tables.insert(file, table);
         marks
     } else {
@@ -199,36 +246,40 @@ pub(super) fn decode_chunk(
             counts: &mut acc.counts,
             last: None,
         });
-        decode_into(
-            sink,
-            &mut (),
-            (sess, file),
-            reader,
-            chunk,
-            shape,
-            spec,
-            filter_task,
-            counts,
-        )
+        let args = (sess, file, reader, chunk, shape, spec, filter_task, counts);
+        match &acc.weight_budget {
+            Some(budget) if shape.off_cpu.is_some() => {
+                decode_into::<_, _, true>(sink, &mut (), budget, args)
+            }
+            _ => decode_into::<_, _, false>(sink, &mut (), &NO_WEIGHTS, args),
+        }
     };
     acc.add_marks(marks, (sess, file), chunk, counts);
 }
 
-/// The decode loop, monomorphized per sink. The sink is taken by value so
-/// the per-sample closure reaches its cache through one reference, as a
-/// local.
+/// What [`decode_into`] decodes: session, file, reader, chunk, key
+/// shape, spec, whether the spec filters tasks, whether the chunk counts
+/// (in the `--time` window).
+type DecodeArgs<'a> = (
+    u32,
+    u32,
+    &'a SessionReader,
+    &'a ChunkRef,
+    KeyShape,
+    &'a ProfileSpec,
+    bool,
+    bool,
+);
+
+/// The decode loop, monomorphized per sink and per `OFF` (off-CPU
+/// intervals instead of samples). The sink is taken by value so the
+/// per-sample closure reaches its cache through one reference, as a local.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn decode_into<S: Sink, D: StackDefs>(
+fn decode_into<S: Sink, D: StackDefs, const OFF: bool>(
     mut sink: S,
     defs: &mut D,
-    (sess, file): (u32, u32),
-    reader: &SessionReader,
-    chunk: &ChunkRef,
-    shape: KeyShape,
-    spec: &ProfileSpec,
-    filter_task: bool,
-    counts: bool,
+    budget: &WeightBudget,
+    (sess, file, reader, chunk, shape, spec, filter_task, counts): DecodeArgs<'_>,
 ) -> Marks {
     let mut read = CpuCounts::default();
     let mut kept = CpuCounts::default();
@@ -238,62 +289,106 @@ fn decode_into<S: Sink, D: StackDefs>(
     let mut comms = Vec::new();
     let mut maps = Vec::new();
     let mut cgroups = Vec::new();
-    let result = reader.for_each_sample(
-        chunk,
-        |s| {
-            if !counts {
-                return;
-            }
-            read.add(s.cpu, 1);
-            if filter_task && !spec.wants_task(s.cpu, s.pid, s.tid) {
-                return;
-            }
-            kept.add(s.cpu, 1);
-            let key = Key {
+    let mut marker = |m: Event| match m {
+        Event::CookieDef(e) => cookies.push(e),
+        Event::Comm {
+            pid,
+            tid,
+            comm,
+            exec,
+            ns,
+        } => {
+            seq += 1;
+            comms.push(CommMark {
                 sess,
-                cpu: if shape.cpu { s.cpu } else { 0 },
-                pid: if shape.pid { s.pid } else { 0 },
-                tid: if shape.tid { s.tid } else { 0 },
-                cookie: s.cookie,
-                offset: if shape.offset { s.offset } else { 0 },
-                cgroup: if shape.cgroup { s.cgroup } else { 0 },
-            };
-            sink.add(key, s.stack);
-        },
-        |m| match m {
-            Event::CookieDef(e) => cookies.push(e),
-            Event::Comm {
+                file,
+                chunk: chunk.index,
+                seq,
                 pid,
                 tid,
-                comm,
                 exec,
+                comm,
                 ns,
-            } => {
-                seq += 1;
-                comms.push(CommMark {
-                    sess,
-                    file,
-                    chunk: chunk.index,
-                    seq,
+            });
+        }
+        Event::ModuleLoad {
+            cookie,
+            pid: Some(pid),
+            ..
+        } => maps.push((sess, pid, cookie)),
+        Event::Lost { cpu, count, .. } if counts => lost.add(cpu, count),
+        Event::CgroupDef { id, path } => cgroups.push((id, path)),
+        Event::StackDef { id, frames } => defs.define(id, frames),
+        Event::StackDefOn { id, parent, frames } => defs.define_on(id, parent, frames),
+        _ => {}
+    };
+    let result = if OFF {
+        let mode = shape.off_cpu.unwrap_or_default();
+        reader.for_each_sample(
+            chunk,
+            |_| {},
+            |m| match m {
+                Event::OffCpu {
+                    cpu,
                     pid,
                     tid,
-                    exec,
-                    comm,
-                    ns,
-                });
-            }
-            Event::ModuleLoad {
-                cookie,
-                pid: Some(pid),
-                ..
-            } => maps.push((sess, pid, cookie)),
-            Event::Lost { cpu, count, .. } if counts => lost.add(cpu, count),
-            Event::CgroupDef { id, path } => cgroups.push((id, path)),
-            Event::StackDef { id, frames } => defs.define(id, frames),
-            Event::StackDefOn { id, parent, frames } => defs.define_on(id, parent, frames),
-            _ => {}
-        },
-    );
+                    kind,
+                    cookie,
+                    offset,
+                    stack,
+                    cgroup,
+                    total_ns,
+                    ..
+                } => {
+                    if !counts || !mode.wants(kind) {
+                        return;
+                    }
+                    let w = budget.take(total_ns);
+                    read.add_saturating(cpu, w);
+                    if filter_task && !spec.wants_task(cpu, pid, tid) {
+                        return;
+                    }
+                    kept.add_saturating(cpu, w);
+                    let key = Key {
+                        sess,
+                        cpu: if shape.cpu { cpu } else { 0 },
+                        pid: if shape.pid { pid } else { 0 },
+                        tid: if shape.tid { tid } else { 0 },
+                        cookie,
+                        offset: if shape.offset { offset } else { 0 },
+                        cgroup: if shape.cgroup { cgroup } else { 0 },
+                    };
+                    sink.add_weighted(key, stack, w);
+                }
+                m => marker(m),
+            },
+        )
+    } else {
+        reader.for_each_sample(
+            chunk,
+            |s| {
+                if !counts {
+                    return;
+                }
+                read.add(s.cpu, 1);
+                if filter_task && !spec.wants_task(s.cpu, s.pid, s.tid) {
+                    return;
+                }
+                kept.add(s.cpu, 1);
+                let key = Key {
+                    sess,
+                    cpu: if shape.cpu { s.cpu } else { 0 },
+                    pid: if shape.pid { s.pid } else { 0 },
+                    tid: if shape.tid { s.tid } else { 0 },
+                    cookie: s.cookie,
+                    offset: if shape.offset { s.offset } else { 0 },
+                    cgroup: if shape.cgroup { s.cgroup } else { 0 },
+                };
+                sink.add(key, s.stack);
+            },
+            &mut marker,
+        )
+    };
     sink.flush();
     Marks {
         read,

@@ -12,6 +12,8 @@ mod decode;
 pub(crate) mod summary;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use profkit_eventlog::{ChunkRef, Cookie, CookieEntry, FrameBudget, SessionReader, StackTable};
 use rayon::prelude::*;
@@ -36,6 +38,69 @@ pub(crate) struct KeyShape {
     /// [`Aggregate::stack_counts`] instead of [`Aggregate::counts`], and
     /// the `StackDef` markers to [`Aggregate::stack_tables`].
     pub stacks: bool,
+    /// Count the `OffCpu` markers of these kinds, weighted by their
+    /// nanoseconds, instead of samples (`--off-cpu`).
+    pub off_cpu: Option<crate::options::OffCpuMode>,
+}
+
+/// The most off-CPU time one report adds up, in ns (2⁶², 146 years of
+/// thread time): far above any real session, and low enough that no sum
+/// of a report's figures (rows, columns, stacks, inclusive, merged
+/// sessions) can overflow a `u64`. A forged file's weights past it are not
+/// counted, and the report says so.
+pub(crate) const OFF_CPU_TOTAL_MAX: u64 = 1 << 62;
+
+/// The off-CPU time still to be counted, shared by every worker of a
+/// report (see [`OFF_CPU_TOTAL_MAX`]).
+#[derive(Debug)]
+pub(crate) struct WeightBudget {
+    left: AtomicU64,
+    clamped: AtomicBool,
+}
+
+/// An exhausted budget: the one the plain sample pass is handed (it never
+/// takes from it).
+pub(crate) static NO_WEIGHTS: WeightBudget = WeightBudget {
+    left: AtomicU64::new(0),
+    clamped: AtomicBool::new(false),
+};
+
+impl WeightBudget {
+    fn new(total: u64) -> WeightBudget {
+        WeightBudget {
+            left: AtomicU64::new(total),
+            clamped: AtomicBool::new(false),
+        }
+    }
+
+    /// Takes up to `w` from the budget; what is taken is what counts.
+    #[inline]
+    pub fn take(&self, w: u64) -> u64 {
+        let mut cur = self.left.load(Ordering::Relaxed);
+        loop {
+            let t = w.min(cur);
+            if t < w {
+                self.clamped.store(true, Ordering::Relaxed);
+            }
+            if t == 0 {
+                return 0;
+            }
+            match self.left.compare_exchange_weak(
+                cur,
+                cur - t,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return t,
+                Err(c) => cur = c,
+            }
+        }
+    }
+
+    /// Whether some weight was not counted.
+    pub fn clamped(&self) -> bool {
+        self.clamped.load(Ordering::Relaxed)
+    }
 }
 
 /// "No stack" in a [`StackKey`]: the sample had no caller frame.
@@ -129,6 +194,9 @@ pub(crate) struct Aggregate {
     /// draws on (all workers, parts and sessions): what the files read
     /// justify ([`FrameBudget::for_bytes`]).
     pub stack_budget: Option<FrameBudget>,
+    /// With [`KeyShape::off_cpu`]: the off-CPU time this report may still
+    /// count, shared by all workers.
+    pub weight_budget: Option<Arc<WeightBudget>>,
 }
 
 impl Aggregate {
@@ -139,13 +207,15 @@ impl Aggregate {
         // No reserve for all of `other`: most of its keys are already here
         // (the hot ones), and reserving for them doubled the peak.
         for (k, v) in other.counts {
-            *self.counts.entry(k).or_insert(0) += v;
+            let c = self.counts.entry(k).or_insert(0);
+            *c = c.saturating_add(v);
         }
         if other.stack_counts.len() > self.stack_counts.len() {
             std::mem::swap(&mut self.stack_counts, &mut other.stack_counts);
         }
         for (k, v) in other.stack_counts {
-            *self.stack_counts.entry(k).or_insert(0) += v;
+            let c = self.stack_counts.entry(k).or_insert(0);
+            *c = c.saturating_add(v);
         }
         for (file, table) in other.stack_tables {
             match self.stack_tables.get_mut(&file) {
@@ -173,6 +243,9 @@ impl Aggregate {
         if self.stack_budget.is_none() {
             self.stack_budget = other.stack_budget;
         }
+        if self.weight_budget.is_none() {
+            self.weight_budget = other.weight_budget;
+        }
         self
     }
 
@@ -180,10 +253,11 @@ impl Aggregate {
     /// aggregation), so everything that does not look at stacks works the
     /// same either way.
     pub fn fold_stacks(&mut self) {
-        let mut counts = FxHashMap::default();
+        let mut counts: FxHashMap<Key, u64> = FxHashMap::default();
         counts.reserve(self.stack_counts.len());
         for (&(k, _, _), &n) in &self.stack_counts {
-            *counts.entry(k).or_insert(0) += n;
+            let c = counts.entry(k).or_insert(0);
+            *c = c.saturating_add(n);
         }
         self.counts = counts;
     }
@@ -209,8 +283,12 @@ pub(crate) fn aggregate(
         .map(|p| p.reader().bytes().len() as u64)
         .sum();
     let budget = FrameBudget::for_bytes(bytes);
+    let weights = shape
+        .off_cpu
+        .map(|_| Arc::new(WeightBudget::new(OFF_CPU_TOTAL_MAX)));
     let empty = || Aggregate {
         stack_budget: Some(budget.clone()),
+        weight_budget: weights.clone(),
         ..Aggregate::default()
     };
     for (i, s) in sessions.iter().enumerate() {

@@ -7,9 +7,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::Aggregate;
 use crate::model::{
-    BadChunkInfo, CallGraphMode, CpuLoss, Header, SessionInfo, SessionTimeline, StackCounts,
-    Timeline, TimelineLine,
+    BadChunkInfo, CallGraphMode, CpuLoss, Header, OffCpuCounts, SessionInfo, SessionTimeline,
+    StackCounts, Timeline, TimelineLine,
 };
+use crate::options::OffCpuMode;
 use crate::session::{Liveness, Part, Session};
 use crate::spec::ProfileSpec;
 
@@ -31,13 +32,16 @@ pub(crate) fn percents(samples: &[u64], denom: &[u64]) -> Vec<f64> {
         .collect()
 }
 
-/// The header, and the samples read per CPU (the global denominators).
+/// The header, and the samples read per CPU (the global denominators);
+/// with `off_cpu`, the off-CPU nanoseconds read per CPU.
 pub(crate) fn header(
     sessions: &[Session],
     agg: &Aggregate,
     windowed: bool,
+    off_cpu: Option<OffCpuMode>,
     warnings: &mut Vec<String>,
 ) -> (Header, BTreeMap<u32, u64>) {
+    let mut off_cpu_counts = OffCpuCounts::default();
     let mut infos = Vec::new();
     let mut bad = Vec::new();
     let mut read_per_cpu: BTreeMap<u32, u64> = BTreeMap::new();
@@ -107,12 +111,15 @@ pub(crate) fn header(
                         add(&mut stacks.unknown, a.stacks_unknown);
                         add(&mut stacks.truncated, a.stacks_truncated);
                         add(&mut stacks.user_stacks_cut, a.user_stacks_cut);
+                        off_cpu_counts.add(a);
                     }
                     let written: u64 = f
                         .accounting
                         .iter()
                         .fold(0, |t, a| t.saturating_add(a.samples_written));
-                    if let Some(u) = unreadable.as_mut() {
+                    // Samples written against nanoseconds read would say
+                    // nothing: off-CPU reports leave it.
+                    if let Some(u) = unreadable.as_mut().filter(|_| off_cpu.is_none()) {
                         add(u, written.saturating_sub(read_total));
                     }
                     f.end_monotonic_ns.max(last_time)
@@ -306,6 +313,10 @@ pub(crate) fn header(
         .to_owned(),
         stacks,
         bad_chunks: bad,
+        off_cpu,
+        off_cpu_accounting: (!windowed
+            && sessions.iter().any(|s| s.reader().header().event.off_cpu))
+        .then_some(off_cpu_counts),
     };
     (header, read_per_cpu)
 }

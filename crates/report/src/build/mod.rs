@@ -40,6 +40,9 @@ pub fn build_report(
 ) -> Result<Report> {
     let mut warnings = Vec::new();
     check_merge(sessions, &mut warnings)?;
+    if opts.off_cpu.is_some() {
+        check_off_cpu(sessions)?;
+    }
     let plan = plan(opts)?;
     let opts = &*plan.opts;
     let no_cgroups = sessions
@@ -69,7 +72,16 @@ pub fn build_report(
     if plan.with_stacks {
         agg.fold_stacks();
     }
-    let (mut header, read_per_cpu) = header(sessions, &agg, opts.time.is_some(), &mut warnings);
+    if agg.weight_budget.as_ref().is_some_and(|b| b.clamped()) {
+        warnings.push(off_cpu_clamped_warning());
+    }
+    let (mut header, read_per_cpu) = header(
+        sessions,
+        &agg,
+        opts.time.is_some(),
+        opts.off_cpu,
+        &mut warnings,
+    );
     if let Some(per) = opts.timeline {
         return Ok(timeline_report(
             sessions, &agg, per, opts, header, warnings, progress,
@@ -203,6 +215,25 @@ pub fn build_report(
     })
 }
 
+/// [`Error::NoOffCpu`] for the first session recorded without `--off-cpu`.
+pub(crate) fn check_off_cpu(sessions: &[Session]) -> Result<()> {
+    match sessions.iter().find(|s| !s.reader().header().event.off_cpu) {
+        Some(s) => Err(Error::NoOffCpu {
+            path: s.reader().path().to_owned(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Said when a forged session's off-CPU times were not all counted.
+pub(crate) fn off_cpu_clamped_warning() -> String {
+    format!(
+        "the off-CPU intervals of this session add up to more than {} ns (146 years): the file's \
+         times are not plausible, and those past that sum are not counted",
+        crate::aggregate::OFF_CPU_TOTAL_MAX
+    )
+}
+
 /// `--annotate`: the chosen functions' samples per offset, annotated.
 fn annotations(
     cx: &crate::annotate::Context<'_>,
@@ -254,6 +285,13 @@ struct Plan<'a> {
 
 /// Checks the options go together and decides the aggregation key.
 fn plan(opts: &ReportOptions) -> Result<Plan<'_>> {
+    if opts.off_cpu.is_some() && (opts.timeline.is_some() || opts.annotate.is_some()) {
+        return Err(Error::Conflict(
+            "--off-cpu counts time where threads switched out: --timeline and --annotate count \
+             samples and do not show it"
+                .to_owned(),
+        ));
+    }
     let with_stacks = opts.wants_stacks() && opts.timeline.is_none();
     if with_stacks && (opts.children || opts.callgraph) {
         let sep = opts.separate;
@@ -286,6 +324,7 @@ fn plan(opts: &ReportOptions) -> Result<Plan<'_>> {
             cpu: sep.cpu,
             cgroup: sep.cgroup || !opts.spec.cgroups.is_empty(),
             stacks: with_stacks,
+            off_cpu: opts.off_cpu,
         }
     };
     Ok(Plan {

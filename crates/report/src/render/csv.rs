@@ -38,17 +38,24 @@ pub fn write_csv(report: &Report, w: &mut dyn Write) -> io::Result<()> {
         }
         return Ok(());
     }
+    let h = &report.header;
+    let samples_head = if h.off_cpu.is_some() {
+        "off_cpu_ms"
+    } else {
+        "samples"
+    };
     if let Some(cg) = &report.callgraph {
         writeln!(
             w,
-            "function_image,function_symbol,relation,samples,percent,image,symbol"
+            "function_image,function_symbol,relation,{samples_head},percent,image,symbol"
         )?;
         for e in &cg.entries {
             let (fi, fs) = (csv_field(&e.image), csv_field(&e.symbol));
             let mut line = |rel: &str, n: u64, p: f64, image: &str, symbol: &str| {
                 writeln!(
                     w,
-                    "{fi},{fs},{rel},{n},{p:.4},{},{}",
+                    "{fi},{fs},{rel},{},{p:.4},{},{}",
+                    amount(h, n),
                     csv_field(image),
                     csv_field(symbol)
                 )
@@ -64,27 +71,31 @@ pub fn write_csv(report: &Report, w: &mut dyn Write) -> io::Result<()> {
         }
         return Ok(());
     }
-    let incl_head = if report.shown.inclusive {
-        ",inclusive,inclusive_percent"
-    } else {
-        ""
+    let incl_head = match (report.shown.inclusive, h.off_cpu.is_some()) {
+        (false, _) => "",
+        (true, false) => ",inclusive,inclusive_percent",
+        (true, true) => ",inclusive_ms,inclusive_percent",
     };
     writeln!(
         w,
-        "samples,percent,cpu,tgid,tid,ns_tgid,ns_tid,comm,cgroup,app,image,symbol,vma,location\
-         {incl_head}"
+        "{samples_head},percent,cpu,tgid,tid,ns_tgid,ns_tid,comm,cgroup,app,image,symbol,vma,\
+         location{incl_head}"
     )?;
     let opt = |v: Option<u32>| v.map_or_else(String::new, |v| v.to_string());
     for (r, cpu) in flat_rows(report) {
         let incl = if report.shown.inclusive {
-            format!(",{},{:.4}", r.inclusive_total, r.inclusive_total_percent)
+            format!(
+                ",{},{:.4}",
+                amount(h, r.inclusive_total),
+                r.inclusive_total_percent
+            )
         } else {
             String::new()
         };
         writeln!(
             w,
             "{},{:.4},{},{},{},{},{},{},{},{},{},{},{},{}{incl}",
-            r.samples[0],
+            amount(h, r.samples[0]),
             r.percent[0],
             opt(cpu),
             opt(r.tgid),

@@ -53,6 +53,13 @@ struct JsonReport<'a> {
     call_graph: Option<CallGraphMode>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cgroups: Option<&'static str>,
+    /// `"ns"` in an off-CPU report: every figure is nanoseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unit: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    off_cpu: Option<crate::options::OffCpuMode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    off_cpu_accounting: Option<OffCpuCounts>,
     total_samples: u64,
     samples_read: u64,
     samples_unreadable: Option<u64>,
@@ -183,6 +190,9 @@ pub fn write_json(report: &Report, w: &mut dyn Write) -> io::Result<()> {
         period: h.period,
         call_graph: h.call_graph,
         cgroups: h.cgroups,
+        unit: h.off_cpu.map(|_| "ns"),
+        off_cpu: h.off_cpu,
+        off_cpu_accounting: h.off_cpu_accounting,
         total_samples: h.total_samples,
         samples_read: h.samples_read,
         samples_unreadable: h.samples_unreadable,

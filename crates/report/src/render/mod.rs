@@ -11,6 +11,7 @@ mod text;
 
 pub use csv::write_csv;
 pub use json::{flat_rows, write_json};
+pub(crate) use text::header_lines;
 pub use text::write_text;
 
 use std::io::{self, Write};
@@ -25,6 +26,50 @@ pub(crate) fn csv_field(s: &str) -> String {
     } else {
         s.to_owned()
     }
+}
+
+/// Nanoseconds as milliseconds with three decimals (to the nearest µs):
+/// `1234567` → `1.235`.
+pub(crate) fn ms(ns: u64) -> String {
+    let us = ns / 1000 + u64::from(ns % 1000 >= 500);
+    format!("{}.{:03}", us / 1000, us % 1000)
+}
+
+/// A report figure as shown: samples, or off-CPU milliseconds.
+pub(crate) fn amount(h: &Header, n: u64) -> String {
+    if h.off_cpu.is_some() {
+        ms(n)
+    } else {
+        n.to_string()
+    }
+}
+
+/// What an off-CPU report counts: "off-CPU time (blocked)".
+pub(crate) fn off_cpu_what(mode: crate::options::OffCpuMode) -> &'static str {
+    match mode {
+        crate::options::OffCpuMode::Blocked => "off-CPU time (blocked)",
+        crate::options::OffCpuMode::Runnable => "off-CPU time (runnable: waiting for a CPU)",
+        crate::options::OffCpuMode::All => "off-CPU time (blocked and runnable)",
+    }
+}
+
+/// The footers' off-CPU counts that are not 0, in one line ("1200
+/// switches, 600 intervals, 3 without a stack"); `None` when all are 0.
+pub(crate) fn off_cpu_accounting_line(c: &OffCpuCounts) -> Option<String> {
+    let parts: Vec<String> = [
+        (c.switches, "switches"),
+        (c.intervals, "intervals"),
+        (c.lost, "switch records lost"),
+        (c.kernel_lost, "lost by the kernel's count"),
+        (c.no_stack, "intervals without a stack"),
+        (c.unpaired, "unpaired switch-ins"),
+        (c.dropped, "intervals dropped"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n != 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
 }
 
 /// Text of a row or frame whose address is in no symbol of a readable

@@ -50,7 +50,7 @@ fn parts_line(info: &SessionInfo) -> Option<String> {
     Some(line)
 }
 
-fn header_lines(h: &Header) -> String {
+pub(crate) fn header_lines(h: &Header) -> String {
     let mut s = String::new();
     for info in &h.sessions {
         let rounds = match info.rounds {
@@ -110,11 +110,24 @@ fn header_lines(h: &Header) -> String {
         }
         None => String::new(),
     };
-    let _ = writeln!(
-        s,
-        "Samples:  {} in this report, {} read{unreadable}",
-        h.total_samples, h.samples_read
-    );
+    match h.off_cpu {
+        Some(mode) => {
+            let _ = writeln!(
+                s,
+                "Counted:  {}, ms: {} in this report, {} read{unreadable}",
+                off_cpu_what(mode),
+                ms(h.total_samples),
+                ms(h.samples_read)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "Samples:  {} in this report, {} read{unreadable}",
+                h.total_samples, h.samples_read
+            );
+        }
+    }
     let per_cpu: Vec<String> = h
         .cpus
         .iter()
@@ -132,6 +145,13 @@ fn header_lines(h: &Header) -> String {
             per_cpu.join(", ")
         }
     );
+    if let Some(line) = h
+        .off_cpu_accounting
+        .as_ref()
+        .and_then(off_cpu_accounting_line)
+    {
+        let _ = writeln!(s, "Off-CPU:  {line}");
+    }
     if !h.stacks.is_zero() {
         let st = &h.stacks;
         let _ = writeln!(
@@ -296,6 +316,12 @@ fn pct(p: f64) -> String {
 /// The columns of one table of rows.
 fn table(report: &Report, rows: &[Row], image_head: &str) -> (Vec<Col>, Vec<(usize, String)>) {
     let l = report.shown;
+    let h = &report.header;
+    let (head, incl_head) = if h.off_cpu.is_some() {
+        ("ms", "incl. ms")
+    } else {
+        ("samples", "inclusive")
+    };
     let mut cols = Vec::new();
     let mut labels = Vec::new();
     if l.address {
@@ -313,22 +339,22 @@ fn table(report: &Report, rows: &[Row], image_head: &str) -> (Vec<Col>, Vec<(usi
         if let Column::Cpu(cpu) = column {
             labels.push((cols.len(), format!("cpu:{cpu}")));
         }
-        let mut s = Col::new("samples", true);
+        let mut s = Col::new(head, true);
         let mut p = Col::new("%", true);
         p.min = "100.0000".len();
         for r in rows {
-            s.cells.push(r.samples[i].to_string());
+            s.cells.push(amount(h, r.samples[i]));
             p.cells.push(pct(r.percent[i]));
         }
         cols.push(s);
         cols.push(p);
         if l.inclusive {
-            let mut s = Col::new("inclusive", true);
+            let mut s = Col::new(incl_head, true);
             let mut p = Col::new("%", true);
             p.min = "100.0000".len();
             for r in rows {
                 s.cells
-                    .push(r.inclusive.get(i).copied().unwrap_or(0).to_string());
+                    .push(amount(h, r.inclusive.get(i).copied().unwrap_or(0)));
                 p.cells
                     .push(pct(r.inclusive_percent.get(i).copied().unwrap_or(0.0)));
             }
@@ -413,13 +439,13 @@ pub fn write_text(report: &Report, w: &mut dyn Write) -> io::Result<()> {
         return write_timeline_text(t, w);
     }
     if let Some(cg) = &report.callgraph {
-        return write_callgraph_text(cg, w);
+        return write_callgraph_text(cg, &report.header, w);
     }
     if let Some(list) = &report.annotations {
         return super::annotate::write_annotations_text(report, list, w, false);
     }
     if report.rows.is_empty() {
-        writeln!(w, "(no samples match)")?;
+        writeln!(w, "{}", nothing_matches(&report.header))?;
         return Ok(());
     }
     let image_head = if report.shown.symbols {
@@ -460,17 +486,22 @@ pub fn write_text(report: &Report, w: &mut dyn Write) -> io::Result<()> {
 /// among them). Caller and callee percentages are of the function's
 /// inclusive samples; the function's own line has its share of all
 /// samples (self, then inclusive).
-fn write_callgraph_text(cg: &CallGraph, w: &mut dyn Write) -> io::Result<()> {
+fn write_callgraph_text(cg: &CallGraph, h: &Header, w: &mut dyn Write) -> io::Result<()> {
     if cg.entries.is_empty() {
-        writeln!(w, "(no samples match)")?;
+        writeln!(w, "{}", nothing_matches(h))?;
         return Ok(());
     }
+    let (head, incl_head) = if h.off_cpu.is_some() {
+        ("ms", "incl. ms")
+    } else {
+        ("samples", "inclusive")
+    };
     // One table so columns line up across blocks; indentation is part of
     // the first cell.
     let mut cols = vec![
-        Col::new("samples", false),
+        Col::new(head, false),
         Col::new("%", true),
-        Col::new("inclusive", true),
+        Col::new(incl_head, true),
         Col::new("%", true),
         Col::new("image name", false),
         Col::new("symbol name", false),
@@ -489,7 +520,7 @@ fn write_callgraph_text(cg: &CallGraph, w: &mut dyn Write) -> io::Result<()> {
             push(
                 &mut cols,
                 [
-                    format!("  {}", a.samples),
+                    format!("  {}", amount(h, a.samples)),
                     pct(a.percent),
                     String::new(),
                     String::new(),
@@ -502,9 +533,9 @@ fn write_callgraph_text(cg: &CallGraph, w: &mut dyn Write) -> io::Result<()> {
         push(
             &mut cols,
             [
-                e.self_samples.to_string(),
+                amount(h, e.self_samples),
                 pct(e.self_percent),
-                e.total.to_string(),
+                amount(h, e.total),
                 pct(e.total_percent),
                 e.image.clone(),
                 e.symbol.clone(),
@@ -534,7 +565,7 @@ fn write_callgraph_text(cg: &CallGraph, w: &mut dyn Write) -> io::Result<()> {
             push(
                 &mut cols,
                 [
-                    format!("  {n}"),
+                    format!("  {}", amount(h, n)),
                     pct(p),
                     String::new(),
                     String::new(),
@@ -564,6 +595,15 @@ fn write_callgraph_text(cg: &CallGraph, w: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// Said when no row is left.
+fn nothing_matches(h: &Header) -> &'static str {
+    if h.off_cpu.is_some() {
+        "(no off-CPU time matches)"
+    } else {
+        "(no samples match)"
+    }
 }
 
 fn rounds_label(l: &TimelineLine) -> String {

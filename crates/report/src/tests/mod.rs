@@ -206,5 +206,6 @@ mod annotate;
 mod callgraph;
 mod flat;
 mod inline;
+mod offcpu;
 mod parts;
 mod sessions;

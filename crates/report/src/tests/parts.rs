@@ -10,7 +10,7 @@ const U0: u64 = 1_795_379_395_000_000_000;
 const PART_NS: u64 = 10_000_000_000;
 const ROUND_NS: u64 = 2_500_000_000;
 
-fn flat_event() -> EventConfigDesc {
+pub(super) fn flat_event() -> EventConfigDesc {
     EventConfigDesc {
         name: "cpu-clock".into(),
         frequency: Some(1000),
@@ -29,7 +29,7 @@ type Round = (
 /// `session.pkl` when `current`), its rounds numbered on from the parts
 /// before it (4 per part), with a footer counting its own samples and
 /// losses when `footer`.
-fn write_part(
+pub(super) fn write_part(
     dir: &std::path::Path,
     number: u64,
     current: bool,

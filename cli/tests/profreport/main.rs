@@ -18,6 +18,7 @@ mod live;
 mod names;
 mod namespaces;
 mod offcpu;
+mod offcpu_live;
 mod parts;
 mod rotation;
 mod util;

@@ -101,6 +101,7 @@
 
 mod error;
 mod layout;
+mod offcpu;
 mod perf_data;
 
 pub use error::{Error, Result};
@@ -151,6 +152,13 @@ pub struct ImportSummary {
     /// What the import left out of the session, and why, to be shown to
     /// the user (e.g. user stacks it could not restate).
     pub warnings: Vec<String>,
+    /// Samples of an off-CPU event (`context-switches`,
+    /// `sched:sched_switch`): switch-out stacks.
+    pub offcpu_samples: u64,
+    /// Context switches handed to the sync stage: the file's switch
+    /// records, and two per `sched:sched_switch` sample (its task's
+    /// switch-out and the next one's switch-in) when it has none.
+    pub switches: u64,
 }
 
 struct Importer {
@@ -203,7 +211,15 @@ impl Importer {
 impl Sink for Importer {
     fn start(&mut self, facts: &FileFacts, layout: Layout, queues: &mut CpuQueues) {
         self.layout = layout;
-        self.stage = Some(SyncStage::new(SyncOptions { layout }));
+        let mut stage = SyncStage::new(SyncOptions { layout });
+        if facts.offcpu {
+            // The stage's off-CPU part notes exits (a task's last
+            // switch-out is no wait) once it has met an off-CPU record;
+            // the first round's exits come before its off-CPU records.
+            // A record the part ignores wakes it now.
+            stage.record_offcpu(0, &profkit_perf::Record::Unknown { kind: 0 });
+        }
+        self.stage = Some(stage);
         for cpu in 0..facts.online_cpus {
             queues.add_cpu(cpu);
         }
@@ -283,7 +299,7 @@ pub fn import_perf_data(perf_data: &Path, session: &Path) -> Result<ImportSummar
     cpus.sort_unstable();
     cpus.dedup();
     let cmdline = &imp.facts.cmdline;
-    let header = SessionHeader {
+    let mut header = SessionHeader {
         host: std::mem::take(&mut imp.facts.host),
         kernel_release: std::mem::take(&mut imp.facts.kernel_release),
         event: std::mem::take(&mut imp.facts.event),
@@ -305,6 +321,8 @@ pub fn import_perf_data(perf_data: &Path, session: &Path) -> Result<ImportSummar
             source,
         })?;
     }
+    // Off-CPU records were fed: the session holds intervals (version 5).
+    header.event.off_cpu = queues.offcpu_fed() > 0;
     let mut w = SessionWriter::create(session, &header)?;
     for (round, time, bytes) in &imp.chunks {
         w.append_chunk(*round, (*time).max(first), bytes)?;
@@ -322,7 +340,7 @@ pub fn import_perf_data(perf_data: &Path, session: &Path) -> Result<ImportSummar
 #[cfg(test)]
 mod tests {
     use super::*;
-    use layout::PerfUser;
+    use layout::{PerfUser, Queue};
     use profkit_perf::{misc, SampleId};
 
     /// Rounds (chunks) `n` samples at one time make, each with `stack`
@@ -344,7 +362,16 @@ mod tests {
         };
         for _ in 0..n {
             imp.before(id.time, &mut q);
-            q.sample(layout, misc::USER, 0x1000, &id, 1, [].into_iter(), &user);
+            q.sample(
+                Queue::Sampled,
+                layout,
+                misc::USER,
+                0x1000,
+                &id,
+                1,
+                [].into_iter(),
+                &user,
+            );
         }
         imp.end_round(&mut q, true);
         imp.chunks.len()

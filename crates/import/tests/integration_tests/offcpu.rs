@@ -1,0 +1,371 @@
+//! Real off-CPU recordings imported: `perf record -e cs -c 1 -g
+//! --switch-events -a` (the context-switch event, as `profctl start
+//! --off-cpu` records), the same beside an on-CPU `cpu-clock`, and `perf
+//! record -e sched:sched_switch -g -a` (a tracepoint, no switch records),
+//! each of a small program that sleeps in a known function (`napper`: 20
+//! times `usleep(20000)`, measuring its own sleeps). The session is an
+//! off-CPU one (`event.off_cpu`, version 5) whose `OffCpu` markers give
+//! the program's thread the time it slept, within 10 %, as blocked, from
+//! stacks that reach the program. Skipped with a printed reason when perf,
+//! a C compiler or the tracepoint is missing or perf events cannot be
+//! opened, unless PROFKIT_REQUIRE_PERF=1 (CI), where that is a failure.
+
+use profkit_eventlog::{Event, OffCpuKind, SessionReader};
+use profkit_testsupport::{perf_ok, skip};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const NAPPER_C: &str = r#"
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+static unsigned long long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+/* 20 sleeps of 20 ms; returns the time they took, measured around each. */
+__attribute__((noinline)) unsigned long long napper(void) {
+    unsigned long long slept = 0;
+    for (int i = 0; i < 20; i++) {
+        unsigned long long t = now_ns();
+        usleep(20000);
+        slept += now_ns() - t;
+    }
+    return slept;
+}
+
+int main(void) {
+    unsigned long long slept = napper();
+    printf("pid=%d sleep_ns=%llu\n", (int)getpid(), slept);
+    return 0;
+}
+"#;
+
+/// The workload, built with frame pointers into `dir`.
+fn build_napper(dir: &Path) -> Option<PathBuf> {
+    let src = dir.join("napper.c");
+    std::fs::write(&src, NAPPER_C).unwrap();
+    let out = dir.join("napper");
+    let status = Command::new("cc")
+        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status();
+    match status {
+        Ok(s) if s.success() => Some(out),
+        Ok(s) => {
+            skip(format!("cc failed on napper.c ({s})"));
+            None
+        }
+        Err(e) => {
+            skip(format!("no C compiler (cc: {e})"));
+            None
+        }
+    }
+}
+
+fn perf_bin() -> Option<String> {
+    let perf = std::env::var("PERF").unwrap_or_else(|_| "/usr/bin/perf".into());
+    if !Path::new(&perf).exists() {
+        skip(format!("no perf at {perf} (set PERF=...)"));
+        return None;
+    }
+    perf_ok().then_some(perf)
+}
+
+/// What a recording of the workload gave.
+struct Recorded {
+    data: PathBuf,
+    pid: u32,
+    sleep_ns: u64,
+}
+
+/// `perf record EVENTS -a -- napper` into `dir/name`.
+fn record(
+    perf: &str,
+    dir: &Path,
+    workload: &Path,
+    name: &str,
+    events: &[&str],
+) -> Option<Recorded> {
+    let data = dir.join(name);
+    // --no-buildid: perf cannot collect build-ids while a profkit session
+    // is open on this machine (and the import needs none here).
+    let out = Command::new(perf)
+        .args(["record", "-q", "--no-buildid"])
+        .args(events)
+        .args(["-a", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(workload)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let field = |key: &str| -> Option<u64> {
+        stdout
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .and_then(|v| v.parse().ok())
+    };
+    match (
+        out.status.success() && data.exists(),
+        field("pid="),
+        field("sleep_ns="),
+    ) {
+        (true, Some(pid), Some(sleep_ns)) => Some(Recorded {
+            data,
+            pid: pid as u32,
+            sleep_ns,
+        }),
+        _ => {
+            skip(format!(
+                "perf record {events:?} failed ({}): {} {stdout}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+            None
+        }
+    }
+}
+
+/// The workload's off-CPU intervals in an imported session.
+#[derive(Debug, Default)]
+struct Found {
+    /// Blocked time of the workload's thread, all stacks.
+    blocked_ns: u64,
+    /// Of it, from a stack with a frame in the workload's binary.
+    blocked_in_workload_ns: u64,
+    /// Blocked intervals of the workload's thread.
+    blocked: u64,
+    /// Runnable (preempted) time of the workload's thread.
+    runnable_ns: u64,
+    /// OffCpu markers in the session (all tasks).
+    markers: u64,
+    /// Samples (on-CPU) in the session.
+    samples: u64,
+}
+
+fn offcpu_of(session: &Path, workload: &Path, pid: u32) -> Found {
+    let r = SessionReader::open(session).unwrap();
+    assert!(r.header().event.off_cpu, "{:?}", r.header().event);
+    assert_eq!(r.version(), 5);
+    let table = r.stack_table();
+    let mut prog = None;
+    let mut offcpu = Vec::new();
+    let mut found = Found::default();
+    for c in r.chunks() {
+        found.samples += r
+            .for_each_sample(
+                c,
+                |_| {},
+                |m| match m {
+                    Event::CookieDef(e) if Path::new(&e.path) == workload => prog = Some(e.cookie),
+                    e @ Event::OffCpu { .. } => offcpu.push(e),
+                    _ => {}
+                },
+            )
+            .unwrap();
+    }
+    let prog = prog.expect("the workload's cookie is defined");
+    for e in offcpu {
+        let Event::OffCpu {
+            pid: p,
+            tid,
+            kind,
+            stack,
+            count,
+            total_ns,
+            ..
+        } = e
+        else {
+            unreachable!()
+        };
+        found.markers += 1;
+        if (p, tid) != (pid, pid) {
+            continue;
+        }
+        match kind {
+            OffCpuKind::Blocked => {
+                found.blocked_ns += total_ns;
+                found.blocked += count;
+                let frames = stack.and_then(|id| table.get(id)).unwrap_or(&[]);
+                if frames.iter().any(|f| !f.kernel && f.cookie == prog) {
+                    found.blocked_in_workload_ns += total_ns;
+                }
+            }
+            OffCpuKind::Runnable => found.runnable_ns += total_ns,
+        }
+    }
+    found
+}
+
+/// Imports `rec` and checks the workload's blocked time against its own
+/// measure; returns the summary and what was found.
+fn import_and_check(
+    dir: &Path,
+    workload: &Path,
+    rec: &Recorded,
+    name: &str,
+) -> (profkit_import::ImportSummary, Found) {
+    let session = dir.join(format!("{name}/session.pkl"));
+    let summary = profkit_import::import_perf_data(&rec.data, &session).unwrap();
+    let found = offcpu_of(&session, workload, rec.pid);
+    let r = SessionReader::open(&session).unwrap();
+    let footer = r.footer().expect("a footer");
+    let switch_outs: u64 = footer.accounting.iter().map(|a| a.offcpu_switches).sum();
+    let data_bytes = std::fs::metadata(&rec.data).unwrap().len();
+    let session_bytes = std::fs::metadata(&session).unwrap().len();
+    eprintln!(
+        "{name}: {summary:?}\n{name}: {found:?}; the workload slept {} ns (nominal 400 ms)\n\
+         {name}: {switch_outs} switch-outs: perf.data {data_bytes} bytes ({:.1} bytes/switch), \
+         session {session_bytes} bytes ({:.1} bytes/switch)",
+        rec.sleep_ns,
+        data_bytes as f64 / switch_outs.max(1) as f64,
+        session_bytes as f64 / switch_outs.max(1) as f64,
+    );
+    assert_eq!(summary.bad_records, 0, "{summary:?}");
+    assert!(
+        summary.offcpu_samples > 0 && summary.switches > 0,
+        "{summary:?}"
+    );
+    assert!(switch_outs > 20, "{switch_outs} switch-outs");
+    // The program measured 20 sleeps of at least 20 ms.
+    assert!(rec.sleep_ns >= 400_000_000, "{}", rec.sleep_ns);
+    let within = |ns: u64| (ns as f64 - rec.sleep_ns as f64).abs() <= rec.sleep_ns as f64 * 0.10;
+    assert!(
+        within(found.blocked_ns),
+        "{name}: blocked {} ns against {} ns slept",
+        found.blocked_ns,
+        rec.sleep_ns
+    );
+    assert!(found.blocked >= 20, "{name}: {found:?}");
+    // With its stack: the sleeps were called from the workload.
+    assert!(
+        within(found.blocked_in_workload_ns),
+        "{name}: {} ns blocked in the workload's stacks against {} ns slept",
+        found.blocked_in_workload_ns,
+        rec.sleep_ns
+    );
+    (summary, found)
+}
+
+#[test]
+fn a_context_switch_recording_is_imported_as_off_cpu_intervals() {
+    let Some(perf) = perf_bin() else { return };
+    let d = tempfile::tempdir().unwrap();
+    let Some(workload) = build_napper(d.path()) else {
+        return;
+    };
+    let Some(rec) = record(
+        &perf,
+        d.path(),
+        &workload,
+        "cs.data",
+        &["-e", "cs", "-c", "1", "-g", "--switch-events"],
+    ) else {
+        return;
+    };
+    let (summary, found) = import_and_check(d.path(), &workload, &rec, "cs");
+    // Only the context-switch event: the header describes it.
+    let r = SessionReader::open(d.path().join("cs/session.pkl")).unwrap();
+    let ev = &r.header().event;
+    assert_eq!((ev.type_, ev.config, ev.period), (1, 3, Some(1)), "{ev:?}");
+    assert!(ev.callchain);
+    assert_eq!(found.samples, 0, "{summary:?}");
+}
+
+#[test]
+fn an_on_cpu_and_context_switch_recording_keeps_its_on_cpu_event() {
+    let Some(perf) = perf_bin() else { return };
+    let d = tempfile::tempdir().unwrap();
+    let Some(workload) = build_napper(d.path()) else {
+        return;
+    };
+    let Some(rec) = record(
+        &perf,
+        d.path(),
+        &workload,
+        "mixed.data",
+        &[
+            "-e",
+            "cpu-clock/freq=4000/",
+            "-e",
+            "cs/period=1/",
+            "-g",
+            "--switch-events",
+        ],
+    ) else {
+        return;
+    };
+    let (summary, found) = import_and_check(d.path(), &workload, &rec, "mixed");
+    let r = SessionReader::open(d.path().join("mixed/session.pkl")).unwrap();
+    let ev = &r.header().event;
+    // cpu-clock's description, with the off-CPU flag.
+    assert_eq!(
+        (ev.type_, ev.config, ev.frequency, ev.off_cpu),
+        (1, 0, Some(4000), true),
+        "{ev:?}"
+    );
+    // cpu-clock's samples are on-CPU samples; the switch-out stacks are not.
+    assert!(found.samples > 0, "{summary:?}");
+    assert_eq!(
+        summary.samples,
+        summary.written + summary.offcpu_samples + summary.no_mapping + summary.no_task,
+        "{summary:?}"
+    );
+}
+
+/// The tracefs mount perf reads tracepoints through: mounted if it is
+/// not (it is not by default on this test machine).
+fn tracefs() -> bool {
+    let format = Path::new("/sys/kernel/tracing/events/sched/sched_switch/format");
+    if format.exists() {
+        return true;
+    }
+    let out = Command::new("mount")
+        .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+        .output();
+    if format.exists() {
+        return true;
+    }
+    skip(format!(
+        "no sched:sched_switch tracepoint (mount -t tracefs: {:?})",
+        out.map(|o| String::from_utf8_lossy(&o.stderr).trim().to_owned())
+    ))
+}
+
+#[test]
+fn a_sched_switch_recording_is_imported_as_off_cpu_intervals() {
+    let Some(perf) = perf_bin() else { return };
+    if !tracefs() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let Some(workload) = build_napper(d.path()) else {
+        return;
+    };
+    let Some(rec) = record(
+        &perf,
+        d.path(),
+        &workload,
+        "sched.data",
+        &["-e", "sched:sched_switch", "-g"],
+    ) else {
+        return;
+    };
+    let (summary, _) = import_and_check(d.path(), &workload, &rec, "sched");
+    // Its format was read from the file; two switches per sample.
+    assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
+    assert_eq!(summary.switches, 2 * summary.offcpu_samples, "{summary:?}");
+    let r = SessionReader::open(d.path().join("sched/session.pkl")).unwrap();
+    let ev = &r.header().event;
+    assert_eq!(
+        (ev.type_, ev.name.as_str()),
+        (2, "sched:sched_switch"),
+        "{ev:?}"
+    );
+}

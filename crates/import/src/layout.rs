@@ -251,14 +251,15 @@ impl CpuQueues {
         );
     }
 
-    /// Queues a LOST.
-    pub fn lost(&mut self, event_id: u64, count: u64, id: &SampleId) {
+    /// Queues a LOST on `to`: the off-CPU queue for an off-CPU event's
+    /// losses (`offcpu_lost`), else the sampled one.
+    pub fn lost(&mut self, to: Queue, event_id: u64, count: u64, id: &SampleId) {
         let rec = Record::Lost {
             id: event_id,
             lost: count,
             sid: *id,
         };
-        self.record(&rec, id);
+        self.push(to, id.cpu, |q| Layout::default().encode(&rec, q));
     }
 
     /// Queues a THROTTLE (`throttled`) or UNTHROTTLE.
@@ -423,7 +424,7 @@ mod tests {
         );
         q.comm(7, 8, b"worker", true, &id);
         q.task(true, 7, 1, 9, 8, &id);
-        q.lost(4, 17, &id);
+        q.lost(Queue::Sampled, 4, 17, &id);
         q.throttle(false, 4, &id);
         let recs = q.records(3);
         let parsed: Vec<Record<'_>> = recs

@@ -39,6 +39,31 @@
 //!   user stacks cannot be restated (no BP, SP or IP among its registers,
 //!   a size of 0) is imported without them, with a line in
 //!   [`ImportSummary::warnings`].
+//! - off-CPU time (see `offcpu.rs`): the samples of a `context-switches`
+//!   event (`perf record -e cs -c 1 -g --switch-events`, what `profctl
+//!   start --off-cpu` records) are switch-out stacks, and go with the
+//!   `SWITCH`/`SWITCH_CPU_WIDE` records (and the off-CPU event's `LOST`
+//!   records) to a second queue per CPU, handed to
+//!   [`profkit_sync::SyncStage::record_offcpu`] after the round's other
+//!   records, as a live round drains the off-CPU rings after the sampled
+//!   ones. A `sched:sched_switch` sample (`perf record -e
+//!   sched:sched_switch -g`) is its task's switch-out stack too, and its
+//!   raw data (field offsets from the file's tracing data) is restated as
+//!   the switch-out of `prev_pid` (runnable when `prev_state` is R or R+,
+//!   else blocked) and, unless the file has switch records of its own
+//!   (then they give the switches), the switch-in of `next_pid`, at the
+//!   sample's time; `next_pid`'s process is the one the file's COMM, FORK
+//!   or samples gave that thread, else its own id. A CPU's sample whose
+//!   `prev_pid` is not its previous sample's `next_pid` (perf missed the
+//!   switch between: some 2 % on a busy machine, most of them leaving
+//!   idle) also gets `prev_pid`'s switch-in, 1 ns before its switch-out
+//!   ([`ImportSummary::switches_inferred`]), so that its wait is ended
+//!   late by its run rather than lost. Switch records alone
+//!   (`--switch-events` beside an on-CPU event) give intervals without
+//!   stacks. A session fed any of these says `event.off_cpu` (format
+//!   version 5) and holds `OffCpu` markers; its event is the first
+//!   on-CPU event's (perf's `dummy` aside), the off-CPU event's when
+//!   there is none.
 //!
 //! The result is a session file like a recorded one: a header from perf's
 //! feature sections, one chunk per round, a footer with the stage's
@@ -93,8 +118,9 @@
 //!
 //! Reports (profkit-report reads the session written here like any
 //! other), pipe-mode perf output and compressed (`-z`) records (not read),
-//! or events beyond the first: samples of every event are imported as the
-//! first one's.
+//! or telling on-CPU events apart: the samples of every on-CPU event are
+//! imported as the main one's (the layout, call chains included, follows
+//! the main event's `sample_type`).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -128,7 +154,7 @@ pub const ROUND_USER_STACK_BYTES: usize = 64 << 20;
 pub struct ImportSummary {
     /// The session file written.
     pub session: PathBuf,
-    /// Sample records in the file.
+    /// Sample records in the file (off-CPU events' included).
     pub samples: u64,
     /// Samples written to the session.
     pub written: u64,
@@ -157,8 +183,14 @@ pub struct ImportSummary {
     pub offcpu_samples: u64,
     /// Context switches handed to the sync stage: the file's switch
     /// records, and two per `sched:sched_switch` sample (its task's
-    /// switch-out and the next one's switch-in) when it has none.
+    /// switch-out and the next one's switch-in) when it has none, and
+    /// those inferred ([`ImportSummary::switches_inferred`]).
     pub switches: u64,
+    /// Switch-ins the file lacks, inferred from `sched:sched_switch`
+    /// samples: a CPU's sample whose task is not the one its previous
+    /// sample switched in (perf misses some), put just before that
+    /// task's switch-out.
+    pub switches_inferred: u64,
 }
 
 struct Importer {

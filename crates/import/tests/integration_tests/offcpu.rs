@@ -387,3 +387,237 @@ fn a_sched_switch_recording_is_imported_as_off_cpu_intervals() {
         "{ev:?}"
     );
 }
+
+/// The same off-CPU records as SimRings (the live path: the sampled
+/// rings, then the off-CPU rings, drained by one round) and as a perf.data
+/// file of the `context-switches` event with its switch records
+/// (`import_perf_data`) give byte-identical chunks and identical
+/// accounting: blocked and runnable waits with their stacks, one without
+/// (its stack sample missing), a switch-in with no wait open, a loss.
+#[test]
+fn off_cpu_records_as_simrings_and_as_perf_data_give_the_same_session() {
+    use crate::perf_data::{self, RawRec, CONTEXT_SWITCHES};
+    use profkit_perf::{
+        Layout, Record, SampleId, SimRecord, SimRing, PERF_CONTEXT_KERNEL, PERF_CONTEXT_USER,
+    };
+    use profkit_sync::{SyncOptions, SyncStage};
+    const KTEXT: u64 = 0xffff_ffff_8100_0000;
+    const APP: u64 = 0x40_0000;
+    let layout = Layout {
+        callchain: true,
+        user_stack: 0,
+        cgroup: false,
+    };
+    let sim = |cpu: u32, r: SimRecord| r.encode(cpu, layout);
+    let rec = |r: Record<'_>| -> RawRec {
+        let mut body = Vec::new();
+        let (k, m) = layout.encode(&r, &mut body);
+        (k, m, body)
+    };
+    let id = |tid: u32, time: u64, cpu: u32| SampleId {
+        pid: 100,
+        tid,
+        time,
+        cpu,
+    };
+    let switch = |out: bool, preempt: bool, tid: u32, time: u64, cpu: u32| {
+        rec(Record::Switch {
+            out,
+            preempt,
+            next_prev: Some((0, 0)),
+            sid: id(tid, time, cpu),
+        })
+    };
+    // The switch-out's stack: in the kernel's schedule, called from the
+    // app.
+    let stack = |tid: u32, time: u64| SimRecord::Sample {
+        ip: KTEXT + 0x1234,
+        pid: 100,
+        tid,
+        time,
+        kernel: true,
+        period: 1,
+        callchain: vec![
+            PERF_CONTEXT_KERNEL,
+            KTEXT + 0x1234,
+            PERF_CONTEXT_USER,
+            APP + 0x10,
+            APP + 0x20,
+        ],
+    };
+    let sampled: Vec<(u32, Vec<RawRec>)> = vec![(
+        0,
+        vec![
+            sim(
+                0,
+                SimRecord::Mmap2 {
+                    pid: u32::MAX,
+                    tid: u32::MAX,
+                    addr: KTEXT,
+                    len: 0x100_0000,
+                    pgoff: KTEXT,
+                    ino: 0,
+                    build_id: None,
+                    prot: 5,
+                    filename: "[kernel.kallsyms]_text".into(),
+                    time: 10,
+                },
+            ),
+            sim(
+                0,
+                SimRecord::Comm {
+                    pid: 100,
+                    tid: 100,
+                    comm: "app".into(),
+                    exec: true,
+                    time: 20,
+                },
+            ),
+            sim(
+                0,
+                SimRecord::Mmap2 {
+                    pid: 100,
+                    tid: 100,
+                    addr: APP,
+                    len: 0x10000,
+                    pgoff: 0,
+                    ino: 5,
+                    build_id: None,
+                    prot: 5,
+                    filename: "/bin/app".into(),
+                    time: 21,
+                },
+            ),
+        ],
+    )];
+    let offcpu: Vec<(u32, Vec<RawRec>)> = vec![
+        (
+            0,
+            vec![
+                // 100 blocks at 101 (its stack at 100), 101 is preempted
+                // at 301; 100 is back at 600.
+                sim(0, stack(100, 100)),
+                switch(true, false, 100, 101, 0),
+                sim(0, stack(101, 300)),
+                switch(true, true, 101, 301, 0),
+                switch(false, false, 100, 600, 0),
+            ],
+        ),
+        (
+            1,
+            vec![
+                // 100 wakes here at 251, 101 at 400; 100 blocks again at
+                // 500 (its stack sample lost); 102 comes in with no wait
+                // open; 2 records lost.
+                switch(false, false, 100, 251, 1),
+                switch(false, false, 101, 400, 1),
+                switch(true, false, 100, 500, 1),
+                switch(false, false, 102, 550, 1),
+                rec(Record::Lost {
+                    id: 0,
+                    lost: 2,
+                    sid: id(0, 700, 1),
+                }),
+            ],
+        ),
+    ];
+    let rings = |recs: &[(u32, Vec<RawRec>)]| -> Vec<SimRing> {
+        recs.iter()
+            .map(|(cpu, recs)| {
+                let mut r = SimRing::new(*cpu, 1 << 20, layout);
+                for (k, m, body) in recs {
+                    assert!(r.push_raw(*k, *m, body));
+                }
+                r
+            })
+            .collect()
+    };
+    let mut stage = SyncStage::new(SyncOptions { layout });
+    // One round that is also the session's last (as the import's is), at
+    // the last record's time (the import's round time).
+    stage.begin_round(700);
+    for r in rings(&sampled).iter_mut() {
+        stage.drain(r);
+    }
+    for r in rings(&offcpu).iter_mut() {
+        stage.drain_offcpu(r);
+    }
+    let live = stage.finish_final_round();
+    let live_acct = stage.accounting();
+
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("perf.data");
+    let all: Vec<RawRec> = sampled
+        .iter()
+        .chain(&offcpu)
+        .flat_map(|(_, r)| r.iter().cloned())
+        .collect();
+    perf_data::write_event(&data, CONTEXT_SWITCHES, layout.sample_type(), &all, &[]);
+    let session = d.path().join("s/session.pkl");
+    let summary = profkit_import::import_perf_data(&data, &session).unwrap();
+    assert_eq!(
+        (
+            summary.samples,
+            summary.offcpu_samples,
+            summary.switches,
+            summary.lost,
+            summary.bad_records
+        ),
+        (2, 2, 7, 2, 0)
+    );
+    let r = SessionReader::open(&session).unwrap();
+    assert!(r.header().event.off_cpu);
+    assert_eq!(r.chunks().len(), 1);
+    assert_eq!(
+        r.payload(&r.chunks()[0]),
+        live.bytes.as_slice(),
+        "chunk bytes differ"
+    );
+    let acct = r.footer().unwrap().accounting.clone();
+    assert_eq!(acct, live_acct);
+
+    // And the session says what the records say.
+    let total = |f: fn(&profkit_eventlog::CpuAccounting) -> u64| acct.iter().map(f).sum::<u64>();
+    assert_eq!(
+        (
+            total(|a| a.offcpu_switches),
+            total(|a| a.offcpu_intervals),
+            total(|a| a.offcpu_no_stack),
+            total(|a| a.offcpu_unpaired),
+            total(|a| a.offcpu_lost)
+        ),
+        (3, 3, 1, 1, 2)
+    );
+    let table = r.stack_table();
+    let mut got = Vec::new();
+    r.for_each_sample(
+        &r.chunks()[0],
+        |_| {},
+        |m| {
+            if let Event::OffCpu {
+                tid,
+                cpu,
+                kind,
+                kernel,
+                offset,
+                stack,
+                count,
+                total_ns,
+                ..
+            } = m
+            {
+                let frames = stack.map(|s| table.get(s).unwrap().len());
+                got.push((tid, cpu, kind, kernel, offset, frames, count, total_ns));
+            }
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        got,
+        [
+            (100, 0, OffCpuKind::Blocked, true, 0x1234, Some(2), 1, 150),
+            (100, 1, OffCpuKind::Blocked, true, 0, None, 1, 100),
+            (101, 0, OffCpuKind::Runnable, true, 0x1234, Some(2), 1, 99),
+        ]
+    );
+}

@@ -20,10 +20,19 @@
 //! The tracepoint's field offsets are read from the event's format in the
 //! file's tracing data (`HEADER_TRACING_DATA`, the text of
 //! `/sys/kernel/tracing/events/sched/sched_switch/format` that perf
-//! copies); a file without it is read with the layout every kernel since
-//! 4.x has (8 bytes of common fields, `prev_comm[16]`, `prev_pid`,
-//! `prev_prio`, `prev_state` as a `long`, `next_comm[16]`, `next_pid`,
-//! `next_prio`).
+//! copies); a file without it is read with the layout of 64-bit kernels
+//! (8 bytes of common fields, `prev_comm[16]`, `prev_pid`, `prev_prio`,
+//! `prev_state` as a `long`, `next_comm[16]`, `next_pid`, `next_prio`),
+//! with a warning.
+//!
+//! A CPU's `sched_switch` samples chain (one's `next_pid` is the next
+//! one's `prev_pid`); where they do not, perf missed the switch between
+//! (seen for some 2 % of a busy machine's switches, most of them out of
+//! idle), and `prev_pid`'s switch-in is inferred just before its
+//! switch-out (see `perf_data.rs`). The same rule gives a per-task
+//! recording (no `-a`: only the task's own switch-outs are sampled) its
+//! waits, each ended late by the task's run before its next switch-out
+//! and the first on each CPU lost: `-a` is the recipe.
 
 use linux_perf_data::linux_perf_event_reader::{PerfEventType, SoftwareCounterType};
 use linux_perf_data::AttributeDescription;

@@ -309,7 +309,7 @@ pub(crate) fn read<R: Read + Seek>(
             if !f.from_file {
                 summary.warnings.push(
                     "sched:sched_switch's format is not in the file's tracing data: \
-                     its fields read at Linux 6.x's offsets"
+                     its fields read at a 64-bit kernel's offsets"
                         .into(),
                 );
                 break;

@@ -82,8 +82,9 @@
 //! - **Rounds of 250 ms of sample time**, the live sync interval, so the
 //!   stage's per-round rules (a sample whose mapping comes later in the
 //!   round is retried at its end; an exited process lives one more round)
-//!   act as they do live; a round also ends at 65 536 samples so that a
-//!   burst (or a file without times) keeps chunks and memory bounded, and
+//!   act as they do live; a round also ends at 65 536 samples (off-CPU
+//!   records count as samples) so that a burst (or a file without times)
+//!   keeps chunks and memory bounded, and
 //!   at 64 MiB of user stacks queued ([`ROUND_USER_STACK_BYTES`]): perf's
 //!   8 KiB copies end a round at 8,192 samples, where 65 536 would hold
 //!   512 MiB. Files without user stacks never reach that limit.

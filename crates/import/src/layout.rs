@@ -67,12 +67,28 @@ pub(crate) struct PerfUser<'a> {
     pub dyn_size: u64,
 }
 
-/// One round's records per CPU, in profkit's layout.
+/// One round's records per CPU, in profkit's layout: those of the
+/// sampled events (and the side-band records), and, apart, the off-CPU
+/// records (switch-out stacks and switches) for
+/// `SyncStage::record_offcpu`, as a live `--off-cpu` session has a second
+/// ring per CPU.
 #[derive(Debug, Default)]
 pub(crate) struct CpuQueues {
     queues: BTreeMap<u32, Vec<u8>>,
+    offcpu: BTreeMap<u32, Vec<u8>>,
     samples: usize,
+    offcpu_records: usize,
+    offcpu_fed: u64,
     user_stack_bytes: usize,
+}
+
+/// Which of a CPU's queues a record goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Queue {
+    /// The sampled events' (`SyncStage::record`).
+    Sampled,
+    /// The off-CPU records' (`SyncStage::record_offcpu`).
+    OffCpu,
 }
 
 const ENTRY_HEADER: usize = 12;
@@ -84,9 +100,14 @@ impl CpuQueues {
         self.queues.entry(cpu).or_default();
     }
 
-    /// Samples queued in this round.
+    /// Samples queued in this round, off-CPU records included.
     pub fn samples(&self) -> usize {
-        self.samples
+        self.samples + self.offcpu_records
+    }
+
+    /// Records handed to `SyncStage::record_offcpu` so far, all rounds.
+    pub fn offcpu_fed(&self) -> u64 {
+        self.offcpu_fed
     }
 
     /// Bytes of user stack queued in this round: `Layout::user_stack` for
@@ -97,8 +118,14 @@ impl CpuQueues {
 
     /// Queues the record `write` appends (through `profkit_perf`'s
     /// encoder, which returns its type and misc) on `cpu`'s queue.
-    fn push(&mut self, cpu: u32, write: impl FnOnce(&mut Vec<u8>) -> (u32, u16)) {
-        let q = self.queues.entry(cpu).or_default();
+    fn push(&mut self, to: Queue, cpu: u32, write: impl FnOnce(&mut Vec<u8>) -> (u32, u16)) {
+        let q = match to {
+            Queue::Sampled => self.queues.entry(cpu).or_default(),
+            Queue::OffCpu => {
+                self.offcpu_records += 1;
+                self.offcpu.entry(cpu).or_default()
+            }
+        };
         let at = q.len();
         q.extend_from_slice(&[0; ENTRY_HEADER]);
         let (kind, misc) = write(q);
@@ -115,10 +142,12 @@ impl CpuQueues {
     /// zeros after) and the `dyn_size` that says how many are real, or a
     /// size of 0 when perf copied no stack. True if the sample was written
     /// with registers and a stack of at least one byte (one the sync stage
-    /// can unwind).
+    /// can unwind). `to`: the sampled events' queue, or the off-CPU one
+    /// for a switch-out's stack.
     #[allow(clippy::too_many_arguments)]
     pub fn sample(
         &mut self,
+        to: Queue,
         layout: Layout,
         cpumode: u16,
         ip: u64,
@@ -152,8 +181,10 @@ impl CpuQueues {
             self.user_stack_bytes += layout.user_stack as usize;
             unwindable = regs.is_some() && parts.user.copied(layout) > 0;
         }
-        self.samples += 1;
-        self.push(id.cpu, |q| layout.encode_sample(&parts, callchain, q));
+        if to == Queue::Sampled {
+            self.samples += 1;
+        }
+        self.push(to, id.cpu, |q| layout.encode_sample(&parts, callchain, q));
         unwindable
     }
 
@@ -220,14 +251,15 @@ impl CpuQueues {
         );
     }
 
-    /// Queues a LOST.
-    pub fn lost(&mut self, event_id: u64, count: u64, id: &SampleId) {
+    /// Queues a LOST on `to`: the off-CPU queue for an off-CPU event's
+    /// losses (`offcpu_lost`), else the sampled one.
+    pub fn lost(&mut self, to: Queue, event_id: u64, count: u64, id: &SampleId) {
         let rec = Record::Lost {
             id: event_id,
             lost: count,
             sid: *id,
         };
-        self.record(&rec, id);
+        self.push(to, id.cpu, |q| Layout::default().encode(&rec, q));
     }
 
     /// Queues a THROTTLE (`throttled`) or UNTHROTTLE.
@@ -241,39 +273,75 @@ impl CpuQueues {
         self.record(&rec, id);
     }
 
+    /// Queues a context switch on the off-CPU queue of `id.cpu`: `out`
+    /// (`preempt`: the task was still runnable) or in, of the task
+    /// `id.pid`/`id.tid`; `next_prev`, a CPU-wide record's other task.
+    pub fn switch(
+        &mut self,
+        out: bool,
+        preempt: bool,
+        next_prev: Option<(u32, u32)>,
+        id: &SampleId,
+    ) {
+        let rec = Record::Switch {
+            out,
+            preempt: out && preempt,
+            next_prev,
+            sid: *id,
+        };
+        self.push(Queue::OffCpu, id.cpu, |q| Layout::default().encode(&rec, q));
+    }
+
     /// Queues `rec` on the queue of the CPU it was recorded on (`id.cpu`).
     fn record(&mut self, rec: &Record<'_>, id: &SampleId) {
         // Non-sample records do not depend on the layout.
-        self.push(id.cpu, |q| Layout::default().encode(rec, q));
+        self.push(Queue::Sampled, id.cpu, |q| Layout::default().encode(rec, q));
     }
 
     /// Hands every queued record to `stage`, CPU by CPU (each CPU's
-    /// records in file order), as `SyncStage::drain` hands a ring's;
-    /// returns the number of records that did not parse (none, unless
-    /// this module wrote one wrong). The queues are emptied.
+    /// records in file order), as `SyncStage::drain` hands a ring's; then
+    /// the off-CPU records, CPU by CPU, to `SyncStage::record_offcpu`, as
+    /// a live round drains the off-CPU rings after the sampled ones (so a
+    /// switch-out's stack meets the mappings of its round). Returns the
+    /// number of records that did not parse (none, unless this module
+    /// wrote one wrong). The queues are emptied.
     pub fn feed(&mut self, stage: &mut SyncStage, layout: Layout) -> u64 {
         let mut bad = 0;
         for (&cpu, q) in self.queues.iter_mut() {
             stage.begin_cpu(cpu);
-            let mut at = 0;
-            while at + ENTRY_HEADER <= q.len() {
-                let word = |o: usize| u32::from_ne_bytes([q[o], q[o + 1], q[o + 2], q[o + 3]]);
-                let kind = word(at);
-                let misc = u16::from_ne_bytes([q[at + 4], q[at + 5]]);
-                let len = word(at + 8) as usize;
-                let body = &q[at + ENTRY_HEADER..at + ENTRY_HEADER + len];
-                at += ENTRY_HEADER + len;
-                match layout.parse(RawRecord { kind, misc, body }) {
-                    Ok(r) => stage.record(cpu, &r),
-                    Err(_) => bad += 1,
-                }
-            }
+            bad += each_record(q, layout, |r| stage.record(cpu, r));
             q.clear();
         }
+        for (&cpu, q) in self.offcpu.iter_mut() {
+            bad += each_record(q, layout, |r| stage.record_offcpu(cpu, r));
+            q.clear();
+        }
+        self.offcpu_fed += self.offcpu_records as u64;
         self.samples = 0;
+        self.offcpu_records = 0;
         self.user_stack_bytes = 0;
         bad
     }
+}
+
+/// Parses the records of one queue in `layout` and hands each to `f`;
+/// returns how many did not parse.
+fn each_record(q: &[u8], layout: Layout, mut f: impl FnMut(&Record<'_>)) -> u64 {
+    let mut bad = 0;
+    let mut at = 0;
+    while at + ENTRY_HEADER <= q.len() {
+        let word = |o: usize| u32::from_ne_bytes([q[o], q[o + 1], q[o + 2], q[o + 3]]);
+        let kind = word(at);
+        let misc = u16::from_ne_bytes([q[at + 4], q[at + 5]]);
+        let len = word(at + 8) as usize;
+        let body = &q[at + ENTRY_HEADER..at + ENTRY_HEADER + len];
+        at += ENTRY_HEADER + len;
+        match layout.parse(RawRecord { kind, misc, body }) {
+            Ok(r) => f(&r),
+            Err(_) => bad += 1,
+        }
+    }
+    bad
 }
 
 /// `PROT_EXEC`.
@@ -283,7 +351,19 @@ pub(crate) const PROT_EXEC: u32 = 4;
 impl CpuQueues {
     /// The records queued for `cpu`: (type, misc, body).
     pub fn records(&self, cpu: u32) -> Vec<(u32, u16, Vec<u8>)> {
-        let bytes = &self.queues[&cpu];
+        self.queues
+            .get(&cpu)
+            .map_or_else(Vec::new, |b| Self::split(b))
+    }
+
+    /// The off-CPU records queued for `cpu`: (type, misc, body).
+    pub fn offcpu_records(&self, cpu: u32) -> Vec<(u32, u16, Vec<u8>)> {
+        self.offcpu
+            .get(&cpu)
+            .map_or_else(Vec::new, |b| Self::split(b))
+    }
+
+    fn split(bytes: &[u8]) -> Vec<(u32, u16, Vec<u8>)> {
         let mut recs = Vec::new();
         let mut at = 0;
         while at < bytes.len() {
@@ -318,6 +398,7 @@ mod tests {
         };
         let mut q = CpuQueues::default();
         q.sample(
+            Queue::Sampled,
             layout,
             misc::KERNEL,
             0xffff_1234,
@@ -343,7 +424,7 @@ mod tests {
         );
         q.comm(7, 8, b"worker", true, &id);
         q.task(true, 7, 1, 9, 8, &id);
-        q.lost(4, 17, &id);
+        q.lost(Queue::Sampled, 4, 17, &id);
         q.throttle(false, 4, &id);
         let recs = q.records(3);
         let parsed: Vec<Record<'_>> = recs
@@ -482,6 +563,7 @@ mod tests {
         for (user, _, _) in &cases {
             let chain = [profkit_perf::PERF_CONTEXT_KERNEL, 0xffff_1000];
             unwindable.push(q.sample(
+                Queue::Sampled,
                 layout,
                 misc::USER,
                 0x40_1234,

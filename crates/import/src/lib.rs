@@ -39,6 +39,31 @@
 //!   user stacks cannot be restated (no BP, SP or IP among its registers,
 //!   a size of 0) is imported without them, with a line in
 //!   [`ImportSummary::warnings`].
+//! - off-CPU time (see `offcpu.rs`): the samples of a `context-switches`
+//!   event (`perf record -e cs -c 1 -g --switch-events`, what `profctl
+//!   start --off-cpu` records) are switch-out stacks, and go with the
+//!   `SWITCH`/`SWITCH_CPU_WIDE` records (and the off-CPU event's `LOST`
+//!   records) to a second queue per CPU, handed to
+//!   [`profkit_sync::SyncStage::record_offcpu`] after the round's other
+//!   records, as a live round drains the off-CPU rings after the sampled
+//!   ones. A `sched:sched_switch` sample (`perf record -e
+//!   sched:sched_switch -g`) is its task's switch-out stack too, and its
+//!   raw data (field offsets from the file's tracing data) is restated as
+//!   the switch-out of `prev_pid` (runnable when `prev_state` is R or R+,
+//!   else blocked) and, unless the file has switch records of its own
+//!   (then they give the switches), the switch-in of `next_pid`, at the
+//!   sample's time; `next_pid`'s process is the one the file's COMM, FORK
+//!   or samples gave that thread, else its own id. A CPU's sample whose
+//!   `prev_pid` is not its previous sample's `next_pid` (perf missed the
+//!   switch between: some 2 % on a busy machine, most of them leaving
+//!   idle) also gets `prev_pid`'s switch-in, 1 ns before its switch-out
+//!   ([`ImportSummary::switches_inferred`]), so that its wait is ended
+//!   late by its run rather than lost. Switch records alone
+//!   (`--switch-events` beside an on-CPU event) give intervals without
+//!   stacks. A session fed any of these says `event.off_cpu` (format
+//!   version 5) and holds `OffCpu` markers; its event is the first
+//!   on-CPU event's (perf's `dummy` aside), the off-CPU event's when
+//!   there is none.
 //!
 //! The result is a session file like a recorded one: a header from perf's
 //! feature sections, one chunk per round, a footer with the stage's
@@ -57,8 +82,9 @@
 //! - **Rounds of 250 ms of sample time**, the live sync interval, so the
 //!   stage's per-round rules (a sample whose mapping comes later in the
 //!   round is retried at its end; an exited process lives one more round)
-//!   act as they do live; a round also ends at 65 536 samples so that a
-//!   burst (or a file without times) keeps chunks and memory bounded, and
+//!   act as they do live; a round also ends at 65 536 samples (off-CPU
+//!   records count as samples) so that a burst (or a file without times)
+//!   keeps chunks and memory bounded, and
 //!   at 64 MiB of user stacks queued ([`ROUND_USER_STACK_BYTES`]): perf's
 //!   8 KiB copies end a round at 8,192 samples, where 65 536 would hold
 //!   512 MiB. Files without user stacks never reach that limit.
@@ -93,14 +119,16 @@
 //!
 //! Reports (profkit-report reads the session written here like any
 //! other), pipe-mode perf output and compressed (`-z`) records (not read),
-//! or events beyond the first: samples of every event are imported as the
-//! first one's.
+//! or telling on-CPU events apart: the samples of every on-CPU event are
+//! imported as the main one's (the layout, call chains included, follows
+//! the main event's `sample_type`).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 mod error;
 mod layout;
+mod offcpu;
 mod perf_data;
 
 pub use error::{Error, Result};
@@ -127,7 +155,7 @@ pub const ROUND_USER_STACK_BYTES: usize = 64 << 20;
 pub struct ImportSummary {
     /// The session file written.
     pub session: PathBuf,
-    /// Sample records in the file.
+    /// Sample records in the file (off-CPU events' included).
     pub samples: u64,
     /// Samples written to the session.
     pub written: u64,
@@ -151,6 +179,19 @@ pub struct ImportSummary {
     /// What the import left out of the session, and why, to be shown to
     /// the user (e.g. user stacks it could not restate).
     pub warnings: Vec<String>,
+    /// Samples of an off-CPU event (`context-switches`,
+    /// `sched:sched_switch`): switch-out stacks.
+    pub offcpu_samples: u64,
+    /// Context switches handed to the sync stage: the file's switch
+    /// records, and two per `sched:sched_switch` sample (its task's
+    /// switch-out and the next one's switch-in) when it has none, and
+    /// those inferred ([`ImportSummary::switches_inferred`]).
+    pub switches: u64,
+    /// Switch-ins the file lacks, inferred from `sched:sched_switch`
+    /// samples: a CPU's sample whose task is not the one its previous
+    /// sample switched in (perf misses some), put just before that
+    /// task's switch-out.
+    pub switches_inferred: u64,
 }
 
 struct Importer {
@@ -203,7 +244,15 @@ impl Importer {
 impl Sink for Importer {
     fn start(&mut self, facts: &FileFacts, layout: Layout, queues: &mut CpuQueues) {
         self.layout = layout;
-        self.stage = Some(SyncStage::new(SyncOptions { layout }));
+        let mut stage = SyncStage::new(SyncOptions { layout });
+        if facts.offcpu {
+            // The stage's off-CPU part notes exits (a task's last
+            // switch-out is no wait) once it has met an off-CPU record;
+            // the first round's exits come before its off-CPU records.
+            // A record the part ignores wakes it now.
+            stage.record_offcpu(0, &profkit_perf::Record::Unknown { kind: 0 });
+        }
+        self.stage = Some(stage);
         for cpu in 0..facts.online_cpus {
             queues.add_cpu(cpu);
         }
@@ -283,7 +332,7 @@ pub fn import_perf_data(perf_data: &Path, session: &Path) -> Result<ImportSummar
     cpus.sort_unstable();
     cpus.dedup();
     let cmdline = &imp.facts.cmdline;
-    let header = SessionHeader {
+    let mut header = SessionHeader {
         host: std::mem::take(&mut imp.facts.host),
         kernel_release: std::mem::take(&mut imp.facts.kernel_release),
         event: std::mem::take(&mut imp.facts.event),
@@ -305,6 +354,8 @@ pub fn import_perf_data(perf_data: &Path, session: &Path) -> Result<ImportSummar
             source,
         })?;
     }
+    // Off-CPU records were fed: the session holds intervals (version 5).
+    header.event.off_cpu = queues.offcpu_fed() > 0;
     let mut w = SessionWriter::create(session, &header)?;
     for (round, time, bytes) in &imp.chunks {
         w.append_chunk(*round, (*time).max(first), bytes)?;
@@ -322,7 +373,7 @@ pub fn import_perf_data(perf_data: &Path, session: &Path) -> Result<ImportSummar
 #[cfg(test)]
 mod tests {
     use super::*;
-    use layout::PerfUser;
+    use layout::{PerfUser, Queue};
     use profkit_perf::{misc, SampleId};
 
     /// Rounds (chunks) `n` samples at one time make, each with `stack`
@@ -344,7 +395,16 @@ mod tests {
         };
         for _ in 0..n {
             imp.before(id.time, &mut q);
-            q.sample(layout, misc::USER, 0x1000, &id, 1, [].into_iter(), &user);
+            q.sample(
+                Queue::Sampled,
+                layout,
+                misc::USER,
+                0x1000,
+                &id,
+                1,
+                [].into_iter(),
+                &user,
+            );
         }
         imp.end_round(&mut q, true);
         imp.chunks.len()

@@ -3,17 +3,19 @@
 //! the build-id table.
 
 use linux_perf_data::linux_perf_event_reader::{
-    AttrFlags, CpuMode, Endianness, EventRecord, HardwareEventId, PerfEventAttr, PerfEventType,
-    RecordParseInfo, RecordType, SampleFormat, SampleRecord, SamplingPolicy, SoftwareCounterType,
+    AttrFlags, ContextSwitchRecord, CpuMode, Endianness, EventRecord, HardwareEventId,
+    PerfEventAttr, PerfEventType, RecordParseInfo, RecordType, SampleFormat, SampleRecord,
+    SamplingPolicy, SoftwareCounterType, TaskWasPreempted,
 };
-use linux_perf_data::{AttributeDescription, DsoKey, PerfFileReader, PerfFileRecord};
+use linux_perf_data::{AttributeDescription, DsoKey, Feature, PerfFileReader, PerfFileRecord};
 use profkit_eventlog::EventConfigDesc;
 use profkit_perf::{Layout, SampleId, MAX_USER_STACK, USER_REGS_MASK};
 use std::collections::HashMap;
 use std::io::{BufReader, Read, Seek};
 use std::path::Path;
 
-use crate::layout::{CpuQueues, FileId, MapRecord, PerfUser, PROT_EXEC};
+use crate::layout::{CpuQueues, FileId, MapRecord, PerfUser, Queue, PROT_EXEC};
+use crate::offcpu::{is_dummy, Role};
 use crate::{Error, ImportSummary, Result};
 
 /// What the file says about itself, for the session header.
@@ -24,12 +26,16 @@ pub(crate) struct FileFacts {
     pub kernel_release: String,
     pub cmdline: String,
     pub online_cpus: u32,
-    /// `PERF_SAMPLE_CALLCHAIN` is in the first event's `sample_type`.
+    /// `PERF_SAMPLE_CALLCHAIN` is in the main event's `sample_type`.
     pub callchain: bool,
     /// Bytes of user stack the samples are restated with
-    /// (`Layout::user_stack`): the first event's `sample_stack_user` when
+    /// (`Layout::user_stack`): the main event's `sample_stack_user` when
     /// it copies user stacks with BP, SP and IP (`--call-graph dwarf`).
     pub user_stack: u32,
+    /// The file has off-CPU records to come: an event whose samples are
+    /// switch-out stacks (`context-switches`, `sched:sched_switch`) or
+    /// switch records (`--switch-events`).
+    pub offcpu: bool,
 }
 
 /// One record of the file, handed on in profkit's layout.
@@ -283,7 +289,34 @@ pub(crate) fn read<R: Read + Seek>(
         mut record_iter,
     } = reader;
     let attrs = perf_file.event_attributes();
-    let user_stack = match attrs.first().map(|a| user_stack_of(a.attributes())) {
+    let tracing = perf_file.feature_section_data(Feature::TRACING_DATA);
+    let roles: Vec<Role> = attrs.iter().map(|a| Role::of(a, tracing)).collect();
+    // The main event, which the header describes and whose sample format
+    // the layout follows: the first on-CPU one (not perf's `dummy`), else
+    // the first off-CPU one, else the first.
+    let main = (0..attrs.len())
+        .find(|&i| roles[i] == Role::OnCpu && !is_dummy(&attrs[i]))
+        .or_else(|| roles.iter().position(|r| r.is_offcpu()))
+        .unwrap_or(0);
+    let main_attr = attrs.get(main);
+    // Switch records of the file's own (`--switch-events`): sched_switch
+    // samples then give stacks only, not switches.
+    let has_switch_records = attrs
+        .iter()
+        .any(|a| a.attributes().flags.contains(AttrFlags::CONTEXT_SWITCH));
+    for r in &roles {
+        if let Role::SchedSwitch(f) = r {
+            if !f.from_file {
+                summary.warnings.push(
+                    "sched:sched_switch's format is not in the file's tracing data: \
+                     its fields read at a 64-bit kernel's offsets"
+                        .into(),
+                );
+                break;
+            }
+        }
+    }
+    let user_stack = match main_attr.map(|a| user_stack_of(a.attributes())) {
         Some(Ok(n)) => n,
         Some(Err(why)) => {
             summary.warnings.push(format!(
@@ -294,16 +327,16 @@ pub(crate) fn read<R: Read + Seek>(
         None => 0,
     };
     let facts = FileFacts {
-        event: attrs
-            .first()
+        event: main_attr
             .map(|a| event_desc(a, user_stack))
             .unwrap_or_default(),
         user_stack,
-        callchain: attrs.first().is_some_and(|a| {
+        callchain: main_attr.is_some_and(|a| {
             a.attributes()
                 .sample_format
                 .contains(SampleFormat::CALLCHAIN)
         }),
+        offcpu: has_switch_records || roles.iter().any(|r| r.is_offcpu()),
         host: perf_file.hostname().ok().flatten().unwrap_or("").to_owned(),
         kernel_release: perf_file
             .os_release()
@@ -350,6 +383,10 @@ pub(crate) fn read<R: Read + Seek>(
         }
     };
     let mut chain = Vec::new();
+    let big = perf_file.endian() == Endianness::BigEndian;
+    let mut tgids = Tgids::default();
+    // Per CPU, the task the last sched_switch sample switched in.
+    let mut cpu_next: HashMap<u32, u32> = HashMap::new();
     // A panic inside linux-perf-data (it asserts on some malformed
     // records) ends the read like a truncated file: keep what was read.
     let whole = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -363,9 +400,10 @@ pub(crate) fn read<R: Read + Seek>(
                     break;
                 }
             };
-            let PerfFileRecord::EventRecord { record, .. } = record else {
+            let PerfFileRecord::EventRecord { record, attr_index } = record else {
                 continue;
             };
+            let role = roles.get(attr_index).copied().unwrap_or(Role::OnCpu);
             // The reader's parsers assert on some malformed input: a panic
             // there is a bad record, not a failed report.
             let common = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -435,8 +473,16 @@ pub(crate) fn read<R: Read + Seek>(
                     } else {
                         PerfUser::default()
                     };
+                    tgids.note(id.pid, id.tid);
                     sink.before(id.time, queues);
+                    let to = if role.is_offcpu() {
+                        summary.offcpu_samples += 1;
+                        Queue::OffCpu
+                    } else {
+                        Queue::Sampled
+                    };
                     if queues.sample(
+                        to,
                         layout,
                         cpumode,
                         ip,
@@ -444,9 +490,80 @@ pub(crate) fn read<R: Read + Seek>(
                         s.period.unwrap_or(1),
                         chain.iter().copied(),
                         &user,
-                    ) {
+                    ) && to == Queue::Sampled
+                    {
                         summary.user_stacks += 1;
                     }
+                    let Role::SchedSwitch(fields) = role else {
+                        continue;
+                    };
+                    let raw = s.raw.map(|r| r.as_slice());
+                    let Some(sw) = raw.and_then(|r| fields.decode(&r, big)) else {
+                        summary.bad_records += 1;
+                        continue;
+                    };
+                    if has_switch_records {
+                        continue;
+                    }
+                    // The tracepoint fires in the task switching out, just
+                    // before the switch: its switch-out, and the next
+                    // task's switch-in, at the sample's time.
+                    let out = SampleId {
+                        pid: if sw.prev_pid == id.tid {
+                            id.pid
+                        } else {
+                            tgids.of(sw.prev_pid)
+                        },
+                        tid: sw.prev_pid,
+                        ..id
+                    };
+                    // Each CPU's samples chain: one's next task is the
+                    // next one's prev. When not, the sample that switched
+                    // prev in here is missing from the file (perf was
+                    // seen to miss some 2 % of them, most leaving idle):
+                    // prev came in after the CPU's last sample, and ran
+                    // until now; its switch-in is put just before its
+                    // switch-out (a wait's end is late by prev's run,
+                    // short for a task that blocks), rather than its wait
+                    // lost as unpaired.
+                    let on_cpu = cpu_next.insert(id.cpu, sw.next_pid);
+                    if sw.prev_pid != 0 && on_cpu.is_some_and(|t| t != sw.prev_pid) {
+                        let came_in = SampleId {
+                            time: id.time.saturating_sub(1),
+                            ..out
+                        };
+                        queues.switch(false, false, None, &came_in);
+                        summary.switches += 1;
+                        summary.switches_inferred += 1;
+                    }
+                    queues.switch(true, sw.preempted, None, &out);
+                    let next = SampleId {
+                        pid: tgids.of(sw.next_pid),
+                        tid: sw.next_pid,
+                        ..id
+                    };
+                    queues.switch(false, false, None, &next);
+                    summary.switches += 2;
+                }
+                EventRecord::ContextSwitch(c) => {
+                    sink.before(id.time, queues);
+                    let (out, preempt, other) = match c {
+                        ContextSwitchRecord::Out {
+                            next_pid,
+                            next_tid,
+                            preempted,
+                        } => (
+                            true,
+                            preempted == TaskWasPreempted::Yes,
+                            next_pid.zip(next_tid),
+                        ),
+                        ContextSwitchRecord::In { prev_pid, prev_tid } => {
+                            (false, false, prev_pid.zip(prev_tid))
+                        }
+                    };
+                    let other = other.map(|(p, t)| (p as u32, t as u32));
+                    queues.switch(out, preempt, other, &id);
+                    summary.switches += 1;
                 }
                 EventRecord::Mmap(m) => {
                     let path = m.path.as_slice();
@@ -469,6 +586,7 @@ pub(crate) fn read<R: Read + Seek>(
                     );
                 }
                 EventRecord::Comm(c) => {
+                    tgids.note(c.pid as u32, c.tid as u32);
                     sink.before(id.time, queues);
                     let name = c.name.as_slice();
                     queues.comm(c.pid as u32, c.tid as u32, &name, c.is_execve, &id);
@@ -480,12 +598,20 @@ pub(crate) fn read<R: Read + Seek>(
                     }
                     sink.before(id.time, queues);
                     let (pid, ppid) = (f.pid as u32, f.ppid as u32);
+                    if fork {
+                        tgids.note(pid, f.tid as u32);
+                    }
                     queues.task(fork, pid, ppid, f.tid as u32, f.ptid as u32, &id);
                 }
                 EventRecord::Lost(l) => {
                     summary.lost += l.count;
                     sink.before(id.time, queues);
-                    queues.lost(l.id, l.count, &id);
+                    let to = if role.is_offcpu() {
+                        Queue::OffCpu
+                    } else {
+                        Queue::Sampled
+                    };
+                    queues.lost(to, l.id, l.count, &id);
                 }
                 EventRecord::Throttle(t) | EventRecord::Unthrottle(t) => {
                     let throttled = record.record_type == RecordType::THROTTLE;
@@ -495,14 +621,41 @@ pub(crate) fn read<R: Read + Seek>(
                     sink.before(id.time, queues);
                     queues.throttle(throttled, t.id, &id);
                 }
-                // Context switches, and records profkit does not use (KSYMBOL,
-                // BPF_EVENT, CGROUP, ...): well-formed, nothing to do.
+                // Records profkit does not use (KSYMBOL, BPF_EVENT,
+                // CGROUP, ...): well-formed, nothing to do.
                 _ => {}
             }
         }
     }));
     if whole.is_err() {
         summary.bad_records += 1;
+    }
+}
+
+/// The process (thread group) of each thread the file has named so far
+/// (COMM, FORK, samples): a `sched_switch` sample names the tasks it
+/// switches between by thread id only. At most [`Tgids::MAX`] threads
+/// are remembered (then forgotten at once, and learnt again).
+#[derive(Debug, Default)]
+struct Tgids(HashMap<u32, u32>);
+
+impl Tgids {
+    const MAX: usize = 1 << 20;
+
+    fn note(&mut self, pid: u32, tid: u32) {
+        if pid == u32::MAX || tid == u32::MAX {
+            return;
+        }
+        if self.0.len() >= Self::MAX && !self.0.contains_key(&tid) {
+            self.0.clear();
+        }
+        self.0.insert(tid, pid);
+    }
+
+    /// `tid`'s process, or `tid` itself (a main thread's id is its
+    /// process's) when the file never said.
+    fn of(&self, tid: u32) -> u32 {
+        self.0.get(&tid).copied().unwrap_or(tid)
     }
 }
 
@@ -675,8 +828,13 @@ fn event_desc(attr: &AttributeDescription, user_stack: u32) -> EventConfigDesc {
     };
     EventConfigDesc {
         name: attr.name().map_or(default_name, |n| {
-            // perf writes "cpu-clock:u" / "cycles:ppp" for modifiers.
-            n.split(':').next().unwrap_or(n).to_owned()
+            // perf writes "cpu-clock:u" / "cycles:ppp" for modifiers, and
+            // "sched:sched_switch" (":u" after) for a tracepoint.
+            let keep = if type_ == 2 { 2 } else { 1 };
+            n.splitn(keep + 1, ':')
+                .take(keep)
+                .collect::<Vec<_>>()
+                .join(":")
         }),
         type_,
         config,
@@ -929,5 +1087,438 @@ mod tests {
             assert_eq!(s.ip, 0x40_1234);
             assert_eq!(s.user().is_some(), want > 0);
         }
+    }
+
+    /// A perf.data file (little-endian) with one event of `type_` and
+    /// `config` sampling every event (period 1) with `sample_type`,
+    /// `sample_id_all` and `flags`, the records `(type, misc, body)` and
+    /// the feature sections `(bit, body)`, and an event description
+    /// (`HEADER_EVENT_DESC`) naming it `name` if one is given.
+    fn one_event_file(
+        type_: u32,
+        config: u64,
+        sample_type: u64,
+        flags: u64,
+        name: Option<&str>,
+        records: &[(u32, u16, Vec<u8>)],
+        features: &[(u32, Vec<u8>)],
+    ) -> Vec<u8> {
+        const ATTR_SIZE: u64 = 64;
+        let mut data = Vec::new();
+        for (kind, misc, body) in records {
+            assert_eq!(body.len() % 8, 0);
+            data.extend_from_slice(&kind.to_le_bytes());
+            data.extend_from_slice(&misc.to_le_bytes());
+            data.extend_from_slice(&u16::try_from(8 + body.len()).unwrap().to_le_bytes());
+            data.extend_from_slice(body);
+        }
+        let mut f = Vec::new();
+        let u64s = |f: &mut Vec<u8>, x: u64| f.extend_from_slice(&x.to_le_bytes());
+        let u32s = |f: &mut Vec<u8>, x: u32| f.extend_from_slice(&x.to_le_bytes());
+        let attr_entry = ATTR_SIZE + 16;
+        f.extend_from_slice(b"PERFILE2");
+        u64s(&mut f, 104);
+        u64s(&mut f, attr_entry);
+        u64s(&mut f, 104);
+        u64s(&mut f, attr_entry);
+        u64s(&mut f, 104 + attr_entry);
+        u64s(&mut f, data.len() as u64);
+        u64s(&mut f, 0); // no event types
+        u64s(&mut f, 0);
+        let mut attr = Vec::new();
+        u32s(&mut attr, type_);
+        u32s(&mut attr, ATTR_SIZE as u32);
+        u64s(&mut attr, config);
+        u64s(&mut attr, 1); // sample_period
+        u64s(&mut attr, sample_type);
+        u64s(&mut attr, 0); // read_format
+        u64s(&mut attr, flags | 1 << 18); // sample_id_all
+        attr.resize(attr.len() + 16, 0); // wakeup, bp_type, config1
+        let mut features = features.to_vec();
+        if let Some(name) = name {
+            let mut desc = Vec::new();
+            u32s(&mut desc, 1);
+            u32s(&mut desc, ATTR_SIZE as u32);
+            desc.extend_from_slice(&attr);
+            u32s(&mut desc, 0); // no ids
+            let mut s = name.as_bytes().to_vec();
+            s.resize((s.len() + 1).next_multiple_of(64), 0);
+            u32s(&mut desc, s.len() as u32);
+            desc.extend_from_slice(&s);
+            features.push((EVENT_DESC_BIT, desc));
+        }
+        let mut bitmap = [0u64; 4];
+        for (bit, _) in &features {
+            bitmap[(*bit / 64) as usize] |= 1 << (bit % 64);
+        }
+        for w in bitmap {
+            u64s(&mut f, w);
+        }
+        f.extend_from_slice(&attr);
+        f.resize(f.len() + 16, 0); // the ids section: none
+        f.extend_from_slice(&data);
+        let mut body_at = f.len() as u64 + 16 * features.len() as u64;
+        for (_, body) in &features {
+            u64s(&mut f, body_at);
+            u64s(&mut f, body.len() as u64);
+            body_at += body.len() as u64;
+        }
+        for (_, body) in &features {
+            f.extend_from_slice(body);
+        }
+        f
+    }
+
+    const CALLCHAIN: u64 = 1 << 5;
+    const RAW: u64 = 1 << 10;
+    const KERNEL_IP: u64 = 0xffff_ffff_8100_1234;
+
+    fn words(w: &[u64]) -> Vec<u8> {
+        w.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    /// A kernel-mode sample of `IP|TID|TIME|CPU|PERIOD|CALLCHAIN[|RAW]`
+    /// in task `pid`/`tid` on `cpu`, with `raw` (if any) as its raw data.
+    fn switch_sample(pid: u32, tid: u32, time: u64, cpu: u32, raw: Option<&[u8]>) -> Vec<u8> {
+        let mut v = words(&[
+            KERNEL_IP,
+            u64::from(pid) | u64::from(tid) << 32,
+            time,
+            u64::from(cpu),
+            1,
+            2,
+            profkit_perf::PERF_CONTEXT_KERNEL,
+            KERNEL_IP,
+        ]);
+        if let Some(raw) = raw {
+            let size = (4 + raw.len()).next_multiple_of(8) - 4;
+            v.extend_from_slice(&(size as u32).to_le_bytes());
+            v.extend_from_slice(raw);
+            v.resize(v.len() + size - raw.len(), 0);
+        }
+        v
+    }
+
+    /// A `SWITCH_CPU_WIDE` body: the other task, then the trailer
+    /// (`TID|TIME|CPU`).
+    fn cpu_wide(other: (u32, u32), pid: u32, tid: u32, time: u64, cpu: u32) -> Vec<u8> {
+        words(&[
+            u64::from(other.0) | u64::from(other.1) << 32,
+            u64::from(pid) | u64::from(tid) << 32,
+            time,
+            u64::from(cpu),
+        ])
+    }
+
+    /// An OffCpu marker: (pid, tid, cpu, kind, count, total_ns).
+    type Interval = (u32, u32, u32, profkit_eventlog::OffCpuKind, u64, u64);
+
+    /// The OffCpu markers of a session, and the footer's (switch-outs,
+    /// no-stack, unpaired).
+    fn offcpu_markers(session: &Path) -> (Vec<Interval>, (u64, u64, u64)) {
+        let r = profkit_eventlog::SessionReader::open(session).unwrap();
+        assert!(r.header().event.off_cpu);
+        let mut got = Vec::new();
+        for c in r.chunks() {
+            r.for_each_sample(
+                c,
+                |_| {},
+                |m| {
+                    if let profkit_eventlog::Event::OffCpu {
+                        pid,
+                        tid,
+                        cpu,
+                        kind,
+                        count,
+                        total_ns,
+                        ..
+                    } = m
+                    {
+                        got.push((pid, tid, cpu, kind, count, total_ns));
+                    }
+                },
+            )
+            .unwrap();
+        }
+        let acct = &r.footer().unwrap().accounting;
+        let sum = |f: fn(&profkit_eventlog::CpuAccounting) -> u64| acct.iter().map(f).sum();
+        (
+            got,
+            (
+                sum(|a| a.offcpu_switches),
+                sum(|a| a.offcpu_no_stack),
+                sum(|a| a.offcpu_unpaired),
+            ),
+        )
+    }
+
+    const MS: u64 = 1_000_000;
+
+    /// A `-e cs -c 1 -g --switch-events -a` file: its samples reach the
+    /// off-CPU queue, its switch records too, as they are; imported, task
+    /// 5/6's wait is one blocked interval, from the switch-out (whose
+    /// stack it has) to its switch-in on the other CPU.
+    #[test]
+    fn context_switch_samples_and_switch_records_go_to_the_off_cpu_queue() {
+        use profkit_eventlog::OffCpuKind;
+        use profkit_perf::{kind, misc};
+        let st = IP | TID | TIME | CPU | PERIOD | CALLCHAIN;
+        let recs = [
+            (
+                kind::SAMPLE,
+                misc::KERNEL,
+                switch_sample(5, 6, 1000, 0, None),
+            ),
+            (
+                kind::SWITCH_CPU_WIDE,
+                misc::SWITCH_OUT,
+                cpu_wide((0, 0), 5, 6, 1010, 0),
+            ),
+            (kind::SWITCH_CPU_WIDE, 0, cpu_wide((5, 6), 0, 0, 1011, 0)),
+            // Preempted on CPU 1 at 7 ms, back at 8 ms.
+            (
+                kind::SAMPLE,
+                misc::KERNEL,
+                switch_sample(5, 6, 7 * MS, 1, None),
+            ),
+            (
+                kind::SWITCH_CPU_WIDE,
+                misc::SWITCH_OUT | misc::SWITCH_OUT_PREEMPT,
+                cpu_wide((9, 9), 5, 6, 7 * MS + 5, 1),
+            ),
+            (kind::SWITCH_CPU_WIDE, 0, cpu_wide((0, 0), 5, 6, 5 * MS, 1)),
+            (kind::SWITCH_CPU_WIDE, 0, cpu_wide((0, 0), 5, 6, 8 * MS, 0)),
+            // The context-switch event lost 3 records on CPU 1.
+            (kind::LOST, 0, words(&[7, 3, 0, 9 * MS, 1])),
+        ];
+        let file = one_event_file(1, 3, st, 1 << 26, None, &recs, &[]);
+        let (q, sink, summary) = import(&file);
+        let (facts, layout) = sink.0.unwrap();
+        assert!(facts.offcpu && layout.callchain);
+        assert_eq!(
+            (facts.event.name.as_str(), facts.event.config),
+            ("context-switches", 3)
+        );
+        assert_eq!(
+            (summary.samples, summary.offcpu_samples, summary.switches),
+            (2, 2, 5)
+        );
+        assert_eq!(summary.bad_records, 0);
+        // Nothing on the sampled events' queue; the file's records, in
+        // file order, on the off-CPU one.
+        assert!(q.records(0).is_empty());
+        let parsed = |recs: Vec<(u32, u16, Vec<u8>)>| -> Vec<String> {
+            recs.iter()
+                .map(|(kind, misc, body)| {
+                    let r = layout.parse(RawRecord {
+                        kind: *kind,
+                        misc: *misc,
+                        body,
+                    });
+                    match r.unwrap() {
+                        Record::Sample(s) => format!(
+                            "sample {}/{} {} {:#x} {:?}",
+                            s.pid,
+                            s.tid,
+                            s.time,
+                            s.ip,
+                            s.callchain.iter().collect::<Vec<_>>()
+                        ),
+                        Record::Switch {
+                            out,
+                            preempt,
+                            next_prev,
+                            sid,
+                        } => format!(
+                            "switch out={out} preempt={preempt} {}/{} {} {next_prev:?}",
+                            sid.pid, sid.tid, sid.time
+                        ),
+                        other => format!("{other:?}"),
+                    }
+                })
+                .collect()
+        };
+        assert_eq!(
+            parsed(q.offcpu_records(0)),
+            [
+                format!(
+                    "sample 5/6 1000 {KERNEL_IP:#x} [{}, {KERNEL_IP}]",
+                    profkit_perf::PERF_CONTEXT_KERNEL
+                ),
+                "switch out=true preempt=false 5/6 1010 Some((0, 0))".into(),
+                "switch out=false preempt=false 0/0 1011 Some((5, 6))".into(),
+                "switch out=false preempt=false 5/6 8000000 Some((0, 0))".into(),
+            ]
+        );
+        assert_eq!(q.offcpu_records(1).len(), 4);
+        assert_eq!(summary.lost, 3);
+
+        let d = tempfile::tempdir().unwrap();
+        let data = d.path().join("perf.data");
+        std::fs::write(&data, &file).unwrap();
+        let session = d.path().join("s/session.pkl");
+        crate::import_perf_data(&data, &session).unwrap();
+        let (markers, (outs, no_stack, unpaired)) = offcpu_markers(&session);
+        let r = profkit_eventlog::SessionReader::open(&session).unwrap();
+        let acct = &r.footer().unwrap().accounting;
+        let lost: Vec<_> = acct
+            .iter()
+            .map(|a| (a.cpu, a.offcpu_lost, a.lost_ring))
+            .collect();
+        assert_eq!(lost, [(0, 0, 0), (1, 3, 0)]);
+        // The switch-in at 5 ms on CPU 1 (read before the file's 7 ms
+        // switch-out) ends the first wait; the preemption, the second.
+        assert_eq!(
+            markers,
+            [
+                (5, 6, 0, OffCpuKind::Blocked, 1, 5 * MS - 1010),
+                (5, 6, 1, OffCpuKind::Runnable, 1, MS - 5),
+            ]
+        );
+        // Both switch-outs had their stacks; each switch-in of 5/6 ended
+        // a wait (the records are paired in time order, not the file's).
+        assert_eq!((outs, no_stack, unpaired), (2, 0, 0));
+    }
+
+    /// `sched_switch`'s format as perf copies it into the tracing data
+    /// (with other text around it).
+    fn tracing_data(id: u64) -> Vec<u8> {
+        let mut t = b"\x17\x08Dtracing0.6\0\0\0\0\x08\0\0\0...sched\0\x01\0\0\0".to_vec();
+        t.extend_from_slice(
+            format!(
+                "name: sched_switch\nID: {id}\nformat:\n\
+                 \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+                 \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+                 \tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+                 \tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\
+                 \tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;\n\
+                 \tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n\
+                 \tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n\
+                 \tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n\
+                 \tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;\n\n\
+                 print fmt: \"prev_comm=%s\", REC->prev_comm\n"
+            )
+            .as_bytes(),
+        );
+        t
+    }
+
+    fn sched_raw(prev: u32, state: u64, next: u32) -> Vec<u8> {
+        let mut r = vec![0u8; 64];
+        r[24..28].copy_from_slice(&prev.to_le_bytes());
+        r[32..40].copy_from_slice(&state.to_le_bytes());
+        r[56..60].copy_from_slice(&next.to_le_bytes());
+        r
+    }
+
+    /// A `-e sched:sched_switch -g -a` file: each sample is its task's
+    /// switch-out stack, then its switch-out (blocked, or runnable for
+    /// R+) and the next task's switch-in at the sample's time, the next
+    /// task's process from what the file said of it.
+    #[test]
+    fn sched_switch_samples_are_restated_as_stacks_and_switches() {
+        use profkit_eventlog::OffCpuKind;
+        use profkit_perf::{kind, misc};
+        let st = IP | TID | TIME | CPU | PERIOD | CALLCHAIN | RAW;
+        let sample = |pid, tid, time, cpu, raw: Vec<u8>| {
+            (
+                kind::SAMPLE,
+                misc::KERNEL,
+                switch_sample(pid, tid, time, cpu, Some(&raw)),
+            )
+        };
+        let recs = [
+            // 5/6 sleeps (S) on CPU 0 at 1 ms; CPU 1's idle task gives
+            // way to it at 6 ms.
+            sample(5, 6, MS, 0, sched_raw(6, 1, 0)),
+            sample(0, 0, 6 * MS, 1, sched_raw(0, 0, 6)),
+            // Preempted (R+) at 7 ms on CPU 1 by 9, back at 7.5 ms.
+            sample(5, 6, 7 * MS, 1, sched_raw(6, 0x100, 9)),
+            sample(9, 9, 7 * MS + MS / 2, 1, sched_raw(9, 1, 6)),
+            // Sleeps on CPU 1 at 8 ms; at 8.5 ms it sleeps on CPU 0, whose
+            // last sample switched to idle: the switch that put it there
+            // is missing, and inferred.
+            sample(5, 6, 8 * MS, 1, sched_raw(6, 1, 0)),
+            sample(5, 6, 8 * MS + MS / 2, 0, sched_raw(6, 1, 0)),
+            // A raw part too short: a bad record (its stack is kept).
+            sample(5, 6, 9 * MS, 1, vec![0; 16]),
+        ];
+        let file = one_event_file(2, 372, st, 0, None, &recs, &[(1, tracing_data(372))]);
+        let (q, sink, summary) = import(&file);
+        let (facts, _) = sink.0.unwrap();
+        assert!(facts.offcpu);
+        assert_eq!(
+            (
+                facts.event.name.as_str(),
+                facts.event.type_,
+                facts.event.config
+            ),
+            ("tracepoint:372", 2, 372)
+        );
+        assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
+        assert_eq!(
+            (
+                summary.offcpu_samples,
+                summary.switches,
+                summary.switches_inferred,
+                summary.bad_records
+            ),
+            (7, 13, 1, 1)
+        );
+        // sample, out, in on each CPU (and an inferred in).
+        let kinds = |cpu| -> Vec<(u32, u16)> {
+            q.offcpu_records(cpu)
+                .iter()
+                .map(|(k, m, _)| (*k, *m))
+                .collect()
+        };
+        let (out, in_) = ((kind::SWITCH, misc::SWITCH_OUT), (kind::SWITCH, 0));
+        let smp = (kind::SAMPLE, misc::KERNEL);
+        assert_eq!(kinds(0), [smp, out, in_, smp, in_, out, in_]);
+        let preempted = (kind::SWITCH, misc::SWITCH_OUT | misc::SWITCH_OUT_PREEMPT);
+        // (The idle task's switch-out is R: the stage ignores tid 0.)
+        assert_eq!(
+            kinds(1),
+            [smp, preempted, in_, smp, preempted, in_, smp, out, in_, smp, out, in_, smp]
+        );
+
+        let d = tempfile::tempdir().unwrap();
+        let data = d.path().join("perf.data");
+        std::fs::write(&data, &file).unwrap();
+        let session = d.path().join("s/session.pkl");
+        crate::import_perf_data(&data, &session).unwrap();
+        let (markers, (outs, no_stack, _)) = offcpu_markers(&session);
+        assert_eq!(
+            markers,
+            [
+                // The wait from 1 ms, and the one from 8.5 ms, open at the
+                // end of the file (the last record, 9 ms), closed there.
+                (5, 6, 0, OffCpuKind::Blocked, 2, 5 * MS + MS / 2),
+                // The wait from 8 ms, to the inferred switch-in.
+                (5, 6, 1, OffCpuKind::Blocked, 1, MS / 2 - 1),
+                (5, 6, 1, OffCpuKind::Runnable, 1, MS / 2),
+                // 9's wait from 7.5 ms, closed at the end.
+                (9, 9, 1, OffCpuKind::Blocked, 1, 3 * MS / 2),
+            ]
+        );
+        assert_eq!((outs, no_stack), (5, 0));
+
+        // Named sched:sched_switch, without its format in the file: the
+        // 6.x layout, and a warning; the header keeps the name.
+        let named = Some("sched:sched_switch");
+        let file = one_event_file(2, 372, st, 0, named, &recs, &[(1, tracing_data(371))]);
+        let (_, sink, summary) = import(&file);
+        let (facts, _) = sink.0.unwrap();
+        assert!(facts.offcpu);
+        assert_eq!(facts.event.name, "sched:sched_switch");
+        assert_eq!(summary.warnings.len(), 1, "{:?}", summary.warnings);
+        assert!(summary.warnings[0].contains("sched_switch"));
+        assert_eq!(summary.switches, 13);
+        // Neither named nor described: another tracepoint, on-CPU samples.
+        let file = one_event_file(2, 372, st, 0, None, &recs, &[(1, tracing_data(371))]);
+        let (q, sink, summary) = import(&file);
+        assert!(!sink.0.unwrap().0.offcpu);
+        assert_eq!((summary.offcpu_samples, summary.switches), (0, 0));
+        assert_eq!((q.records(0).len(), q.offcpu_records(0).len()), (2, 0));
     }
 }

@@ -4,4 +4,5 @@
 mod dwarf;
 mod equivalence;
 mod hostile;
+mod offcpu;
 mod perf_data;

@@ -1,6 +1,6 @@
 //! A test-only perf.data writer: the file header (`PERFILE2`), one
-//! `perf_event_attr` (cpu-clock at a frequency, the given `sample_type`,
-//! `sample_id_all`), a data section of records exactly as the kernel
+//! `perf_event_attr` (cpu-clock at a frequency, or another event, the
+//! given `sample_type`, `sample_id_all`), a data section of records exactly as the kernel
 //! wrote them into a ring, and optionally perf's build-id table (the
 //! `HEADER_BUILD_ID` feature section). Enough for linux-perf-data to read;
 //! no other feature sections, so the import finds no host or CPU count.
@@ -58,9 +58,51 @@ pub fn write_with_build_ids(
     write_with_features(path, sample_type, records, &features);
 }
 
+/// The one event of a file: `perf_event_attr`'s type, config, sample
+/// period or frequency and flags (`sample_id_all` is always set).
+#[derive(Debug, Clone, Copy)]
+pub struct Attr {
+    /// `PERF_TYPE_*`.
+    pub type_: u32,
+    /// The event of that type.
+    pub config: u64,
+    /// The sample period, or frequency with `FLAG_FREQ` in `flags`.
+    pub period_or_freq: u64,
+    /// `perf_event_attr`'s flag bits.
+    pub flags: u64,
+}
+
+/// cpu-clock at 4000 Hz, the event of [`write`].
+pub const CPU_CLOCK: Attr = Attr {
+    type_: 1,
+    config: 0,
+    period_or_freq: 4000,
+    flags: FLAG_FREQ,
+};
+
+/// `context-switches` every switch, with the switch records
+/// (`context_switch`): `perf record -e cs -c 1 --switch-events`.
+pub const CONTEXT_SWITCHES: Attr = Attr {
+    type_: 1,
+    config: 3,
+    period_or_freq: 1,
+    flags: 1 << 26,
+};
+
 /// [`write`], with feature sections `(bit, body)` in increasing bit order.
 pub fn write_with_features(
     path: &Path,
+    sample_type: u64,
+    records: &[RawRec],
+    features: &[(u32, Vec<u8>)],
+) {
+    write_event(path, CPU_CLOCK, sample_type, records, features);
+}
+
+/// [`write_with_features`] for the event `attr`.
+pub fn write_event(
+    path: &Path,
+    attr: Attr,
     sample_type: u64,
     records: &[RawRec],
     features: &[(u32, Vec<u8>)],
@@ -97,13 +139,13 @@ pub fn write_with_features(
     }
     assert_eq!(f.len() as u64, HEADER_SIZE);
     // perf_event_attr, version 0.
-    u32s(&mut f, 1); // PERF_TYPE_SOFTWARE
+    u32s(&mut f, attr.type_);
     u32s(&mut f, ATTR_SIZE as u32);
-    u64s(&mut f, 0); // PERF_COUNT_SW_CPU_CLOCK
-    u64s(&mut f, 4000); // sample_freq
+    u64s(&mut f, attr.config);
+    u64s(&mut f, attr.period_or_freq);
     u64s(&mut f, sample_type);
     u64s(&mut f, 0); // read_format
-    u64s(&mut f, FLAG_FREQ | FLAG_SAMPLE_ID_ALL);
+    u64s(&mut f, attr.flags | FLAG_SAMPLE_ID_ALL);
     u32s(&mut f, 0); // wakeup_events
     u32s(&mut f, 0); // bp_type
     u64s(&mut f, 0); // config1

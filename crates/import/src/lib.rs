@@ -246,11 +246,9 @@ impl Sink for Importer {
         self.layout = layout;
         let mut stage = SyncStage::new(SyncOptions { layout });
         if facts.offcpu {
-            // The stage's off-CPU part notes exits (a task's last
-            // switch-out is no wait) once it has met an off-CPU record;
-            // the first round's exits come before its off-CPU records.
-            // A record the part ignores wakes it now.
-            stage.record_offcpu(0, &profkit_perf::Record::Unknown { kind: 0 });
+            // Exits are noted from the first round on (a task's last
+            // switch-out is no wait), before any off-CPU record.
+            stage.enable_offcpu();
         }
         self.stage = Some(stage);
         for cpu in 0..facts.online_cpus {

@@ -31,9 +31,10 @@
 //! not measured (a later switch-in would close them over time the task
 //! ran), and counted as unpaired.
 //!
-//! A task's last switch-out follows its exit: it is not a wait, and is
-//! dropped (the task's EXIT record, from the sampled event's ring, is
-//! noted here). Memory is bounded: at most [`MAX_PENDING`] records waiting
+//! A task's last switch-outs follow its exit (it may block in the exit
+//! path, then switch out for good): they are not waits, and are dropped
+//! (the task's EXIT record, from the sampled event's ring, is noted here
+//! for two seconds). Memory is bounded: at most [`MAX_PENDING`] records waiting
 //! and [`MAX_OPEN`] open intervals; beyond, records are dropped and
 //! counted (`offcpu_dropped`).
 
@@ -520,8 +521,10 @@ impl SyncStage {
         match r.dir {
             Dir::Out { kind, stack } => {
                 if self.off.exited.get(&r.tid).is_some_and(|&t| t <= r.time) {
-                    // The dead task's last switch.
-                    self.off.exited.remove(&r.tid);
+                    // A task past its EXIT record: its switches in the
+                    // exit path (it may still block there, then switch
+                    // out for good) are not the program's waits. Kept
+                    // until pruned: there may be more than one.
                     self.off.open.remove(&r.tid);
                     return;
                 }

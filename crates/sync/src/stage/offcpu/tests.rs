@@ -271,7 +271,10 @@ fn a_dying_tasks_last_switch_out_is_not_a_wait() {
         ptid: 1,
         time: 50 * MS,
     }));
+    // It blocks in its exit path, runs again, then switches out for good.
     out(&mut r0, 51 * MS, APP + 0x100, false);
+    switch_in(&mut r0, 52 * MS);
+    out(&mut r0, 53 * MS, APP + 0x100, false);
     st.begin_round(500 * MS);
     st.drain(&mut main);
     st.drain_offcpu(&mut r0);

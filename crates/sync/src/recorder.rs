@@ -208,7 +208,14 @@ impl<S: RingSource> Recorder<S> {
         let t0 = Instant::now();
         self.absorb_failed();
         let (rings, offcpu) = self.source.all_rings_mut();
-        let chunk = self.stage.round_with_offcpu(rings, offcpu, monotonic_ns());
+        // Without off-CPU rings, the plain round (one generic loop: the
+        // sampling path inlines as it did; through round_with_offcpu the
+        // flat round measured 20 % slower).
+        let chunk = if offcpu.is_empty() {
+            self.stage.round(rings, monotonic_ns())
+        } else {
+            self.stage.round_with_offcpu(rings, offcpu, monotonic_ns())
+        };
         let round = chunk.round;
         if let Err(chunk) = self.buffer.try_push(chunk) {
             self.stage.chunk_dropped(chunk, LostKind::Overflow);

@@ -72,6 +72,10 @@ struct StartArgs {
     /// dwarf, room for two sync intervals of samples, at most 64 MiB].
     #[arg(long, value_name = "N")]
     buffer_pages: Option<usize>,
+    /// Data pages of each CPU's off-CPU ring (power of two) [default: 4x
+    /// --buffer-pages]: a switch storm writes some 250 bytes per switch.
+    #[arg(long, value_name = "N", requires = "off_cpu")]
+    off_cpu_pages: Option<usize>,
     /// Only user-space samples.
     #[arg(long, conflicts_with = "kernel_only")]
     user_only: bool,
@@ -235,6 +239,7 @@ fn start_config(
         },
         disk_budget: None,
         off_cpu: a.off_cpu,
+        off_cpu_pages: a.off_cpu_pages,
     };
     if let Some(p) = pid_override {
         c.pids = vec![p as i32];

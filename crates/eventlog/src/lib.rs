@@ -187,8 +187,8 @@ pub use layout::{build_id_path, SessionLayout};
 pub use markers::{MAX_CGROUP_PATH, MAX_STACK_FRAMES};
 pub use reader::{read_header, SessionReader};
 pub use session::{
-    BadChunk, BadReason, CgroupSource, ChunkRef, CpuAccounting, EventConfigDesc, PartInfo,
-    SessionFooter, SessionHeader, CHUNK_MAGIC, FILE_MAGIC, FOOTER_MAGIC, FORMAT_VERSION,
+    BadChunk, BadReason, CgroupSource, ChunkRef, CpuAccounting, EventConfigDesc, OffCpuCounts,
+    PartInfo, SessionFooter, SessionHeader, CHUNK_MAGIC, FILE_MAGIC, FOOTER_MAGIC, FORMAT_VERSION,
     FRAME_HEADER_LEN, MAX_HEADER_CPUS, MAX_PAYLOAD_LEN, MIN_READ_VERSION,
 };
 pub use shown::shown;

@@ -8,7 +8,7 @@ use std::path::Path;
 mod footer;
 mod header;
 pub(crate) use footer::{encode_footer, parse_footer_body};
-pub use footer::{CpuAccounting, SessionFooter};
+pub use footer::{CpuAccounting, OffCpuCounts, SessionFooter};
 pub(crate) use header::{encode_header, parse_header, read_header_from};
 pub use header::{CgroupSource, EventConfigDesc, PartInfo, SessionHeader};
 

@@ -72,6 +72,10 @@ pub struct StartConfig {
     /// switch-in time of every sampled task's context switch.
     #[serde(default)]
     pub off_cpu: bool,
+    /// Data pages of each off-CPU ring (`--off-cpu-pages`); None: four
+    /// times `buffer_pages`.
+    #[serde(default)]
+    pub off_cpu_pages: Option<usize>,
 }
 
 /// The default rate when neither `-F` nor `-c` is given.
@@ -100,7 +104,9 @@ impl StartConfig {
         c.enable_on_exec = self.enable_on_exec;
         c.off_cpu = self.off_cpu;
         // A switch storm fills a ring four times as fast as sampling does.
-        c.offcpu_pages = self.buffer_pages.saturating_mul(4);
+        c.offcpu_pages = self
+            .off_cpu_pages
+            .unwrap_or(self.buffer_pages.saturating_mul(4));
         if self.cgroups {
             // PROFKIT_CGROUPS_FROM_PROC: the older kernels' way on this
             // one (the tests show it works where it is needed).
@@ -284,6 +290,7 @@ mod tests {
             parts: Default::default(),
             disk_budget: None,
             off_cpu: false,
+            off_cpu_pages: None,
         }
     }
 

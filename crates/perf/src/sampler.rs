@@ -342,6 +342,75 @@ pub struct Sampler {
     layout: Layout,
 }
 
+/// The error of an event that did not open: `what` is (event name, kernel
+/// sampled, frequency), for the explanation.
+fn open_error(
+    e: io::Error,
+    (event, kernel, frequency): (&str, bool, Option<u64>),
+    pid: i32,
+    cpu: u32,
+    cgroup: bool,
+) -> Error {
+    let ctx = OpenContext {
+        event,
+        system_wide: pid == -1 || cgroup,
+        kernel,
+        frequency,
+        pid: (pid > 0 && !cgroup).then_some(pid),
+        paranoid: None,
+        max_sample_rate: None,
+    }
+    .with_sysctls();
+    Error::Open {
+        cpu: Some(cpu),
+        message: explain_open_error(e.raw_os_error().unwrap_or(0), &ctx),
+        source: e,
+    }
+}
+
+/// Opens an event per CPU and pid (`open(pid, cpu)`) and maps one ring
+/// of `pages` per CPU: the first pid's event owns the ring, the others'
+/// output is redirected into it (`SET_OUTPUT`). The rings in CPU order,
+/// and the redirected events' fds.
+#[allow(clippy::type_complexity)]
+fn per_cpu_rings(
+    cpus: &[u32],
+    pids: &[i32],
+    pages: usize,
+    mut open: impl FnMut(i32, u32) -> Result<OwnedFd>,
+) -> Result<(Vec<PerfRing>, Vec<(u32, OwnedFd)>)> {
+    let mut rings = Vec::with_capacity(cpus.len());
+    let mut extra = Vec::new();
+    for &cpu in cpus {
+        let mut first: Option<OwnedFd> = None;
+        for &pid in pids {
+            let fd = open(pid, cpu)?;
+            match &first {
+                None => first = Some(fd),
+                Some(owner) => {
+                    // SAFETY:
+                    // - SET_OUTPUT takes the fd of another event on the
+                    //   same CPU; both fds are alive for the call.
+                    let r = unsafe {
+                        perf_event_open_sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), owner.as_raw_fd())
+                    };
+                    if r < 0 {
+                        return Err(Error::Io {
+                            op: "redirect output (SET_OUTPUT)",
+                            cpu,
+                            source: io::Error::last_os_error(),
+                        });
+                    }
+                    extra.push((cpu, fd));
+                }
+            }
+        }
+        let fd = first.expect("at least one pid per cpu");
+        rings.push(PerfRing::map(cpu, fd, pages)?);
+    }
+    Ok((rings, extra))
+}
+
 impl Sampler {
     /// Opens one event per CPU (per CPU and process with [`Target::Pids`]),
     /// maps one ring per CPU, and leaves everything disabled.
@@ -365,120 +434,40 @@ impl Sampler {
             None => (pids, 0),
         };
         let data_bytes = config.data_pages * page_size();
+        let cgroup = cgroup_fd.is_some();
+        let frequency = match config.rate {
+            Rate::Frequency(f) => Some(f),
+            Rate::Period(_) => None,
+        };
         let mut with_build_id = true;
-        let mut rings = Vec::with_capacity(cpus.len());
-        let mut extra = Vec::new();
-        for &cpu in &cpus {
-            let mut first: Option<OwnedFd> = None;
-            for &pid in &pids {
-                let mut attr = make_attr(config, with_build_id, data_bytes);
-                let mut res = open_flags(&mut attr, pid, cpu as i32, open_flag);
-                if with_build_id && matches!(&res, Err(e) if e.raw_os_error() == Some(libc::EINVAL))
-                {
-                    // Kernels before 5.12 reject build_id: fall back to inode-form MMAP2.
-                    let mut attr = make_attr(config, false, data_bytes);
-                    if let Ok(fd) = open_flags(&mut attr, pid, cpu as i32, open_flag) {
-                        with_build_id = false;
-                        res = Ok(fd);
-                    }
-                }
-                let fd = res.map_err(|e| {
-                    let ctx = OpenContext {
-                        event: &config.event.name,
-                        system_wide: pid == -1 || cgroup_fd.is_some(),
-                        kernel: !config.exclude_kernel,
-                        frequency: match config.rate {
-                            Rate::Frequency(f) => Some(f),
-                            Rate::Period(_) => None,
-                        },
-                        pid: (pid > 0 && cgroup_fd.is_none()).then_some(pid),
-                        paranoid: None,
-                        max_sample_rate: None,
-                    }
-                    .with_sysctls();
-                    Error::Open {
-                        cpu: Some(cpu),
-                        message: explain_open_error(e.raw_os_error().unwrap_or(0), &ctx),
-                        source: e,
-                    }
-                })?;
-                match &first {
-                    None => first = Some(fd),
-                    Some(owner) => {
-                        // SAFETY:
-                        // - SET_OUTPUT takes the fd of another event on the
-                        //   same CPU; both fds are alive for the call.
-                        let r = unsafe {
-                            perf_event_open_sys::ioctls::SET_OUTPUT(
-                                fd.as_raw_fd(),
-                                owner.as_raw_fd(),
-                            )
-                        };
-                        if r < 0 {
-                            return Err(Error::Io {
-                                op: "redirect output (SET_OUTPUT)",
-                                cpu,
-                                source: io::Error::last_os_error(),
-                            });
-                        }
-                        extra.push((cpu, fd));
-                    }
+        let (rings, extra) = per_cpu_rings(&cpus, &pids, config.data_pages, |pid, cpu| {
+            let mut attr = make_attr(config, with_build_id, data_bytes);
+            let mut res = open_flags(&mut attr, pid, cpu as i32, open_flag);
+            if with_build_id && matches!(&res, Err(e) if e.raw_os_error() == Some(libc::EINVAL)) {
+                // Kernels before 5.12 reject build_id: fall back to inode-form MMAP2.
+                let mut attr = make_attr(config, false, data_bytes);
+                if let Ok(fd) = open_flags(&mut attr, pid, cpu as i32, open_flag) {
+                    with_build_id = false;
+                    res = Ok(fd);
                 }
             }
-            let fd = first.expect("at least one pid per cpu");
-            rings.push(PerfRing::map(cpu, fd, config.data_pages)?);
-        }
-        let mut offcpu = Vec::new();
-        let mut offcpu_extra = Vec::new();
-        if config.off_cpu {
-            for &cpu in &cpus {
-                let mut first: Option<OwnedFd> = None;
-                for &pid in &pids {
-                    let mut attr = make_offcpu_attr(config, config.offcpu_pages * page_size());
-                    let fd = open_flags(&mut attr, pid, cpu as i32, open_flag).map_err(|e| {
-                        let ctx = OpenContext {
-                            event: "context-switches (--off-cpu)",
-                            system_wide: pid == -1 || cgroup_fd.is_some(),
-                            kernel: true,
-                            frequency: None,
-                            pid: (pid > 0 && cgroup_fd.is_none()).then_some(pid),
-                            paranoid: None,
-                            max_sample_rate: None,
-                        }
-                        .with_sysctls();
-                        Error::Open {
-                            cpu: Some(cpu),
-                            message: explain_open_error(e.raw_os_error().unwrap_or(0), &ctx),
-                            source: e,
-                        }
-                    })?;
-                    match &first {
-                        None => first = Some(fd),
-                        Some(owner) => {
-                            // SAFETY:
-                            // - SET_OUTPUT takes the fd of another event on the
-                            //   same CPU; both fds are alive for the call.
-                            let r = unsafe {
-                                perf_event_open_sys::ioctls::SET_OUTPUT(
-                                    fd.as_raw_fd(),
-                                    owner.as_raw_fd(),
-                                )
-                            };
-                            if r < 0 {
-                                return Err(Error::Io {
-                                    op: "redirect off-CPU output (SET_OUTPUT)",
-                                    cpu,
-                                    source: io::Error::last_os_error(),
-                                });
-                            }
-                            offcpu_extra.push((cpu, fd));
-                        }
-                    }
-                }
-                let fd = first.expect("at least one pid per cpu");
-                offcpu.push(PerfRing::map(cpu, fd, config.offcpu_pages)?);
-            }
-        }
+            res.map_err(|e| {
+                let what = (&config.event.name[..], !config.exclude_kernel, frequency);
+                open_error(e, what, pid, cpu, cgroup)
+            })
+        })?;
+        let (offcpu, offcpu_extra) = if config.off_cpu {
+            let bytes = config.offcpu_pages * page_size();
+            per_cpu_rings(&cpus, &pids, config.offcpu_pages, |pid, cpu| {
+                let mut attr = make_offcpu_attr(config, bytes);
+                open_flags(&mut attr, pid, cpu as i32, open_flag).map_err(|e| {
+                    let what = ("context-switches (--off-cpu)", true, None);
+                    open_error(e, what, pid, cpu, cgroup)
+                })
+            })?
+        } else {
+            (Vec::new(), Vec::new())
+        };
         Ok(Self {
             rings,
             extra,

@@ -136,43 +136,7 @@ impl StackCounts {
 /// What the sync stage counted about off-CPU intervals (the footers'
 /// off-CPU accounting, summed over CPUs, parts and sessions); there only
 /// for sessions recorded with `profctl start --off-cpu`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct OffCpuCounts {
-    /// Context switches seen (`offcpu_switches`).
-    pub switches: u64,
-    /// Off-CPU intervals written (`offcpu_intervals`).
-    pub intervals: u64,
-    /// Switch records the kernel lost (`offcpu_lost`).
-    pub lost: u64,
-    /// The kernel's own count of lost switch records, read back at stop
-    /// (`offcpu_kernel_lost`; its view of `lost`, not added to it).
-    pub kernel_lost: u64,
-    /// Intervals whose switch-out stack was not recorded (`offcpu_no_stack`).
-    pub no_stack: u64,
-    /// Switch-ins without their switch-out (`offcpu_unpaired`).
-    pub unpaired: u64,
-    /// Intervals dropped (`offcpu_dropped`).
-    pub dropped: u64,
-}
-
-impl OffCpuCounts {
-    /// Whether every count is 0.
-    pub fn is_zero(&self) -> bool {
-        *self == OffCpuCounts::default()
-    }
-
-    /// Adds one footer entry's counts (saturating: they are the file's word).
-    pub(crate) fn add(&mut self, a: &profkit_eventlog::CpuAccounting) {
-        let add = |to: &mut u64, n: u64| *to = to.saturating_add(n);
-        add(&mut self.switches, a.offcpu_switches);
-        add(&mut self.intervals, a.offcpu_intervals);
-        add(&mut self.lost, a.offcpu_lost);
-        add(&mut self.kernel_lost, a.offcpu_kernel_lost);
-        add(&mut self.no_stack, a.offcpu_no_stack);
-        add(&mut self.unpaired, a.offcpu_unpaired);
-        add(&mut self.dropped, a.offcpu_dropped);
-    }
-}
+pub use profkit_eventlog::OffCpuCounts;
 
 /// The report's header.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

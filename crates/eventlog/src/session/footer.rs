@@ -158,6 +158,56 @@ impl CpuAccounting {
     }
 }
 
+/// The off-CPU counts of [`CpuAccounting`], summed (over CPUs, parts,
+/// sessions): what `profctl stop`/`status` and reports show of an off-CPU
+/// recording. Sums saturate (a footer is its file's word).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffCpuCounts {
+    /// Switch-outs read (`offcpu_switches`).
+    pub switches: u64,
+    /// Waits measured and written (`offcpu_intervals`).
+    pub intervals: u64,
+    /// Switch records the kernel dropped (`offcpu_lost`).
+    pub lost: u64,
+    /// The kernel's own count of them, read back at stop
+    /// (`offcpu_kernel_lost`; its view of `lost`, not added to it).
+    pub kernel_lost: u64,
+    /// Waits written without their stack (`offcpu_no_stack`).
+    pub no_stack: u64,
+    /// Waits that could not be measured (`offcpu_unpaired`).
+    pub unpaired: u64,
+    /// What profkit dropped (`offcpu_dropped`).
+    pub dropped: u64,
+}
+
+impl OffCpuCounts {
+    /// Whether every count is 0.
+    pub fn is_zero(&self) -> bool {
+        *self == OffCpuCounts::default()
+    }
+
+    /// Adds one accounting entry's off-CPU counts.
+    pub fn add(&mut self, a: &CpuAccounting) {
+        let add = |to: &mut u64, n: u64| *to = to.saturating_add(n);
+        add(&mut self.switches, a.offcpu_switches);
+        add(&mut self.intervals, a.offcpu_intervals);
+        add(&mut self.lost, a.offcpu_lost);
+        add(&mut self.kernel_lost, a.offcpu_kernel_lost);
+        add(&mut self.no_stack, a.offcpu_no_stack);
+        add(&mut self.unpaired, a.offcpu_unpaired);
+        add(&mut self.dropped, a.offcpu_dropped);
+    }
+
+    /// The sum over `accounting`.
+    pub fn of<'a>(accounting: impl IntoIterator<Item = &'a CpuAccounting>) -> Self {
+        let mut c = OffCpuCounts::default();
+        for a in accounting {
+            c.add(a);
+        }
+        c
+    }
+}
+
 /// What the session file ends with, written at stop.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct SessionFooter {

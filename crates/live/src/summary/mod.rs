@@ -250,25 +250,13 @@ pub struct Summary {
 }
 
 /// What `--off-cpu` recorded and lost, all CPUs (the footer's off-CPU
-/// counts, and what the sync stage holds).
+/// counts), and what the sync stage holds now.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OffCpuSummary {
-    /// Switch-outs read.
-    pub switches: u64,
-    /// Waits measured and written.
-    pub intervals: u64,
-    /// Records the kernel dropped from the off-CPU rings.
-    pub lost: u64,
-    /// The kernel's own count of them (`PERF_FORMAT_LOST`, at stop).
-    pub kernel_lost: u64,
-    /// Waits written without their stack.
-    pub no_stack: u64,
-    /// Waits that could not be measured (no switch-out seen, or open
-    /// across a kernel loss).
-    pub unpaired: u64,
-    /// Switch records dropped at the sync stage's bounds.
-    pub dropped: u64,
-    /// Switch records waiting to be paired, and waits open, now.
+    /// The counts.
+    #[serde(flatten)]
+    pub counts: profkit_eventlog::OffCpuCounts,
+    /// Switch records waiting to be paired now.
     pub pending: usize,
     /// Waits going on now.
     pub open: usize,
@@ -276,20 +264,11 @@ pub struct OffCpuSummary {
 
 impl OffCpuSummary {
     fn of(st: &RecorderStatus) -> Option<Self> {
-        let a = &st.accounting;
-        let sum = |f: fn(&CpuAccounting) -> u64| a.iter().map(f).sum::<u64>();
-        let s = OffCpuSummary {
-            switches: sum(|a| a.offcpu_switches),
-            intervals: sum(|a| a.offcpu_intervals),
-            lost: sum(|a| a.offcpu_lost),
-            kernel_lost: sum(|a| a.offcpu_kernel_lost),
-            no_stack: sum(|a| a.offcpu_no_stack),
-            unpaired: sum(|a| a.offcpu_unpaired),
-            dropped: sum(|a| a.offcpu_dropped),
+        st.off_cpu.then(|| OffCpuSummary {
+            counts: profkit_eventlog::OffCpuCounts::of(&st.accounting),
             pending: st.offcpu.pending,
             open: st.offcpu.open,
-        };
-        (st.off_cpu).then_some(s)
+        })
     }
 }
 
@@ -643,20 +622,18 @@ mod tests {
     /// only those that are not 0.
     #[test]
     fn the_off_cpu_line_names_what_was_not_measured() {
-        let mut o = OffCpuSummary {
-            switches: 10,
-            intervals: 9,
-            ..Default::default()
-        };
+        let mut o = OffCpuSummary::default();
+        o.counts.switches = 10;
+        o.counts.intervals = 9;
         assert_eq!(
             o.line(),
             "profkit: off-CPU: 10 switch-outs, 9 waits measured."
         );
-        o.lost = 5;
-        o.kernel_lost = 7;
-        o.no_stack = 2;
-        o.unpaired = 1;
-        o.dropped = 3;
+        o.counts.lost = 5;
+        o.counts.kernel_lost = 7;
+        o.counts.no_stack = 2;
+        o.counts.unpaired = 1;
+        o.counts.dropped = 3;
         let l = o.line();
         for want in [
             "7 switch records dropped by the kernel (ring full: raise --buffer-pages)",

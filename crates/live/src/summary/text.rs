@@ -371,32 +371,33 @@ impl super::OffCpuSummary {
     /// One line for `stop` and `status`: what was measured, and every
     /// count of what was not.
     pub fn line(&self) -> String {
+        let c = &self.counts;
         let mut not = Vec::new();
-        if self.lost > 0 {
+        if c.lost > 0 {
             not.push(format!(
                 "{} switch records dropped by the kernel (ring full: raise --buffer-pages)",
-                self.lost.max(self.kernel_lost)
+                c.lost.max(c.kernel_lost)
             ));
         }
-        if self.no_stack > 0 {
-            not.push(format!("{} waits without their stack", self.no_stack));
+        if c.no_stack > 0 {
+            not.push(format!("{} waits without their stack", c.no_stack));
         }
-        if self.unpaired > 0 {
+        if c.unpaired > 0 {
             not.push(format!(
                 "{} not measurable (begun before the session, a new task's first run, or across a kernel drop)",
-                self.unpaired
+                c.unpaired
             ));
         }
-        if self.dropped > 0 {
+        if c.dropped > 0 {
             not.push(format!(
                 "{} switch records over the sync stage's bounds",
-                self.dropped
+                c.dropped
             ));
         }
         format!(
             "profkit: off-CPU: {} switch-outs, {} waits measured{}{}.",
-            self.switches,
-            self.intervals,
+            c.switches,
+            c.intervals,
             if not.is_empty() { "" } else { "; " },
             not.join(", ")
         )

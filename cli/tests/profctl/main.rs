@@ -12,7 +12,6 @@ mod errors;
 mod full_disk;
 mod hostile;
 mod lifecycle;
-mod offcpu;
 mod record;
 mod rotation;
 mod service;

@@ -75,6 +75,9 @@ pub(crate) struct PerfUser<'a> {
 #[derive(Debug, Default)]
 pub(crate) struct CpuQueues {
     queues: BTreeMap<u32, Vec<u8>>,
+    /// The CPUs drained every round ([`CpuQueues::add_cpu`]); any other
+    /// CPU's queue lives only in the rounds it has records.
+    every_round: std::collections::BTreeSet<u32>,
     offcpu: BTreeMap<u32, Vec<u8>>,
     samples: usize,
     offcpu_records: usize,
@@ -98,6 +101,7 @@ impl CpuQueues {
     /// drains every CPU's ring).
     pub fn add_cpu(&mut self, cpu: u32) {
         self.queues.entry(cpu).or_default();
+        self.every_round.insert(cpu);
     }
 
     /// Samples queued in this round, off-CPU records included.
@@ -307,14 +311,18 @@ impl CpuQueues {
     /// wrote one wrong). The queues are emptied.
     pub fn feed(&mut self, stage: &mut SyncStage, layout: Layout) -> u64 {
         let mut bad = 0;
-        for (&cpu, q) in self.queues.iter_mut() {
-            stage.begin_cpu(cpu);
-            bad += each_record(q, layout, |r| stage.record(cpu, r));
+        // A CPU met only in the file's records (a forged file may name a
+        // new one per record) is drained in the rounds it has records, not
+        // every round after: rounds × CPUs grew quadratically.
+        let every_round = &self.every_round;
+        self.queues.retain(|cpu, q| {
+            stage.begin_cpu(*cpu);
+            bad += each_record(q, layout, |r| stage.record(*cpu, r));
             q.clear();
-        }
-        for (&cpu, q) in self.offcpu.iter_mut() {
-            bad += each_record(q, layout, |r| stage.record_offcpu(cpu, r));
-            q.clear();
+            every_round.contains(cpu)
+        });
+        for (cpu, q) in std::mem::take(&mut self.offcpu) {
+            bad += each_record(&q, layout, |r| stage.record_offcpu(cpu, r));
         }
         self.offcpu_fed += self.offcpu_records as u64;
         self.samples = 0;
@@ -614,5 +622,47 @@ mod tests {
         let (_, _, body) = &recs[0];
         let stack_at = body.len() - 8 - 64;
         assert_eq!(&body[stack_at + 40..stack_at + 64], &[0u8; 24][..]);
+    }
+}
+
+#[cfg(test)]
+mod bounds {
+    use super::*;
+    use profkit_sync::{SyncOptions, SyncStage};
+
+    /// A CPU met only in a file's records lives in the rounds it has
+    /// records: a forged file naming a new CPU per record made every later
+    /// round walk all of them (rounds × CPUs). The CPUs the file's header
+    /// lists are drained every round.
+    #[test]
+    fn a_cpu_met_only_in_records_is_not_drained_every_round_after() {
+        let layout = Layout::default();
+        let mut stage = SyncStage::new(SyncOptions { layout });
+        let mut q = CpuQueues::default();
+        q.add_cpu(0);
+        for cpu in 1..1000 {
+            let id = SampleId {
+                pid: 1,
+                tid: 1,
+                time: u64::from(cpu),
+                cpu,
+            };
+            q.switch(true, false, None, &id);
+            q.record(
+                &Record::Throttle {
+                    throttled: true,
+                    time: u64::from(cpu),
+                    id: 0,
+                    sid: id,
+                },
+                &id,
+            );
+            stage.begin_round(u64::from(cpu));
+            q.feed(&mut stage, layout);
+            stage.finish_round();
+            assert_eq!(q.queues.len(), 1, "round {cpu}");
+            assert!(q.offcpu.is_empty(), "round {cpu}");
+        }
+        assert!(q.queues.contains_key(&0));
     }
 }

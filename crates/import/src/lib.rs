@@ -192,6 +192,9 @@ pub struct ImportSummary {
     /// sample switched in (perf misses some), put just before that
     /// task's switch-out.
     pub switches_inferred: u64,
+    /// `sched:sched_switch` samples of a dead task (`prev_state` X or Z):
+    /// its last switch, no wait, so no switch-out.
+    pub switches_dead: u64,
 }
 
 struct Importer {

@@ -51,12 +51,13 @@ pub(crate) enum Role {
 }
 
 impl Role {
-    /// The role of `attr` in a file whose tracing data is `tracing`.
-    pub(crate) fn of(attr: &AttributeDescription, tracing: Option<&[u8]>) -> Role {
+    /// The role of `attr` in a file whose sched_switch formats (from its
+    /// tracing data, [`sched_switch_formats`]) are `formats`.
+    pub(crate) fn of(attr: &AttributeDescription, formats: &SchedSwitchFormats<'_>) -> Role {
         match attr.attributes().type_ {
             PerfEventType::Software(SoftwareCounterType::ContextSwitches) => Role::ContextSwitch,
             PerfEventType::Tracepoint(id) => {
-                let format = tracing.and_then(|t| sched_switch_format(t, id));
+                let format = formats.get(&id).copied();
                 if format.is_some() || attr.name() == Some("sched:sched_switch") {
                     Role::SchedSwitch(
                         format
@@ -169,9 +170,15 @@ pub(crate) struct SchedSwitch {
     pub prev_pid: u32,
     /// It was still runnable (preempted), not waiting.
     pub preempted: bool,
+    /// It was dead (`X`, `EXIT_DEAD`, or `Z`, `EXIT_ZOMBIE`): its last
+    /// switch-out, not a wait.
+    pub dead: bool,
     /// The task switching in (a thread id).
     pub next_pid: u32,
 }
+
+/// `prev_state`'s `EXIT_DEAD` (X) and `EXIT_ZOMBIE` (Z) bits.
+const DEAD_BITS: u64 = 0x10 | 0x20;
 
 impl SchedSwitchFields {
     /// The fields of a format's text (`field:pid_t prev_pid;\toffset:24;\t
@@ -220,6 +227,7 @@ impl SchedSwitchFields {
         Some(SchedSwitch {
             prev_pid: self.prev_pid.read(raw, big, false)? as u32,
             preempted: state & STATE_BITS == 0,
+            dead: state & DEAD_BITS != 0,
             next_pid: self.next_pid.read(raw, big, false)? as u32,
         })
     }
@@ -229,15 +237,48 @@ impl SchedSwitchFields {
 /// with its print format).
 const MAX_FORMAT: usize = 8192;
 
+/// The `sched_switch` formats of a file, by tracepoint ID.
+pub(crate) type SchedSwitchFormats<'a> = std::collections::HashMap<u64, &'a [u8]>;
+
+/// At most this many `sched_switch` formats are taken from a file's
+/// tracing data (a real one has one).
+const MAX_FORMATS: usize = 64;
+
+/// The `sched_switch` formats in perf's tracing data, by their ID: each
+/// text from `name:` up to its print format. One pass over the data
+/// (before: one per tracepoint attribute, so a forged file of many
+/// attributes and a large section cost their product).
+pub(crate) fn sched_switch_formats(tracing: &[u8]) -> SchedSwitchFormats<'_> {
+    let needle = b"name: sched_switch\nID: ";
+    let mut out = SchedSwitchFormats::new();
+    for at in memchr::memmem::find_iter(tracing, needle) {
+        if out.len() >= MAX_FORMATS {
+            break;
+        }
+        let rest = &tracing[at..];
+        let rest = &rest[..rest.len().min(MAX_FORMAT)];
+        let digits = &rest[needle.len()..];
+        let n = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+        if n == 0 || digits.get(n) != Some(&b'\n') {
+            continue;
+        }
+        let Some(id) = std::str::from_utf8(&digits[..n])
+            .ok()
+            .and_then(|d| d.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let end = memchr::memmem::find(rest, b"print fmt:").unwrap_or(rest.len());
+        out.entry(id).or_insert(&rest[..end]);
+    }
+    out
+}
+
 /// The text of the `sched_switch` format whose ID is `id` in perf's
-/// tracing data, from `name:` up to its print format.
+/// tracing data (tests).
+#[cfg(test)]
 fn sched_switch_format(tracing: &[u8], id: u64) -> Option<&[u8]> {
-    let needle = format!("name: sched_switch\nID: {id}\n");
-    let at = memchr::memmem::find(tracing, needle.as_bytes())?;
-    let rest = &tracing[at..];
-    let rest = &rest[..rest.len().min(MAX_FORMAT)];
-    let end = memchr::memmem::find(rest, b"print fmt:").unwrap_or(rest.len());
-    Some(&rest[..end])
+    sched_switch_formats(tracing).get(&id).copied()
 }
 
 #[cfg(test)]
@@ -313,24 +354,27 @@ mod tests {
     }
 
     /// R+ (preempted, `TASK_REPORT_MAX`) and R are runnable; S, D, I
-    /// (idle kernel threads) and the rest are waits.
+    /// (idle kernel threads) and the rest are waits; X and Z are a dead
+    /// task's last switch.
     #[test]
     fn prev_state_r_is_preempted_and_any_state_bit_is_a_wait() {
         let f = SchedSwitchFields::default();
-        for (state, preempted) in [
-            (0, true),
-            (0x100, true),
-            (0x1, false),
-            (0x2, false),
-            (0x80, false),
-            (0x10, false),
-            (0x101, false),
+        for (state, preempted, dead) in [
+            (0, true, false),
+            (0x100, true, false),
+            (0x1, false, false),
+            (0x2, false, false),
+            (0x80, false, false),
+            (0x10, false, true),
+            (0x20, false, true),
+            (0x101, false, false),
         ] {
             assert_eq!(
                 f.decode(&raw(4242, state, 7), false),
                 Some(SchedSwitch {
                     prev_pid: 4242,
                     preempted,
+                    dead,
                     next_pid: 7
                 }),
                 "{state:#x}"
@@ -347,6 +391,7 @@ mod tests {
             Some(SchedSwitch {
                 prev_pid: 9,
                 preempted: false,
+                dead: false,
                 next_pid: 3
             })
         );

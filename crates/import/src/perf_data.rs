@@ -290,7 +290,10 @@ pub(crate) fn read<R: Read + Seek>(
     } = reader;
     let attrs = perf_file.event_attributes();
     let tracing = perf_file.feature_section_data(Feature::TRACING_DATA);
-    let roles: Vec<Role> = attrs.iter().map(|a| Role::of(a, tracing)).collect();
+    let formats = tracing
+        .map(crate::offcpu::sched_switch_formats)
+        .unwrap_or_default();
+    let roles: Vec<Role> = attrs.iter().map(|a| Role::of(a, &formats)).collect();
     // The main event, which the header describes and whose sample format
     // the layout follows: the first on-CPU one (not perf's `dummy`), else
     // the first off-CPU one, else the first.
@@ -526,6 +529,10 @@ pub(crate) fn read<R: Read + Seek>(
                     // switch-out (a wait's end is late by prev's run,
                     // short for a task that blocks), rather than its wait
                     // lost as unpaired.
+                    if cpu_next.len() >= 1 << 16 && !cpu_next.contains_key(&id.cpu) {
+                        // A forged file's CPU numbers: bounded.
+                        cpu_next.clear();
+                    }
                     let on_cpu = cpu_next.insert(id.cpu, sw.next_pid);
                     if sw.prev_pid != 0 && on_cpu.is_some_and(|t| t != sw.prev_pid) {
                         let came_in = SampleId {
@@ -536,14 +543,21 @@ pub(crate) fn read<R: Read + Seek>(
                         summary.switches += 1;
                         summary.switches_inferred += 1;
                     }
-                    queues.switch(true, sw.preempted, None, &out);
+                    // A dead task's last switch is no wait (its EXIT
+                    // record may be lost; the stage drops it either way).
+                    if sw.dead {
+                        summary.switches_dead += 1;
+                    } else {
+                        queues.switch(true, sw.preempted, None, &out);
+                        summary.switches += 1;
+                    }
                     let next = SampleId {
                         pid: tgids.of(sw.next_pid),
                         tid: sw.next_pid,
                         ..id
                     };
                     queues.switch(false, false, None, &next);
-                    summary.switches += 2;
+                    summary.switches += 1;
                 }
                 EventRecord::ContextSwitch(c) => {
                     sink.before(id.time, queues);
@@ -604,7 +618,7 @@ pub(crate) fn read<R: Read + Seek>(
                     queues.task(fork, pid, ppid, f.tid as u32, f.ptid as u32, &id);
                 }
                 EventRecord::Lost(l) => {
-                    summary.lost += l.count;
+                    summary.lost = summary.lost.saturating_add(l.count);
                     sink.before(id.time, queues);
                     let to = if role.is_offcpu() {
                         Queue::OffCpu
@@ -612,6 +626,14 @@ pub(crate) fn read<R: Read + Seek>(
                         Queue::Sampled
                     };
                     queues.lost(to, l.id, l.count, &id);
+                    if to == Queue::Sampled && facts.offcpu {
+                        // perf's rings are shared by its events and a LOST
+                        // carries the id of whichever writes next: switch
+                        // records may be among those lost. The off-CPU part
+                        // then drops the waits open (count 0: nothing is
+                        // counted twice).
+                        queues.lost(Queue::OffCpu, l.id, 0, &id);
+                    }
                 }
                 EventRecord::Throttle(t) | EventRecord::Unthrottle(t) => {
                     let throttled = record.record_type == RecordType::THROTTLE;

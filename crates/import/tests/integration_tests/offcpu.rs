@@ -371,11 +371,11 @@ fn a_sched_switch_recording_is_imported_as_off_cpu_intervals() {
         return;
     };
     let (summary, _) = import_and_check(d.path(), &workload, &rec, "sched");
-    // Its format was read from the file; two switches per sample, and
-    // those perf missed inferred.
+    // Its format was read from the file; two switches per sample (a dead
+    // task's has no switch-out), and those perf missed inferred.
     assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
     assert_eq!(
-        summary.switches,
+        summary.switches + summary.switches_dead,
         2 * summary.offcpu_samples + summary.switches_inferred,
         "{summary:?}"
     );

@@ -52,6 +52,9 @@ pub const HORIZON_MARGIN_NS: u64 = 2_000_000;
 pub const MAX_PENDING: usize = 1 << 19;
 /// At most this many intervals are open at once (one per task off its CPU).
 pub const MAX_OPEN: usize = 1 << 18;
+/// At most this many frames are kept in the table of shared stacks (24
+/// bytes each: 24 MiB).
+const MAX_FRAMES_HELD: usize = 1 << 20;
 /// Exits remembered (to drop a dead task's last switch-out) for this long.
 const EXIT_KEEP_NS: u64 = 2_000_000_000;
 /// A switch-out's stack sample is taken just before its switch record; a
@@ -171,8 +174,9 @@ pub(super) struct OffCpu {
     open: IntMap<u32, Open>,
     /// Intervals ended this round: (count, total ns).
     ended: FxHashMap<Key, (u64, u64)>,
-    /// Exit times of tasks, per thread.
-    exited: IntMap<u32, u64>,
+    /// Per thread: when it exited, and when a task with its id was made
+    /// again (ids are reused).
+    exited: IntMap<u32, (u64, Option<u64>)>,
     /// Shared frames of the stacks met (one copy each), cleared when large.
     frames: FxHashMap<Arc<[Frame]>, ()>,
     /// Per CPU, the last raw switch-out stacks and their resolution
@@ -181,7 +185,12 @@ pub(super) struct OffCpu {
     /// Close open intervals at the next round's end (a rotation).
     close_at_end: bool,
     /// Waits written into this round's chunk, per CPU.
-    written: Vec<(u32, u64)>,
+    written: std::collections::BTreeMap<u32, u64>,
+    /// Switch records were dropped at the bound since the last pairing:
+    /// any wait open may have lost its end (as at a kernel loss).
+    overflowed: bool,
+    /// Frames held by `frames` (its bound).
+    frames_held: usize,
     /// This round's counts per CPU (dense below [`DENSE_CPUS`]), added to
     /// the accounting at the round's end: switch-outs, intervals, intervals
     /// without a stack. (A lookup in the accounting per switch was a tenth
@@ -217,6 +226,12 @@ impl OffCpu {
             }
             self.last_stack[i] = Some(v);
         } else {
+            if self.last_stack_sparse.len() >= DENSE_CPUS as usize
+                && !self.last_stack_sparse.contains_key(&cpu)
+            {
+                // A forged file's CPU numbers: bounded.
+                self.last_stack_sparse.clear();
+            }
             self.last_stack_sparse.insert(cpu, v);
         }
     }
@@ -233,10 +248,14 @@ impl OffCpu {
         if let Some((k, _)) = self.frames.get_key_value(frames) {
             return k.clone();
         }
-        if self.frames.len() >= 1 << 16 {
+        if self.frames.len() >= 1 << 16 || self.frames_held + frames.len() > MAX_FRAMES_HELD {
+            // Bounded by stacks and by frames: the stacks still used by
+            // waiting records and open waits stay alive through them.
             self.frames.clear();
+            self.frames_held = 0;
         }
         let a: Arc<[Frame]> = frames.into();
+        self.frames_held += frames.len();
         self.frames.insert(a.clone(), ());
         a
     }
@@ -308,6 +327,7 @@ impl SyncStage {
                 };
                 if self.off.pending.len() >= MAX_PENDING {
                     self.acct(cpu).offcpu_dropped += 1;
+                    self.off.overflowed = true;
                     return;
                 }
                 self.off.pending.push(SwitchRec {
@@ -329,6 +349,8 @@ impl SyncStage {
                         cpu,
                         dir: Dir::Lost,
                     });
+                } else {
+                    self.off.overflowed = true;
                 }
             }
             _ => {}
@@ -391,13 +413,21 @@ impl SyncStage {
     /// A task exited (its EXIT record): its next switch-out is its last.
     pub(super) fn offcpu_exit(&mut self, tid: u32, time: u64) {
         if self.off.active {
-            self.off.exited.insert(tid, time);
+            self.off.exited.insert(tid, (time, None));
+        }
+    }
+
+    /// A task was made (its FORK record): a thread id used again is a new
+    /// task, whose switches from `time` on are waits again.
+    pub(super) fn offcpu_fork(&mut self, tid: u32, time: u64) {
+        if let Some(e) = self.off.exited.get_mut(&tid) {
+            e.1 = Some(time);
         }
     }
 
     /// The waits written into this round's chunk, per CPU (taken).
     pub(super) fn take_offcpu_written(&mut self) -> Vec<(u32, u64)> {
-        std::mem::take(&mut self.off.written)
+        std::mem::take(&mut self.off.written).into_iter().collect()
     }
 
     /// The stack of the task switching out on `cpu`, resolved now.
@@ -405,7 +435,7 @@ impl SyncStage {
         if s.tid == 0 {
             return;
         }
-        let cacheable = self.opts.layout.user_stack == 0;
+        let cacheable = self.opts.layout.user_stack == 0 && cpu < DENSE_CPUS;
         if cacheable {
             if let Some((entries, _)) = self.off.cache.get(&cpu) {
                 if let Some(c) = entries.iter().find(|c| {
@@ -421,6 +451,11 @@ impl SyncStage {
                     return;
                 }
             }
+        }
+        if self.procs.get(s.pid).is_none() {
+            // A kernel-mode switch-out's user frames need the process too
+            // (and the cache would keep them unknown).
+            self.ensure_process(s.pid);
         }
         let (kernel, cookie, offset) = if s.is_kernel() {
             match self.res.kernel.resolve(s.ip) {
@@ -518,6 +553,17 @@ impl SyncStage {
         // The buffer keeps its capacity from round to round.
         pending.extend(later);
         self.off.pending = pending;
+        if std::mem::take(&mut self.off.overflowed) {
+            // Records were dropped at the bound: a wait open now may have
+            // lost its switch-in there, as at a kernel loss.
+            let n = self.off.open.len() as u64;
+            self.off.open.clear();
+            if let Some(cpu) = self.out.cur_cpu {
+                self.acct(cpu).offcpu_unpaired += n;
+            } else {
+                self.acct(0).offcpu_unpaired += n;
+            }
+        }
         if last || std::mem::take(&mut self.off.close_at_end) {
             let at = if last {
                 end_time.max(self.round_time)
@@ -554,7 +600,7 @@ impl SyncStage {
         }
         // Forget exits older than any record still to come.
         let keep_after = self.round_time.saturating_sub(EXIT_KEEP_NS);
-        self.off.exited.retain(|_, &mut t| t >= keep_after);
+        self.off.exited.retain(|_, &mut (t, _)| t >= keep_after);
         for l in &mut self.off.last_stack {
             if l.as_ref().is_some_and(|(_, t, _)| *t < keep_after) {
                 *l = None;
@@ -568,7 +614,12 @@ impl SyncStage {
     fn pair(&mut self, r: SwitchRec) {
         match r.dir {
             Dir::Out { kind, stack } => {
-                if self.off.exited.get(&r.tid).is_some_and(|&t| t <= r.time) {
+                if self
+                    .off
+                    .exited
+                    .get(&r.tid)
+                    .is_some_and(|&(exit, fork)| exit <= r.time && fork.is_none_or(|f| r.time < f))
+                {
                     // A task past its EXIT record: its switches in the
                     // exit path (it may still block there, then switch
                     // out for good) are not the program's waits. Kept
@@ -670,10 +721,8 @@ impl SyncStage {
                     (true, COOKIE_UNKNOWN, 0, None, 0)
                 }
             };
-            match self.off.written.iter_mut().find(|w| w.0 == k.cpu) {
-                Some(w) => w.1 += count,
-                None => self.off.written.push((k.cpu, count)),
-            }
+            let w = self.off.written.entry(k.cpu).or_default();
+            *w = w.saturating_add(count);
             self.out.enc.event(&Event::OffCpu {
                 cpu: k.cpu,
                 pid: k.pid,

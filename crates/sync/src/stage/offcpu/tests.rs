@@ -331,34 +331,79 @@ fn out_of_order_and_unpaired_switches_make_no_negative_interval() {
 /// bounds, and counts what it drops.
 #[test]
 fn a_storm_of_new_tasks_stays_within_the_bounds_and_counts_the_rest() {
-    let mut st = stage();
-    let n = (MAX_PENDING + 10) as u32;
-    for i in 0..n {
-        st.record_offcpu(
-            0,
-            &Record::Switch {
-                out: true,
-                preempt: false,
-                next_prev: None,
-                sid: profkit_perf::SampleId {
-                    pid: 1000 + i,
-                    tid: 1000 + i,
-                    time: 1000 * MS + u64::from(i),
-                    cpu: 0,
+    let storm = |st: &mut SyncStage, n: u32| {
+        for i in 0..n {
+            st.record_offcpu(
+                0,
+                &Record::Switch {
+                    out: true,
+                    preempt: false,
+                    next_prev: None,
+                    sid: profkit_perf::SampleId {
+                        pid: 1000 + i,
+                        tid: 1000 + i,
+                        time: 1000 * MS + u64::from(i),
+                        cpu: 0,
+                    },
                 },
-            },
-        );
-    }
+            );
+        }
+    };
+    // More waits than may be open: the rest dropped and counted.
+    let mut st = stage();
+    storm(&mut st, (MAX_OPEN + 5) as u32);
+    st.begin_round(10_000 * MS);
+    assert!(intervals(&st.finish_round()).is_empty());
+    assert_eq!(st.offcpu_sizes().open, MAX_OPEN);
+    assert_eq!(st.accounting()[0].offcpu_dropped, 5);
+    // More records than may wait: the rest dropped and counted, and,
+    // since a dropped record may be a switch-in, no wait open then is
+    // measured (counted as not measurable).
+    let mut st = stage();
+    storm(&mut st, (MAX_PENDING + 10) as u32);
     assert_eq!(st.offcpu_sizes().pending, MAX_PENDING);
     assert_eq!(st.accounting()[0].offcpu_dropped, 10);
-    // Paired in a round: at most MAX_OPEN stay open, the rest dropped.
     st.begin_round(10_000 * MS);
+    assert!(intervals(&st.finish_round()).is_empty());
+    assert_eq!(st.offcpu_sizes(), OffCpuSizes::default());
+    let a = &st.accounting()[0];
+    assert_eq!(a.offcpu_dropped, 10 + (MAX_PENDING - MAX_OPEN) as u64);
+    assert_eq!(a.offcpu_unpaired, MAX_OPEN as u64);
+}
+
+/// A thread id used again after its task exited (within the two seconds
+/// exits are remembered) is a new task: its switch-outs are waits again,
+/// the dead task's are not.
+#[test]
+fn a_thread_id_used_again_after_an_exit_waits_again() {
+    let mut st = stage();
+    let mut main = SimRing::new(0, 1 << 16, layout());
+    let mut r0 = SimRing::new(0, 1 << 16, layout());
+    assert!(main.push(&SimRecord::Exit {
+        pid: PID,
+        ppid: 1,
+        tid: TID,
+        ptid: 1,
+        time: 50 * MS,
+    }));
+    assert!(main.push(&SimRecord::Fork {
+        pid: PID,
+        ppid: PID,
+        tid: TID,
+        ptid: PID,
+        time: 60 * MS,
+    }));
+    // The dead task's last switch-out, then the new task's wait.
+    out(&mut r0, 51 * MS, APP + 0x100, false);
+    out(&mut r0, 70 * MS, APP + 0x100, false);
+    switch_in(&mut r0, 80 * MS);
+    st.begin_round(1000 * MS);
+    st.drain(&mut main);
+    st.drain_offcpu(&mut r0);
     let c = st.finish_round();
-    assert!(intervals(&c).is_empty());
-    assert_eq!(st.offcpu_sizes().open, MAX_OPEN);
     assert_eq!(
-        st.accounting()[0].offcpu_dropped,
-        10 + (MAX_PENDING - MAX_OPEN) as u64
+        summary(&c),
+        vec![(1, 10 * MS - 1000, OffCpuKind::Blocked, 0, true)]
     );
 }
 

@@ -404,9 +404,18 @@ impl SyncStage {
 
     /// Reconciles the kernel's off-CPU lost counts (`PERF_FORMAT_LOST` of
     /// the context-switch events) at stop.
+    /// The kernel's count above the LOST records read (records lost while
+    /// the ring was full at the end, whose LOST record was never written)
+    /// is added to `offcpu_lost`, and the waits open are then not measured
+    /// (one of their switch-ins may be among those records).
     pub fn reconcile_offcpu(&mut self, kernel_lost: &[(u32, u64)]) {
         for &(cpu, n) in kernel_lost {
-            self.acct(cpu).offcpu_kernel_lost = n;
+            let a = self.acct(cpu);
+            a.offcpu_kernel_lost = n;
+            if n > a.offcpu_lost {
+                a.offcpu_lost = n;
+                self.off.overflowed = true;
+            }
         }
     }
 
@@ -554,8 +563,9 @@ impl SyncStage {
         pending.extend(later);
         self.off.pending = pending;
         if std::mem::take(&mut self.off.overflowed) {
-            // Records were dropped at the bound: a wait open now may have
-            // lost its switch-in there, as at a kernel loss.
+            // Records were dropped at the bound, or lost by the kernel
+            // without a LOST record (reconciled at stop): a wait open now
+            // may have lost its switch-in there.
             let n = self.off.open.len() as u64;
             self.off.open.clear();
             if let Some(cpu) = self.out.cur_cpu {

@@ -457,3 +457,21 @@ fn the_waits_of_a_dropped_round_are_counted_as_dropped() {
     let a = &st.accounting()[0];
     assert_eq!((a.offcpu_intervals, a.offcpu_dropped), (0, 2));
 }
+
+/// The kernel's lost count read back at stop above the LOST records seen
+/// (records lost while a ring was full at the end) is counted, and the
+/// waits open then are not measured.
+#[test]
+fn a_loss_known_only_from_the_kernels_count_is_reconciled_at_stop() {
+    let mut st = stage();
+    let mut r0 = SimRing::new(0, 1 << 16, layout());
+    out(&mut r0, 10 * MS, APP + 0x100, false);
+    st.begin_round(500 * MS);
+    st.drain_offcpu(&mut r0);
+    st.reconcile_offcpu(&[(0, 7)]);
+    let c = st.finish_final_round();
+    assert!(intervals(&c).is_empty(), "{:?}", intervals(&c));
+    let a = &st.accounting()[0];
+    assert_eq!((a.offcpu_lost, a.offcpu_kernel_lost), (7, 7));
+    assert_eq!(a.offcpu_unpaired, 1);
+}

@@ -35,16 +35,7 @@ fn make_attr(config: &SamplerConfig, with_build_id: bool, data_bytes: usize) -> 
     attr.set_exclude_user(config.exclude_user as u64);
     attr.set_exclude_kernel(config.exclude_kernel as u64);
     attr.set_exclude_hv(1);
-    if config.user_stack > 0 {
-        // DWARF unwinding: the user part of the stack comes from the
-        // copied registers and stack, not the frame-pointer walk (as
-        // `perf record --call-graph dwarf`).
-        attr.sample_regs_user = crate::USER_REGS_MASK;
-        attr.sample_stack_user = config.user_stack;
-        if config.callchain {
-            attr.set_exclude_callchain_user(1);
-        }
-    }
+    set_user_stack(&mut attr, config);
     attr.set_mmap(1);
     attr.set_mmap2(1);
     attr.set_build_id(with_build_id as u64);
@@ -59,8 +50,28 @@ fn make_attr(config: &SamplerConfig, with_build_id: bool, data_bytes: usize) -> 
         // PERF_RECORD_CGROUP for every cgroup created from now on.
         attr.set_cgroup(1);
     }
-    // Sample times on CLOCK_MONOTONIC, so they compare with the sync
-    // stage's round times and the session header's start time.
+    set_clock_and_target(&mut attr, config, data_bytes);
+    attr
+}
+
+/// DWARF unwinding: the user part of the stack comes from the copied
+/// registers and stack, not the frame-pointer walk (as `perf record
+/// --call-graph dwarf`).
+fn set_user_stack(attr: &mut b::perf_event_attr, config: &SamplerConfig) {
+    if config.user_stack > 0 {
+        attr.sample_regs_user = crate::USER_REGS_MASK;
+        attr.sample_stack_user = config.user_stack;
+        if config.callchain {
+            attr.set_exclude_callchain_user(1);
+        }
+    }
+}
+
+/// What every event of a session shares: times on CLOCK_MONOTONIC (they
+/// compare with the sync stage's round times and the session header's
+/// start time), a wake-up at half of a ring of `data_bytes`, children
+/// followed for processes, and the start at the target's exec.
+fn set_clock_and_target(attr: &mut b::perf_event_attr, config: &SamplerConfig, data_bytes: usize) {
     attr.set_use_clockid(1);
     attr.clockid = libc::CLOCK_MONOTONIC;
     attr.set_watermark(1);
@@ -71,7 +82,6 @@ fn make_attr(config: &SamplerConfig, with_build_id: bool, data_bytes: usize) -> 
     if config.enable_on_exec {
         attr.set_enable_on_exec(1);
     }
-    attr
 }
 
 /// The off-CPU event's attr (`--off-cpu`): the software
@@ -98,25 +108,10 @@ fn make_offcpu_attr(config: &SamplerConfig, data_bytes: usize) -> b::perf_event_
         attr.set_exclude_callchain_kernel(1);
     }
     attr.set_exclude_hv(1);
-    if config.user_stack > 0 {
-        attr.sample_regs_user = crate::USER_REGS_MASK;
-        attr.sample_stack_user = config.user_stack;
-        if config.callchain {
-            attr.set_exclude_callchain_user(1);
-        }
-    }
+    set_user_stack(&mut attr, config);
     attr.set_sample_id_all(1);
     attr.set_context_switch(1);
-    attr.set_use_clockid(1);
-    attr.clockid = libc::CLOCK_MONOTONIC;
-    attr.set_watermark(1);
-    attr.__bindgen_anon_2.wakeup_watermark = (data_bytes / 2) as u32;
-    if matches!(config.target, Target::Pids(_)) {
-        attr.set_inherit(1);
-    }
-    if config.enable_on_exec {
-        attr.set_enable_on_exec(1);
-    }
+    set_clock_and_target(&mut attr, config, data_bytes);
     attr
 }
 

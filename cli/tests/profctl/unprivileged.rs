@@ -50,6 +50,36 @@ fn unprivileged_record_falls_back_to_user_space_and_says_why() {
     assert!(d.per_cpu_pid.values().sum::<u64>() > 0);
 }
 
+/// `--off-cpu` has no user-space-only fall-back (a switch happens in the
+/// kernel): the refusal says what it needs, not the sampled event's advice
+/// to use --user-only.
+#[test]
+fn an_unprivileged_off_cpu_record_says_it_needs_kernel_rights() {
+    if !perf_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(o) = as_nobody(
+        tmp.path(),
+        &["record", "--off-cpu", "--session-dir", "s", "--", "true"],
+    ) else {
+        return;
+    };
+    if profkit_perf::read_sysctl("kernel.perf_event_paranoid").unwrap_or(3) <= 1 {
+        // A user may sample the kernel here: the recording works.
+        assert!(o.status.success(), "{}", text(&o));
+        return;
+    }
+    assert!(!o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("--off-cpu needs the right to sample the kernel")
+            && t.contains("perf_event_paranoid is")
+            && !t.contains("--user-only"),
+        "{t}"
+    );
+}
+
 #[test]
 fn an_unprivileged_dwarf_record_whose_ring_cannot_be_locked_says_what_fits() {
     if !perf_ok() {

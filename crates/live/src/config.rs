@@ -137,6 +137,20 @@ impl StartConfig {
                 drop(s);
                 Ok(None)
             }
+            Err(e) if is_permission(&e) && c.off_cpu => {
+                // User-space-only sampling is no way out here: a switch
+                // happens in the kernel, and its event cannot leave the
+                // kernel out.
+                Err(profkit_perf::Error::Config(format!(
+                    "--off-cpu needs the right to sample the kernel (a context switch happens \
+                     there): {}; it needs <= 1, or CAP_PERFMON. Run as root, grant CAP_PERFMON, \
+                     or record without --off-cpu",
+                    profkit_perf::read_sysctl("kernel.perf_event_paranoid")
+                        .map(|p| format!("kernel.perf_event_paranoid is {p}"))
+                        .unwrap_or_else(|| "kernel.perf_event_paranoid could not be read".into())
+                ))
+                .into())
+            }
             Err(e)
                 if is_permission(&e)
                     && !matches!(c.target, Target::SystemWide)

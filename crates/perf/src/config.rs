@@ -295,7 +295,8 @@ impl SamplerConfig {
                 || self.offcpu_pages > 1 << 18)
         {
             return Err(Error::Config(format!(
-                "off-CPU ring pages must be a power of two up to 262144, not {}",
+                "off-CPU ring pages (--off-cpu-pages, by default 4 x --buffer-pages) must be a \
+                 power of two up to 262144, not {}",
                 self.offcpu_pages
             )));
         }

@@ -153,21 +153,10 @@ struct CpuCounts {
 impl CpuCounts {
     const DENSE_MAX: u32 = 1 << 14;
 
+    /// Adds `n` to `cpu`'s count, saturating (counts and off-CPU weights
+    /// are the file's word: a forged Lost count must not wrap).
     #[inline]
     fn add(&mut self, cpu: u32, n: u64) {
-        if cpu < Self::DENSE_MAX {
-            let i = cpu as usize;
-            if i >= self.dense.len() {
-                self.dense.resize(i + 1, 0);
-            }
-            self.dense[i] += n;
-        } else {
-            *self.sparse.entry(cpu).or_insert(0) += n;
-        }
-    }
-
-    /// As [`CpuCounts::add`], saturating (off-CPU weights).
-    fn add_saturating(&mut self, cpu: u32, n: u64) {
         let c = if cpu < Self::DENSE_MAX {
             let i = cpu as usize;
             if i >= self.dense.len() {
@@ -344,11 +333,11 @@ fn decode_into<S: Sink, D: StackDefs, const OFF: bool>(
                         return;
                     }
                     let w = budget.take(total_ns);
-                    read.add_saturating(cpu, w);
+                    read.add(cpu, w);
                     if filter_task && !spec.wants_task(cpu, pid, tid) {
                         return;
                     }
-                    kept.add_saturating(cpu, w);
+                    kept.add(cpu, w);
                     let key = Key {
                         sess,
                         cpu: if shape.cpu { cpu } else { 0 },

@@ -403,8 +403,8 @@ impl SyncStage {
     }
 
     /// Reconciles the kernel's off-CPU lost counts (`PERF_FORMAT_LOST` of
-    /// the context-switch events) at stop.
-    /// The kernel's count above the LOST records read (records lost while
+    /// the context-switch events) at stop. The kernel's count above the
+    /// LOST records read (records lost while
     /// the ring was full at the end, whose LOST record was never written)
     /// is added to `offcpu_lost`, and the waits open are then not measured
     /// (one of their switch-ins may be among those records).
@@ -566,13 +566,7 @@ impl SyncStage {
             // Records were dropped at the bound, or lost by the kernel
             // without a LOST record (reconciled at stop): a wait open now
             // may have lost its switch-in there.
-            let n = self.off.open.len() as u64;
-            self.off.open.clear();
-            if let Some(cpu) = self.out.cur_cpu {
-                self.acct(cpu).offcpu_unpaired += n;
-            } else {
-                self.acct(0).offcpu_unpaired += n;
-            }
+            self.drop_open_waits(self.out.cur_cpu.unwrap_or(0));
         }
         if last || std::mem::take(&mut self.off.close_at_end) {
             let at = if last {
@@ -664,15 +658,18 @@ impl SyncStage {
                 Some(o) => self.end_interval(r.tid, &o, r.time),
                 None => self.acct(r.cpu).offcpu_unpaired += 1,
             },
-            Dir::Lost => {
-                // Any open interval may have lost its end: closed by a
-                // later switch-in it would take in time the task ran.
-                // Not measured rather than measured wrong.
-                let n = self.off.open.len() as u64;
-                self.off.open.clear();
-                self.acct(r.cpu).offcpu_unpaired += n;
-            }
+            Dir::Lost => self.drop_open_waits(r.cpu),
         }
+    }
+
+    /// Records were lost (by the kernel, or at the stage's bound): any
+    /// open wait may have lost its end, and a later switch-in would close
+    /// it over time the task ran. Not measured rather than measured wrong:
+    /// the open waits are dropped and counted as unpaired on `cpu`.
+    fn drop_open_waits(&mut self, cpu: u32) {
+        let n = self.off.open.len() as u64;
+        self.off.open.clear();
+        self.acct(cpu).offcpu_unpaired += n;
     }
 
     fn end_interval(&mut self, tid: u32, o: &Open, end: u64) {

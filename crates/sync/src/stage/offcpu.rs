@@ -61,8 +61,33 @@ const EXIT_KEEP_NS: u64 = 2_000_000_000;
 /// stack older than this is not its stack.
 const STACK_SLACK_NS: u64 = 1_000_000;
 
-/// Switch-out stacks remembered per CPU, raw, with their resolution.
-const CACHE_PER_CPU: usize = 16;
+/// Raw switch-out stacks remembered with their resolution (a stack of 16
+/// frames takes some 250 bytes here: 16 MiB at most).
+const MAX_CACHED: usize = 1 << 16;
+
+/// A hash of a switch-out's raw stack: process, mode, address, cgroup and
+/// callchain (the cache's key; a hit is checked whole, [`Cached::is`]).
+fn raw_key(s: &Sample<'_>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    (s.pid, s.cpumode, s.ip, s.cgroup, s.callchain.len()).hash(&mut h);
+    for a in s.callchain.iter() {
+        a.hash(&mut h);
+    }
+    h.finish()
+}
+
+impl Cached {
+    /// True when `s` is the raw stack this entry resolved.
+    fn is(&self, s: &Sample<'_>) -> bool {
+        self.pid == s.pid
+            && self.ip == s.ip
+            && self.cpumode == s.cpumode
+            && self.cgroup == s.cgroup
+            && self.chain.len() == s.callchain.len()
+            && self.chain.iter().copied().eq(s.callchain.iter())
+    }
+}
 
 /// Where a task switched out: its address and callers, resolved. One
 /// pointer (records waiting to be paired are small), compared and hashed
@@ -179,9 +204,10 @@ pub(super) struct OffCpu {
     exited: IntMap<u32, (u64, Option<u64>)>,
     /// Shared frames of the stacks met (one copy each), cleared when large.
     frames: FxHashMap<Arc<[Frame]>, ()>,
-    /// Per CPU, the last raw switch-out stacks and their resolution
-    /// (frame-pointer call graphs only), the next slot to replace.
-    cache: IntMap<u32, (Vec<Cached>, usize)>,
+    /// Raw switch-out stacks met and their resolution (frame-pointer call
+    /// graphs only), by a hash of the raw stack (`raw_key`); checked
+    /// whole on a hit. Emptied when a mapping changes, and when full.
+    cache: FxHashMap<u64, Cached>,
     /// Close open intervals at the next round's end (a rotation).
     close_at_end: bool,
     /// Waits written into this round's chunk, per CPU.
@@ -444,21 +470,13 @@ impl SyncStage {
         if s.tid == 0 {
             return;
         }
-        let cacheable = self.opts.layout.user_stack == 0 && cpu < DENSE_CPUS;
+        let cacheable = self.opts.layout.user_stack == 0;
+        let key = if cacheable { raw_key(s) } else { 0 };
         if cacheable {
-            if let Some((entries, _)) = self.off.cache.get(&cpu) {
-                if let Some(c) = entries.iter().find(|c| {
-                    c.pid == s.pid
-                        && c.ip == s.ip
-                        && c.cpumode == s.cpumode
-                        && c.cgroup == s.cgroup
-                        && c.chain.len() == s.callchain.len()
-                        && c.chain.iter().copied().eq(s.callchain.iter())
-                }) {
-                    let stack = c.stack.clone();
-                    self.off.set_last(cpu, (s.tid, s.time, stack));
-                    return;
-                }
+            if let Some(c) = self.off.cache.get(&key).filter(|c| c.is(s)) {
+                let stack = c.stack.clone();
+                self.off.set_last(cpu, (s.tid, s.time, stack));
+                return;
             }
         }
         if self.procs.get(s.pid).is_none() {
@@ -507,21 +525,20 @@ impl SyncStage {
             cgroup: s.cgroup,
         }));
         if cacheable {
-            let (entries, next) = self.off.cache.entry(cpu).or_default();
-            let c = Cached {
-                pid: s.pid,
-                cpumode: s.cpumode,
-                ip: s.ip,
-                cgroup: s.cgroup,
-                chain: s.callchain.iter().collect(),
-                stack: stack.clone(),
-            };
-            if entries.len() < CACHE_PER_CPU {
-                entries.push(c);
-            } else {
-                entries[*next] = c;
-                *next = (*next + 1) % CACHE_PER_CPU;
+            if self.off.cache.len() >= MAX_CACHED {
+                self.off.cache.clear();
             }
+            self.off.cache.insert(
+                key,
+                Cached {
+                    pid: s.pid,
+                    cpumode: s.cpumode,
+                    ip: s.ip,
+                    cgroup: s.cgroup,
+                    chain: s.callchain.iter().collect(),
+                    stack: stack.clone(),
+                },
+            );
         }
         self.off.set_last(cpu, (s.tid, s.time, stack));
     }

@@ -1108,6 +1108,7 @@ mod tests {
                 offset: 2,
                 stack: None,
                 cgroup: 0,
+                time: None,
             }]
         );
         assert_eq!(enc.per_cpu_samples(), [(0, 1)]);
@@ -1169,6 +1170,7 @@ mod tests {
                     stack,
                     // Cgroups change now and then, sometimes to none.
                     cgroup: (cookie ^ offset) % 4,
+                    time: None,
                 },
             )
     }
@@ -1302,6 +1304,7 @@ mod tests {
                             offset: *offset,
                             stack: *stack,
                             cgroup: cg,
+                            time: None,
                         }));
                     }
                 }

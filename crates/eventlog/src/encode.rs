@@ -482,6 +482,7 @@ mod tests {
                 offset: i,
                 stack: None,
                 cgroup: 0,
+                time: None,
             });
         }
         assert_eq!(a.bytes(), b.bytes());

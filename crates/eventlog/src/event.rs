@@ -441,4 +441,9 @@ pub struct ExpandedSample {
     /// The cgroup the sample was taken in (its id; named by an
     /// [`Event::CgroupDef`]); 0 when the session does not record cgroups.
     pub cgroup: u64,
+    /// When the sample was taken: CLOCK_MONOTONIC nanoseconds (perf's
+    /// clock), from a timed sample tag (version 6). None for a sample
+    /// written without its time (sessions before version 6): a report
+    /// then places it at its round's middle and says so.
+    pub time: Option<u64>,
 }

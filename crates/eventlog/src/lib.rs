@@ -89,7 +89,7 @@
 //! let mut got = Vec::new();
 //! let mut markers = Vec::new();
 //! r.for_each_sample(chunk, |s| got.push(*s), |m| markers.push(m))?;
-//! assert_eq!(got[1], ExpandedSample { cpu: 1, pid: 42, tid: 43, kernel: true, cookie: 0xbeef, offset: 0xffff, stack: None, cgroup: 0, });
+//! assert_eq!(got[1], ExpandedSample { cpu: 1, pid: 42, tid: 43, kernel: true, cookie: 0xbeef, offset: 0xffff, stack: None, cgroup: 0, time: None });
 //! assert_eq!(markers, [Event::Lost { cpu: 1, kind: LostKind::Ring, count: 5 }]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -258,6 +258,7 @@ pub fn realistic(cfg: &SynthConfig) -> SynthSession {
                             offset,
                             stack: None,
                             cgroup: 0,
+                            time: None,
                         });
                     }
                 }

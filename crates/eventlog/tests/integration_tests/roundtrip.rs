@@ -220,6 +220,7 @@ fn call_graph_session_reads_back_with_its_stack_table() {
                     Some(((i + round) % (round + 1)) as u32)
                 },
                 cgroup: 0,
+                time: None,
             };
             enc.expanded(&s);
             want.push(s);

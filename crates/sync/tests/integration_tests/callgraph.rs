@@ -366,7 +366,7 @@ proptest! {
                         cpu, pid, tid, kernel,
                         cookie: leaf_frame.cookie,
                         offset: leaf_frame.offset,
-                        stack: None, cgroup: 0,
+                        stack: None, cgroup: 0, time: None,
                     };
                     pending.entry(cpu).or_default().push((s, want));
                 }

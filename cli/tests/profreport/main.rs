@@ -21,5 +21,6 @@ mod offcpu;
 mod offcpu_live;
 mod parts;
 mod rotation;
+mod times;
 mod util;
 mod window;

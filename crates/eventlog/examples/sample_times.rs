@@ -1,10 +1,12 @@
 //! Prints, for a session file, its samples, how many carry a time, its
-//! payload bytes per sample, and how evenly the times are spread: the
-//! figures behind docs/FORMAT.md's "Sample times".
+//! payload bytes per sample, how often a thread's time goes back within a
+//! chunk (its samples on two CPUs), the
+//! figures behind docs/FORMAT.md's "Sample times", and the payload the same
+//! events would take without their times.
 //!
 //! `cargo run --release -p profkit-eventlog --example sample_times -- DIR/session.pkl`
 
-use profkit_eventlog::{Expanded, Expander, SessionReader};
+use profkit_eventlog::{decode_events, ChunkEncoder, Event, Expanded, Expander, SessionReader};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = std::env::args()
@@ -13,9 +15,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let r = SessionReader::open(&path)?;
     let (mut samples, mut timed, mut payload, mut backwards) = (0u64, 0u64, 0u64, 0u64);
     let mut last: std::collections::HashMap<u32, u64> = Default::default();
+    // The same events re-encoded without their times: what the times cost.
+    let mut untimed = 0u64;
+    let mut enc = ChunkEncoder::new();
     for c in r.chunks() {
         let p = r.payload(c);
         payload += p.len() as u64;
+        enc.clear();
+        decode_events(p, |e| {
+            enc.event(&match e {
+                Event::Sample { offset, .. } => Event::Sample { offset, time: None },
+                Event::StackSample { offset, stack, .. } => Event::StackSample {
+                    offset,
+                    stack,
+                    time: None,
+                },
+                e => e,
+            })
+        })?;
+        untimed += enc.bytes().len() as u64;
         last.clear();
         for e in Expander::new(p) {
             if let Expanded::Sample(s) = e? {
@@ -29,6 +47,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
+    println!(
+        "without times: payload {untimed} bytes ({:.3} bytes/sample): the times cost {:.3} bytes/sample",
+        untimed as f64 / samples.max(1) as f64,
+        (payload as f64 - untimed as f64) / samples.max(1) as f64
+    );
     println!(
         "version {} samples {samples} timed {timed} payload {payload} bytes ({:.3} bytes/sample), file {} bytes ({:.3} bytes/sample); a thread's time went back {backwards} times within a chunk",
         r.version(),

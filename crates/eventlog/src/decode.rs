@@ -42,9 +42,12 @@ struct Core<'a> {
     /// step (ticks), which predict the next time; `have_time` false after
     /// a CpuSwitch or TimeUnit (the next time is absolute).
     time_unit: u64,
+    /// The largest time in ticks: below 2^63, and times `time_unit` below
+    /// 2^64 ns.
+    max_ticks: i64,
     have_time: bool,
-    last_time: u64,
-    last_step: i128,
+    last_time: i64,
+    last_step: i64,
 }
 
 impl<'a> Core<'a> {
@@ -59,6 +62,7 @@ impl<'a> Core<'a> {
             next_slot: 0,
             cur_slot: None,
             time_unit: 1,
+            max_ticks: i64::MAX,
             have_time: false,
             last_time: 0,
             last_step: 0,
@@ -70,34 +74,41 @@ impl<'a> Core<'a> {
     /// itself), in ticks of `time_unit`; returns nanoseconds.
     #[inline(always)]
     fn time(&mut self, at: usize) -> Result<u64> {
-        let r = i128::from(unzigzag(self.uvar("sample time")?));
+        let r = unzigzag(self.uvar("sample time")?);
         let t = if self.have_time {
-            i128::from(self.last_time) + self.last_step + r
+            // Both in 0..2^63: the step fits an i64, the sums may not.
+            self.last_time
+                .checked_add(self.last_step)
+                .and_then(|p| p.checked_add(r))
         } else {
-            r
+            Some(r)
         };
-        let max = u64::MAX / self.time_unit;
-        if !(0..=i128::from(max)).contains(&t) {
-            return Err(self.bad_time(t, at));
-        }
-        let t = t as u64;
+        let t = match t {
+            Some(t) if (0..=self.max_ticks).contains(&t) => t,
+            _ => return Err(self.bad_time(r, at)),
+        };
         self.last_step = if self.have_time {
-            i128::from(t) - i128::from(self.last_time)
+            t - self.last_time
         } else {
             0
         };
         self.have_time = true;
         self.last_time = t;
-        Ok(t * self.time_unit)
+        Ok(t as u64 * self.time_unit)
     }
 
     #[cold]
-    fn bad_time(&self, t: i128, at: usize) -> Error {
+    fn bad_time(&self, r: i64, at: usize) -> Error {
+        let pred = if self.have_time {
+            format!("{} + {} + ", self.last_time, self.last_step)
+        } else {
+            String::new()
+        };
         Error::malformed(
             "sample time",
             at as u64,
             format!(
-                "{t} ticks of {} ns is not a time in 0..2^64 ns",
+                "{pred}{r} ticks of {} ns is not a time in 0..2^63 ticks and 0..2^64 ns",
                 self.time_unit
             ),
         )
@@ -285,6 +296,7 @@ impl<'a> Core<'a> {
                     ));
                 }
                 self.time_unit = u;
+                self.max_ticks = (u64::MAX / u).min(i64::MAX as u64) as i64;
                 self.have_time = false;
                 Step::TimeUnit
             }

@@ -73,8 +73,8 @@ pub struct ChunkEncoder {
     unit_written: bool,
     next_time: Option<u64>,
     have_time: bool,
-    last_time: u64,
-    last_step: i128,
+    last_time: i64,
+    last_step: i64,
 }
 
 /// Sample times at or past this (2⁶² ns, 146 years of uptime) are written
@@ -335,16 +335,18 @@ impl ChunkEncoder {
     #[inline(always)]
     fn put_time<const N: usize>(&mut self, tmp: &mut [u8; N], n: usize, ns: u64) -> usize {
         tmp[0] += tag::TIMED;
-        let t = ns.min(MAX_SAMPLE_TIME_NS) / self.time_unit;
+        // t and the last time are in 0..2^62, so the step is in
+        // (-2^62, 2^62), the prediction in (-2^62, 2^63) and the residual
+        // in (-2^63, 2^62]: all fit an i64.
+        let t = (ns.min(MAX_SAMPLE_TIME_NS) / self.time_unit) as i64;
         let r = if self.have_time {
-            let pred = i128::from(self.last_time) + self.last_step;
-            self.last_step = i128::from(t) - i128::from(self.last_time);
-            // |t|, |pred| < 2^63: the residual fits an i64.
-            (i128::from(t) - pred) as i64
+            let pred = self.last_time + self.last_step;
+            self.last_step = t - self.last_time;
+            t - pred
         } else {
             self.have_time = true;
             self.last_step = 0;
-            t as i64
+            t
         };
         self.last_time = t;
         put_uvar(tmp, n, zigzag(r))

@@ -1,0 +1,1 @@
+//! Tests of the stream over hand-written sessions.

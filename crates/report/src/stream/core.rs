@@ -496,8 +496,12 @@ pub fn stream<S: StreamSink + ?Sized>(
             {
                 let mut p = pass.borrow_mut();
                 let t = ph.start_monotonic_ns;
-                if win.is_none_or(|(lo, hi)| lo <= t && t < hi) {
-                    let number = ph.part.map_or(pi as u64 + 1, |x| x.number);
+                // Parts of a rotated session only.
+                if let Some(number) = ph
+                    .part
+                    .map(|x| x.number)
+                    .filter(|_| win.is_none_or(|(lo, hi)| lo <= t && t < hi))
+                {
                     let it = p.item(
                         sess,
                         0,
@@ -549,12 +553,9 @@ pub fn stream<S: StreamSink + ?Sized>(
     out.summary.samples_read = read;
     out.summary.out_of_order = buf.out_of_order;
     out.summary.reorder_peak = buf.peak as u64;
-    for e in &agg.errors {
-        out.summary.warnings.push(format!(
-            "chunk {} (byte {}) could not be decoded to its end: {}",
-            e.index, e.offset, e.message
-        ));
-    }
+    // The first pass's: sessions' states, unreadable chunks (a chunk that
+    // fails part-way is streamed up to its bad byte), binaries not found.
+    out.summary.warnings = warnings;
     out.sink.end(&out.summary).map_err(Error::Output)?;
     progress.finish();
     Ok(out.summary)

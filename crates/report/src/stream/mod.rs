@@ -300,8 +300,9 @@ pub struct StreamSummary {
     pub out_of_order: u64,
     /// The most items the reorder buffer held at once.
     pub reorder_peak: u64,
-    /// Chunks that failed to decode part-way, and other problems met while
-    /// streaming (each once).
+    /// What the report would warn of over the same sessions: sessions
+    /// still recording, unreadable chunks (a chunk that fails part-way is
+    /// streamed up to its bad byte), binaries not found.
     pub warnings: Vec<String>,
 }
 

@@ -364,6 +364,19 @@ pub fn stream<S: StreamSink + ?Sized>(
     progress: &dyn Progress,
     sink: &mut S,
 ) -> Result<StreamSummary> {
+    stream_with(sessions, opts, sources, progress, sink, REORDER_MAX)
+}
+
+/// [`stream`] with a reorder buffer of at most `cap` items (tests use a
+/// small one).
+pub(super) fn stream_with<S: StreamSink + ?Sized>(
+    sessions: &[Session],
+    opts: &ReportOptions,
+    sources: &SymbolSources,
+    progress: &dyn Progress,
+    sink: &mut S,
+    cap: usize,
+) -> Result<StreamSummary> {
     let mut warnings = Vec::new();
     check_merge(sessions, &mut warnings)?;
     let off_cpu = sessions
@@ -466,7 +479,7 @@ pub fn stream<S: StreamSink + ?Sized>(
         namer: &mut namer,
         stacks: Stacks::default(),
         threads: Threads::default(),
-        buf: ReorderBuffer::new(REORDER_MAX),
+        buf: ReorderBuffer::new(cap),
         filters,
         comms: &comms,
         tables: &tables,

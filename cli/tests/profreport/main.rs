@@ -21,5 +21,6 @@ mod offcpu;
 mod offcpu_live;
 mod parts;
 mod rotation;
+mod script;
 mod util;
 mod window;

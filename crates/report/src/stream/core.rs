@@ -433,7 +433,7 @@ pub(super) fn stream_with<S: StreamSink + ?Sized>(
     let round_middle = sessions
         .iter()
         .flat_map(|s| s.parts())
-        .any(|p| p.reader().version() < 6);
+        .any(|p| !p.reader().header().event.sample_times);
     let sync_interval_ms = first.map_or(0, |s| s.reader().header().sync_interval_ms);
     let period = first.and_then(period_ns);
     let mut namer = Namer::new(&images, &symbols);

@@ -605,3 +605,92 @@ fn script_folded_by_stackcollapse_rules_is_our_collapsed() {
     );
     assert!(renamed * 100 <= total(&ours), "{renamed} samples renamed");
 }
+
+#[test]
+fn stream_formats_refuse_report_shapes() {
+    for (format, flag, why) in [
+        ("script", "--timeline", "already in time order"),
+        ("jsonl", "-c", "not a report of rows"),
+        ("script", "--separate=cpu", "not a report of rows"),
+        ("jsonl", "--off-cpu", "items of their own"),
+        ("script", "--inline", "without inlined functions"),
+        ("firefox", "--children", "not a report of rows"),
+    ] {
+        let run = on_fixture("callgraph", &["--format", format, flag]).expect(2);
+        assert!(
+            run.stderr
+                .contains(&format!("--format {format} cannot be combined with"))
+                && run.stderr.contains(why),
+            "{format} {flag}: {}",
+            run.stderr
+        );
+    }
+    let run = on_fixture("callgraph", &["--format", "scrpt"]).expect(2);
+    assert!(
+        run.stderr.contains("script, jsonl, firefox, speedscope"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn script_and_jsonl_write_every_sample_to_o_file_and_say_how_times_were_placed() {
+    let d = tempdir();
+    let total = on_fixture("callgraph", &["--format", "json"])
+        .expect(0)
+        .json()["total_samples"]
+        .as_u64()
+        .unwrap();
+    assert!(total > 100, "{total}");
+    let jsonl = d.path().join("s.jsonl");
+    let run = on_fixture(
+        "callgraph",
+        &["--format", "jsonl", "-o", jsonl.to_str().unwrap()],
+    )
+    .expect(0);
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
+    // A session written before per-sample times says so, once.
+    assert_eq!(
+        run.stderr
+            .matches("written before per-sample times")
+            .count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    let text = std::fs::read_to_string(&jsonl).unwrap();
+    let (mut samples, mut last, mut summary) = (0u64, 0u64, None);
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect(line);
+        match v["type"].as_str() {
+            Some("sample") => {
+                samples += 1;
+                let t = v["time_ns"].as_u64().unwrap();
+                assert!(t >= last, "time order: {line}");
+                last = t;
+                assert_eq!(v["time_exact"], false);
+                assert!(!v["stack"].as_array().unwrap().is_empty());
+                assert_eq!(v["stack"][0]["symbol"], v["symbol"]);
+            }
+            Some("summary") => summary = Some(v),
+            Some("lost" | "part" | "off_cpu") => {}
+            other => panic!("{other:?}: {line}"),
+        }
+    }
+    assert_eq!(samples, total);
+    let summary = summary.expect("a summary line");
+    assert_eq!(summary["samples"].as_u64(), Some(total));
+    assert_eq!(summary["round_middle"].as_u64(), Some(total));
+    let script = d.path().join("s.txt");
+    on_fixture(
+        "callgraph",
+        &["--format", "script", "-o", script.to_str().unwrap()],
+    )
+    .expect(0);
+    let text = std::fs::read_to_string(&script).unwrap();
+    assert_eq!(blocks(&text).len() as u64, total);
+    // The same callers as the call graph's: c is called from a and b.
+    let folded = stackcollapse_perf(&text);
+    assert!(folded.keys().any(|k| k.ends_with(";a;c")), "{folded:#?}");
+    assert!(folded.keys().any(|k| k.ends_with(";b;c")), "{folded:#?}");
+}

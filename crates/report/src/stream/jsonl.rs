@@ -36,6 +36,9 @@ pub struct JsonlSink<W: Write> {
     /// Each frame's `"image":…,"symbol":…` pair, for the top-level fields.
     heads: Vec<Option<Box<[u8]>>>,
     buf: Vec<u8>,
+    /// The last (comm, process) seen and its `,"comm":…,"process":…`.
+    names: (String, String),
+    names_json: Vec<u8>,
 }
 
 /// Appends `s` as a JSON string (quoted, escaped).
@@ -147,6 +150,8 @@ impl<W: Write> JsonlSink<W> {
             frames: Vec::new(),
             heads: Vec::new(),
             buf: Vec::with_capacity(4096),
+            names: (String::new(), String::new()),
+            names_json: Vec::new(),
         }
     }
 
@@ -196,10 +201,42 @@ impl<W: Write> StreamSink for JsonlSink<W> {
             key(&mut buf, "time_exact");
             buf.extend_from_slice(b"false");
         }
-        Self::task(&mut buf, s.cpu, s.pid, s.tid, s.comm, s.process);
-        self.stack(&mut buf, s.frames, s.table);
-        buf.extend_from_slice(b"}\n");
-        let r = self.out.write_all(&buf);
+        key(&mut buf, "cpu");
+        push_num(&mut buf, u64::from(s.cpu));
+        key(&mut buf, "pid");
+        push_num(&mut buf, u64::from(s.pid));
+        key(&mut buf, "tid");
+        push_num(&mut buf, u64::from(s.tid));
+        // The names, escaped once per distinct pair in a row.
+        if s.comm != self.names.0 || s.process != self.names.1 || self.names_json.is_empty() {
+            self.names.0.clear();
+            self.names.0.push_str(s.comm);
+            self.names.1.clear();
+            self.names.1.push_str(s.process);
+            self.names_json.clear();
+            key(&mut self.names_json, "comm");
+            push_json_str(&mut self.names_json, s.comm);
+            key(&mut self.names_json, "process");
+            push_json_str(&mut self.names_json, s.process);
+        }
+        buf.extend_from_slice(&self.names_json);
+        let table = s.table;
+        if let Some(&leaf) = s.frames.first() {
+            buf.extend_from_slice(cached(&mut self.heads, leaf, || head_json(table, leaf)));
+        }
+        buf.extend_from_slice(b",\"stack\":[");
+        // The frames' objects go straight to the writer.
+        let r = (|| {
+            self.out.write_all(&buf)?;
+            for (i, &id) in s.frames.iter().enumerate() {
+                if i > 0 {
+                    self.out.write_all(b",")?;
+                }
+                self.out
+                    .write_all(cached(&mut self.frames, id, || frame_json(table, id)))?;
+            }
+            self.out.write_all(b"]}\n")
+        })();
         self.buf = buf;
         r
     }

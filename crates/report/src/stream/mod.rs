@@ -74,11 +74,14 @@
 //! - **Time order from ring order.** Within a chunk (one sync round) each
 //!   CPU's samples come as a run in ring order, and consecutive chunks
 //!   overlap a little in time (CPUs are drained one after another; samples
-//!   deferred for their mapping come a round later). The reorder buffer (a
-//!   min-heap keyed by (time, CPU, arrival)) releases what is older than
-//!   the previous chunk's round time once a chunk is read; an item that
-//!   still arrives after a later one was released is delivered at once and
-//!   counted in [`StreamSummary::out_of_order`].
+//!   deferred for their mapping come a round later). The reorder buffer
+//!   keeps each CPU's items as a queue while they come in order and merges
+//!   the queues through a heap of their heads (log(CPUs) per item), with a
+//!   heap of its own for the rare item older than its CPU's last; ordered
+//!   by (time, CPU, arrival), it releases what is older than the previous
+//!   chunk's round time once a chunk is read. An item that still arrives
+//!   after a later one was released is delivered at once and counted in
+//!   [`StreamSummary::out_of_order`].
 //! - **Never panic on a session**, as the rest of the crate: a chunk that
 //!   fails to decode gives the samples before its bad byte and a warning.
 //!
@@ -99,7 +102,7 @@
 //!  pass 1 (parallel):  chunks ─► aggregate (cookie, offset, stack) ─► symbolize distinct offsets once
 //!  pass 2 (in order):  part ─► chunk ─► for_each_sample ─► time, filters, comm, frame ids
 //!                                                              │
-//!                          ReorderBuffer (min-heap on (time, cpu, seq)) ◄┘
+//!       ReorderBuffer (per-CPU queues merged by a heap of heads; strays) ◄┘
 //!                              │ after chunk k: release time < round time of chunk k−1
 //!                              ▼
 //!                          StreamSink::sample / off_cpu / marker   ─► script | jsonl | viewers

@@ -158,8 +158,9 @@ pub struct StreamInfo<'a> {
     /// Whether any session was recorded with `--off-cpu` (then
     /// [`StreamSink::off_cpu`] may be called).
     pub off_cpu: bool,
-    /// The frames named so far (after the first pass: every frame the
-    /// stream will use; the table only grows).
+    /// The frames named so far: empty at the start (frames are named as
+    /// the stream first meets them, from the first pass's symbolization);
+    /// the table only grows, and every item carries it.
     pub frames: &'a FrameTable,
     /// The report's warnings so far (binaries not found, sessions still
     /// recording, ...).

@@ -180,7 +180,13 @@ impl Threads {
         let comm = match self.current.get(&(sess, pid, tid)) {
             Some(&c) => c,
             None => {
-                let c = self.intern(comms.name(sess, pid, tid));
+                // The idle task is never named by a session: perf calls it
+                // swapper.
+                let name = match comms.name(sess, pid, tid) {
+                    "?" if tid == 0 => "swapper",
+                    n => n,
+                };
+                let c = self.intern(name);
                 self.current.insert((sess, pid, tid), c);
                 c
             }

@@ -753,3 +753,29 @@ fn exact_times_out_of_order_beyond_a_small_buffer_are_counted_not_held() {
     let t: Vec<u64> = samples(&rec).iter().map(|s| s.0).collect();
     assert!(t.windows(2).all(|w| w[0] <= w[1]));
 }
+
+#[test]
+fn the_idle_task_is_swapper_as_perf_names_it() {
+    let d = tempfile::tempdir().unwrap();
+    let mut c0 = ChunkEncoder::new();
+    defs(&mut c0);
+    c0.sample(1, 0, 0, true, KERNEL, 0x210);
+    c0.sample(1, 30, 30, true, KERNEL, 0x210);
+    let p = write(d.path(), false, false, vec![(START + ROUND, c0)]);
+    let (rec, _) = run(&p, &ReportOptions::default());
+    let names: Vec<(String, String)> = rec
+        .items
+        .iter()
+        .filter_map(|g| match g {
+            Got::Sample { comm, process, .. } => Some((comm.clone(), process.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("swapper".to_owned(), "swapper".to_owned()),
+            ("?".to_owned(), "?".to_owned())
+        ]
+    );
+}

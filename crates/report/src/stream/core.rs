@@ -180,13 +180,7 @@ impl Threads {
         let comm = match self.current.get(&(sess, pid, tid)) {
             Some(&c) => c,
             None => {
-                // The idle task is never named by a session: perf calls it
-                // swapper.
-                let name = match comms.name(sess, pid, tid) {
-                    "?" if tid == 0 => "swapper",
-                    n => n,
-                };
-                let c = self.intern(name);
+                let c = self.intern(comms.name(sess, pid, tid));
                 self.current.insert((sess, pid, tid), c);
                 c
             }

@@ -18,7 +18,8 @@
 //!             busy 25461/25461 [001] 26819.633040: cpu-clock:  ffffffff81360092 handle_softirqs ([kernel.kallsyms])
 //! ```
 //!
-//! The header is perf's: the command (`%s`, or `%16s` without stacks),
+//! The header is perf's: the command (`%s`, or `%16s` without stacks;
+//! `swapper` for the idle task, which sessions leave unnamed),
 //! `%5d/%-5d` process and thread ids, `[%03d]` CPU, the time as
 //! `seconds.microseconds` (truncated) right-aligned in 12 columns, the
 //! event and a colon. A frame line is a tab, the address in 16 columns of
@@ -200,12 +201,17 @@ impl<W: Write> StreamSink for ScriptSink<W> {
         let mut buf = std::mem::take(&mut self.buf);
         buf.clear();
         let mut num = [0u8; 20];
-        // comm, cleaned once per distinct name in a row
-        if s.comm != self.comm || self.comm_text.is_empty() {
+        // comm, cleaned once per distinct name in a row; the idle task,
+        // which sessions do not name, is perf's `swapper`
+        let comm = match s.comm {
+            "?" if s.tid == 0 => "swapper",
+            c => c,
+        };
+        if comm != self.comm || self.comm_text.is_empty() {
             self.comm.clear();
-            self.comm.push_str(s.comm);
+            self.comm.push_str(comm);
             self.comm_text.clear();
-            push_clean(&mut self.comm_text, s.comm);
+            push_clean(&mut self.comm_text, comm);
         }
         if !self.callchain && self.comm_text.len() < 16 {
             buf.extend(std::iter::repeat_n(b' ', 16 - self.comm_text.len()));

@@ -40,6 +40,7 @@ EXAMPLES:
   profreport --separate=kernel         libraries and kernel under each application
   profreport -l --separate=thread tgid:1234
   profreport --timeline=4              samples and losses per CPU per second (4 rounds)
+  profreport --timeline=10ms           ... per 10 ms, each sample by its own time
   profreport -l --format json > r.json
   profreport --merge run1 run2 -l      two sessions added up
 
@@ -144,12 +145,42 @@ fn off_cpu_mode(s: &str) -> Result<OffCpuMode, String> {
     OffCpuMode::parse(s).map_err(|e| e.to_string())
 }
 
-fn rounds(s: &str) -> Result<u32, String> {
-    match s.parse::<u32>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!(
-            "bad value '{s}' for --timeline: a number of sync rounds per line, 1 or more"
-        )),
+/// A `--timeline` step: sync rounds per line, or a time per line.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum TimelineStep {
+    Rounds(u32),
+    Every(u64),
+}
+
+fn timeline_step(s: &str) -> Result<TimelineStep, String> {
+    let bad = || {
+        format!(
+            "bad value '{s}' for --timeline: a number of sync rounds per line (1 or more), or a \
+             time per line with its unit (500us, 10ms, 1s, 1.5s)"
+        )
+    };
+    if let Ok(n) = s.parse::<u32>() {
+        return if n > 0 {
+            Ok(TimelineStep::Rounds(n))
+        } else {
+            Err(bad())
+        };
+    }
+    let (num, scale) = [
+        ("ns", 1.0),
+        ("us", 1e3),
+        ("µs", 1e3),
+        ("ms", 1e6),
+        ("s", 1e9),
+    ]
+    .iter()
+    .find_map(|&(unit, scale)| s.strip_suffix(unit).map(|n| (n, scale)))
+    .ok_or_else(bad)?;
+    match num.parse::<f64>() {
+        Ok(v) if v.is_finite() && v * scale >= 1.0 && v * scale < 1e18 => {
+            Ok(TimelineStep::Every((v * scale).round() as u64))
+        }
+        _ => Err(bad()),
     }
 }
 
@@ -209,10 +240,11 @@ struct Opt {
     /// Full paths of binaries.
     #[arg(short = 'f', long)]
     long_filenames: bool,
-    /// Samples and losses per CPU per sync round, or per N rounds.
-    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1", value_parser = rounds,
+    /// Samples and losses per CPU per sync round, per N rounds, or per
+    /// time step (10ms, 1s: each sample in the line of its own time).
+    #[arg(long, value_name = "N|TIME", num_args = 0..=1, default_missing_value = "1", value_parser = timeline_step,
           conflicts_with_all = ["symbols", "separate", "sort", "threshold"])]
-    timeline: Option<u32>,
+    timeline: Option<TimelineStep>,
     /// Output format: text, json, csv, collapsed (folded stacks), flamegraph (SVG) or
     /// pprof (gzipped profile.proto); or every sample in time order: script (perf script's
     /// text), jsonl (JSON lines), firefox (Firefox Profiler) or speedscope.
@@ -434,7 +466,14 @@ fn validate(opt: Opt) -> Result<Config, String> {
             exclude_dependent: opt.exclude_dependent,
             debug_info: opt.debug_info,
             long_filenames: opt.long_filenames,
-            timeline: opt.timeline,
+            timeline: match opt.timeline {
+                Some(TimelineStep::Rounds(n)) => Some(n),
+                _ => None,
+            },
+            timeline_every: match opt.timeline {
+                Some(TimelineStep::Every(ns)) => Some(ns),
+                _ => None,
+            },
             callgraph: opt.callgraph,
             children: opt.children,
             stacks: format.needs_stacks(),

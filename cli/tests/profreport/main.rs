@@ -22,5 +22,6 @@ mod offcpu_live;
 mod parts;
 mod rotation;
 mod script;
+mod times;
 mod util;
 mod window;

@@ -308,8 +308,12 @@ pub struct SessionTimeline {
 /// Samples and losses per CPU over time (`--timeline`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Timeline {
-    /// Rounds per line.
+    /// Rounds per line (0 when lines are a time step: `step_ns`).
     pub rounds_per_line: u32,
+    /// Nanoseconds per line (`--timeline 10ms`), each sample counted in
+    /// the line its own time falls in; then a line's rounds are those its
+    /// samples came in, and `time_s` is the end of its step.
+    pub step_ns: Option<u64>,
     /// The CPUs, in column order.
     pub cpus: Vec<u32>,
     /// One per session.

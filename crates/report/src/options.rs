@@ -39,6 +39,12 @@ pub struct ReportOptions {
     pub long_filenames: bool,
     /// Instead of rows: samples and losses per CPU per this many rounds.
     pub timeline: Option<u32>,
+    /// Instead of rows: samples and losses per CPU per this many
+    /// nanoseconds from the session's start, each sample placed by its own
+    /// time (`--timeline 10ms`); wins over [`ReportOptions::timeline`].
+    /// Losses fall in their round's line; samples of sessions written
+    /// before sample times in their round's middle's.
+    pub timeline_every: Option<u64>,
     /// Caller/callee blocks per function (`--callgraph`); implies
     /// `symbols`.
     pub callgraph: bool,
@@ -145,6 +151,11 @@ impl ReportOptions {
     pub fn wants_stacks(&self) -> bool {
         self.callgraph || self.children || self.stacks
     }
+
+    /// True for a `--timeline` report (per rounds or per time step).
+    pub fn wants_timeline(&self) -> bool {
+        self.timeline.is_some() || self.timeline_every.is_some()
+    }
 }
 
 impl Default for ReportOptions {
@@ -164,6 +175,7 @@ impl Default for ReportOptions {
             debug_info: false,
             long_filenames: false,
             timeline: None,
+            timeline_every: None,
             callgraph: false,
             children: false,
             stacks: false,

@@ -226,8 +226,14 @@ fn parse_date_time(x: &str) -> Option<u64> {
 /// Whether a chunk that covers `(prev, time]` counts in `[lo, hi)`: its
 /// middle does.
 pub(crate) fn in_window(prev: u64, time: u64, (lo, hi): (u64, u64)) -> bool {
-    let mid = prev / 2 + time / 2 + (prev % 2 + time % 2) / 2;
+    let mid = middle(prev, time);
     lo <= mid && mid < hi
+}
+
+/// The middle of `(prev, time]`: where a sample without its own time (a
+/// session written before sample times) is placed.
+pub(crate) fn middle(prev: u64, time: u64) -> u64 {
+    prev / 2 + time / 2 + (prev % 2 + time % 2) / 2
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use profkit_eventlog::{ChunkRef, Cookie, CookieEntry, Event, Frame, SessionReader, StackTable};
 
 use super::{
-    Aggregate, ChunkStat, CommMark, DecodeError, Key, KeyShape, StackKey, WeightBudget, NO_STACK,
-    NO_WEIGHTS,
+    Aggregate, ChunkStat, CommMark, Counting, DecodeError, Key, KeyShape, StackKey, WeightBudget,
+    MAX_TIMELINE_LINES, NO_STACK, NO_WEIGHTS,
 };
 use crate::hash::FxHashMap;
 use crate::spec::ProfileSpec;
@@ -187,6 +187,7 @@ struct Marks {
     read: CpuCounts,
     kept: CpuCounts,
     lost: CpuCounts,
+    buckets: Vec<(u64, u32, u64)>,
     cookies: Vec<CookieEntry>,
     comms: Vec<CommMark>,
     maps: Vec<(u32, u32, Cookie)>,
@@ -204,7 +205,7 @@ pub(super) fn decode_chunk(
     shape: KeyShape,
     spec: &ProfileSpec,
     filter_task: bool,
-    counts: bool,
+    counts: Counting,
 ) {
     let marks = if shape.stacks {
         let mut table = match acc.stack_tables.remove(&file) {
@@ -257,7 +258,7 @@ type DecodeArgs<'a> = (
     KeyShape,
     &'a ProfileSpec,
     bool,
-    bool,
+    Counting,
 );
 
 /// The decode loop, monomorphized per sink and per `OFF` (off-CPU
@@ -273,6 +274,8 @@ fn decode_into<S: Sink, D: StackDefs, const OFF: bool>(
     let mut read = CpuCounts::default();
     let mut kept = CpuCounts::default();
     let mut lost = CpuCounts::default();
+    let mut buckets: FxHashMap<(u64, u32), u64> = FxHashMap::default();
+    let chunk_counts = counts.chunk;
     let mut seq = 0u32;
     let mut cookies = Vec::new();
     let mut comms = Vec::new();
@@ -305,7 +308,7 @@ fn decode_into<S: Sink, D: StackDefs, const OFF: bool>(
             pid: Some(pid),
             ..
         } => maps.push((sess, pid, cookie)),
-        Event::Lost { cpu, count, .. } if counts => lost.add(cpu, count),
+        Event::Lost { cpu, count, .. } if chunk_counts => lost.add(cpu, count),
         Event::CgroupDef { id, path } => cgroups.push((id, path)),
         Event::StackDef { id, frames } => defs.define(id, frames),
         Event::StackDefOn { id, parent, frames } => defs.define_on(id, parent, frames),
@@ -329,7 +332,7 @@ fn decode_into<S: Sink, D: StackDefs, const OFF: bool>(
                     total_ns,
                     ..
                 } => {
-                    if !counts || !mode.wants(kind) {
+                    if !chunk_counts || !mode.wants(kind) {
                         return;
                     }
                     let w = budget.take(total_ns);
@@ -356,7 +359,11 @@ fn decode_into<S: Sink, D: StackDefs, const OFF: bool>(
         reader.for_each_sample(
             chunk,
             |s| {
-                if !counts {
+                if !counts.any {
+                    return;
+                }
+                let t = s.time.unwrap_or(counts.mid);
+                if t < counts.lo || t >= counts.hi {
                     return;
                 }
                 read.add(s.cpu, 1);
@@ -364,6 +371,10 @@ fn decode_into<S: Sink, D: StackDefs, const OFF: bool>(
                     return;
                 }
                 kept.add(s.cpu, 1);
+                if let Some(step) = shape.buckets {
+                    let line = (t.saturating_sub(counts.origin) / step).min(MAX_TIMELINE_LINES);
+                    *buckets.entry((line, s.cpu)).or_default() += 1;
+                }
                 let key = Key {
                     sess,
                     cpu: if shape.cpu { s.cpu } else { 0 },
@@ -383,6 +394,7 @@ fn decode_into<S: Sink, D: StackDefs, const OFF: bool>(
         read,
         kept,
         lost,
+        buckets: buckets.into_iter().map(|((l, c), n)| (l, c, n)).collect(),
         cookies,
         comms,
         maps,
@@ -394,11 +406,18 @@ fn decode_into<S: Sink, D: StackDefs, const OFF: bool>(
 impl Aggregate {
     /// Adds what a chunk gave besides its samples; a cookie's first
     /// definition (in file order) wins.
-    fn add_marks(&mut self, m: Marks, (sess, file): (u32, u32), chunk: &ChunkRef, counts: bool) {
+    fn add_marks(
+        &mut self,
+        m: Marks,
+        (sess, file): (u32, u32),
+        chunk: &ChunkRef,
+        counts: Counting,
+    ) {
         let Marks {
             read,
             kept,
             lost,
+            buckets,
             cookies,
             mut comms,
             mut maps,
@@ -430,7 +449,7 @@ impl Aggregate {
             });
         }
         // A chunk outside the time window is not part of the report.
-        if counts {
+        if counts.any {
             self.chunks.push(ChunkStat {
                 sess,
                 file,
@@ -439,6 +458,7 @@ impl Aggregate {
                 read,
                 kept: kept.into_pairs(),
                 lost: lost.into_pairs(),
+                buckets,
             });
         }
     }

@@ -41,7 +41,38 @@ pub(crate) struct KeyShape {
     /// Count the `OffCpu` markers of these kinds, weighted by their
     /// nanoseconds, instead of samples (`--off-cpu`).
     pub off_cpu: Option<crate::options::OffCpuMode>,
+    /// Count kept samples per CPU per this many ns from the session's
+    /// start, by each sample's time ([`ChunkStat::buckets`],
+    /// `--timeline 10ms`).
+    pub buckets: Option<u64>,
 }
+
+/// Which of a chunk's samples count (the `--time` window): timed samples
+/// whose time is in `lo..hi`, untimed ones (sessions before sample times)
+/// when the chunk's middle `mid` is; none at all unless `any`. `chunk`:
+/// the chunk's middle is in the window, so its losses and off-CPU
+/// markers count.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Counting {
+    pub any: bool,
+    pub chunk: bool,
+    pub lo: u64,
+    pub hi: u64,
+    pub mid: u64,
+    /// For [`KeyShape::buckets`]: the session's start.
+    pub origin: u64,
+}
+
+/// How far a chunk's samples may lie before its previous round or after
+/// its own round time (samples resolved a round late, rings drained after
+/// the round's time was taken): a chunk this close to a `--time` window
+/// has its samples checked one by one.
+pub(crate) const CHUNK_TIME_SLACK_NS: u64 = 2_000_000_000;
+
+/// At most this many `--timeline` lines per session: a finer step is
+/// refused before anything is decoded, and a forged sample time past the
+/// end falls in the last line.
+pub(crate) const MAX_TIMELINE_LINES: u64 = 1_000_000;
 
 /// The most off-CPU time one report adds up, in ns (2⁶², 146 years of
 /// thread time): far above any real session, and low enough that no sum
@@ -140,6 +171,9 @@ pub(crate) struct ChunkStat {
     pub kept: Vec<(u32, u64)>,
     /// (cpu, samples lost) from Lost markers.
     pub lost: Vec<(u32, u64)>,
+    /// With [`KeyShape::buckets`]: (line, cpu, samples kept), the line
+    /// being the sample's time from the session start over the step.
+    pub buckets: Vec<(u64, u32, u64)>,
 }
 
 /// A chunk whose frame checked but whose payload could not be decoded to
@@ -275,7 +309,7 @@ pub(crate) fn aggregate(
     // definitions only: their samples and losses do not count. The window
     // is the whole session's (from its start, to its newest part's end);
     // each part's first chunk starts at that part's start.
-    let mut work: Vec<(u32, u32, &SessionReader, &ChunkRef, bool)> = Vec::new();
+    let mut work: Vec<(u32, u32, &SessionReader, &ChunkRef, Counting)> = Vec::new();
     let mut file = 0u32;
     let bytes: u64 = sessions
         .iter()
@@ -296,9 +330,26 @@ pub(crate) fn aggregate(
         let win = window.map(|w| w.resolve(start_mono, start_unix, s.end_monotonic_ns()));
         for part in s.parts() {
             let r = part.reader();
+            let timed = r.header().event.sample_times;
             let mut prev = r.header().start_monotonic_ns;
             for c in r.chunks() {
-                let counts = win.is_none_or(|w| crate::window::in_window(prev, c.time, w));
+                let mid = crate::window::middle(prev, c.time);
+                let chunk_in = win.is_none_or(|w| crate::window::in_window(prev, c.time, w));
+                let (lo, hi) = win.unwrap_or((0, u64::MAX));
+                // A timed chunk near the window has its samples checked
+                // one by one; an untimed one counts where its middle is.
+                let any = chunk_in
+                    || (timed
+                        && c.time.saturating_add(CHUNK_TIME_SLACK_NS) >= lo
+                        && prev.saturating_sub(CHUNK_TIME_SLACK_NS) < hi);
+                let counts = Counting {
+                    any,
+                    chunk: chunk_in,
+                    lo,
+                    hi,
+                    mid,
+                    origin: start_mono,
+                };
                 prev = prev.max(c.time);
                 work.push((i as u32, file, r, c, counts));
             }

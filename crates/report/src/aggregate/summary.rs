@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::Aggregate;
+use super::{Aggregate, MAX_TIMELINE_LINES};
 use crate::model::{
     BadChunkInfo, CallGraphMode, CpuLoss, Header, OffCpuCounts, SessionInfo, SessionTimeline,
     StackCounts, Timeline, TimelineLine,
@@ -328,18 +328,7 @@ pub(crate) fn timeline(
     per: u32,
     spec: &ProfileSpec,
 ) -> Timeline {
-    let mut cpus: BTreeSet<u32> = sessions
-        .iter()
-        .flat_map(|s| s.claimed_cpus().iter().copied())
-        .collect();
-    for c in &agg.chunks {
-        cpus.extend(c.read.iter().map(|&(cpu, _)| cpu));
-        cpus.extend(c.lost.iter().map(|&(cpu, _)| cpu));
-    }
-    if !spec.cpus.is_empty() {
-        cpus.retain(|c| spec.cpus.contains(c));
-    }
-    let cpus: Vec<u32> = cpus.into_iter().collect();
+    let cpus = timeline_cpus(sessions, agg, spec);
     let idx: HashMap<u32, usize> = cpus.iter().enumerate().map(|(i, &c)| (c, i)).collect();
     let mut out = Vec::new();
     for (i, s) in sessions.iter().enumerate() {
@@ -398,9 +387,109 @@ pub(crate) fn timeline(
     }
     Timeline {
         rounds_per_line: per,
+        step_ns: None,
         cpus,
         sessions: out,
     }
+}
+
+/// The CPUs of a timeline: those claimed and those with data, as the spec
+/// keeps them.
+fn timeline_cpus(sessions: &[Session], agg: &Aggregate, spec: &ProfileSpec) -> Vec<u32> {
+    let mut cpus: BTreeSet<u32> = sessions
+        .iter()
+        .flat_map(|s| s.claimed_cpus().iter().copied())
+        .collect();
+    for c in &agg.chunks {
+        cpus.extend(c.read.iter().map(|&(cpu, _)| cpu));
+        cpus.extend(c.lost.iter().map(|&(cpu, _)| cpu));
+    }
+    if !spec.cpus.is_empty() {
+        cpus.retain(|c| spec.cpus.contains(c));
+    }
+    cpus.into_iter().collect()
+}
+
+/// Samples per CPU per `step` ns from each session's start, each sample
+/// in the line of its own time ([`crate::aggregate::ChunkStat::buckets`]);
+/// losses and unreadable chunks in the line of their round's time.
+pub(crate) fn timeline_every(
+    sessions: &[Session],
+    agg: &Aggregate,
+    step: u64,
+    spec: &ProfileSpec,
+) -> Timeline {
+    let step = step.max(1);
+    let cpus = timeline_cpus(sessions, agg, spec);
+    let idx: HashMap<u32, usize> = cpus.iter().enumerate().map(|(i, &c)| (c, i)).collect();
+    let mut out = Vec::new();
+    for (i, s) in sessions.iter().enumerate() {
+        let start = s.start().0;
+        let line_of = |t: u64| (t.saturating_sub(start) / step).min(MAX_TIMELINE_LINES);
+        let mut lines: BTreeMap<u64, TimelineLine> = BTreeMap::new();
+        let mut round_time: BTreeMap<u64, u64> = BTreeMap::new();
+        for c in agg.chunks.iter().filter(|c| c.sess == i as u32) {
+            round_time.insert(c.round, c.time);
+        }
+        for c in agg.chunks.iter().filter(|c| c.sess == i as u32) {
+            for &(l, cpu, n) in &c.buckets {
+                if let Some(&j) = idx.get(&cpu) {
+                    let e = timeline_line(&mut lines, l, c.round, step, cpus.len());
+                    add(&mut e.samples[j], n);
+                }
+            }
+            for &(cpu, n) in &c.lost {
+                if let Some(&j) = idx.get(&cpu) {
+                    let e = timeline_line(&mut lines, line_of(c.time), c.round, step, cpus.len());
+                    add(&mut e.lost[j], n);
+                }
+            }
+        }
+        for b in s.parts().iter().flat_map(|p| p.reader().bad_chunks()) {
+            if let profkit_eventlog::BadReason::PayloadCrc { round, .. } = b.reason {
+                // Placed at the time of the nearest round read before it.
+                let t = round_time
+                    .range(..=round)
+                    .next_back()
+                    .map_or(start, |(_, &t)| t);
+                timeline_line(&mut lines, line_of(t), round, step, cpus.len())
+                    .unreadable_chunks
+                    .push(b.index);
+            }
+        }
+        out.push(SessionTimeline {
+            session: s.reader().path().display().to_string(),
+            lines: lines.into_values().collect(),
+        });
+    }
+    Timeline {
+        rounds_per_line: 0,
+        step_ns: Some(step),
+        cpus,
+        sessions: out,
+    }
+}
+
+/// Line `l` of a time-step timeline, made on first use; `round` joins its
+/// rounds.
+fn timeline_line(
+    lines: &mut BTreeMap<u64, TimelineLine>,
+    l: u64,
+    round: u64,
+    step: u64,
+    ncpus: usize,
+) -> &mut TimelineLine {
+    let e = lines.entry(l).or_insert_with(|| TimelineLine {
+        first_round: round,
+        last_round: round,
+        time_s: l.saturating_add(1).saturating_mul(step) as f64 / 1e9,
+        samples: vec![0; ncpus],
+        lost: vec![0; ncpus],
+        unreadable_chunks: Vec::new(),
+    });
+    e.first_round = e.first_round.min(round);
+    e.last_round = e.last_round.max(round);
+    e
 }
 
 /// `*to += n`, saturating: counts in a session are the file's word, and a

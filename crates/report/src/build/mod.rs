@@ -12,8 +12,8 @@ use std::collections::BTreeSet;
 
 use profkit_eventlog::Cookie;
 
-use crate::aggregate::summary::{header, timeline};
-use crate::aggregate::{aggregate, Aggregate, KeyShape};
+use crate::aggregate::summary::{header, timeline, timeline_every};
+use crate::aggregate::{aggregate, Aggregate, KeyShape, MAX_TIMELINE_LINES};
 use crate::callgraph;
 use crate::error::{Error, Result};
 use crate::hash::FxHashMap;
@@ -62,6 +62,16 @@ pub fn build_report(
                 .to_owned(),
         );
     }
+    if let Some(step) = opts.timeline_every {
+        check_timeline_step(sessions, step, opts.time.as_ref())?;
+    }
+    if opts.time.is_some() && untimed(sessions) {
+        warnings.push(
+            "this session was written before samples had their own time: the --time window \
+             takes each sync round whose middle is in it (exact to half a round)"
+                .to_owned(),
+        );
+    }
     let mut agg = aggregate(
         sessions,
         plan.shape,
@@ -82,9 +92,9 @@ pub fn build_report(
         opts.off_cpu,
         &mut warnings,
     );
-    if let Some(per) = opts.timeline {
+    if opts.wants_timeline() {
         return Ok(timeline_report(
-            sessions, &agg, per, opts, header, warnings, progress,
+            sessions, &agg, opts, header, warnings, progress,
         ));
     }
 
@@ -285,14 +295,14 @@ struct Plan<'a> {
 
 /// Checks the options go together and decides the aggregation key.
 fn plan(opts: &ReportOptions) -> Result<Plan<'_>> {
-    if opts.off_cpu.is_some() && (opts.timeline.is_some() || opts.annotate.is_some()) {
+    if opts.off_cpu.is_some() && (opts.wants_timeline() || opts.annotate.is_some()) {
         return Err(Error::Conflict(
             "--off-cpu counts time where threads switched out: --timeline and --annotate count \
              samples and do not show it"
                 .to_owned(),
         ));
     }
-    let with_stacks = opts.wants_stacks() && opts.timeline.is_none();
+    let with_stacks = opts.wants_stacks() && !opts.wants_timeline();
     if with_stacks && (opts.children || opts.callgraph) {
         let sep = opts.separate;
         if sep.thread || sep.by_app() || opts.app_column {
@@ -314,8 +324,11 @@ fn plan(opts: &ReportOptions) -> Result<Plan<'_>> {
     };
     let sep = opts.separate;
     let needs_pid = sep.by_app() || opts.app_column || opts.exclude_dependent || sep.thread;
-    let shape = if opts.timeline.is_some() {
-        KeyShape::default()
+    let shape = if opts.wants_timeline() {
+        KeyShape {
+            buckets: opts.timeline_every,
+            ..KeyShape::default()
+        }
     } else {
         KeyShape {
             offset: opts.symbols,
@@ -325,6 +338,7 @@ fn plan(opts: &ReportOptions) -> Result<Plan<'_>> {
             cgroup: sep.cgroup || !opts.spec.cgroups.is_empty(),
             stacks: with_stacks,
             off_cpu: opts.off_cpu,
+            buckets: None,
         }
     };
     Ok(Plan {
@@ -335,17 +349,68 @@ fn plan(opts: &ReportOptions) -> Result<Plan<'_>> {
     })
 }
 
+/// True when a part of these sessions has samples without their own time
+/// (written before format version 6, or imported without times).
+pub(crate) fn untimed(sessions: &[Session]) -> bool {
+    sessions
+        .iter()
+        .flat_map(|s| s.parts())
+        .any(|p| !p.reader().header().event.sample_times)
+}
+
+/// Refuses a `--timeline` step that would make more than
+/// [`MAX_TIMELINE_LINES`] lines over a session (or the `--time` window).
+fn check_timeline_step(
+    sessions: &[Session],
+    step: u64,
+    window: Option<&crate::window::TimeSpec>,
+) -> Result<()> {
+    if step == 0 {
+        return Err(Error::Conflict(
+            "--timeline needs a step of at least 1 ns".to_owned(),
+        ));
+    }
+    for s in sessions {
+        let (start, unix) = s.start();
+        let end = s.end_monotonic_ns().max(start);
+        let (lo, hi) = window.map_or((start, end), |w| w.resolve(start, unix, end));
+        let span = hi.min(end).saturating_sub(lo.max(start));
+        let lines = span / step + 1;
+        if lines > MAX_TIMELINE_LINES {
+            return Err(Error::Conflict(format!(
+                "--timeline with {} s per line makes {lines} lines over {:.3} s of {}, more \
+                 than {MAX_TIMELINE_LINES}: choose a longer step, or a --time window",
+                step as f64 / 1e9,
+                span as f64 / 1e9,
+                s.reader().path().display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// A `--timeline` report: the header and the timeline, no rows.
 fn timeline_report(
     sessions: &[Session],
     agg: &Aggregate,
-    per: u32,
     opts: &ReportOptions,
     mut header: Header,
-    warnings: Vec<String>,
+    mut warnings: Vec<String>,
     progress: &dyn Progress,
 ) -> Report {
-    let timeline = timeline(sessions, agg, per.max(1), &opts.spec);
+    let timeline = match opts.timeline_every {
+        Some(step) => {
+            if untimed(sessions) {
+                warnings.push(
+                    "this session was written before samples had their own time: each of its \
+                     samples is placed at the middle of its sync round"
+                        .to_owned(),
+                );
+            }
+            timeline_every(sessions, agg, step, &opts.spec)
+        }
+        None => timeline(sessions, agg, opts.timeline.unwrap_or(1).max(1), &opts.spec),
+    };
     header.total_samples = agg
         .chunks
         .iter()

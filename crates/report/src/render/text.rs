@@ -615,10 +615,10 @@ fn rounds_label(l: &TimelineLine) -> String {
 }
 
 fn write_timeline_text(t: &Timeline, w: &mut dyn Write) -> io::Result<()> {
-    let per = if t.rounds_per_line == 1 {
-        "one sync round".to_owned()
-    } else {
-        format!("{} sync rounds", t.rounds_per_line)
+    let per = match t.step_ns {
+        Some(step) => format!("{} s (by each sample's time)", step as f64 / 1e9),
+        None if t.rounds_per_line == 1 => "one sync round".to_owned(),
+        None => format!("{} sync rounds", t.rounds_per_line),
     };
     writeln!(w, "Timeline: samples and lost per CPU, {per} per line")?;
     for s in &t.sessions {

@@ -687,6 +687,22 @@ fn script_and_jsonl_write_every_sample_to_o_file_and_say_how_times_were_placed()
     .expect(0);
     let text = std::fs::read_to_string(&script).unwrap();
     assert_eq!(blocks(&text).len() as u64, total);
+    // A --time window holds the report's samples of that window.
+    for window in ["20%-60%", "0.1,0.3"] {
+        let total = on_fixture("callgraph", &["--format", "json", "--time", window])
+            .expect(0)
+            .json()["total_samples"]
+            .as_u64()
+            .unwrap();
+        let run = on_fixture("callgraph", &["--format", "jsonl", "--time", window]).expect(0);
+        let n = run
+            .stdout
+            .lines()
+            .filter(|l| l.contains(r#""type":"sample""#))
+            .count();
+        assert_eq!(n as u64, total, "--time {window}");
+        assert!(total > 0, "--time {window}");
+    }
     // The same callers as the call graph's: c is called from a and b.
     let folded = stackcollapse_perf(&text);
     assert!(folded.keys().any(|k| k.ends_with(";a;c")), "{folded:#?}");

@@ -21,6 +21,7 @@ mod offcpu;
 mod offcpu_live;
 mod parts;
 mod rotation;
+mod script;
 mod times;
 mod util;
 mod window;

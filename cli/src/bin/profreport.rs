@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use profkit_daemon::{daemon_state, DaemonState};
+use profkit_report::stream::{write_stream, StreamFormat};
 use profkit_report::{
     build_report, diff_reports, printable, render_colored, write_diff, write_flamegraph,
     AnnotateOptions, Column, Format, Liveness, OffCpuMode, ProfileSpec, Progress, Report,
@@ -53,6 +54,16 @@ CALL GRAPHS (sessions recorded with `profctl record -g` or `--call-graph dwarf`)
   profreport --format pprof > profile.pb.gz                   go tool pprof, Pyroscope, Parca
   profreport --merge host1 host2 host3 --format pprof -o fleet.pb.gz
 
+SAMPLE STREAMS (every sample in time order, with its thread, time and call stack):
+  profreport --format script           perf script's text (-F comm,pid,tid,cpu,time,event,ip,sym,dso):
+                                       stackcollapse-perf.pl, FlameGraph and perf script readers take it
+  profreport --format script | stackcollapse-perf.pl | flamegraph.pl > out.svg
+  profreport --format jsonl tgid:1234 --time 10,20 > s.jsonl   one JSON object per sample (jq, pandas)
+  profreport --format firefox -o profile.json   for https://profiler.firefox.com (Load a profile from file)
+  profreport --format speedscope -o s.json      for https://www.speedscope.app
+  (profile specs, --time, --merge, --import and -o apply; sessions written before per-sample
+  times place each sample at the middle of its sync round, and say so)
+
 OFF-CPU TIME (sessions recorded with `profctl start --off-cpu`):
   profreport --off-cpu -l              where threads blocked: off-CPU ms per function (blocked)
   profreport --off-cpu=runnable -l     ... time spent runnable, waiting for a CPU
@@ -73,8 +84,22 @@ fn sort_key(s: &str) -> Result<SortKey, String> {
     s.parse().map_err(|e: profkit_report::Error| e.to_string())
 }
 
-fn format(s: &str) -> Result<Format, String> {
-    s.parse().map_err(|e: profkit_report::Error| e.to_string())
+/// What `--format` asks for: a report, or a stream of samples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OutFormat {
+    Report(Format),
+    Stream(StreamFormat),
+}
+
+fn format(s: &str) -> Result<OutFormat, String> {
+    if let Ok(f) = s.parse::<StreamFormat>() {
+        return Ok(OutFormat::Stream(f));
+    }
+    s.parse()
+        .map(OutFormat::Report)
+        .map_err(|e: profkit_report::Error| {
+            format!("{e}, or a stream of samples: {}", StreamFormat::ALLOWED)
+        })
 }
 
 fn demangle(s: &str) -> Result<bool, String> {
@@ -189,9 +214,10 @@ struct Opt {
           conflicts_with_all = ["symbols", "separate", "sort", "threshold"])]
     timeline: Option<u32>,
     /// Output format: text, json, csv, collapsed (folded stacks), flamegraph (SVG) or
-    /// pprof (gzipped profile.proto).
+    /// pprof (gzipped profile.proto); or every sample in time order: script (perf script's
+    /// text), jsonl (JSON lines), firefox (Firefox Profiler) or speedscope.
     #[arg(long, value_name = "FMT", value_parser = format, default_value = "text")]
-    format: Format,
+    format: OutFormat,
     /// Call graph: each function with its callers and callees (needs a session recorded with -g
     /// or --call-graph).
     #[arg(short = 'c', long, conflicts_with = "timeline")]
@@ -286,6 +312,8 @@ struct Config {
     options: ReportOptions,
     sources: SymbolSources,
     format: Format,
+    /// A stream of samples instead of a report.
+    stream: Option<StreamFormat>,
     wall: bool,
     progress: bool,
     verbose: bool,
@@ -320,7 +348,13 @@ fn validate(opt: Opt) -> Result<Config, String> {
             ));
         }
     }
-    let format = opt.format;
+    let (format, stream) = match opt.format {
+        OutFormat::Report(f) => (f, None),
+        OutFormat::Stream(f) => (Format::Text, Some(f)),
+    };
+    if let Some(f) = stream {
+        stream_conflicts(&opt, f)?;
+    }
     if (opt.callgraph || opt.children) && (opt.separate.thread || opt.separate.by_app() || opt.app)
     {
         return Err(
@@ -422,10 +456,53 @@ fn validate(opt: Opt) -> Result<Config, String> {
             debug_dirs: opt.debug_dirs,
         },
         format,
+        stream,
         wall: opt.wall,
         progress: !opt.no_progress,
         verbose: opt.verbose,
     })
+}
+
+/// Refuses what a stream of samples cannot honour: report shapes (rows,
+/// columns, thresholds, call-graph blocks, timelines), and what it does
+/// not do (inlined frames, off-CPU weighting: an `--off-cpu` session's
+/// off-CPU time is streamed as items of its own).
+fn stream_conflicts(opt: &Opt, f: StreamFormat) -> Result<(), String> {
+    let name = f.name();
+    let refused: [(bool, &str); 17] = [
+        (opt.timeline.is_some(), "--timeline"),
+        (opt.callgraph, "--callgraph"),
+        (opt.children, "--children"),
+        (opt.annotate.is_some(), "--annotate"),
+        (opt.wall, "--wall"),
+        (!opt.diff.is_empty(), "--diff"),
+        (opt.separate != Separate::default(), "--separate"),
+        (opt.app, "--app"),
+        (opt.threshold != 0.0, "--threshold"),
+        (opt.sort != SortKey::Samples, "--sort"),
+        (opt.reverse, "--reverse"),
+        (opt.show_address, "--show-address"),
+        (opt.global_percent, "--global-percent"),
+        (opt.exclude_dependent, "--exclude-dependent"),
+        (opt.debug_info, "--debug-info"),
+        (opt.inline, "--inline"),
+        (opt.off_cpu.is_some(), "--off-cpu"),
+    ];
+    if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
+        let why = match *flag {
+            "--off-cpu" => {
+                "a stream gives the off-CPU time of a session recorded with --off-cpu as items \
+                 of their own, beside the samples"
+            }
+            "--inline" => "a stream gives the frames as recorded, without inlined functions",
+            "--timeline" => "a stream is already in time order (use --time START,END for a window)",
+            _ => "it is every sample in time order, not a report of rows",
+        };
+        return Err(format!(
+            "--format {name} cannot be combined with {flag}: {why}"
+        ));
+    }
+    Ok(())
 }
 
 /// A progress bar on stderr that appears only once the report has taken a
@@ -674,6 +751,24 @@ fn run(cfg: Config) -> Result<()> {
         }
         None => None,
     };
+    if let Some(f) = cfg.stream {
+        let mut out = output(cfg.output.as_deref())?;
+        let summary = write_stream(f, &sessions, &cfg.options, &cfg.sources, &bar, &mut out)
+            .with_context(|| format!("writing --format {}", f.name()))?;
+        out.flush()?;
+        let notes = summary.notes();
+        let shown = if cfg.verbose { notes.len() } else { 10 };
+        for n in notes.iter().take(shown) {
+            eprintln!("profreport: warning: {}", profkit_eventlog::shown(n));
+        }
+        if notes.len() > shown {
+            eprintln!(
+                "profreport: warning: {} more (-v shows them)",
+                notes.len() - shown
+            );
+        }
+        return Ok(());
+    }
     if cfg.wall {
         let wall = profkit_report::build_wall(&sessions, &cfg.options, &bar)
             .context("building the --wall report")?;
@@ -744,9 +839,10 @@ fn main() -> ExitCode {
 impl Opt {
     fn format_name(&self) -> &'static str {
         match self.format {
-            Format::Collapsed => "collapsed stacks",
-            Format::Flamegraph => "a flame graph",
-            Format::Pprof => "pprof",
+            OutFormat::Report(Format::Collapsed) => "collapsed stacks",
+            OutFormat::Report(Format::Flamegraph) => "a flame graph",
+            OutFormat::Report(Format::Pprof) => "pprof",
+            OutFormat::Stream(f) => f.name(),
             _ => "text",
         }
     }

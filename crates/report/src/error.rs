@@ -78,6 +78,10 @@ pub enum Error {
     /// what to do instead.
     #[error("{0}")]
     Conflict(String),
+    /// Writing a streamed output failed (`--format script`, `jsonl`, ...):
+    /// a closed pipe, a full disk.
+    #[error("writing the output: {0}")]
+    Output(#[source] std::io::Error),
 }
 
 /// Result alias for this crate.

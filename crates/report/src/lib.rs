@@ -260,6 +260,7 @@ pub mod pprof;
 mod render;
 mod session;
 mod spec;
+pub mod stream;
 #[cfg(test)]
 mod tests;
 mod wall;

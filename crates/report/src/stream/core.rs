@@ -1,0 +1,817 @@
+//! [`stream`]: the two passes (see the module notes in `mod.rs`).
+
+use std::cell::RefCell;
+use std::io;
+
+use profkit_eventlog::{ChunkRef, Cookie, Event, LostKind, OffCpuKind, StackTable};
+
+use super::names::{FrameId, FrameTable, Namer};
+use super::order::{ReorderBuffer, Timed, REORDER_MAX};
+use super::{StreamInfo, StreamMarker, StreamOffCpu, StreamSample, StreamSink, StreamSummary};
+use crate::aggregate::summary::header;
+use crate::aggregate::{aggregate, Aggregate, KeyShape};
+use crate::error::{Error, Result};
+use crate::hash::FxHashMap;
+use crate::naming::apps::{Comms, Images};
+use crate::naming::symbolize::symbolize;
+use crate::options::{OffCpuMode, ReportOptions, SymbolSources};
+use crate::session::{check_merge, Session};
+use crate::spec::ProfileSpec;
+use crate::Progress;
+
+/// "No stack" in an [`Item`].
+const NO_STACK: u32 = u32::MAX;
+
+/// What an [`Item`] is.
+#[derive(Clone, Copy, Debug)]
+enum What {
+    Sample {
+        kernel: bool,
+        exact: bool,
+    },
+    OffCpu {
+        kind: OffCpuKind,
+        count: u64,
+        total_ns: u64,
+    },
+    Lost {
+        kind: LostKind,
+        count: u64,
+    },
+    Part {
+        index: u32,
+        number: u64,
+    },
+}
+
+/// One item waiting in the reorder buffer: everything it needs, as ids.
+#[derive(Clone, Copy, Debug)]
+struct Item {
+    time: u64,
+    seq: u64,
+    cpu: u32,
+    sess: u32,
+    pid: u32,
+    tid: u32,
+    comm: u32,
+    process: u32,
+    leaf: FrameId,
+    stack: u32,
+    cgroup: u64,
+    what: What,
+}
+
+impl Timed for Item {
+    #[inline]
+    fn key(&self) -> (u64, u32, u64) {
+        (self.time, self.cpu, self.seq)
+    }
+}
+
+/// (session, pid, tid).
+type Task = (u32, u32, u32);
+
+/// Thread names as the stream meets them: the current name of each
+/// (session, pid, tid), interned.
+#[derive(Default)]
+struct Threads {
+    names: Vec<Box<str>>,
+    ids: FxHashMap<Box<str>, u32>,
+    current: FxHashMap<(u32, u32, u32), u32>,
+    /// The last (session, pid, tid) looked up and its (comm, process).
+    last: Option<(Task, (u32, u32))>,
+}
+
+impl Threads {
+    fn intern(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.ids.get(s) {
+            return i;
+        }
+        let i = self.names.len() as u32;
+        self.names.push(s.into());
+        self.ids.insert(s.into(), i);
+        i
+    }
+
+    fn rename(&mut self, sess: u32, pid: u32, tid: u32, comm: &str) {
+        let id = self.intern(comm);
+        self.current.insert((sess, pid, tid), id);
+        self.last = None;
+    }
+
+    /// (thread name, process name) of a task; a task the stream has not
+    /// met a name for yet gets its name from the whole session.
+    #[inline]
+    fn of(&mut self, sess: u32, pid: u32, tid: u32, comms: &Comms) -> (u32, u32) {
+        let key = (sess, pid, tid);
+        if let Some((k, v)) = self.last {
+            if k == key {
+                return v;
+            }
+        }
+        let v = self.lookup(key, comms);
+        self.last = Some((key, v));
+        v
+    }
+
+    fn lookup(&mut self, (sess, pid, tid): (u32, u32, u32), comms: &Comms) -> (u32, u32) {
+        let comm = match self.current.get(&(sess, pid, tid)) {
+            Some(&c) => c,
+            None => {
+                let c = self.intern(comms.name(sess, pid, tid));
+                self.current.insert((sess, pid, tid), c);
+                c
+            }
+        };
+        let process = if pid == tid {
+            comm
+        } else {
+            match self.current.get(&(sess, pid, pid)) {
+                Some(&c) => c,
+                None => match comms.process(sess, pid) {
+                    Some(p) => self.intern(p),
+                    None => comm,
+                },
+            }
+        };
+        (comm, process)
+    }
+}
+
+/// Distinct stacks as frame ids, by (file, stack id).
+#[derive(Default)]
+struct Stacks {
+    index: FxHashMap<(u32, u32), u32>,
+    frames: Vec<Box<[FrameId]>>,
+}
+
+impl Stacks {
+    #[inline]
+    fn id(
+        &mut self,
+        file: u32,
+        stack: u32,
+        tables: &FxHashMap<u32, &StackTable>,
+        namer: &mut Namer<'_>,
+    ) -> u32 {
+        if let Some(&i) = self.index.get(&(file, stack)) {
+            return i;
+        }
+        let ids: Box<[FrameId]> = match tables.get(&file).and_then(|t| t.get(stack)) {
+            Some(frames) => frames
+                .iter()
+                .map(|f| namer.frame(f.cookie, f.offset, f.kernel, true))
+                .collect(),
+            None => Box::new([]),
+        };
+        let i = self.frames.len() as u32;
+        self.frames.push(ids);
+        self.index.insert((file, stack), i);
+        i
+    }
+
+    fn get(&self, i: u32) -> &[FrameId] {
+        if i == NO_STACK {
+            &[]
+        } else {
+            &self.frames[i as usize]
+        }
+    }
+}
+
+/// Which samples pass the specs beyond CPU and task: per binary (`image:`)
+/// and per cgroup (`cgroup:`), each answer cached.
+struct Filters<'a> {
+    spec: &'a ProfileSpec,
+    task: bool,
+    images: Option<FxHashMap<Cookie, bool>>,
+    cgroups: Option<FxHashMap<(u32, u64), bool>>,
+    names: &'a Images<'a>,
+    cgroup_paths: &'a FxHashMap<(u32, u64), String>,
+}
+
+impl Filters<'_> {
+    #[inline]
+    fn wants(
+        &mut self,
+        sess: u32,
+        cpu: u32,
+        pid: u32,
+        tid: u32,
+        cookie: Cookie,
+        cgroup: u64,
+    ) -> bool {
+        if self.task && !self.spec.wants_task(cpu, pid, tid) {
+            return false;
+        }
+        if let Some(m) = &mut self.images {
+            let ok = *m
+                .entry(cookie)
+                .or_insert_with(|| self.spec.wants_image(&self.names.match_path(cookie), None));
+            if !ok {
+                return false;
+            }
+        }
+        if let Some(m) = &mut self.cgroups {
+            let paths = self.cgroup_paths;
+            let spec = self.spec;
+            let ok = *m.entry((sess, cgroup)).or_insert_with(|| {
+                let name = match (cgroup, paths.get(&(sess, cgroup))) {
+                    (0, _) => "[none]".to_owned(),
+                    (_, Some(p)) => p.clone(),
+                    (id, None) => format!("[cgroup {id}]"),
+                };
+                spec.wants_cgroup(&name)
+            });
+            if !ok {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// Where released items go: the sink, with what it needs to describe them.
+struct Out<'a, S: ?Sized> {
+    sink: &'a mut S,
+    sessions: &'a [Session],
+    period_ns: Option<u64>,
+    scratch: Vec<FrameId>,
+    summary: StreamSummary,
+}
+
+impl<S: StreamSink + ?Sized> Out<'_, S> {
+    #[inline]
+    fn deliver(
+        &mut self,
+        it: Item,
+        table: &FrameTable,
+        stacks: &Stacks,
+        threads: &Threads,
+    ) -> io::Result<()> {
+        let comm = threads.names.get(it.comm as usize).map_or("?", |s| s);
+        let process = threads.names.get(it.process as usize).map_or(comm, |s| s);
+        self.scratch.clear();
+        match it.what {
+            What::Sample { kernel, exact } => {
+                self.scratch.push(it.leaf);
+                self.scratch.extend_from_slice(stacks.get(it.stack));
+                self.summary.samples += 1;
+                if !exact {
+                    self.summary.round_middle += 1;
+                }
+                self.sink.sample(&StreamSample {
+                    session: it.sess,
+                    time_ns: it.time,
+                    time_exact: exact,
+                    cpu: it.cpu,
+                    pid: it.pid,
+                    tid: it.tid,
+                    comm,
+                    process,
+                    kernel,
+                    cgroup: it.cgroup,
+                    weight: 1,
+                    period_ns: self.period_ns,
+                    frames: &self.scratch,
+                    table,
+                })
+            }
+            What::OffCpu {
+                kind,
+                count,
+                total_ns,
+            } => {
+                self.scratch.push(it.leaf);
+                self.scratch.extend_from_slice(stacks.get(it.stack));
+                self.summary.off_cpu += 1;
+                self.sink.off_cpu(&StreamOffCpu {
+                    session: it.sess,
+                    time_ns: it.time,
+                    cpu: it.cpu,
+                    pid: it.pid,
+                    tid: it.tid,
+                    comm,
+                    process,
+                    kind,
+                    count,
+                    total_ns,
+                    cgroup: it.cgroup,
+                    frames: &self.scratch,
+                    table,
+                })
+            }
+            What::Lost { kind, count } => {
+                self.summary.markers += 1;
+                self.sink.marker(&StreamMarker::Lost {
+                    session: it.sess,
+                    time_ns: it.time,
+                    cpu: it.cpu,
+                    kind,
+                    count,
+                })
+            }
+            What::Part { index, number } => {
+                self.summary.markers += 1;
+                let path = self
+                    .sessions
+                    .get(it.sess as usize)
+                    .and_then(|s| s.parts().get(index as usize))
+                    .map_or(std::path::Path::new(""), |p| p.reader().path());
+                self.sink.marker(&StreamMarker::PartStart {
+                    session: it.sess,
+                    time_ns: it.time,
+                    number,
+                    path,
+                })
+            }
+        }
+    }
+}
+
+/// The middle of `(prev, time]`, without overflow.
+#[inline]
+fn middle(prev: u64, time: u64) -> u64 {
+    prev / 2 + time / 2 + (prev % 2 + time % 2) / 2
+}
+
+/// The time one sample stands for, ns, for the clock events.
+fn period_ns(s: &Session) -> Option<u64> {
+    let e = &s.reader().header().event;
+    if !matches!(e.name.as_str(), "cpu-clock" | "task-clock") {
+        return None;
+    }
+    match (e.period, e.frequency) {
+        (Some(p), _) if p > 0 => Some(p),
+        (_, Some(f)) if f > 0 => Some(1_000_000_000 / f),
+        _ => None,
+    }
+}
+
+/// Streams every sample of `sessions` (and, for sessions recorded with
+/// `--off-cpu`, every off-CPU aggregate; losses and part starts as
+/// markers) to `sink`, in time order; see the module documentation.
+/// Honours the profile specs, `--time` and the naming options of `opts`.
+///
+/// # Errors
+/// [`Error::MergeMismatch`] when merged sessions sampled different events;
+/// [`Error::Symbols`] when a symbol source option is unusable;
+/// [`Error::Output`] when the sink fails (a closed pipe included).
+pub fn stream<S: StreamSink + ?Sized>(
+    sessions: &[Session],
+    opts: &ReportOptions,
+    sources: &SymbolSources,
+    progress: &dyn Progress,
+    sink: &mut S,
+) -> Result<StreamSummary> {
+    stream_with(sessions, opts, sources, progress, sink, REORDER_MAX)
+}
+
+/// [`stream`] with a reorder buffer of at most `cap` items (tests use a
+/// small one).
+pub(super) fn stream_with<S: StreamSink + ?Sized>(
+    sessions: &[Session],
+    opts: &ReportOptions,
+    sources: &SymbolSources,
+    progress: &dyn Progress,
+    sink: &mut S,
+    cap: usize,
+) -> Result<StreamSummary> {
+    let mut warnings = Vec::new();
+    check_merge(sessions, &mut warnings)?;
+    let off_cpu = sessions
+        .iter()
+        .flat_map(|s| s.parts())
+        .any(|p| p.reader().header().event.off_cpu);
+    // Pass 1: the distinct (binary, offset) and stacks, all chunks (a
+    // sample near a window's edge is named whichever side it falls).
+    let shape = KeyShape {
+        offset: true,
+        stacks: true,
+        ..KeyShape::default()
+    };
+    let mut agg = aggregate(sessions, shape, &opts.spec, None, progress);
+    agg.fold_stacks();
+    let (head, _) = header(sessions, &agg, false, None, &mut warnings);
+    if off_cpu {
+        let mut off = aggregate(
+            sessions,
+            KeyShape {
+                off_cpu: Some(OffCpuMode::All),
+                ..shape
+            },
+            &opts.spec,
+            None,
+            progress,
+        );
+        off.fold_stacks();
+        add_counts(&mut agg, off);
+    }
+    let names_opts = ReportOptions {
+        symbols: true,
+        inline: false,
+        debug_info: false,
+        stacks: true,
+        ..opts.clone()
+    };
+    let symbols = symbolize(
+        sessions,
+        &agg,
+        &names_opts,
+        sources,
+        progress,
+        &mut warnings,
+    )?;
+    let images = Images::new(&agg, opts.long_filenames, &mut warnings);
+    let comms = Comms::new(&agg);
+    let tables: FxHashMap<u32, &StackTable> =
+        agg.stack_tables.iter().map(|(&f, t)| (f, t)).collect();
+
+    let first = sessions.first();
+    let (start_monotonic_ns, start_unix_ns) = first.map_or((0, 0), Session::start);
+    let round_middle = sessions
+        .iter()
+        .flat_map(|s| s.parts())
+        .any(|p| p.reader().version() < 6);
+    let sync_interval_ms = first.map_or(0, |s| s.reader().header().sync_interval_ms);
+    let period = first.and_then(period_ns);
+    let mut namer = Namer::new(&images, &symbols);
+    let out = Out {
+        sink,
+        sessions,
+        period_ns: period,
+        scratch: Vec::with_capacity(64),
+        summary: StreamSummary {
+            round_ms: sync_interval_ms,
+            ..StreamSummary::default()
+        },
+    };
+    out.sink
+        .begin(&StreamInfo {
+            header: &head,
+            event: &head.event,
+            period_ns: period,
+            start_monotonic_ns,
+            start_unix_ns,
+            round_middle,
+            sync_interval_ms,
+            call_graph: head.call_graph.is_some(),
+            off_cpu,
+            frames: &namer.table,
+            warnings: &warnings,
+        })
+        .map_err(Error::Output)?;
+
+    // Pass 2.
+    let filters = Filters {
+        spec: &opts.spec,
+        task: !(opts.spec.cpus.is_empty()
+            && opts.spec.tgids.is_empty()
+            && opts.spec.tids.is_empty()),
+        images: (!opts.spec.images.is_empty() || !opts.spec.exclude_images.is_empty())
+            .then(FxHashMap::default),
+        cgroups: (!opts.spec.cgroups.is_empty()).then(FxHashMap::default),
+        names: &images,
+        cgroup_paths: &agg.cgroups,
+    };
+    let pass = RefCell::new(Pass {
+        out,
+        namer: &mut namer,
+        stacks: Stacks::default(),
+        threads: Threads::default(),
+        buf: ReorderBuffer::new(cap),
+        filters,
+        comms: &comms,
+        tables: &tables,
+        seq: 0,
+        err: None,
+        read: 0,
+    });
+    let total_chunks: u64 = sessions
+        .iter()
+        .flat_map(|s| s.parts())
+        .map(|p| p.reader().chunks().len() as u64)
+        .sum();
+    progress.start("streaming samples", total_chunks);
+    let mut file = 0u32;
+    for (si, s) in sessions.iter().enumerate() {
+        let sess = si as u32;
+        let (sm, su) = s.start();
+        let win = opts
+            .time
+            .as_ref()
+            .map(|w| w.resolve(sm, su, s.end_monotonic_ns()));
+        pass.borrow_mut().buf.restart();
+        for (pi, part) in s.parts().iter().enumerate() {
+            let r = part.reader();
+            let ph = r.header();
+            let mut prev = ph.start_monotonic_ns;
+            {
+                let mut p = pass.borrow_mut();
+                let t = ph.start_monotonic_ns;
+                // Parts of a rotated session only.
+                if let Some(number) = ph
+                    .part
+                    .map(|x| x.number)
+                    .filter(|_| win.is_none_or(|(lo, hi)| lo <= t && t < hi))
+                {
+                    let it = p.item(
+                        sess,
+                        0,
+                        0,
+                        0,
+                        t,
+                        What::Part {
+                            index: pi as u32,
+                            number,
+                        },
+                    );
+                    p.push(it);
+                }
+            }
+            for c in r.chunks() {
+                decode(&pass, sess, file, r, c, prev, win);
+                // What chunk k+1 may still bring is at most about a round
+                // older than chunk k's time: release what is older than
+                // chunk k−1's.
+                let mut p = pass.borrow_mut();
+                p.release_before(prev);
+                prev = prev.max(c.time);
+                if p.err.is_some() {
+                    break;
+                }
+                progress.advance(1);
+            }
+            file += 1;
+            if pass.borrow().err.is_some() {
+                break;
+            }
+        }
+        let mut p = pass.borrow_mut();
+        p.release_all();
+        if p.err.is_some() {
+            break;
+        }
+    }
+    let Pass {
+        mut out,
+        buf,
+        err,
+        read,
+        ..
+    } = pass.into_inner();
+    if let Some(e) = err {
+        return Err(Error::Output(e));
+    }
+    out.summary.samples_read = read;
+    out.summary.out_of_order = buf.out_of_order;
+    out.summary.reorder_peak = buf.peak as u64;
+    // The first pass's: sessions' states, unreadable chunks (a chunk that
+    // fails part-way is streamed up to its bad byte), binaries not found.
+    out.summary.warnings = warnings;
+    out.sink.end(&out.summary).map_err(Error::Output)?;
+    progress.finish();
+    Ok(out.summary)
+}
+
+/// The second pass's state, shared by the sample and marker callbacks.
+struct Pass<'a, 'n, S: ?Sized> {
+    out: Out<'a, S>,
+    namer: &'a mut Namer<'n>,
+    stacks: Stacks,
+    threads: Threads,
+    buf: ReorderBuffer<Item>,
+    filters: Filters<'a>,
+    comms: &'a Comms,
+    tables: &'a FxHashMap<u32, &'a StackTable>,
+    seq: u64,
+    err: Option<io::Error>,
+    read: u64,
+}
+
+impl<S: StreamSink + ?Sized> Pass<'_, '_, S> {
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn item(&mut self, sess: u32, cpu: u32, pid: u32, tid: u32, time: u64, what: What) -> Item {
+        self.seq += 1;
+        Item {
+            time,
+            seq: self.seq,
+            cpu,
+            sess,
+            pid,
+            tid,
+            comm: u32::MAX,
+            process: u32::MAX,
+            leaf: 0,
+            stack: NO_STACK,
+            cgroup: 0,
+            what,
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, it: Item) {
+        if self.err.is_some() {
+            return;
+        }
+        let Pass {
+            out,
+            namer,
+            stacks,
+            threads,
+            buf,
+            ..
+        } = self;
+        let table = &namer.table;
+        let r = buf.push(it, &mut |i| out.deliver(i, table, stacks, threads));
+        if let Err(e) = r {
+            self.err = Some(e);
+        }
+    }
+
+    fn release_before(&mut self, horizon: u64) {
+        if self.err.is_some() {
+            return;
+        }
+        let Pass {
+            out,
+            namer,
+            stacks,
+            threads,
+            buf,
+            ..
+        } = self;
+        let table = &namer.table;
+        if let Err(e) = buf.release_before(horizon, &mut |i| out.deliver(i, table, stacks, threads))
+        {
+            self.err = Some(e);
+        }
+    }
+
+    fn release_all(&mut self) {
+        if self.err.is_some() {
+            return;
+        }
+        let Pass {
+            out,
+            namer,
+            stacks,
+            threads,
+            buf,
+            ..
+        } = self;
+        let table = &namer.table;
+        if let Err(e) = buf.release_all(&mut |i| out.deliver(i, table, stacks, threads)) {
+            self.err = Some(e);
+        }
+    }
+}
+
+/// One chunk of the second pass: its samples and markers into the buffer.
+#[allow(clippy::too_many_arguments)]
+fn decode<S: StreamSink + ?Sized>(
+    pass: &RefCell<Pass<'_, '_, S>>,
+    sess: u32,
+    file: u32,
+    reader: &profkit_eventlog::SessionReader,
+    c: &ChunkRef,
+    prev: u64,
+    win: Option<(u64, u64)>,
+) {
+    let round_mid = middle(prev, c.time);
+    let round_in = win.is_none_or(|(lo, hi)| lo <= round_mid && round_mid < hi);
+    // The outcome is the chunk's decode error, already in the first pass's
+    // warnings (the same bytes): the samples before it are streamed.
+    let _ = reader.for_each_sample(
+        c,
+        |s| {
+            let mut p = pass.borrow_mut();
+            if p.err.is_some() {
+                return;
+            }
+            p.read += 1;
+            let (time, exact) = match s.time {
+                Some(t) => (t, true),
+                None => (round_mid, false),
+            };
+            if win.is_some_and(|(lo, hi)| time < lo || time >= hi) {
+                return;
+            }
+            if !p
+                .filters
+                .wants(sess, s.cpu, s.pid, s.tid, s.cookie, s.cgroup)
+            {
+                return;
+            }
+            let comms = p.comms;
+            let (comm, process) = p.threads.of(sess, s.pid, s.tid, comms);
+            let leaf = p.namer.frame(s.cookie, s.offset, s.kernel, false);
+            let stack = match s.stack {
+                Some(id) => {
+                    let Pass {
+                        stacks,
+                        namer,
+                        tables,
+                        ..
+                    } = &mut *p;
+                    stacks.id(file, id, tables, namer)
+                }
+                None => NO_STACK,
+            };
+            let mut it = p.item(
+                sess,
+                s.cpu,
+                s.pid,
+                s.tid,
+                time,
+                What::Sample {
+                    kernel: s.kernel,
+                    exact,
+                },
+            );
+            it.comm = comm;
+            it.process = process;
+            it.leaf = leaf;
+            it.stack = stack;
+            it.cgroup = s.cgroup;
+            p.push(it);
+        },
+        |m| {
+            let mut p = pass.borrow_mut();
+            if p.err.is_some() {
+                return;
+            }
+            match m {
+                Event::Comm { pid, tid, comm, .. } => p.threads.rename(sess, pid, tid, &comm),
+                Event::Lost { cpu, kind, count } if round_in => {
+                    let it = p.item(sess, cpu, 0, 0, c.time, What::Lost { kind, count });
+                    p.push(it);
+                }
+                Event::OffCpu {
+                    cpu,
+                    pid,
+                    tid,
+                    kind,
+                    kernel,
+                    cookie,
+                    offset,
+                    stack,
+                    cgroup,
+                    count,
+                    total_ns,
+                } if round_in => {
+                    if !p.filters.wants(sess, cpu, pid, tid, cookie, cgroup) {
+                        return;
+                    }
+                    let comms = p.comms;
+                    let (comm, process) = p.threads.of(sess, pid, tid, comms);
+                    let leaf = p.namer.frame(cookie, offset, kernel, false);
+                    let stack = match stack {
+                        Some(id) => {
+                            let Pass {
+                                stacks,
+                                namer,
+                                tables,
+                                ..
+                            } = &mut *p;
+                            stacks.id(file, id, tables, namer)
+                        }
+                        None => NO_STACK,
+                    };
+                    let mut it = p.item(
+                        sess,
+                        cpu,
+                        pid,
+                        tid,
+                        c.time,
+                        What::OffCpu {
+                            kind,
+                            count,
+                            total_ns,
+                        },
+                    );
+                    it.comm = comm;
+                    it.process = process;
+                    it.leaf = leaf;
+                    it.stack = stack;
+                    it.cgroup = cgroup;
+                    p.push(it);
+                }
+                _ => {}
+            }
+        },
+    );
+}
+
+/// Adds the off-CPU pass's keys to the sample pass's, so both are named.
+fn add_counts(agg: &mut Aggregate, off: Aggregate) {
+    for (k, v) in off.stack_counts {
+        let c = agg.stack_counts.entry(k).or_insert(0);
+        *c = c.saturating_add(v);
+    }
+    for (k, v) in off.counts {
+        let c = agg.counts.entry(k).or_insert(0);
+        *c = c.saturating_add(v);
+    }
+}

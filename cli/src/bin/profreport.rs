@@ -466,9 +466,19 @@ fn validate(opt: Opt) -> Result<Config, String> {
 /// Refuses what a stream of samples cannot honour: report shapes (rows,
 /// columns, thresholds, call-graph blocks, timelines), and what it does
 /// not do (inlined frames, off-CPU weighting: an `--off-cpu` session's
-/// off-CPU time is streamed as items of its own).
+/// off-CPU time is streamed as items of its own). The viewers' formats
+/// take `--separate=cpu` (one track or profile per CPU; `thread`, their
+/// default, is accepted), and speedscope `--off-cpu[=KIND]` (off-CPU time
+/// instead of samples, as the report).
 fn stream_conflicts(opt: &Opt, f: StreamFormat) -> Result<(), String> {
     let name = f.name();
+    let viewer = matches!(f, StreamFormat::Firefox | StreamFormat::Speedscope);
+    let separate_taken = viewer
+        && Separate {
+            cpu: false,
+            thread: false,
+            ..opt.separate
+        } == Separate::default();
     let refused: [(bool, &str); 17] = [
         (opt.timeline.is_some(), "--timeline"),
         (opt.callgraph, "--callgraph"),
@@ -476,7 +486,10 @@ fn stream_conflicts(opt: &Opt, f: StreamFormat) -> Result<(), String> {
         (opt.annotate.is_some(), "--annotate"),
         (opt.wall, "--wall"),
         (!opt.diff.is_empty(), "--diff"),
-        (opt.separate != Separate::default(), "--separate"),
+        (
+            opt.separate != Separate::default() && !separate_taken,
+            "--separate",
+        ),
         (opt.app, "--app"),
         (opt.threshold != 0.0, "--threshold"),
         (opt.sort != SortKey::Samples, "--sort"),
@@ -486,14 +499,22 @@ fn stream_conflicts(opt: &Opt, f: StreamFormat) -> Result<(), String> {
         (opt.exclude_dependent, "--exclude-dependent"),
         (opt.debug_info, "--debug-info"),
         (opt.inline, "--inline"),
-        (opt.off_cpu.is_some(), "--off-cpu"),
+        (
+            opt.off_cpu.is_some() && f != StreamFormat::Speedscope,
+            "--off-cpu",
+        ),
     ];
     if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
         let why = match *flag {
+            "--off-cpu" if f == StreamFormat::Firefox => {
+                "the Firefox profile always shows the off-CPU time of a session recorded with \
+                 --off-cpu, as interval markers on each thread beside its samples"
+            }
             "--off-cpu" => {
                 "a stream gives the off-CPU time of a session recorded with --off-cpu as items \
                  of their own, beside the samples"
             }
+            "--separate" if viewer => "it takes --separate=cpu (one track per CPU) only",
             "--inline" => "a stream gives the frames as recorded, without inlined functions",
             "--timeline" => "a stream is already in time order (use --time START,END for a window)",
             _ => "it is every sample in time order, not a report of rows",

@@ -22,4 +22,5 @@ mod offcpu_live;
 mod parts;
 mod rotation;
 mod util;
+mod viewers;
 mod window;

@@ -60,6 +60,17 @@ pub fn write_speedscope(
     progress: &dyn Progress,
     out: &mut dyn Write,
 ) -> crate::Result<StreamSummary> {
+    if opts.off_cpu.is_some() {
+        // As the report: off-CPU time needs a session that recorded it.
+        let parts = || sessions.iter().flat_map(|s| s.parts());
+        if !parts().any(|p| p.reader().header().event.off_cpu) {
+            if let Some(p) = parts().next() {
+                return Err(crate::Error::NoOffCpu {
+                    path: p.reader().path().to_owned(),
+                });
+            }
+        }
+    }
     let mut sink = Speedscope::new(io::BufWriter::with_capacity(1 << 16, out), opts);
     stream(sessions, opts, sources, progress, &mut sink)
 }

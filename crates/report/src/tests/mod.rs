@@ -209,3 +209,4 @@ mod inline;
 mod offcpu;
 mod parts;
 mod sessions;
+mod viewers;

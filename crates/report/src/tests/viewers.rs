@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::offcpu::off_session;
+use super::parts::flat_parts;
 use super::*;
 use crate::stream::firefox::write_firefox;
 use crate::stream::speedscope::{write_speedscope, OFF_CPU_BLOCKED};
@@ -133,7 +134,7 @@ fn firefox_threads_and_their_samples_are_the_reports() {
         assert!(libs.contains(&lib), "{lib} not in {libs:?}");
     }
     assert_eq!(v["meta"]["symbolicated"], true);
-    // The session's start and the loss of round 1 on CPU 1.
+    // The loss of round 1 on CPU 1.
     let events = v["threads"]
         .as_array()
         .unwrap()
@@ -150,10 +151,7 @@ fn firefox_threads_and_their_samples_are_the_reports() {
         .collect();
     assert_eq!(
         markers,
-        [
-            ("Part starts", "part 1: session.pkl"),
-            ("Lost samples", "CPU 1: 5 lost (kernel ring full)")
-        ]
+        [("Lost samples", "CPU 1: 5 lost (kernel ring full)")]
     );
 }
 
@@ -328,4 +326,53 @@ fn firefox_off_cpu_is_interval_markers_beside_the_samples() {
     }
     assert_eq!(markers, 4);
     assert!((ms - 7.0).abs() < 1e-9, "{ms} ms");
+}
+
+#[test]
+fn firefox_rotated_session_is_one_profile_with_its_part_starts() {
+    let d = tempfile::tempdir().unwrap();
+    flat_parts(d.path(), 1..=3);
+    let s = Session::open(d.path()).unwrap();
+    let mut out = Vec::new();
+    write_firefox(
+        &[s],
+        &ReportOptions::default(),
+        &sources(),
+        &NoProgress,
+        &mut out,
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let s = Session::open(d.path()).unwrap();
+    let mut opts = ReportOptions::default();
+    opts.separate.thread = true;
+    let r = build_report(&[s], &opts, &sources(), &NoProgress).unwrap();
+    // 12 rounds of r + 1 samples.
+    assert_eq!(r.header.total_samples, 78);
+    assert_eq!(firefox_counts(&v), Counts::from([((10, 10), 78)]));
+    let events = v["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "session events")
+        .expect("session events");
+    let strings = events["stringArray"].as_array().unwrap();
+    let details: Vec<&str> = events["markers"]["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            strings[d["detail"].as_u64().unwrap() as usize]
+                .as_str()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        details,
+        [
+            "part 1: session.000001.pkl",
+            "part 2: session.000002.pkl",
+            "part 3: session.pkl"
+        ]
+    );
 }

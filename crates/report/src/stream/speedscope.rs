@@ -150,7 +150,10 @@ pub const OFF_CPU_RUNNABLE: &str = "[off-CPU: runnable]";
 
 /// One profile being gathered: a thread's (or a CPU's) samples in time order.
 struct Track {
-    name: String,
+    key: TrackKey,
+    /// The thread's latest name (a thread renamed by `exec` is shown by
+    /// its new name, as in the report).
+    comm: String,
     nodes: Vec<u32>,
     weights: Vec<u64>,
     total: u64,
@@ -275,10 +278,8 @@ impl<W: Write> Speedscope<W> {
         let tracks = &mut self.tracks;
         let t = *self.track_ids.entry(key).or_insert_with(|| {
             tracks.push(Track {
-                name: match key {
-                    TrackKey::Cpu(cpu) => format!("CPU {cpu}"),
-                    TrackKey::Thread { pid, tid } => thread_label(comm, pid, tid),
-                },
+                key,
+                comm: comm.to_owned(),
                 nodes: Vec::new(),
                 weights: Vec::new(),
                 total: 0,
@@ -286,6 +287,9 @@ impl<W: Write> Speedscope<W> {
             tracks.len() - 1
         });
         let track = &mut self.tracks[t];
+        if track.comm != comm {
+            comm.clone_into(&mut track.comm);
+        }
         track.nodes.push(node);
         track.weights.push(weight);
         track.total = track.total.saturating_add(weight);
@@ -326,7 +330,11 @@ impl<W: Write> Speedscope<W> {
                 out.write_all(b",")?;
             }
             out.write_all(b"\n{\"type\":\"sampled\",\"name\":")?;
-            json_str(out, &track.name)?;
+            let name = match track.key {
+                TrackKey::Cpu(cpu) => format!("CPU {cpu}"),
+                TrackKey::Thread { pid, tid } => thread_label(&track.comm, pid, tid),
+            };
+            json_str(out, &name)?;
             write!(
                 out,
                 ",\"unit\":\"{unit}\",\"startValue\":0,\"endValue\":{},\"samples\":[",

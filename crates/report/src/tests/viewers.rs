@@ -376,3 +376,34 @@ fn firefox_rotated_session_is_one_profile_with_its_part_starts() {
         ]
     );
 }
+
+#[test]
+fn a_thread_renamed_by_exec_is_shown_by_its_new_name() {
+    let d = tempfile::tempdir().unwrap();
+    let path = write_session(
+        d.path(),
+        &[
+            (
+                vec![
+                    def(APP, CookieKind::User, "/usr/bin/app", 0, None),
+                    comm(10, 10, "sh", true),
+                ],
+                vec![(0, 10, 10, false, APP, 0x100, 2)],
+            ),
+            (
+                vec![comm(10, 10, "app", true)],
+                vec![(0, 10, 10, false, APP, 0x100, 3)],
+            ),
+        ],
+        None,
+    );
+    let v = speedscope(&path, &ReportOptions::default());
+    assert_eq!(
+        speedscope_counts(&v),
+        BTreeMap::from([("app (10/10)".to_owned(), 5)])
+    );
+    let v = firefox(&path, &ReportOptions::default());
+    let t = &v["threads"][0];
+    assert_eq!((&t["name"], &t["processName"]), (&"app".into(), &"app".into()));
+    assert_eq!(t["samples"]["length"], 5);
+}

@@ -284,7 +284,7 @@ fn live_callgraph_callers_and_inclusive_shares_within_3_points() {
 /// smash) on files where a 6.18 kernel set the build-id bit of MMAP2
 /// records that carry device and inode: seen while another session with
 /// `build_id` (any profkit session) was open on the machine.
-fn fix_mmap2_build_id_bits(data: &Path) -> PathBuf {
+pub(crate) fn fix_mmap2_build_id_bits(data: &Path) -> PathBuf {
     let mut d = std::fs::read(data).unwrap();
     let u64_at = |d: &[u8], o: usize| u64::from_le_bytes(d[o..o + 8].try_into().unwrap());
     let (off, size) = (u64_at(&d, 40) as usize, u64_at(&d, 48) as usize);
@@ -353,7 +353,7 @@ fn perf_report(perf: &str, data: &Path) -> Option<Vec<(f64, String)>> {
 
 /// `perf record ARGS`; again with `--no-buildid` if perf fails collecting
 /// build-ids (see [`fix_mmap2_build_id_bits`]).
-fn perf_record(perf: &str, dir: &Path, data: &Path, args: &[&str]) -> bool {
+pub(crate) fn perf_record(perf: &str, dir: &Path, data: &Path, args: &[&str]) -> bool {
     for extra in [&[][..], &["--no-buildid"][..]] {
         let _ = std::fs::remove_file(data);
         let out = Command::new(perf)

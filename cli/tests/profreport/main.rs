@@ -21,6 +21,7 @@ mod offcpu;
 mod offcpu_live;
 mod parts;
 mod rotation;
+mod script;
 mod util;
 mod viewers;
 mod window;

@@ -94,7 +94,7 @@ fn bincode_expand(mut bytes: &[u8], mut on_sample: impl FnMut(&ExpandedSample)) 
             }
             Event::Mode { kernel } => cur.kernel = kernel,
             Event::CookieSwitch { cookie } => cur.cookie = cookie,
-            Event::Sample { offset } => {
+            Event::Sample { offset, time: None } => {
                 cur.offset = offset;
                 n += 1;
                 on_sample(&cur);

@@ -24,6 +24,10 @@ pub mod tag {
     /// `CgroupSwitch` (since version 4): cgroup id uvar (0: none); samples
     /// that follow were taken in this cgroup. Unset by `CpuSwitch`.
     pub const CGROUP_SWITCH: u8 = 0x06;
+    /// `TimeUnit` (since version 6): nanoseconds per tick uvar
+    /// (`1..=MAX_TIME_UNIT_NS`) of the sample times that follow in the chunk
+    /// (1 until one is written); resets the time state.
+    pub const TIME_UNIT: u8 = 0x07;
     /// `Sample`: absolute offset uvar.
     pub const SAMPLE: u8 = 0x10;
     /// `Sample`: zigzag delta against the last offset of the current cookie slot.
@@ -40,6 +44,15 @@ pub mod tag {
     /// `StackSample` on the same stack as the last one of the current
     /// cookie slot: offset delta only.
     pub const STACK_SAMPLE_SAME_DELTA: u8 = 0x15;
+    /// First timed sample tag (since version 6): `0x16`..=`0x1B` are
+    /// `0x10`..=`0x15` (tag - [`TIMED`]) followed by the sample's time, a
+    /// zigzag svar against the time predicted from the CPU run's last two
+    /// samples (see docs/FORMAT.md).
+    pub const TIMED_SAMPLE: u8 = 0x16;
+    /// Last timed sample tag (`STACK_SAMPLE_SAME_DELTA` + [`TIMED`]).
+    pub const TIMED_STACK_SAMPLE_SAME_DELTA: u8 = 0x1b;
+    /// What a sample tag's timed form adds to it.
+    pub const TIMED: u8 = TIMED_SAMPLE - SAMPLE;
     /// Marker `Comm`: len uvar + body.
     pub const COMM: u8 = 0x20;
     /// Marker `CookieDef`: len uvar + body.
@@ -63,6 +76,9 @@ pub mod tag {
     /// Last `CookieSwitch` back-reference tag.
     pub const COOKIE_REF_LAST: u8 = 0x7f;
 }
+
+/// Largest time unit a chunk may declare (`TimeUnit`): one second.
+pub const MAX_TIME_UNIT_NS: u64 = 1_000_000_000;
 
 /// Number of chunk-local cookie slots (one back-reference tag each).
 pub const COOKIE_SLOTS: usize = (tag::COOKIE_REF_LAST - tag::COOKIE_REF_BASE) as usize + 1;

@@ -2,7 +2,7 @@
 //! (samples with full state, markers in place) and [`for_each_sample`] (the
 //! fast path for aggregation).
 
-use crate::codec::{read_uvar, tag, unzigzag, VarintError, COOKIE_SLOTS};
+use crate::codec::{read_uvar, tag, unzigzag, VarintError, COOKIE_SLOTS, MAX_TIME_UNIT_NS};
 use crate::error::{Error, Result};
 use crate::event::{Cookie, Event, ExpandedSample};
 use crate::markers::read_marker;
@@ -15,9 +15,17 @@ enum Step<'a> {
     Mode(bool),
     Cookie(Cookie),
     Cgroup(u64),
-    Sample(u64),
-    StackSample(u64, u32),
-    Marker { tag: u8, body: &'a [u8], at: usize },
+    /// A `TimeUnit`: only the core's time state changes.
+    TimeUnit,
+    /// A sample: offset and, for a timed tag, time (ns).
+    Sample(u64, Option<u64>),
+    /// A stack sample: offset, stack id and, for a timed tag, time (ns).
+    StackSample(u64, u32, Option<u64>),
+    Marker {
+        tag: u8,
+        body: &'a [u8],
+        at: usize,
+    },
 }
 
 /// The byte-level decoder: position plus the chunk-local cookie slots.
@@ -30,6 +38,13 @@ struct Core<'a> {
     filled: usize,
     next_slot: usize,
     cur_slot: Option<usize>,
+    /// Sample times: ns per tick, and the CPU run's last time and last
+    /// step (ticks), which predict the next time; `have_time` false after
+    /// a CpuSwitch or TimeUnit (the next time is absolute).
+    time_unit: u64,
+    have_time: bool,
+    last_time: u64,
+    last_step: i128,
 }
 
 impl<'a> Core<'a> {
@@ -43,7 +58,85 @@ impl<'a> Core<'a> {
             filled: 0,
             next_slot: 0,
             cur_slot: None,
+            time_unit: 1,
+            have_time: false,
+            last_time: 0,
+            last_step: 0,
         }
+    }
+
+    /// The time operand of a timed sample tag (at `at`): a zigzag residual
+    /// against last time + last step (or, first in a CPU run, the time
+    /// itself), in ticks of `time_unit`; returns nanoseconds.
+    #[inline(always)]
+    fn time(&mut self, at: usize) -> Result<u64> {
+        let r = i128::from(unzigzag(self.uvar("sample time")?));
+        let t = if self.have_time {
+            i128::from(self.last_time) + self.last_step + r
+        } else {
+            r
+        };
+        let max = u64::MAX / self.time_unit;
+        if !(0..=i128::from(max)).contains(&t) {
+            return Err(self.bad_time(t, at));
+        }
+        let t = t as u64;
+        self.last_step = if self.have_time {
+            i128::from(t) - i128::from(self.last_time)
+        } else {
+            0
+        };
+        self.have_time = true;
+        self.last_time = t;
+        Ok(t * self.time_unit)
+    }
+
+    #[cold]
+    fn bad_time(&self, t: i128, at: usize) -> Error {
+        Error::malformed(
+            "sample time",
+            at as u64,
+            format!(
+                "{t} ticks of {} ns is not a time in 0..2^64 ns",
+                self.time_unit
+            ),
+        )
+    }
+
+    /// The operands of `0x10` / `0x11` (the tag at `at` is read).
+    #[inline(always)]
+    fn plain_sample(&mut self, t: u8, at: usize) -> Result<u64> {
+        if t == tag::SAMPLE {
+            let off = self.uvar("Sample")?;
+            if let Some(s) = self.cur_slot {
+                self.last_off[s % COOKIE_SLOTS] = off;
+            }
+            return Ok(off);
+        }
+        let d = self.uvar("Sample")?;
+        let Some(s) = self.cur_slot else {
+            return Err(Error::SampleWithoutState {
+                offset: at as u64,
+                missing: "cookie",
+            });
+        };
+        let slot = &mut self.last_off[s % COOKIE_SLOTS];
+        let off = slot.wrapping_add(unzigzag(d) as u64);
+        *slot = off;
+        Ok(off)
+    }
+
+    /// A timed sample tag (`0x16`..=`0x1B`): its untimed form, then the time.
+    #[inline(always)]
+    fn timed_sample(&mut self, t: u8, at: usize) -> Result<Step<'a>> {
+        let t = t - tag::TIMED;
+        Ok(if t <= tag::SAMPLE_DELTA {
+            let off = self.plain_sample(t, at)?;
+            Step::Sample(off, Some(self.time(at)?))
+        } else {
+            let (off, stack) = self.stack_sample(t, at)?;
+            Step::StackSample(off, stack, Some(self.time(at)?))
+        })
     }
 
     #[inline(always)]
@@ -79,7 +172,7 @@ impl<'a> Core<'a> {
 
     /// The operands of the four StackSample tags (the tag at `at` is read).
     #[inline(always)]
-    fn stack_sample(&mut self, t: u8, at: usize) -> Result<Step<'a>> {
+    fn stack_sample(&mut self, t: u8, at: usize) -> Result<(u64, u32)> {
         let delta_off = t == tag::STACK_SAMPLE_DELTA || t == tag::STACK_SAMPLE_SAME_DELTA;
         let same = t == tag::STACK_SAMPLE_SAME || t == tag::STACK_SAMPLE_SAME_DELTA;
         let v = self.uvar("StackSample")?;
@@ -91,7 +184,7 @@ impl<'a> Core<'a> {
                 });
             }
             let d = self.uvar("StackSample")?;
-            return Ok(Step::StackSample(v, add_stack_delta(0, d, at)?));
+            return Ok((v, add_stack_delta(0, d, at)?));
         };
         let s = s % COOKIE_SLOTS;
         let off = if delta_off {
@@ -107,7 +200,7 @@ impl<'a> Core<'a> {
             add_stack_delta(self.last_stack[s], d, at)?
         };
         self.last_stack[s] = stack;
-        Ok(Step::StackSample(off, stack))
+        Ok((off, stack))
     }
 
     /// Decodes the next step; `Ok(None)` at the end of the payload.
@@ -119,27 +212,12 @@ impl<'a> Core<'a> {
         };
         self.pos += 1;
         let step = match t {
-            tag::SAMPLE => {
-                let off = self.uvar("Sample")?;
-                if let Some(s) = self.cur_slot {
-                    self.last_off[s % COOKIE_SLOTS] = off;
-                }
-                Step::Sample(off)
+            tag::SAMPLE | tag::SAMPLE_DELTA => Step::Sample(self.plain_sample(t, at)?, None),
+            tag::STACK_SAMPLE..=tag::STACK_SAMPLE_SAME_DELTA => {
+                let (off, stack) = self.stack_sample(t, at)?;
+                Step::StackSample(off, stack, None)
             }
-            tag::SAMPLE_DELTA => {
-                let d = self.uvar("Sample")?;
-                let Some(s) = self.cur_slot else {
-                    return Err(Error::SampleWithoutState {
-                        offset: at as u64,
-                        missing: "cookie",
-                    });
-                };
-                let slot = &mut self.last_off[s % COOKIE_SLOTS];
-                let off = slot.wrapping_add(unzigzag(d) as u64);
-                *slot = off;
-                Step::Sample(off)
-            }
-            tag::STACK_SAMPLE..=tag::STACK_SAMPLE_SAME_DELTA => self.stack_sample(t, at)?,
+            tag::TIMED_SAMPLE..=tag::TIMED_STACK_SAMPLE_SAME_DELTA => self.timed_sample(t, at)?,
             tag::COOKIE_REF_BASE..=tag::COOKIE_REF_LAST => {
                 let slot = usize::from(t - tag::COOKIE_REF_BASE);
                 if slot >= self.filled {
@@ -194,7 +272,21 @@ impl<'a> Core<'a> {
             tag::CPU_SWITCH => {
                 let cpu = self.u32var("CpuSwitch", at)?;
                 self.cur_slot = None;
+                self.have_time = false;
                 Step::Cpu(cpu)
+            }
+            tag::TIME_UNIT => {
+                let u = self.uvar("TimeUnit")?;
+                if !(1..=MAX_TIME_UNIT_NS).contains(&u) {
+                    return Err(Error::malformed(
+                        "TimeUnit",
+                        at as u64,
+                        format!("{u} ns per tick is not in 1..={MAX_TIME_UNIT_NS}"),
+                    ));
+                }
+                self.time_unit = u;
+                self.have_time = false;
+                Step::TimeUnit
             }
             tag::COMM
             | tag::COOKIE_DEF
@@ -280,7 +372,11 @@ impl<'a> ChunkDecoder<'a> {
         if self.failed {
             return Ok(None);
         }
-        let r = match self.core.step() {
+        let mut step = self.core.step();
+        while let Ok(Some(Step::TimeUnit)) = step {
+            step = self.core.step();
+        }
+        let r = match step {
             Ok(None) => Ok(None),
             Ok(Some(step)) => Ok(Some(match step {
                 Step::Cpu(cpu) => Event::CpuSwitch { cpu },
@@ -288,8 +384,13 @@ impl<'a> ChunkDecoder<'a> {
                 Step::Mode(kernel) => Event::Mode { kernel },
                 Step::Cookie(cookie) => Event::CookieSwitch { cookie },
                 Step::Cgroup(id) => Event::CgroupSwitch { id },
-                Step::Sample(offset) => Event::Sample { offset },
-                Step::StackSample(offset, stack) => Event::StackSample { offset, stack },
+                Step::TimeUnit => unreachable!("time units are skipped above"),
+                Step::Sample(offset, time) => Event::Sample { offset, time },
+                Step::StackSample(offset, stack, time) => Event::StackSample {
+                    offset,
+                    stack,
+                    time,
+                },
                 Step::Marker { tag, body, at } => match read_marker(tag, body, at as u64) {
                     Ok(ev) => ev,
                     Err(e) => {
@@ -359,20 +460,22 @@ impl State {
     #[inline(always)]
     fn apply(&mut self, step: &Step<'_>, at: usize) -> Result<bool> {
         match *step {
-            Step::Sample(offset) => {
+            Step::Sample(offset, time) => {
                 if self.have != HAVE_ALL {
                     return Err(self.missing(at));
                 }
                 self.cur.offset = offset;
                 self.cur.stack = None;
+                self.cur.time = time;
                 return Ok(true);
             }
-            Step::StackSample(offset, stack) => {
+            Step::StackSample(offset, stack, time) => {
                 if self.have != HAVE_ALL {
                     return Err(self.missing(at));
                 }
                 self.cur.offset = offset;
                 self.cur.stack = Some(stack);
+                self.cur.time = time;
                 return Ok(true);
             }
             Step::Cookie(c) => {
@@ -394,7 +497,7 @@ impl State {
                 self.cur.cgroup = 0;
                 self.have = HAVE_CPU;
             }
-            Step::Marker { .. } => {}
+            Step::Marker { .. } | Step::TimeUnit => {}
         }
         Ok(false)
     }
@@ -664,13 +767,28 @@ mod tests {
             Event::Mode { kernel: true },
             Event::Mode { kernel: false },
             Event::CookieSwitch { cookie: 0 },
-            Event::Sample { offset: 0 },
-            Event::Sample { offset: u64::MAX },
+            Event::Sample {
+                offset: 0,
+                time: None,
+            },
+            Event::Sample {
+                offset: u64::MAX,
+                time: None,
+            },
             Event::CookieSwitch { cookie: u64::MAX },
-            Event::Sample { offset: 1 },
-            Event::Sample { offset: u64::MAX },
+            Event::Sample {
+                offset: 1,
+                time: None,
+            },
+            Event::Sample {
+                offset: u64::MAX,
+                time: None,
+            },
             Event::CookieSwitch { cookie: 0 }, // by slot reference now
-            Event::Sample { offset: 2 },
+            Event::Sample {
+                offset: 2,
+                time: None,
+            },
         ];
         all.extend(all_markers());
         for ev in &all {
@@ -745,19 +863,34 @@ mod tests {
                 TaskSwitch { pid: 10, tid: 10 },
                 Mode { kernel: false },
                 CookieSwitch { cookie: 100 },
-                Sample { offset: 1 },
-                Sample { offset: 2 },
+                Sample {
+                    offset: 1,
+                    time: None
+                },
+                Sample {
+                    offset: 2,
+                    time: None
+                },
                 TaskSwitch { pid: 10, tid: 11 },
-                Sample { offset: 3 },
+                Sample {
+                    offset: 3,
+                    time: None
+                },
                 Mode { kernel: true },
                 CookieSwitch { cookie: 200 },
-                Sample { offset: 4 },
+                Sample {
+                    offset: 4,
+                    time: None
+                },
                 // A CPU switch unsets everything, so all of it comes again.
                 CpuSwitch { cpu: 1 },
                 TaskSwitch { pid: 10, tid: 11 },
                 Mode { kernel: true },
                 CookieSwitch { cookie: 200 },
-                Sample { offset: 5 },
+                Sample {
+                    offset: 5,
+                    time: None
+                },
             ]
         );
         assert_eq!(enc.samples(), 5);
@@ -847,7 +980,7 @@ mod tests {
 
     #[test]
     fn unknown_and_reserved_tags_are_rejected_with_offset() {
-        for t in [tag::INVALID, 0x16, 0x29, 0x07, 0x1f, 0x3f, 0x80, 0xff] {
+        for t in [tag::INVALID, 0x1c, 0x29, 0x08, 0x1f, 0x3f, 0x80, 0xff] {
             let mut enc = ChunkEncoder::new();
             enc.sample(0, 1, 1, false, 1, 1);
             let at = enc.bytes().len() as u64;
@@ -876,7 +1009,10 @@ mod tests {
         let mut enc = ChunkEncoder::new();
         enc.event(&Event::CpuSwitch { cpu: 1 });
         enc.event(&Event::TaskSwitch { pid: 1, tid: 1 });
-        enc.event(&Event::Sample { offset: 5 });
+        enc.event(&Event::Sample {
+            offset: 5,
+            time: None,
+        });
         let err = expand(enc.bytes()).unwrap_err();
         assert!(
             matches!(
@@ -983,7 +1119,8 @@ mod tests {
             events(&[tag::STACK_SAMPLE, 5, 8]),
             [Event::StackSample {
                 offset: 5,
-                stack: 4
+                stack: 4,
+                time: None
             }]
         );
         // A stack id delta that leaves 0..2^32.
@@ -1158,9 +1295,15 @@ mod tests {
             arb_cookie(),
             arb_offset(),
             arb_stack(),
+            // Mostly close times (as a CPU's samples are), sometimes any.
+            prop_oneof![
+                1 => Just(None),
+                4 => (0u64..1 << 20).prop_map(|t| Some((1 << 40) + t * 997)),
+                1 => any::<u64>().prop_map(Some),
+            ],
         )
-            .prop_map(
-                |(cpu, pid, tid, kernel, cookie, offset, stack)| ExpandedSample {
+            .prop_map(|(cpu, pid, tid, kernel, cookie, offset, stack, time)| {
+                ExpandedSample {
                     cpu,
                     pid,
                     tid: tid.unwrap_or(pid),
@@ -1170,9 +1313,9 @@ mod tests {
                     stack,
                     // Cgroups change now and then, sometimes to none.
                     cgroup: (cookie ^ offset) % 4,
-                    time: None,
-                },
-            )
+                    time,
+                }
+            })
     }
 
     fn arb_frame() -> impl Strategy<Value = Frame> {
@@ -1252,7 +1395,23 @@ mod tests {
         ]
     }
 
-    /// Encodes `ops`; returns what expansion must give.
+    /// Encodes `ops`; returns what expansion must give (times as the
+    /// encoder keeps them: at most `MAX_SAMPLE_TIME_NS`, rounded down to
+    /// `unit`).
+    fn run_ops_in(enc: &mut ChunkEncoder, ops: &[Op], unit: u64) -> Vec<Expanded> {
+        enc.set_time_unit(unit);
+        let mut want = run_ops(enc, ops);
+        for e in &mut want {
+            if let Expanded::Sample(s) = e {
+                s.time = s
+                    .time
+                    .map(|t| t.min(crate::encode::MAX_SAMPLE_TIME_NS) / unit * unit);
+            }
+        }
+        want
+    }
+
+    /// Encodes `ops`; returns what expansion must give (times whole).
     fn run_ops(enc: &mut ChunkEncoder, ops: &[Op]) -> Vec<Expanded> {
         let mut want = Vec::new();
         // The model of the state: (cpu, task, mode, cookie).
@@ -1289,10 +1448,14 @@ mod tests {
                 Op::RawSample(offset, stack) => {
                     if let (Some(cpu), Some((pid, tid)), Some(kernel), Some(cookie)) = m {
                         enc.event(&match *stack {
-                            None => Event::Sample { offset: *offset },
+                            None => Event::Sample {
+                                offset: *offset,
+                                time: None,
+                            },
                             Some(stack) => Event::StackSample {
                                 offset: *offset,
                                 stack,
+                                time: None,
                             },
                         });
                         want.push(Expanded::Sample(ExpandedSample {
@@ -1321,10 +1484,14 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
         #[test]
-        fn encode_expand_round_trip(ops in prop::collection::vec(arb_op(), 0..300), coding in arb_coding()) {
+        fn encode_expand_round_trip(
+            ops in prop::collection::vec(arb_op(), 0..300),
+            coding in arb_coding(),
+            unit in prop_oneof![Just(1u64), Just(100), Just(1000), 1..=crate::codec::MAX_TIME_UNIT_NS],
+        ) {
             let mut enc = ChunkEncoder::new();
             enc.set_offset_coding(coding);
-            let want = run_ops(&mut enc, &ops);
+            let want = run_ops_in(&mut enc, &ops, unit);
             let n_samples = want.iter().filter(|e| matches!(e, Expanded::Sample(_))).count() as u64;
 
             // Pull-style expander.
@@ -1358,6 +1525,7 @@ mod tests {
 
             // Re-encoding the decoded events gives the same samples.
             let mut again = ChunkEncoder::new();
+            again.set_time_unit(unit);
             decode_events(enc.bytes(), |e| again.event(&e)).unwrap();
             let got2: Vec<Expanded> = Expander::new(again.bytes()).collect::<Result<_>>().unwrap();
             prop_assert_eq!(got2, want);

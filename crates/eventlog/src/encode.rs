@@ -1,6 +1,6 @@
 //! [`ChunkEncoder`]: turns samples and markers into a chunk payload.
 
-use crate::codec::{put_uvar, tag, uvar_len, zigzag, COOKIE_SLOTS, MAX_VARINT};
+use crate::codec::{put_uvar, tag, uvar_len, zigzag, COOKIE_SLOTS, MAX_TIME_UNIT_NS, MAX_VARINT};
 use crate::event::{Cookie, Event, ExpandedSample};
 use crate::markers::push_marker;
 
@@ -64,7 +64,22 @@ pub struct ChunkEncoder {
     /// Samples since the current CPU was set, not yet folded into `per_cpu`.
     run: u64,
     per_cpu: Vec<(u32, u64)>,
+    /// Sample times: ns per tick, whether this chunk's `TimeUnit` is
+    /// written, the next sample's time (set by [`ChunkEncoder::time`]),
+    /// and the CPU run's last time and step (ticks), as the decoder keeps
+    /// them.
+    time_unit: u64,
+    next_unit: u64,
+    unit_written: bool,
+    next_time: Option<u64>,
+    have_time: bool,
+    last_time: u64,
+    last_step: i128,
 }
+
+/// Sample times at or past this (2⁶² ns, 146 years of uptime) are written
+/// as this: it keeps every time residual within an i64.
+pub const MAX_SAMPLE_TIME_NS: u64 = (1 << 62) - 1;
 
 impl Default for ChunkEncoder {
     fn default() -> Self {
@@ -97,7 +112,35 @@ impl ChunkEncoder {
             samples: 0,
             run: 0,
             per_cpu: Vec::new(),
+            time_unit: 1,
+            next_unit: 1,
+            unit_written: false,
+            next_time: None,
+            have_time: false,
+            last_time: 0,
+            last_step: 0,
         }
+    }
+
+    /// Sets the resolution of sample times, in ns per tick (clamped to
+    /// `1..=`[`MAX_TIME_UNIT_NS`]; 1 until set): a chunk's first timed
+    /// sample is preceded by a `TimeUnit` when it is not 1. Coarser ticks
+    /// cost fewer bytes (docs/FORMAT.md, Measurements). Takes effect at
+    /// the next [`ChunkEncoder::clear`] once this chunk has a timed sample.
+    pub fn set_time_unit(&mut self, ns: u64) {
+        self.next_unit = ns.clamp(1, MAX_TIME_UNIT_NS);
+        if !self.unit_written {
+            self.time_unit = self.next_unit;
+        }
+    }
+
+    /// The time of the next sample (CLOCK_MONOTONIC ns, rounded down to
+    /// the time unit; at most [`MAX_SAMPLE_TIME_NS`]): that sample is
+    /// written with a timed tag. Samples without a time before them are
+    /// written as before.
+    #[inline(always)]
+    pub fn time(&mut self, ns: u64) {
+        self.next_time = Some(ns);
     }
 
     /// Chooses how sample offsets are spelled (for measurements; the
@@ -120,6 +163,10 @@ impl ChunkEncoder {
         self.samples = 0;
         self.run = 0;
         self.per_cpu.clear();
+        self.time_unit = self.next_unit;
+        self.unit_written = false;
+        self.next_time = None;
+        self.have_time = false;
     }
 
     /// The payload so far.
@@ -244,6 +291,9 @@ impl ChunkEncoder {
             }
             self.cgroup(s.cgroup);
         }
+        if let Some(t) = s.time {
+            self.time(t);
+        }
         match s.stack {
             None => self.sample(s.cpu, s.pid, s.tid, s.kernel, s.cookie, s.offset),
             Some(stack) => {
@@ -264,15 +314,63 @@ impl ChunkEncoder {
             Event::Mode { kernel } => self.set_mode(kernel),
             Event::CookieSwitch { cookie } => self.set_cookie(cookie),
             Event::CgroupSwitch { id } => self.set_cgroup(id),
-            Event::Sample { offset } => self.put_sample(offset),
-            Event::StackSample { offset, stack } => self.put_stack_sample(offset, stack),
+            Event::Sample { offset, time } => {
+                self.next_time = time;
+                self.put_sample(offset)
+            }
+            Event::StackSample {
+                offset,
+                stack,
+                time,
+            } => {
+                self.next_time = time;
+                self.put_stack_sample(offset, stack)
+            }
             _ => push_marker(&mut self.buf, ev),
+        }
+    }
+
+    /// Appends the time operand of a timed sample at `tmp[n..]` (the tag
+    /// at `tmp[0]` becomes its timed form) and moves the time state on.
+    #[inline(always)]
+    fn put_time<const N: usize>(&mut self, tmp: &mut [u8; N], n: usize, ns: u64) -> usize {
+        tmp[0] += tag::TIMED;
+        let t = ns.min(MAX_SAMPLE_TIME_NS) / self.time_unit;
+        let r = if self.have_time {
+            let pred = i128::from(self.last_time) + self.last_step;
+            self.last_step = i128::from(t) - i128::from(self.last_time);
+            // |t|, |pred| < 2^63: the residual fits an i64.
+            (i128::from(t) - pred) as i64
+        } else {
+            self.have_time = true;
+            self.last_step = 0;
+            t as i64
+        };
+        self.last_time = t;
+        put_uvar(tmp, n, zigzag(r))
+    }
+
+    /// Writes this chunk's `TimeUnit`, once, before its first timed sample.
+    #[cold]
+    #[inline(never)]
+    fn put_time_unit(&mut self) {
+        self.unit_written = true;
+        if self.time_unit != 1 {
+            let mut tmp = [0u8; 1 + MAX_VARINT];
+            tmp[0] = tag::TIME_UNIT;
+            let n = put_uvar(&mut tmp, 1, self.time_unit);
+            self.buf.extend_from_slice(&tmp[..n]);
+            self.have_time = false;
         }
     }
 
     #[inline(always)]
     fn put_sample(&mut self, offset: u64) {
-        let mut tmp = [0u8; 1 + MAX_VARINT];
+        let time = self.next_time.take();
+        if time.is_some() && !self.unit_written {
+            self.put_time_unit();
+        }
+        let mut tmp = [0u8; 1 + 2 * MAX_VARINT];
         let n = if self.cookie.is_some() {
             let slot = self.cur_slot % COOKIE_SLOTS;
             let prev = std::mem::replace(&mut self.last_off[slot], offset);
@@ -293,6 +391,10 @@ impl ChunkEncoder {
             tmp[0] = tag::SAMPLE;
             put_uvar(&mut tmp, 1, offset)
         };
+        let n = match time {
+            Some(ns) => self.put_time(&mut tmp, n, ns),
+            None => n,
+        };
         self.buf.extend_from_slice(&tmp[..n]);
         self.samples += 1;
         self.run += 1;
@@ -300,7 +402,11 @@ impl ChunkEncoder {
 
     #[inline(always)]
     fn put_stack_sample(&mut self, offset: u64, stack: u32) {
-        let mut tmp = [0u8; 1 + 2 * MAX_VARINT];
+        let time = self.next_time.take();
+        if time.is_some() && !self.unit_written {
+            self.put_time_unit();
+        }
+        let mut tmp = [0u8; 1 + 3 * MAX_VARINT];
         let n = if self.cookie.is_some() {
             let slot = self.cur_slot % COOKIE_SLOTS;
             let prev = std::mem::replace(&mut self.last_off[slot], offset);
@@ -330,6 +436,10 @@ impl ChunkEncoder {
             let n = put_uvar(&mut tmp, 1, offset);
             put_uvar(&mut tmp, n, stack_delta(0, stack))
         };
+        let n = match time {
+            Some(ns) => self.put_time(&mut tmp, n, ns),
+            None => n,
+        };
         self.buf.extend_from_slice(&tmp[..n]);
         self.samples += 1;
         self.run += 1;
@@ -345,6 +455,7 @@ impl ChunkEncoder {
         }
         self.run = 0;
         self.cpu = Some(cpu);
+        self.have_time = false;
         self.task = None;
         self.kernel = None;
         self.cookie = None;
@@ -520,6 +631,139 @@ mod tests {
             0x23, 0x04, 0x02, 0x00, 0xac, 0x02,                   // Lost cpu=2 Ring count=300
         ];
         assert_eq!(enc.bytes(), want);
+    }
+
+    /// The sample-time example in docs/FORMAT.md, byte for byte, and what
+    /// it decodes to.
+    #[test]
+    fn golden_bytes_of_the_format_md_time_example() {
+        let user: Cookie = 0x1122_3344_5566_7788;
+        let mut enc = ChunkEncoder::new();
+        enc.set_time_unit(100);
+        for (t, off) in [
+            (1_000_000_000, 0x1000),
+            (1_000_250_000, 0x1008),
+            (1_000_500_100, 0x1010),
+            (1_000_750_000, 0x1018),
+        ] {
+            enc.time(t);
+            enc.sample(0, 7, 7, false, user, off);
+        }
+        // A CPU switch: the next time is absolute again.
+        enc.time(1_000_100_000);
+        enc.sample(1, 7, 8, false, user, 0x2000);
+        // A sample without a time.
+        enc.sample(1, 7, 8, false, user, 0x2000);
+        #[rustfmt::skip]
+        let want: &[u8] = &[
+            0x01, 0x00,                                           // CpuSwitch cpu=0
+            0x02, 0x07, 0x00,                                     // TaskSwitch pid=7, tid=7
+            0x03,                                                 // Mode user
+            0x05, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, // CookieSwitch -> slot 0
+            0x07, 0x64,                                           // TimeUnit 100 ns
+            0x16, 0x80, 0x20, 0x80, 0xda, 0xc4, 0x09,             // Sample 0x1000 at 10,000,000 ticks
+            0x17, 0x10, 0x88, 0x27,                               // +8, time 10,000,000 + 0 + 2,500
+            0x17, 0x10, 0x02,                                     // +8, time 10,002,500 + 2,500 + 1
+            0x17, 0x10, 0x03,                                     // +8, time 10,005,001 + 2,501 - 2
+            0x01, 0x01,                                           // CpuSwitch cpu=1
+            0x02, 0x07, 0x02,                                     // TaskSwitch pid=7, tid=8
+            0x03,                                                 // Mode user
+            0x40,                                                 // CookieSwitch by slot 0
+            0x16, 0x80, 0x40, 0xd0, 0xe9, 0xc4, 0x09,             // Sample 0x2000 at 10,001,000 ticks
+            0x11, 0x00,                                           // Sample delta 0, no time
+        ];
+        assert_eq!(enc.bytes(), want);
+        let times: Vec<Option<u64>> = crate::Expander::new(enc.bytes())
+            .filter_map(|e| match e.unwrap() {
+                crate::Expanded::Sample(s) => Some(s.time),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            times,
+            [
+                Some(1_000_000_000),
+                Some(1_000_250_000),
+                Some(1_000_500_100),
+                Some(1_000_750_000),
+                Some(1_000_100_000),
+                None
+            ]
+        );
+    }
+
+    /// A chunk's time state is its own: each chunk decodes alone, and bad
+    /// units and times are errors, never panics.
+    #[test]
+    fn time_units_and_times_are_checked() {
+        use crate::codec::{push_uvar, tag};
+        use crate::decode::decode_events;
+        let mut enc = ChunkEncoder::new();
+        enc.set_time_unit(1000);
+        enc.time(5_000_123);
+        enc.sample(0, 1, 1, false, 9, 1);
+        let first = enc.bytes().to_vec();
+        enc.clear();
+        enc.time(7_000_000);
+        enc.sample(0, 1, 1, false, 9, 1);
+        let mut got = Vec::new();
+        for chunk in [&first[..], enc.bytes()] {
+            decode_events(chunk, |e| {
+                if let Event::Sample { time, .. } = e {
+                    got.push(time)
+                }
+            })
+            .unwrap();
+        }
+        assert_eq!(got, [Some(5_000_000), Some(7_000_000)]);
+        // A time past MAX_SAMPLE_TIME_NS is kept as that.
+        let mut enc = ChunkEncoder::new();
+        enc.time(u64::MAX);
+        enc.sample(0, 1, 1, false, 9, 1);
+        let mut t = None;
+        decode_events(enc.bytes(), |e| {
+            if let Event::Sample { time, .. } = e {
+                t = time
+            }
+        })
+        .unwrap();
+        assert_eq!(t, Some(MAX_SAMPLE_TIME_NS));
+        // Units 0 and over a second are refused, naming the value.
+        for u in [0, MAX_TIME_UNIT_NS + 1, u64::MAX] {
+            let mut p = vec![tag::TIME_UNIT];
+            push_uvar(&mut p, u);
+            let e = decode_events(&p, |_| {}).unwrap_err().to_string();
+            assert!(
+                e.contains("ns per tick") && e.contains(&u.to_string()),
+                "{e}"
+            );
+        }
+        // Times that leave 0..2^64 ns: below zero, past 2^64 / unit, and
+        // a prediction pushed out by the previous step.
+        let state = [tag::CPU_SWITCH, 0, tag::TASK_SWITCH, 1, 0, tag::MODE_USER];
+        let timed = |unit: u64, rs: &[i64]| {
+            let mut p = state.to_vec();
+            p.push(tag::TIME_UNIT);
+            push_uvar(&mut p, unit);
+            for &r in rs {
+                p.extend_from_slice(&[tag::SAMPLE + tag::TIMED, 0]);
+                push_uvar(&mut p, zigzag(r));
+            }
+            decode_events(&p, |_| {})
+        };
+        assert!(timed(1, &[5, 1, 1]).is_ok());
+        for rs in [
+            &[-1][..],
+            &[i64::MAX, i64::MAX],
+            &[
+                (u64::MAX / 1000 / 2) as i64,
+                (u64::MAX / 1000 / 2) as i64,
+                0,
+            ],
+        ] {
+            let e = timed(1000, rs).unwrap_err().to_string();
+            assert!(e.contains("sample time"), "{rs:?}: {e}");
+        }
     }
 
     /// The call-graph example in docs/FORMAT.md, byte for byte.

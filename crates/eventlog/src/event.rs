@@ -267,6 +267,9 @@ pub enum Event {
     Sample {
         /// Offset in the binary (file offset, or relative to `base`).
         offset: u64,
+        /// When it was taken (CLOCK_MONOTONIC ns): a timed tag (version
+        /// 6). An encoder writes it rounded down to its time unit.
+        time: Option<u64>,
     },
     /// A sample at this offset whose callers are the stack `stack` (defined
     /// by a [`Event::StackDef`] somewhere in the session). Since version 2.
@@ -275,6 +278,8 @@ pub enum Event {
         offset: u64,
         /// Session-wide stack id.
         stack: u32,
+        /// When it was taken, as for [`Event::Sample`].
+        time: Option<u64>,
     },
     /// A task got a name (`exec` true when it came from an exec).
     Comm {

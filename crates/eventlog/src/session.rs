@@ -18,7 +18,7 @@ pub const FILE_MAGIC: [u8; 8] = *b"PROFKIT\0";
 /// call stacks (`StackSample`, `StackDef`); a session is written in the
 /// lowest version that can hold it ([`SessionHeader::format_version`]), so
 /// sessions without call graphs are still version 1.
-pub const FORMAT_VERSION: u16 = 5;
+pub const FORMAT_VERSION: u16 = 6;
 /// Oldest format version this build reads.
 pub const MIN_READ_VERSION: u16 = 1;
 /// Magic of a chunk frame.
@@ -517,6 +517,7 @@ mod tests {
                 callchain: false,
                 user_stack: 0,
                 off_cpu: false,
+                sample_times: false,
             },
             cpus: vec![0, 1, 2, 3],
             start_time_unix_ns: 1_700_000_000_000_000_000,
@@ -1025,22 +1026,22 @@ mod tests {
         let err = parse_header(b"\x7fELF\x02\x01\x01\x00rest-of-an-elf-file", p).unwrap_err();
         assert!(err.to_string().contains("not a profkit session"), "{err}");
         let mut future = full.clone();
-        future[8..10].copy_from_slice(&7u16.to_le_bytes());
+        future[8..10].copy_from_slice(&8u16.to_le_bytes());
         let err = parse_header(&future, p).unwrap_err();
         assert!(
             matches!(
                 err,
                 Error::UnsupportedVersion {
-                    found: 7,
+                    found: 8,
                     min: 1,
-                    max: 5,
+                    max: 6,
                     ..
                 }
             ),
             "{err}"
         );
         assert!(
-            err.to_string().contains("version 7") && err.to_string().contains("1 to 5"),
+            err.to_string().contains("version 8") && err.to_string().contains("1 to 6"),
             "{err}"
         );
         let mut flipped = full.clone();

@@ -324,7 +324,10 @@ mod tests {
         }));
         assert_eq!(t.conflicts(), 1);
         assert_eq!(t.get(1), Some(&[f(1), f(2)][..]));
-        assert!(!t.add(&Event::Sample { offset: 1 }));
+        assert!(!t.add(&Event::Sample {
+            offset: 1,
+            time: None
+        }));
         let mut u = StackTable::new();
         u.insert(2, vec![]);
         u.insert(1, vec![f(1), f(2)]);

@@ -248,6 +248,9 @@ impl Sink for Importer {
     fn start(&mut self, facts: &FileFacts, layout: Layout, queues: &mut CpuQueues) {
         self.layout = layout;
         let mut stage = SyncStage::new(SyncOptions { layout });
+        // perf's nanoseconds, kept whole: `--format script` of an import
+        // prints perf script's times and order.
+        stage.set_time_unit(1);
         if facts.offcpu {
             // Exits are noted from the first round on (a task's last
             // switch-out is no wait), before any off-CPU record.

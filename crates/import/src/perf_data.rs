@@ -867,6 +867,7 @@ fn event_desc(attr: &AttributeDescription, user_stack: u32) -> EventConfigDesc {
         callchain: a.sample_format.contains(SampleFormat::CALLCHAIN),
         user_stack,
         off_cpu: false,
+        sample_times: a.sample_format.contains(SampleFormat::TIME),
     }
 }
 

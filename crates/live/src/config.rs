@@ -220,6 +220,7 @@ pub(crate) fn session_header(c: &SamplerConfig, sync_interval_ms: u64) -> Result
             callchain: c.callchain,
             user_stack: c.user_stack,
             off_cpu: c.off_cpu,
+            sample_times: true,
         },
         cpus: c.cpu_list()?,
         start_time_unix_ns: SystemTime::now()

@@ -49,6 +49,14 @@
 //! - exports from those stacks: folded stacks ([`write_collapsed`]), flame
 //!   graphs drawn by inferno ([`write_flamegraph`], one per CPU if asked),
 //!   and gzip-compressed pprof `profile.proto` ([`pprof`]) for fleet tools;
+//! - the sample stream ([`stream`]): every sample of the sessions in time
+//!   order (a bounded reorder buffer over the chunks' per-CPU runs), with
+//!   its time (exact, or its round's middle for sessions written before
+//!   per-sample times, said once), thread, and stack as interned frame ids
+//!   named after one symbolization of the distinct offsets; off-CPU
+//!   aggregates and losses as items of their own; sinks for `--format
+//!   script` (perf script's text) and `jsonl`, and the entry points of the
+//!   viewers' formats (`firefox`, `speedscope`);
 //! - nothing of `--import perf.data`: `profkit-import` feeds a `perf
 //!   record` file through the sync stage and writes an ordinary session,
 //!   which this crate reads like any other;

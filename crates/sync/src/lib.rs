@@ -120,6 +120,11 @@ mod stacks;
 mod stage;
 mod unwind;
 
+/// The resolution the sync stage writes sample times in (ns per tick of
+/// the chunk's `TimeUnit`): see docs/FORMAT.md, "Sample times", for the
+/// bytes per sample each resolution costs on real recordings.
+pub const SAMPLE_TIME_UNIT_NS: u64 = 100;
+
 pub use buffer::{BufferState, ChunkSink, EventBuffer, FileSink, NextPart, Rotated};
 pub use cgroups::MAX_CGROUPS;
 pub use cookies::{

@@ -331,7 +331,9 @@ impl SyncStage {
                     } else {
                         None
                     };
-                    self.emit_sample(d.cpu, d.pid, d.tid, false, cookie, off, stack, d.cgroup)
+                    self.emit_sample(
+                        d.cpu, d.pid, d.tid, false, cookie, off, stack, d.cgroup, d.time,
+                    )
                 }
                 Err(_) if carry && !d.carried => waiting.push(Deferred { carried: true, ..d }),
                 Err(why) => {
@@ -424,6 +426,14 @@ impl SyncStage {
         self.deferred.clear();
     }
 
+    /// Sets the resolution of the sample times it writes (ns per tick;
+    /// [`crate::SAMPLE_TIME_UNIT_NS`] unless set): an import asks for 1,
+    /// so that its samples keep perf's nanoseconds and their order.
+    /// Takes effect from the next round on.
+    pub fn set_time_unit(&mut self, ns: u64) {
+        self.out.enc.set_time_unit(ns);
+    }
+
     /// Starts the records of CPU `cpu`'s ring (what [`SyncStage::drain`]
     /// does first): a CPU-switch marker, and the CPU's accounting exists
     /// from here on even if it has no sample. A source of records other
@@ -464,7 +474,7 @@ impl SyncStage {
             match self.res.kernel.resolve(s.ip) {
                 Some((c, off)) => {
                     let stack = stack_of(self, true);
-                    self.emit_sample(cpu, s.pid, s.tid, true, c, off, stack, s.cgroup)
+                    self.emit_sample(cpu, s.pid, s.tid, true, c, off, stack, s.cgroup, s.time)
                 }
                 None => {
                     *self
@@ -480,13 +490,13 @@ impl SyncStage {
         match self.procs.resolve(s.pid, s.ip, s.time) {
             Ok((c, off)) => {
                 let stack = stack_of(self, false);
-                self.emit_sample(cpu, s.pid, s.tid, false, c, off, stack, s.cgroup)
+                self.emit_sample(cpu, s.pid, s.tid, false, c, off, stack, s.cgroup, s.time)
             }
             Err(why) => {
                 if why == Unresolved::NoTask && self.ensure_process(s.pid) {
                     if let Ok((c, off)) = self.procs.resolve(s.pid, s.ip, s.time) {
                         let stack = stack_of(self, false);
-                        self.emit_sample(cpu, s.pid, s.tid, false, c, off, stack, s.cgroup);
+                        self.emit_sample(cpu, s.pid, s.tid, false, c, off, stack, s.cgroup, s.time);
                         return;
                     }
                 }

@@ -33,6 +33,11 @@ pub struct EventConfigDesc {
     /// `OffCpu` markers. Header field appended in version 5, written only
     /// when true (and then `user_stack` is written even when 0).
     pub off_cpu: bool,
+    /// Samples carry their own time (format version 6: the timed sample
+    /// tags `0x16`-`0x1B`). Header field appended in version 6, written
+    /// only when true (and then `user_stack` and `off_cpu` are written
+    /// even when 0 and false). False: every sample's time is its round's.
+    pub sample_times: bool,
 }
 
 /// What the session file starts with.
@@ -122,7 +127,9 @@ impl SessionHeader {
     /// tags, which readers of version 1 cannot decode, so they must refuse
     /// the file up front), else 1 (readable by every build).
     pub fn format_version(&self) -> u16 {
-        if self.event.off_cpu {
+        if self.event.sample_times {
+            6
+        } else if self.event.off_cpu {
             5
         } else if self.cgroups != CgroupSource::None {
             4
@@ -153,10 +160,13 @@ pub(crate) fn encode_header(h: &SessionHeader) -> Result<Vec<u8>> {
         push_bool(b, e.exclude_user);
         push_bool(b, e.exclude_kernel);
         push_bool(b, e.callchain);
-        if e.user_stack != 0 || e.off_cpu {
+        if e.user_stack != 0 || e.off_cpu || e.sample_times {
             push_uvar(b, u64::from(e.user_stack));
         }
-        if e.off_cpu {
+        if e.off_cpu || e.sample_times {
+            push_bool(b, e.off_cpu);
+        }
+        if e.sample_times {
             push_bool(b, true);
         }
     });
@@ -318,6 +328,7 @@ pub(crate) fn parse_header(data: &[u8], path: &Path) -> Result<(SessionHeader, u
             e.u32var("event.user_stack")?
         },
         off_cpu: e.remaining() > 0 && e.bool("event.off_cpu")?,
+        sample_times: e.remaining() > 0 && e.bool("event.sample_times")?,
     };
     // A header listing more CPUs than Linux can have is not believed: its
     // list is read past and left empty (the report then gives columns to

@@ -20,6 +20,7 @@ pub fn header() -> SessionHeader {
             callchain: false,
             user_stack: 0,
             off_cpu: false,
+            sample_times: false,
         },
         cpus: vec![0, 1, 2, 3],
         start_time_unix_ns: 1_700_000_000_000_000_000,

@@ -251,6 +251,8 @@ fn a_simring_scenario_and_its_perf_data_give_the_same_session() {
         })
         .collect();
     let mut stage = SyncStage::new(SyncOptions { layout });
+    // The import keeps perf's nanoseconds (time unit 1).
+    stage.set_time_unit(1);
     // One round that is also the session's last (as the import's is).
     stage.begin_round(1_000);
     for r in rings.iter_mut() {

@@ -158,7 +158,8 @@ struct Found {
 fn offcpu_of(session: &Path, workload: &Path, pid: u32) -> Found {
     let r = SessionReader::open(session).unwrap();
     assert!(r.header().event.off_cpu, "{:?}", r.header().event);
-    assert_eq!(r.version(), 5);
+    // Off-CPU (5) and timed samples (6).
+    assert_eq!(r.version(), 6);
     let table = r.stack_table();
     let mut prog = None;
     let mut offcpu = Vec::new();

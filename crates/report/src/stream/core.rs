@@ -407,6 +407,7 @@ pub(super) fn stream_with<S: StreamSink + ?Sized>(
         off.fold_stacks();
         add_counts(&mut agg, off);
     }
+    add_return_addresses(&mut agg);
     let names_opts = ReportOptions {
         symbols: true,
         inline: false,
@@ -432,7 +433,7 @@ pub(super) fn stream_with<S: StreamSink + ?Sized>(
     let round_middle = sessions
         .iter()
         .flat_map(|s| s.parts())
-        .any(|p| p.reader().version() < 6);
+        .any(|p| !p.reader().header().event.sample_times);
     let sync_interval_ms = first.map_or(0, |s| s.reader().header().sync_interval_ms);
     let period = first.and_then(period_ns);
     let mut namer = Namer::new(&images, &symbols);
@@ -813,5 +814,36 @@ fn add_counts(agg: &mut Aggregate, off: Aggregate) {
     for (k, v) in off.counts {
         let c = agg.counts.entry(k).or_insert(0);
         *c = c.saturating_add(v);
+    }
+}
+
+/// Asks the symbolizer for each caller frame's return address too (the
+/// report asks for the call instruction, return address − 1): a caller
+/// whose call instruction is in no symbol is named by its return address,
+/// as perf names every caller (a frame-pointer walk's stray frame at a
+/// function's first byte; a call that ends an unsized symbol, as `_start`'s
+/// fall-through into `_dl_start_user`).
+fn add_return_addresses(agg: &mut Aggregate) {
+    let mut seen: crate::hash::FxHashSet<(u32, u32)> = Default::default();
+    let mut extra = Vec::new();
+    for &(_, file, stack) in agg.stack_counts.keys() {
+        if stack == crate::aggregate::NO_STACK || !seen.insert((file, stack)) {
+            continue;
+        }
+        let Some(frames) = agg.stack_tables.get(&file).and_then(|t| t.get(stack)) else {
+            continue;
+        };
+        extra.extend(frames.iter().map(|f| crate::aggregate::Key {
+            sess: 0,
+            cpu: 0,
+            pid: 0,
+            tid: 0,
+            cookie: f.cookie,
+            offset: f.offset,
+            cgroup: 0,
+        }));
+    }
+    for k in extra {
+        agg.counts.entry(k).or_insert(0);
     }
 }

@@ -141,9 +141,10 @@ pub struct StreamInfo<'a> {
     pub start_monotonic_ns: u64,
     /// The same instant, ns since the Unix epoch.
     pub start_unix_ns: u64,
-    /// Some part of some session was written before per-sample times
-    /// (format version 5 and older): its samples are placed at their
-    /// round's middle ([`StreamSample::time_exact`] false).
+    /// Some part of some session was written without per-sample times
+    /// (before format version 6, or its header's `sample_times` false): its
+    /// samples are placed at their round's middle
+    /// ([`StreamSample::time_exact`] false).
     pub round_middle: bool,
     /// The sync interval of the first session, ms (the round length).
     pub sync_interval_ms: u32,

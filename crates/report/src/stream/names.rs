@@ -33,7 +33,8 @@ pub struct StreamFrame {
     /// keeps (binary, offset), not addresses).
     pub address: Option<u64>,
     /// Its symbol, when named. A caller is named at its call instruction
-    /// (return address − 1).
+    /// (return address − 1), as the report's call graphs name it; when that
+    /// is in no symbol, at its return address (as perf names callers).
     pub symbol: Option<SymbolId>,
     /// The offset from the symbol's start to `offset` (perf's `+0x..`),
     /// when the symbol's start is known.
@@ -188,7 +189,12 @@ impl<'a> Namer<'a> {
         let mut symbol = None;
         let mut symbol_offset = None;
         if let Some(r) = self.symbols.get(&cookie) {
-            if let Some(sid) = r.symbol_of(lookup) {
+            // A caller whose call instruction is in no symbol: named by
+            // its return address, as perf does.
+            let sid = r
+                .symbol_of(lookup)
+                .or_else(|| caller.then(|| r.symbol_of(offset)).flatten());
+            if let Some(sid) = sid {
                 let info = r.result.symbol(sid);
                 let start = match base {
                     Some(_) => Some(info.start),

@@ -54,6 +54,17 @@ fn sources() -> SymbolSources {
 
 /// Writes a session whose chunks are (time, encoder).
 fn write(dir: &Path, callchain: bool, off_cpu: bool, chunks: Vec<(u64, ChunkEncoder)>) -> PathBuf {
+    write_with(dir, callchain, off_cpu, false, chunks)
+}
+
+/// [`write`], with per-sample times (format version 6) when `timed`.
+fn write_with(
+    dir: &Path,
+    callchain: bool,
+    off_cpu: bool,
+    timed: bool,
+    chunks: Vec<(u64, ChunkEncoder)>,
+) -> PathBuf {
     let header = SessionHeader {
         host: "test".into(),
         event: EventConfigDesc {
@@ -61,6 +72,7 @@ fn write(dir: &Path, callchain: bool, off_cpu: bool, chunks: Vec<(u64, ChunkEnco
             frequency: Some(1000),
             callchain,
             off_cpu,
+            sample_times: timed,
             ..Default::default()
         },
         cpus: vec![0, 1],
@@ -633,4 +645,111 @@ fn an_empty_session_begins_and_ends() {
     assert!(rec.began.is_some() && rec.items.is_empty());
     assert_eq!(summary.samples, 0);
     assert!(summary.notes().is_empty());
+}
+
+/// Two rounds with exact times: each CPU's run in ring order, CPU 1's
+/// first run reaching past round 1's time (drained later), and a sample of
+/// round 1 deferred to round 2.
+fn timed_rounds(dir: &Path) -> PathBuf {
+    let ms = 1_000_000u64;
+    let at = |enc: &mut ChunkEncoder, t: u64, cpu: u32, tid: u32| {
+        enc.time(START + t * ms);
+        enc.sample(cpu, 10, tid, false, APP, 0x100 + t);
+    };
+    let mut c0 = ChunkEncoder::new();
+    defs(&mut c0);
+    c0.event(&comm(10, 10, "app"));
+    c0.event(&comm(10, 11, "worker"));
+    for t in [10, 30, 50, 240] {
+        at(&mut c0, t, 0, 10);
+    }
+    for t in [20, 40, 245, 252] {
+        at(&mut c0, t, 1, 11);
+    }
+    let mut c1 = ChunkEncoder::new();
+    for t in [251, 270, 490] {
+        at(&mut c1, t, 0, 10);
+    }
+    for t in [255, 480, 499] {
+        at(&mut c1, t, 1, 11);
+    }
+    at(&mut c1, 45, 0, 10); // deferred
+    write_with(
+        dir,
+        false,
+        false,
+        true,
+        vec![(START + ROUND, c0), (START + 2 * ROUND, c1)],
+    )
+}
+
+#[test]
+fn exact_times_put_samples_in_time_order_across_cpus_and_chunks() {
+    let d = tempfile::tempdir().unwrap();
+    let p = timed_rounds(d.path());
+    let (rec, summary) = run(&p, &ReportOptions::default());
+    let ms: Vec<u64> = samples(&rec)
+        .iter()
+        .map(|&(t, _, _)| (t - START) / 1_000_000)
+        .collect();
+    assert_eq!(
+        ms,
+        [10, 20, 30, 40, 45, 50, 240, 245, 251, 252, 255, 270, 480, 490, 499]
+    );
+    assert!(rec
+        .items
+        .iter()
+        .all(|g| matches!(g, Got::Sample { exact: true, .. })));
+    assert!(!rec.began.as_ref().unwrap().2, "no round middles");
+    assert_eq!((summary.round_middle, summary.out_of_order), (0, 0));
+    let notes = summary.notes();
+    assert!(
+        !notes
+            .iter()
+            .any(|n| n.contains("per-sample times") || n.contains("arrived after")),
+        "{notes:?}"
+    );
+}
+
+#[test]
+fn an_exact_time_window_is_exact_per_sample() {
+    let d = tempfile::tempdir().unwrap();
+    let p = timed_rounds(d.path());
+    let window = |w: &str| {
+        let opts = ReportOptions {
+            time: Some(TimeSpec::parse(w).unwrap()),
+            ..ReportOptions::default()
+        };
+        let (rec, _) = run(&p, &opts);
+        samples(&rec)
+            .iter()
+            .map(|&(t, _, _)| (t - START) / 1_000_000)
+            .collect::<Vec<u64>>()
+    };
+    // Seconds from the start: [0.045, 0.252) cuts through both rounds.
+    assert_eq!(window("0.045,0.252"), [45, 50, 240, 245, 251]);
+    assert_eq!(window("0.49,"), [490, 499]);
+}
+
+#[test]
+fn exact_times_out_of_order_beyond_a_small_buffer_are_counted_not_held() {
+    let d = tempfile::tempdir().unwrap();
+    // One chunk whose times go down: a forged file.
+    let mut c0 = ChunkEncoder::new();
+    defs(&mut c0);
+    for i in 0..1_000u64 {
+        c0.time(START + (1_000 - i) * 1_000);
+        c0.sample(0, 10, 10, false, APP, 0x100);
+    }
+    let p = write_with(d.path(), false, false, true, vec![(START + ROUND, c0)]);
+    let (rec, summary) = run_capped(&p, &ReportOptions::default(), 8);
+    assert_eq!(summary.samples, 1_000);
+    assert_eq!(samples(&rec).len(), 1_000);
+    assert!(summary.reorder_peak <= 8);
+    assert_eq!(summary.out_of_order, 1_000 - 8);
+    // With the full buffer, the same chunk comes out sorted.
+    let (rec, summary) = run(&p, &ReportOptions::default());
+    assert_eq!(summary.out_of_order, 0);
+    let t: Vec<u64> = samples(&rec).iter().map(|s| s.0).collect();
+    assert!(t.windows(2).all(|w| w[0] <= w[1]));
 }

@@ -35,8 +35,10 @@ pub(super) struct Emitting {
 
 impl Emitting {
     pub(super) fn new() -> Self {
+        let mut enc = ChunkEncoder::with_capacity(1 << 20);
+        enc.set_time_unit(crate::SAMPLE_TIME_UNIT_NS);
         Emitting {
-            enc: ChunkEncoder::with_capacity(1 << 20),
+            enc,
             meta: Vec::new(),
             pending_meta: Vec::new(),
             stacks: StackIds::default(),
@@ -98,6 +100,7 @@ impl SyncStage {
         off: u64,
         stack: Option<u32>,
         cgroup: u64,
+        time: u64,
     ) {
         if self.out.cur_cpu != Some(cpu) {
             self.switch_cpu(cpu);
@@ -112,6 +115,11 @@ impl SyncStage {
         if self.out.cur_cookie != Some(cookie) {
             self.out.cur_cookie = Some(cookie);
             self.ensure_defined(cookie);
+        }
+        // 0: the record had no time (an imported perf.data file without
+        // PERF_SAMPLE_TIME); the sample keeps its round's time.
+        if time != 0 {
+            self.out.enc.time(time);
         }
         match stack {
             None => self.out.enc.sample(cpu, pid, tid, kernel, cookie, off),

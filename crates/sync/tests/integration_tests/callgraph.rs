@@ -8,7 +8,7 @@ use profkit_eventlog::{
 use profkit_perf::{Layout, SimRecord, SimRing, PERF_CONTEXT_KERNEL, PERF_CONTEXT_USER};
 use profkit_sync::{
     dev_number, inode_cookie, kernel_entry, module_entry, KernelMaps, KernelModule, LoadedModule,
-    SyncStage,
+    SyncStage, SAMPLE_TIME_UNIT_NS,
 };
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -366,7 +366,9 @@ proptest! {
                         cpu, pid, tid, kernel,
                         cookie: leaf_frame.cookie,
                         offset: leaf_frame.offset,
-                        stack: None, cgroup: 0, time: None,
+                        stack: None, cgroup: 0,
+                        // The record's time, in the stage's ticks.
+                        time: Some(t / SAMPLE_TIME_UNIT_NS * SAMPLE_TIME_UNIT_NS),
                     };
                     pending.entry(cpu).or_default().push((s, want));
                 }
@@ -503,10 +505,11 @@ fn many_repeated_stacks_are_stored_once() {
     assert_eq!(stage.stack_stats().stacks, 5);
     assert_eq!(stage.stack_stats().frames, 5 * 13);
     // After the first round, a sample costs a few bytes: the stack id is a
-    // delta against the last stack in the same binary.
+    // delta against the last stack in the same binary; a byte more is its
+    // time.
     let later: usize = all[2..].iter().map(|c| c.bytes.len()).sum();
     let per_sample = later as f64 / (19.0 * 500.0);
-    assert!(per_sample < 4.0, "{per_sample:.2} bytes per sample");
+    assert!(per_sample < 5.0, "{per_sample:.2} bytes per sample");
 }
 
 #[test]

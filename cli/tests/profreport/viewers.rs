@@ -424,3 +424,30 @@ fn viewers_live_firefox_and_speedscope_threads_and_counts_equal_the_report() {
     let text = std::fs::read_to_string(d.path().join("p.json")).unwrap();
     assert!(text.contains("\"f_a\""), "f_a not named");
 }
+
+#[test]
+fn viewers_take_separate_cpu_and_speedscope_off_cpu_and_refuse_the_rest() {
+    let d = tempdir();
+    write_session(d.path());
+    let args = written_args(d.path());
+    let run = |extra: &[&str]| {
+        let mut all = args.clone();
+        all.extend(extra.iter().map(|s| s.to_string()));
+        all.extend([
+            "-o".to_owned(),
+            d.path().join("out.json").display().to_string(),
+        ]);
+        profreport(&all)
+    };
+    run(&["--format", "firefox", "--separate=cpu"]).expect(0);
+    run(&["--format", "speedscope", "--separate=thread"]).expect(0);
+    let r = run(&["--format", "firefox", "--separate=lib"]).expect(2);
+    assert!(r.stderr.contains("--separate=cpu"), "{}", r.stderr);
+    let r = run(&["--format", "firefox", "--off-cpu"]).expect(2);
+    assert!(r.stderr.contains("interval markers"), "{}", r.stderr);
+    // speedscope takes --off-cpu, and says when the session has none.
+    let r = run(&["--format", "speedscope", "--off-cpu"]).expect(1);
+    assert!(r.stderr.contains("without --off-cpu"), "{}", r.stderr);
+    let r = run(&["--format", "script", "--separate=cpu"]).expect(2);
+    assert!(r.stderr.contains("not a report of rows"), "{}", r.stderr);
+}

@@ -27,6 +27,10 @@
 //!   instant markers on a track "session events" of a process "profkit".
 //! - `--separate=cpu`: one track per CPU instead (a process `CPU n` each),
 //!   every stack rooted in a frame naming its task, `comm (pid/tid)`.
+//! - `--merge`: each session's threads are processes of their own (the
+//!   crate makes a pid met again unique, `1234.1`), each session's times
+//!   counted from its own start (the sessions' clocks need not be
+//!   comparable: other machines, other boots).
 //!
 //! # Memory
 //!
@@ -72,6 +76,7 @@ pub fn write_firefox(
     out: &mut dyn Write,
 ) -> crate::Result<StreamSummary> {
     let mut sink = Firefox::new(io::BufWriter::with_capacity(1 << 16, out), opts);
+    sink.starts = sessions.iter().map(|s| s.start().0).collect();
     stream(sessions, opts, sources, progress, &mut sink)
 }
 
@@ -115,18 +120,23 @@ struct OffCpu {
     node: u32,
 }
 
+/// A track: a thread, or a CPU, of one session (`--merge`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum TrackKey {
-    Thread { pid: u32, tid: u32 },
-    Cpu(u32),
+    Thread { session: u32, pid: u32, tid: u32 },
+    Cpu { session: u32, cpu: u32 },
 }
 
 impl TrackKey {
     /// The key of the track's process.
     fn process(self) -> TrackKey {
         match self {
-            TrackKey::Thread { pid, .. } => TrackKey::Thread { pid, tid: pid },
-            k @ TrackKey::Cpu(_) => k,
+            TrackKey::Thread { session, pid, .. } => TrackKey::Thread {
+                session,
+                pid,
+                tid: pid,
+            },
+            k @ TrackKey::Cpu { .. } => k,
         }
     }
 }
@@ -165,8 +175,11 @@ pub struct Firefox<W: Write> {
     period_ns: Option<u64>,
     /// The nominal time between samples, ns.
     interval_ns: u64,
+    /// The first session's start, CLOCK_MONOTONIC ns.
     start_ns: u64,
     start_unix_ns: u64,
+    /// Each session's start, CLOCK_MONOTONIC ns (`--merge`).
+    starts: Vec<u64>,
     by_cpu: bool,
     frames: Vec<FrameMeta>,
     frame_ids: FxHashMap<FrameId, u32>,
@@ -192,6 +205,7 @@ impl<W: Write> Firefox<W> {
             interval_ns: 1_000_000,
             start_ns: 0,
             start_unix_ns: 0,
+            starts: Vec::new(),
             by_cpu: opts.separate.cpu,
             frames: Vec::new(),
             frame_ids: FxHashMap::default(),
@@ -268,7 +282,7 @@ impl<W: Write> Firefox<W> {
     #[allow(clippy::too_many_arguments)]
     fn place(
         &mut self,
-        (cpu, pid, tid): (u32, u32, u32),
+        (session, cpu, pid, tid): (u32, u32, u32, u32),
         comm: &str,
         process: &str,
         time_ns: u64,
@@ -276,9 +290,9 @@ impl<W: Write> Firefox<W> {
         frames: &[FrameId],
     ) -> io::Result<(usize, u32)> {
         let key = if self.by_cpu {
-            TrackKey::Cpu(cpu)
+            TrackKey::Cpu { session, cpu }
         } else {
-            TrackKey::Thread { pid, tid }
+            TrackKey::Thread { session, pid, tid }
         };
         let mut node = ROOT;
         if self.by_cpu {
@@ -292,13 +306,13 @@ impl<W: Write> Firefox<W> {
         let tracks = &mut self.tracks;
         let t = *self.track_ids.entry(key).or_insert_with(|| {
             let name = match key {
-                TrackKey::Cpu(cpu) => format!("CPU {cpu}"),
+                TrackKey::Cpu { cpu, .. } => format!("CPU {cpu}"),
                 TrackKey::Thread { .. } => comm.to_owned(),
             };
             tracks.push(Track {
                 key,
                 process_name: match key {
-                    TrackKey::Cpu(_) => name.clone(),
+                    TrackKey::Cpu { .. } => name.clone(),
                     TrackKey::Thread { .. } => process.to_owned(),
                 },
                 name,
@@ -322,9 +336,11 @@ impl<W: Write> Firefox<W> {
         Ok((t, node))
     }
 
-    /// A stream time as the profile's (ns since the first session's start).
-    fn since_start(&self, time_ns: u64) -> Timestamp {
-        Timestamp::from_nanos_since_reference(time_ns.saturating_sub(self.start_ns))
+    /// A stream time as kept: ns since its session's start (merged
+    /// sessions need not share a clock: each starts at 0).
+    fn rel(&self, session: u32, time_ns: u64) -> u64 {
+        let start = self.starts.get(session as usize).copied();
+        time_ns.saturating_sub(start.unwrap_or(self.start_ns))
     }
 
     /// Builds the profile and writes it.
@@ -440,10 +456,10 @@ impl<W: Write> Firefox<W> {
         let mut threads = Vec::with_capacity(order.len());
         for &t in &order {
             let track = &self.tracks[t];
-            let start = self.since_start(track.first_ns);
+            let start = Timestamp::from_nanos_since_reference(track.first_ns);
             let (pid, tid) = match track.key {
-                TrackKey::Thread { pid, tid } => (pid, tid),
-                TrackKey::Cpu(cpu) => (cpu, cpu),
+                TrackKey::Thread { pid, tid, .. } => (pid, tid),
+                TrackKey::Cpu { cpu, .. } => (cpu, cpu),
             };
             let process = *processes
                 .entry(track.key.process())
@@ -496,14 +512,13 @@ impl<W: Write> Firefox<W> {
             };
             for s in &samples {
                 let stack = stack_of(&mut profile, s.node);
-                let time =
-                    Timestamp::from_nanos_since_reference(s.time_ns.saturating_sub(self.start_ns));
+                let time = Timestamp::from_nanos_since_reference(s.time_ns);
                 profile.add_sample(thread, time, stack, CpuDelta::from_nanos(s.cpu_delta_ns), 1);
             }
             drop(samples);
             for o in &off {
                 let stack = stack_of(&mut profile, o.node);
-                let end = o.time_ns.saturating_sub(self.start_ns);
+                let end = o.time_ns;
                 let start = end.saturating_sub(o.total_ns);
                 let k = usize::from(!o.blocked);
                 let m = profile.add_marker(
@@ -526,12 +541,13 @@ impl<W: Write> Firefox<W> {
 
         if !self.session.is_empty() {
             let first = self.session.iter().map(SessionEvent::time_ns).min();
-            let start = self.since_start(first.unwrap_or(self.start_ns));
+            let start = Timestamp::from_nanos_since_reference(first.unwrap_or(0));
             let process = profile.add_process("profkit", 0, start);
             let thread = profile.add_thread(process, 0, start, false);
             profile.set_thread_name(thread, "session events");
             for e in &self.session {
-                let time = MarkerTiming::Instant(self.since_start(e.time_ns()));
+                let time =
+                    MarkerTiming::Instant(Timestamp::from_nanos_since_reference(e.time_ns()));
                 let marker = match e {
                     SessionEvent::Lost {
                         cpu, kind, count, ..
@@ -723,17 +739,18 @@ impl<W: Write> StreamSink for Firefox<W> {
     }
 
     fn sample(&mut self, s: &StreamSample<'_>) -> io::Result<()> {
+        let time_ns = self.rel(s.session, s.time_ns);
         let (t, node) = self.place(
-            (s.cpu, s.pid, s.tid),
+            (s.session, s.cpu, s.pid, s.tid),
             s.comm,
             s.process,
-            s.time_ns,
+            time_ns,
             s.table,
             s.frames,
         )?;
         let cpu_delta_ns = s.period_ns.unwrap_or(self.interval_ns);
         self.tracks[t].samples.push(Sample {
-            time_ns: s.time_ns,
+            time_ns,
             cpu_delta_ns,
             node,
         });
@@ -741,16 +758,17 @@ impl<W: Write> StreamSink for Firefox<W> {
     }
 
     fn off_cpu(&mut self, o: &StreamOffCpu<'_>) -> io::Result<()> {
+        let time_ns = self.rel(o.session, o.time_ns);
         let (t, node) = self.place(
-            (o.cpu, o.pid, o.tid),
+            (o.session, o.cpu, o.pid, o.tid),
             o.comm,
             o.process,
-            o.time_ns,
+            time_ns,
             o.table,
             o.frames,
         )?;
         self.tracks[t].off_cpu.push(OffCpu {
-            time_ns: o.time_ns,
+            time_ns,
             total_ns: o.total_ns,
             count: o.count,
             blocked: o.kind == OffCpuKind::Blocked,
@@ -762,24 +780,24 @@ impl<W: Write> StreamSink for Firefox<W> {
     fn marker(&mut self, m: &StreamMarker<'_>) -> io::Result<()> {
         match *m {
             StreamMarker::Lost {
+                session,
                 time_ns,
                 cpu,
                 kind,
                 count,
-                ..
             } => self.session.push(SessionEvent::Lost {
-                time_ns,
+                time_ns: self.rel(session, time_ns),
                 cpu,
                 kind,
                 count,
             }),
             StreamMarker::PartStart {
+                session,
                 time_ns,
                 number,
                 path,
-                ..
             } => self.session.push(SessionEvent::PartStart {
-                time_ns,
+                time_ns: self.rel(session, time_ns),
                 number,
                 path: path
                     .file_name()

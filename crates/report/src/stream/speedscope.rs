@@ -24,6 +24,8 @@
 //!   leaf `[off-CPU: blocked]` or `[off-CPU: runnable]`.
 //! - Frames are shared by the stream's frame ids: `symbol (image)`, or
 //!   `image+0xOFFSET` when unnamed; `file` is the binary's path.
+//! - `--merge`: each session's threads are profiles of their own, those of
+//!   the second and later sessions named `comm (pid/tid) [session N]`.
 //! - Profiles are sorted by total weight, heaviest first (the one speedscope
 //!   opens).
 //!
@@ -159,11 +161,12 @@ struct Track {
     total: u64,
 }
 
-/// Which profile a sample goes to.
+/// Which profile a sample goes to: a thread, or a CPU, of one session
+/// (`--merge`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum TrackKey {
-    Thread { pid: u32, tid: u32 },
-    Cpu(u32),
+    Thread { session: u32, pid: u32, tid: u32 },
+    Cpu { session: u32, cpu: u32 },
 }
 
 /// The speedscope sink: gathers samples per thread, writes the file at the
@@ -262,7 +265,7 @@ impl<W: Write> Speedscope<W> {
     #[allow(clippy::too_many_arguments)]
     fn add(
         &mut self,
-        (cpu, pid, tid): (u32, u32, u32),
+        (session, cpu, pid, tid): (u32, u32, u32, u32),
         comm: &str,
         table: &FrameTable,
         frames: &[FrameId],
@@ -270,9 +273,12 @@ impl<W: Write> Speedscope<W> {
         weight: u64,
     ) -> io::Result<()> {
         let (key, task) = if self.by_cpu {
-            (TrackKey::Cpu(cpu), Some(thread_label(comm, pid, tid)))
+            (
+                TrackKey::Cpu { session, cpu },
+                Some(thread_label(comm, pid, tid)),
+            )
         } else {
-            (TrackKey::Thread { pid, tid }, None)
+            (TrackKey::Thread { session, pid, tid }, None)
         };
         let node = self.stack(task.as_deref(), table, frames, leaf)?;
         let tracks = &mut self.tracks;
@@ -330,10 +336,16 @@ impl<W: Write> Speedscope<W> {
                 out.write_all(b",")?;
             }
             out.write_all(b"\n{\"type\":\"sampled\",\"name\":")?;
-            let name = match track.key {
-                TrackKey::Cpu(cpu) => format!("CPU {cpu}"),
-                TrackKey::Thread { pid, tid } => thread_label(&track.comm, pid, tid),
+            let (mut name, session) = match track.key {
+                TrackKey::Cpu { session, cpu } => (format!("CPU {cpu}"), session),
+                TrackKey::Thread { session, pid, tid } => {
+                    (thread_label(&track.comm, pid, tid), session)
+                }
             };
+            if session > 0 {
+                // The second and later sessions of --merge.
+                name = format!("{name} [session {}]", session + 1);
+            }
             json_str(out, &name)?;
             write!(
                 out,
@@ -400,7 +412,7 @@ impl<W: Write> StreamSink for Speedscope<W> {
             1
         };
         self.add(
-            (s.cpu, s.pid, s.tid),
+            (s.session, s.cpu, s.pid, s.tid),
             s.comm,
             s.table,
             s.frames,
@@ -421,7 +433,7 @@ impl<W: Write> StreamSink for Speedscope<W> {
             profkit_eventlog::OffCpuKind::Runnable => OFF_CPU_RUNNABLE,
         };
         self.add(
-            (o.cpu, o.pid, o.tid),
+            (o.session, o.cpu, o.pid, o.tid),
             o.comm,
             o.table,
             o.frames,

@@ -404,6 +404,60 @@ fn a_thread_renamed_by_exec_is_shown_by_its_new_name() {
     );
     let v = firefox(&path, &ReportOptions::default());
     let t = &v["threads"][0];
-    assert_eq!((&t["name"], &t["processName"]), (&"app".into(), &"app".into()));
+    assert_eq!(
+        (&t["name"], &t["processName"]),
+        (&"app".into(), &"app".into())
+    );
     assert_eq!(t["samples"]["length"], 5);
+}
+
+#[test]
+fn merged_sessions_are_processes_of_their_own_each_from_time_zero() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (pa, pb) = (standard(a.path(), true), standard(b.path(), true));
+    let open = || [Session::open(&pa).unwrap(), Session::open(&pb).unwrap()];
+    let mut out = Vec::new();
+    write_firefox(
+        &open(),
+        &ReportOptions::default(),
+        &sources(),
+        &NoProgress,
+        &mut out,
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let threads: Vec<&serde_json::Value> = v["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] != "session events")
+        .collect();
+    // 5 threads a session; the second's pids made unique by the crate ("10.1").
+    assert_eq!(threads.len(), 10);
+    let total: u64 = threads
+        .iter()
+        .map(|t| t["samples"]["length"].as_u64().unwrap())
+        .sum();
+    assert_eq!(total, 46);
+    let app: Vec<f64> = threads
+        .iter()
+        .filter(|t| fx_id(&t["tid"]) == 10)
+        .map(|t| t["registerTime"].as_f64().unwrap())
+        .collect();
+    assert_eq!(app.len(), 2);
+    assert_eq!(app[0], app[1], "each session from its own start");
+
+    let mut out = Vec::new();
+    write_speedscope(
+        &open(),
+        &ReportOptions::default(),
+        &sources(),
+        &NoProgress,
+        &mut out,
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let counts = speedscope_counts(&v);
+    assert_eq!(counts.len(), 10);
+    assert_eq!(counts["app (10/10)"], counts["app (10/10) [session 2]"]);
 }

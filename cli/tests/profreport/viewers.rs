@@ -36,8 +36,14 @@ const KALLSYMS: &str = "../testdata/symbols/kallsyms";
 type Counts = BTreeMap<(u32, u32), u64>;
 
 /// The unpacked speedscope package (`…/package`), fetched with npm the
-/// first time.
+/// first time (once per test binary; unpacked beside and renamed into
+/// place, so a run stopped half-way leaves no half package).
 fn speedscope_package() -> PathBuf {
+    static PACKAGE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PACKAGE.get_or_init(fetch_speedscope).clone()
+}
+
+fn fetch_speedscope() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("speedscope-{SPEEDSCOPE}"));
     let package = dir.join("package");
     if package
@@ -66,12 +72,19 @@ fn speedscope_package() -> PathBuf {
              (apt-get install npm)"
         ),
     }
+    let scratch = dir.join(format!("unpack-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).unwrap();
     let untar = Command::new("tar")
-        .args(["xzf", &tgz])
-        .current_dir(&dir)
+        .args(["xzf", &format!("../{tgz}")])
+        .current_dir(&scratch)
         .status()
         .expect("running tar");
     assert!(untar.success(), "unpacking {tgz} in {}", dir.display());
+    if !package.exists() {
+        std::fs::rename(scratch.join("package"), &package).expect("moving the package into place");
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
     package
 }
 

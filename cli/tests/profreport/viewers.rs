@@ -436,6 +436,17 @@ fn viewers_live_firefox_and_speedscope_threads_and_counts_equal_the_report() {
     assert!(text.contains("f_a (shares)"), "f_a not named");
     let text = std::fs::read_to_string(d.path().join("p.json")).unwrap();
     assert!(text.contains("\"f_a\""), "f_a not named");
+    // The workload is in the library list with its build-id.
+    let lib = fx["libs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == "shares")
+        .expect("shares in the libraries");
+    assert_eq!(lib["path"], shares.to_str().unwrap());
+    let code_id = lib["codeId"].as_str().expect("a code id");
+    assert_eq!(code_id.len(), 40, "{code_id}");
+    assert_ne!(lib["breakpadId"], "000000000000000000000000000000000");
 }
 
 #[test]

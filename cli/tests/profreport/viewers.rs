@@ -436,6 +436,30 @@ fn viewers_live_firefox_and_speedscope_threads_and_counts_equal_the_report() {
     assert!(text.contains("f_a (shares)"), "f_a not named");
     let text = std::fs::read_to_string(d.path().join("p.json")).unwrap();
     assert!(text.contains("\"f_a\""), "f_a not named");
+    // --separate=cpu: a track per CPU, each with the report's samples on it.
+    let mut all = args.clone();
+    all.extend(["-l", "--separate=cpu", "--format", "json"].map(String::from));
+    let mut per_cpu: BTreeMap<String, u64> = BTreeMap::new();
+    for r in rows(&profreport(&all).expect(0).json()) {
+        let cpu = r["cpu"].as_u64().expect("a cpu per row");
+        *per_cpu.entry(format!("CPU {cpu}")).or_default() += r["samples"].as_u64().unwrap();
+    }
+    let mut by_cpu = args.clone();
+    by_cpu.push("--separate=cpu".into());
+    let v = viewer(&by_cpu, "firefox", &d.path().join("cpu.json"));
+    let tracks: BTreeMap<String, u64> = v["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] != "session events")
+        .map(|t| {
+            (
+                t["processName"].as_str().unwrap().to_owned(),
+                t["samples"]["length"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(tracks, per_cpu);
     // The workload is in the library list with its build-id.
     let lib = fx["libs"]
         .as_array()

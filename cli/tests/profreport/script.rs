@@ -236,15 +236,13 @@ fn script_of_an_imported_perf_data_is_what_perf_script_prints() {
                     heads(y),
                     "sample {i}: perf's\n{x:#?}\nours\n{y:#?}"
                 );
-                // A sample taken inside execve, just before the rename:
-                // perf names it by the old name (the COMM record's time is
-                // after it), ours by the new one (the session's rename
-                // comes before it in the chunk).
+                // A sample taken inside execve, at the rename: perf names
+                // it by the COMM record's time, ours by where the rename
+                // sits in its chunk; either way both are the thread's
+                // names, one before and one after.
                 if x.comm != y.comm {
-                    let later = theirs[j..]
-                        .iter()
-                        .any(|b| b.tid == x.tid && b.comm == y.comm);
-                    assert!(later, "sample {i}: perf's\n{x:#?}\nours\n{y:#?}");
+                    let both = theirs.iter().any(|b| b.tid == x.tid && b.comm == y.comm);
+                    assert!(both, "sample {i}: perf's\n{x:#?}\nours\n{y:#?}");
                     renamed += 1;
                 }
                 assert!(
@@ -308,7 +306,7 @@ fn script_of_an_imported_perf_data_is_what_perf_script_prints() {
         "{cut} of {} stacks cut short of perf's",
         ours.len()
     );
-    eprintln!("{renamed} samples in execve named after the new program");
+    eprintln!("{renamed} samples in execve named by the other side of the rename");
     assert!(renamed * 100 <= ours.len(), "{renamed} samples renamed");
     // Ours is in time order.
     let t: Vec<f64> = ours.iter().map(|b| b.time.parse().unwrap()).collect();

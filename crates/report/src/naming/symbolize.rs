@@ -190,6 +190,25 @@ pub(crate) fn symbolize(
     progress: &dyn Progress,
     warnings: &mut Vec<String>,
 ) -> Result<FxHashMap<Cookie, Resolved>> {
+    symbolize_frames(sessions, agg, opts, sources, progress, warnings, false)
+}
+
+/// [`symbolize`], and with `return_addresses` each caller frame's return
+/// address as well as its call instruction (the sample stream names a
+/// caller whose call instruction is in no symbol by its return address,
+/// as perf does).
+///
+/// # Errors
+/// As [`symbolize`].
+pub(crate) fn symbolize_frames(
+    sessions: &[Session],
+    agg: &Aggregate,
+    opts: &ReportOptions,
+    sources: &SymbolSources,
+    progress: &dyn Progress,
+    warnings: &mut Vec<String>,
+    return_addresses: bool,
+) -> Result<FxHashMap<Cookie, Resolved>> {
     // Distinct offsets per binary.
     let mut offsets: FxHashMap<Cookie, Vec<u64>> = FxHashMap::default();
     for k in agg.counts.keys() {
@@ -218,10 +237,11 @@ pub(crate) fn symbolize(
                 .get(&f.cookie)
                 .is_some_and(|(e, _, _)| e.kind != CookieKind::Other);
             if known {
-                offsets
-                    .entry(f.cookie)
-                    .or_default()
-                    .push(f.offset.saturating_sub(1));
+                let v = offsets.entry(f.cookie).or_default();
+                v.push(f.offset.saturating_sub(1));
+                if return_addresses {
+                    v.push(f.offset);
+                }
             }
         }
     }

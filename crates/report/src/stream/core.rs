@@ -13,7 +13,7 @@ use crate::aggregate::{aggregate, Aggregate, KeyShape};
 use crate::error::{Error, Result};
 use crate::hash::FxHashMap;
 use crate::naming::apps::{Comms, Images};
-use crate::naming::symbolize::symbolize;
+use crate::naming::symbolize::symbolize_frames;
 use crate::options::{OffCpuMode, ReportOptions, SymbolSources};
 use crate::session::{check_merge, Session};
 use crate::spec::ProfileSpec;
@@ -22,26 +22,59 @@ use crate::Progress;
 /// "No stack" in an [`Item`].
 const NO_STACK: u32 = u32::MAX;
 
-/// What an [`Item`] is.
+/// What an [`Item`] that is not a sample is, kept in a [`Slab`] while
+/// the item waits.
 #[derive(Clone, Copy, Debug)]
 enum What {
-    Sample {
-        kernel: bool,
-        exact: bool,
-    },
     OffCpu {
         kind: OffCpuKind,
         count: u64,
         total_ns: u64,
     },
     Lost {
+        sess: u32,
         kind: LostKind,
         count: u64,
     },
     Part {
+        sess: u32,
         index: u32,
         number: u64,
     },
+}
+
+/// [`Item::what`]: a sample, with these flags; else [`OTHER`] and the
+/// index of its [`What`] in the [`Slab`].
+const KERNEL: u32 = 1;
+const EXACT: u32 = 2;
+const OTHER: u32 = 1 << 31;
+
+/// The payloads of the items that are not samples, while they wait (a
+/// slot is reused once its item is delivered: bounded by the buffer).
+#[derive(Default)]
+struct Slab {
+    slots: Vec<What>,
+    free: Vec<u32>,
+}
+
+impl Slab {
+    fn put(&mut self, w: What) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = w;
+                i
+            }
+            None => {
+                self.slots.push(w);
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    fn take(&mut self, i: u32) -> What {
+        self.free.push(i);
+        self.slots[i as usize]
+    }
 }
 
 /// One item waiting in the reorder buffer: everything it needs, as ids.
@@ -50,15 +83,13 @@ struct Item {
     time: u64,
     seq: u64,
     cpu: u32,
-    sess: u32,
-    pid: u32,
-    tid: u32,
-    comm: u32,
-    process: u32,
+    /// The task (thread, its names, its cgroup) in [`Threads::tasks`];
+    /// unused for markers.
+    task: u32,
     leaf: FrameId,
     stack: u32,
-    cgroup: u64,
-    what: What,
+    /// [`KERNEL`] | [`EXACT`] for a sample; [`OTHER`] | slab index.
+    what: u32,
 }
 
 impl Timed for Item {
@@ -78,8 +109,22 @@ struct Threads {
     names: Vec<Box<str>>,
     ids: FxHashMap<Box<str>, u32>,
     current: FxHashMap<(u32, u32, u32), u32>,
-    /// The last (session, pid, tid) looked up and its (comm, process).
-    last: Option<(Task, (u32, u32))>,
+    /// Each distinct (task, names, cgroup) an item refers to.
+    tasks: Vec<TaskNames>,
+    task_ids: FxHashMap<TaskNames, u32>,
+    /// The last (session, pid, tid, cgroup) looked up and its task.
+    last: Option<((Task, u64), u32)>,
+}
+
+/// A task as items refer to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct TaskNames {
+    sess: u32,
+    pid: u32,
+    tid: u32,
+    comm: u32,
+    process: u32,
+    cgroup: u64,
 }
 
 impl Threads {
@@ -99,17 +144,34 @@ impl Threads {
         self.last = None;
     }
 
-    /// (thread name, process name) of a task; a task the stream has not
-    /// met a name for yet gets its name from the whole session.
+    /// The task of a sample with its current names (a task the stream
+    /// has not met a name for yet gets its name from the whole session).
     #[inline]
-    fn of(&mut self, sess: u32, pid: u32, tid: u32, comms: &Comms) -> (u32, u32) {
-        let key = (sess, pid, tid);
+    fn task(&mut self, sess: u32, pid: u32, tid: u32, cgroup: u64, comms: &Comms) -> u32 {
+        let key = ((sess, pid, tid), cgroup);
         if let Some((k, v)) = self.last {
             if k == key {
                 return v;
             }
         }
-        let v = self.lookup(key, comms);
+        let (comm, process) = self.lookup(key.0, comms);
+        let t = TaskNames {
+            sess,
+            pid,
+            tid,
+            comm,
+            process,
+            cgroup,
+        };
+        let v = match self.task_ids.get(&t) {
+            Some(&v) => v,
+            None => {
+                let v = self.tasks.len() as u32;
+                self.tasks.push(t);
+                self.task_ids.insert(t, v);
+                v
+            }
+        };
         self.last = Some((key, v));
         v
     }
@@ -248,78 +310,95 @@ impl<S: StreamSink + ?Sized> Out<'_, S> {
         table: &FrameTable,
         stacks: &Stacks,
         threads: &Threads,
+        slab: &mut Slab,
     ) -> io::Result<()> {
-        let comm = threads.names.get(it.comm as usize).map_or("?", |s| s);
-        let process = threads.names.get(it.process as usize).map_or(comm, |s| s);
-        self.scratch.clear();
-        match it.what {
-            What::Sample { kernel, exact } => {
-                self.scratch.push(it.leaf);
-                self.scratch.extend_from_slice(stacks.get(it.stack));
-                self.summary.samples += 1;
-                if !exact {
-                    self.summary.round_middle += 1;
-                }
-                self.sink.sample(&StreamSample {
-                    session: it.sess,
-                    time_ns: it.time,
-                    time_exact: exact,
-                    cpu: it.cpu,
-                    pid: it.pid,
-                    tid: it.tid,
-                    comm,
-                    process,
-                    kernel,
-                    cgroup: it.cgroup,
-                    weight: 1,
-                    period_ns: self.period_ns,
-                    frames: &self.scratch,
-                    table,
-                })
+        let task = threads.tasks.get(it.task as usize).copied();
+        let name = |i: u32| threads.names.get(i as usize).map(|s| &**s);
+        let comm = task.and_then(|t| name(t.comm)).unwrap_or("?");
+        let process = task.and_then(|t| name(t.process)).unwrap_or(comm);
+        let t = task.unwrap_or(TaskNames {
+            sess: 0,
+            pid: 0,
+            tid: 0,
+            comm: 0,
+            process: 0,
+            cgroup: 0,
+        });
+        if it.what & OTHER == 0 {
+            self.scratch.clear();
+            self.scratch.push(it.leaf);
+            self.scratch.extend_from_slice(stacks.get(it.stack));
+            let exact = it.what & EXACT != 0;
+            self.summary.samples += 1;
+            if !exact {
+                self.summary.round_middle += 1;
             }
+            return self.sink.sample(&StreamSample {
+                session: t.sess,
+                time_ns: it.time,
+                time_exact: exact,
+                cpu: it.cpu,
+                pid: t.pid,
+                tid: t.tid,
+                comm,
+                process,
+                kernel: it.what & KERNEL != 0,
+                cgroup: t.cgroup,
+                weight: 1,
+                period_ns: self.period_ns,
+                frames: &self.scratch,
+                table,
+            });
+        }
+        match slab.take(it.what & !OTHER) {
             What::OffCpu {
                 kind,
                 count,
                 total_ns,
             } => {
+                self.scratch.clear();
                 self.scratch.push(it.leaf);
                 self.scratch.extend_from_slice(stacks.get(it.stack));
                 self.summary.off_cpu += 1;
                 self.sink.off_cpu(&StreamOffCpu {
-                    session: it.sess,
+                    session: t.sess,
                     time_ns: it.time,
                     cpu: it.cpu,
-                    pid: it.pid,
-                    tid: it.tid,
+                    pid: t.pid,
+                    tid: t.tid,
                     comm,
                     process,
                     kind,
                     count,
                     total_ns,
-                    cgroup: it.cgroup,
+                    cgroup: t.cgroup,
                     frames: &self.scratch,
                     table,
                 })
             }
-            What::Lost { kind, count } => {
+            What::Lost { sess, kind, count } => {
                 self.summary.markers += 1;
                 self.sink.marker(&StreamMarker::Lost {
-                    session: it.sess,
+                    session: sess,
                     time_ns: it.time,
                     cpu: it.cpu,
                     kind,
                     count,
                 })
             }
-            What::Part { index, number } => {
+            What::Part {
+                sess,
+                index,
+                number,
+            } => {
                 self.summary.markers += 1;
                 let path = self
                     .sessions
-                    .get(it.sess as usize)
+                    .get(sess as usize)
                     .and_then(|s| s.parts().get(index as usize))
                     .map_or(std::path::Path::new(""), |p| p.reader().path());
                 self.sink.marker(&StreamMarker::PartStart {
-                    session: it.sess,
+                    session: sess,
                     time_ns: it.time,
                     number,
                     path,
@@ -407,7 +486,6 @@ pub(super) fn stream_with<S: StreamSink + ?Sized>(
         off.fold_stacks();
         add_counts(&mut agg, off);
     }
-    add_return_addresses(&mut agg);
     let names_opts = ReportOptions {
         symbols: true,
         inline: false,
@@ -415,15 +493,24 @@ pub(super) fn stream_with<S: StreamSink + ?Sized>(
         stacks: true,
         ..opts.clone()
     };
-    let symbols = symbolize(
+    // Callers at their call instruction, and at their return address
+    // where that is in no symbol (as perf names them).
+    let symbols = symbolize_frames(
         sessions,
         &agg,
         &names_opts,
         sources,
         progress,
         &mut warnings,
+        true,
     )?;
-    let images = Images::new(&agg, opts.long_filenames, &mut warnings);
+    // The counts were for naming: the second pass needs the definitions
+    // only (cookies, threads, stacks), so the counts' memory is given back
+    // first (once the warnings about binaries never defined are said).
+    let _ = Images::new(&agg, opts.long_filenames, &mut warnings);
+    agg.counts = FxHashMap::default();
+    agg.stack_counts = FxHashMap::default();
+    let images = Images::new(&agg, opts.long_filenames, &mut Vec::new());
     let comms = Comms::new(&agg);
     let tables: FxHashMap<u32, &StackTable> =
         agg.stack_tables.iter().map(|(&f, t)| (f, t)).collect();
@@ -481,6 +568,7 @@ pub(super) fn stream_with<S: StreamSink + ?Sized>(
         stacks: Stacks::default(),
         threads: Threads::default(),
         buf: ReorderBuffer::new(cap),
+        slab: Slab::default(),
         filters,
         comms: &comms,
         tables: &tables,
@@ -516,18 +604,15 @@ pub(super) fn stream_with<S: StreamSink + ?Sized>(
                     .map(|x| x.number)
                     .filter(|_| win.is_none_or(|(lo, hi)| lo <= t && t < hi))
                 {
-                    let it = p.item(
-                        sess,
-                        0,
-                        0,
+                    p.push_other(
                         0,
                         t,
                         What::Part {
+                            sess,
                             index: pi as u32,
                             number,
                         },
                     );
-                    p.push(it);
                 }
             }
             for c in r.chunks() {
@@ -582,6 +667,7 @@ struct Pass<'a, 'n, S: ?Sized> {
     stacks: Stacks,
     threads: Threads,
     buf: ReorderBuffer<Item>,
+    slab: Slab,
     filters: Filters<'a>,
     comms: &'a Comms,
     tables: &'a FxHashMap<u32, &'a StackTable>,
@@ -591,24 +677,26 @@ struct Pass<'a, 'n, S: ?Sized> {
 }
 
 impl<S: StreamSink + ?Sized> Pass<'_, '_, S> {
+    /// An item of `task` at `time` on `cpu`.
     #[inline]
-    #[allow(clippy::too_many_arguments)]
-    fn item(&mut self, sess: u32, cpu: u32, pid: u32, tid: u32, time: u64, what: What) -> Item {
+    fn item(&mut self, cpu: u32, time: u64, task: u32, what: u32) -> Item {
         self.seq += 1;
         Item {
             time,
             seq: self.seq,
             cpu,
-            sess,
-            pid,
-            tid,
-            comm: u32::MAX,
-            process: u32::MAX,
+            task,
             leaf: 0,
             stack: NO_STACK,
-            cgroup: 0,
             what,
         }
+    }
+
+    /// A marker (or an off-CPU item, given its task, leaf and stack after).
+    fn push_other(&mut self, cpu: u32, time: u64, w: What) {
+        let i = self.slab.put(w);
+        let it = self.item(cpu, time, u32::MAX, OTHER | i);
+        self.push(it);
     }
 
     #[inline]
@@ -622,15 +710,17 @@ impl<S: StreamSink + ?Sized> Pass<'_, '_, S> {
             stacks,
             threads,
             buf,
+            slab,
             ..
         } = self;
         let table = &namer.table;
-        let r = buf.push(it, &mut |i| out.deliver(i, table, stacks, threads));
+        let r = buf.push(it, &mut |i| out.deliver(i, table, stacks, threads, slab));
         if let Err(e) = r {
             self.err = Some(e);
         }
     }
 
+    /// Releases what is older than `horizon` (`u64::MAX`: everything).
     fn release_before(&mut self, horizon: u64) {
         if self.err.is_some() {
             return;
@@ -641,31 +731,41 @@ impl<S: StreamSink + ?Sized> Pass<'_, '_, S> {
             stacks,
             threads,
             buf,
+            slab,
             ..
         } = self;
         let table = &namer.table;
-        if let Err(e) = buf.release_before(horizon, &mut |i| out.deliver(i, table, stacks, threads))
-        {
+        let mut deliver = |i| out.deliver(i, table, stacks, threads, slab);
+        let r = if horizon == u64::MAX {
+            buf.release_all(&mut deliver)
+        } else {
+            buf.release_before(horizon, &mut deliver)
+        };
+        if let Err(e) = r {
             self.err = Some(e);
         }
     }
 
     fn release_all(&mut self) {
-        if self.err.is_some() {
-            return;
-        }
-        let Pass {
-            out,
-            namer,
-            stacks,
-            threads,
-            buf,
-            ..
-        } = self;
-        let table = &namer.table;
-        if let Err(e) = buf.release_all(&mut |i| out.deliver(i, table, stacks, threads)) {
-            self.err = Some(e);
-        }
+        self.release_before(u64::MAX);
+    }
+
+    /// The leaf and stack frame ids of a sample or off-CPU item.
+    #[inline]
+    fn frames(
+        &mut self,
+        file: u32,
+        cookie: Cookie,
+        offset: u64,
+        kernel: bool,
+        stack: Option<u32>,
+    ) -> (FrameId, u32) {
+        let leaf = self.namer.frame(cookie, offset, kernel, false);
+        let stack = match stack {
+            Some(id) => self.stacks.id(file, id, self.tables, self.namer),
+            None => NO_STACK,
+        };
+        (leaf, stack)
     }
 }
 
@@ -706,36 +806,12 @@ fn decode<S: StreamSink + ?Sized>(
                 return;
             }
             let comms = p.comms;
-            let (comm, process) = p.threads.of(sess, s.pid, s.tid, comms);
-            let leaf = p.namer.frame(s.cookie, s.offset, s.kernel, false);
-            let stack = match s.stack {
-                Some(id) => {
-                    let Pass {
-                        stacks,
-                        namer,
-                        tables,
-                        ..
-                    } = &mut *p;
-                    stacks.id(file, id, tables, namer)
-                }
-                None => NO_STACK,
-            };
-            let mut it = p.item(
-                sess,
-                s.cpu,
-                s.pid,
-                s.tid,
-                time,
-                What::Sample {
-                    kernel: s.kernel,
-                    exact,
-                },
-            );
-            it.comm = comm;
-            it.process = process;
+            let task = p.threads.task(sess, s.pid, s.tid, s.cgroup, comms);
+            let (leaf, stack) = p.frames(file, s.cookie, s.offset, s.kernel, s.stack);
+            let flags = if s.kernel { KERNEL } else { 0 } | if exact { EXACT } else { 0 };
+            let mut it = p.item(s.cpu, time, task, flags);
             it.leaf = leaf;
             it.stack = stack;
-            it.cgroup = s.cgroup;
             p.push(it);
         },
         |m| {
@@ -746,8 +822,7 @@ fn decode<S: StreamSink + ?Sized>(
             match m {
                 Event::Comm { pid, tid, comm, .. } => p.threads.rename(sess, pid, tid, &comm),
                 Event::Lost { cpu, kind, count } if round_in => {
-                    let it = p.item(sess, cpu, 0, 0, c.time, What::Lost { kind, count });
-                    p.push(it);
+                    p.push_other(cpu, c.time, What::Lost { sess, kind, count });
                 }
                 Event::OffCpu {
                     cpu,
@@ -766,37 +841,16 @@ fn decode<S: StreamSink + ?Sized>(
                         return;
                     }
                     let comms = p.comms;
-                    let (comm, process) = p.threads.of(sess, pid, tid, comms);
-                    let leaf = p.namer.frame(cookie, offset, kernel, false);
-                    let stack = match stack {
-                        Some(id) => {
-                            let Pass {
-                                stacks,
-                                namer,
-                                tables,
-                                ..
-                            } = &mut *p;
-                            stacks.id(file, id, tables, namer)
-                        }
-                        None => NO_STACK,
-                    };
-                    let mut it = p.item(
-                        sess,
-                        cpu,
-                        pid,
-                        tid,
-                        c.time,
-                        What::OffCpu {
-                            kind,
-                            count,
-                            total_ns,
-                        },
-                    );
-                    it.comm = comm;
-                    it.process = process;
+                    let task = p.threads.task(sess, pid, tid, cgroup, comms);
+                    let (leaf, stack) = p.frames(file, cookie, offset, kernel, stack);
+                    let i = p.slab.put(What::OffCpu {
+                        kind,
+                        count,
+                        total_ns,
+                    });
+                    let mut it = p.item(cpu, c.time, task, OTHER | i);
                     it.leaf = leaf;
                     it.stack = stack;
-                    it.cgroup = cgroup;
                     p.push(it);
                 }
                 _ => {}
@@ -814,36 +868,5 @@ fn add_counts(agg: &mut Aggregate, off: Aggregate) {
     for (k, v) in off.counts {
         let c = agg.counts.entry(k).or_insert(0);
         *c = c.saturating_add(v);
-    }
-}
-
-/// Asks the symbolizer for each caller frame's return address too (the
-/// report asks for the call instruction, return address − 1): a caller
-/// whose call instruction is in no symbol is named by its return address,
-/// as perf names every caller (a frame-pointer walk's stray frame at a
-/// function's first byte; a call that ends an unsized symbol, as `_start`'s
-/// fall-through into `_dl_start_user`).
-fn add_return_addresses(agg: &mut Aggregate) {
-    let mut seen: crate::hash::FxHashSet<(u32, u32)> = Default::default();
-    let mut extra = Vec::new();
-    for &(_, file, stack) in agg.stack_counts.keys() {
-        if stack == crate::aggregate::NO_STACK || !seen.insert((file, stack)) {
-            continue;
-        }
-        let Some(frames) = agg.stack_tables.get(&file).and_then(|t| t.get(stack)) else {
-            continue;
-        };
-        extra.extend(frames.iter().map(|f| crate::aggregate::Key {
-            sess: 0,
-            cpu: 0,
-            pid: 0,
-            tid: 0,
-            cookie: f.cookie,
-            offset: f.offset,
-            cgroup: 0,
-        }));
-    }
-    for k in extra {
-        agg.counts.entry(k).or_insert(0);
     }
 }

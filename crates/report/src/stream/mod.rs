@@ -48,7 +48,9 @@
 //! its round's middle, `(previous round's time + its round's time) / 2`),
 //! CPU, process and thread ids, thread and process names (as the stream
 //! met them: a thread renamed by `exec` is shown by its new name from the
-//! rename on), weight (1 sample; the sampling period in ns for
+//! rename on, in the order the chunks hold them; a sample taken on another
+//! CPU within the same round as the rename may carry the other name, as
+//! markers carry no time), weight (1 sample; the sampling period in ns for
 //! `cpu-clock`/`task-clock` when the header tells it), and its frames,
 //! innermost first: the sampled instruction, then the callers of its stack
 //! (sessions recorded with `-g` or `--call-graph`). Each frame is a

@@ -49,6 +49,9 @@ pub struct ScriptSink<W: Write> {
     /// when first needed.
     lines: Vec<Option<Box<[u8]>>>,
     buf: Vec<u8>,
+    /// The last command seen, and its cleaned text.
+    comm: String,
+    comm_text: Vec<u8>,
 }
 
 impl<W: Write> ScriptSink<W> {
@@ -60,6 +63,8 @@ impl<W: Write> ScriptSink<W> {
             callchain: false,
             lines: Vec::new(),
             buf: Vec::with_capacity(4096),
+            comm: String::new(),
+            comm_text: Vec::new(),
         }
     }
 
@@ -67,15 +72,21 @@ impl<W: Write> ScriptSink<W> {
     pub fn into_inner(self) -> W {
         self.out
     }
+}
 
-    fn line(&mut self, id: FrameId, table: &FrameTable) -> &[u8] {
-        let i = id as usize;
-        if i >= self.lines.len() {
-            self.lines.resize(i + 1, None);
-        }
-        let callchain = self.callchain;
-        self.lines[i].get_or_insert_with(|| frame_line(table, table.frame(id), callchain))
+/// Frame `id`'s line, built on first use.
+#[inline]
+fn line<'l>(
+    lines: &'l mut Vec<Option<Box<[u8]>>>,
+    callchain: bool,
+    id: FrameId,
+    table: &FrameTable,
+) -> &'l [u8] {
+    let i = id as usize;
+    if i >= lines.len() {
+        lines.resize(i + 1, None);
     }
+    lines[i].get_or_insert_with(|| frame_line(table, table.frame(id), callchain))
 }
 
 /// A frame's line after the header (or in the call stack).
@@ -189,17 +200,17 @@ impl<W: Write> StreamSink for ScriptSink<W> {
         let mut buf = std::mem::take(&mut self.buf);
         buf.clear();
         let mut num = [0u8; 20];
-        // comm
-        if self.callchain {
-            push_clean(&mut buf, s.comm);
-        } else {
-            let start = buf.len();
-            push_clean(&mut buf, s.comm);
-            let n = buf.len() - start;
-            if n < 16 {
-                buf.splice(start..start, std::iter::repeat_n(b' ', 16 - n));
-            }
+        // comm, cleaned once per distinct name in a row
+        if s.comm != self.comm || self.comm_text.is_empty() {
+            self.comm.clear();
+            self.comm.push_str(s.comm);
+            self.comm_text.clear();
+            push_clean(&mut self.comm_text, s.comm);
         }
+        if !self.callchain && self.comm_text.len() < 16 {
+            buf.extend(std::iter::repeat_n(b' ', 16 - self.comm_text.len()));
+        }
+        buf.extend_from_slice(&self.comm_text);
         buf.push(b' ');
         // %5d/%-5d
         push_right(&mut buf, dec_digits(u64::from(s.pid), &mut num), 5);
@@ -233,20 +244,25 @@ impl<W: Write> StreamSink for ScriptSink<W> {
         push_right(&mut buf, &t[..n], 12);
         buf.extend_from_slice(b": ");
         buf.extend_from_slice(&self.event);
-        if self.callchain {
+        // Frame lines go straight to the writer (one copy of each).
+        let r = if self.callchain {
             buf.push(b'\n');
-            for &id in s.frames {
-                buf.extend_from_slice(self.line(id, s.table));
-            }
-            buf.push(b'\n');
+            (|| {
+                self.out.write_all(&buf)?;
+                for &id in s.frames {
+                    self.out
+                        .write_all(line(&mut self.lines, true, id, s.table))?;
+                }
+                self.out.write_all(b"\n")
+            })()
         } else {
             buf.push(b' ');
             match s.frames.first() {
-                Some(&id) => buf.extend_from_slice(self.line(id, s.table)),
+                Some(&id) => buf.extend_from_slice(line(&mut self.lines, false, id, s.table)),
                 None => buf.push(b'\n'),
             }
-        }
-        let r = self.out.write_all(&buf);
+            self.out.write_all(&buf)
+        };
         self.buf = buf;
         r
     }

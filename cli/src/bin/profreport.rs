@@ -60,7 +60,9 @@ SAMPLE STREAMS (every sample in time order, with its thread, time and call stack
   profreport --format script | stackcollapse-perf.pl | flamegraph.pl > out.svg
   profreport --format jsonl tgid:1234 --time 10,20 > s.jsonl   one JSON object per sample (jq, pandas)
   profreport --format firefox -o profile.json   for https://profiler.firefox.com (Load a profile from file)
-  profreport --format speedscope -o s.json      for https://www.speedscope.app
+  profreport --format speedscope -o s.json      for https://www.speedscope.app (or npx speedscope s.json)
+  profreport --format firefox --separate=cpu -o cpus.json   one track per CPU, stacks under their task
+  profreport --format speedscope --off-cpu -o s.json        off-CPU time (sessions recorded with --off-cpu)
   (profile specs, --time, --merge, --import and -o apply; sessions written before per-sample
   times place each sample at the middle of its sync round, and say so)
 

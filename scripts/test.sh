@@ -6,13 +6,27 @@ cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 # Tools the tests use that a fresh Debian machine may lack (the service
-# test: strace and systemd-analyze).
+# test: strace and systemd-analyze; the speedscope schema test: npm).
 need=()
 command -v strace >/dev/null || need+=(strace)
 command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v npm >/dev/null || need+=(npm)
 if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "== installing ${need[*]}"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# speedscope's npm package, whose dist/release/file-format-schema.json the
+# viewers test validates `--format speedscope` against: fetched once into
+# target/tmp (never into the repository); the test fetches it itself when
+# run alone. Keep the version in step with SPEEDSCOPE in
+# cli/tests/profreport/viewers.rs.
+speedscope=1.25.0
+ss_dir="${CARGO_TARGET_DIR:-target}/tmp/speedscope-$speedscope"
+if [ ! -f "$ss_dir/package/dist/release/file-format-schema.json" ] && command -v npm >/dev/null; then
+    echo "== fetching speedscope@$speedscope (its file-format schema) into $ss_dir"
+    mkdir -p "$ss_dir"
+    (cd "$ss_dir" && npm pack --silent "speedscope@$speedscope" >/dev/null && tar xzf "speedscope-$speedscope.tgz")
 fi
 
 # The kernel lowers kernel.perf_event_max_sample_rate by itself when

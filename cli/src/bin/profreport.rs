@@ -61,7 +61,9 @@ SAMPLE STREAMS (every sample in time order, with its thread, time and call stack
   profreport --format script | stackcollapse-perf.pl | flamegraph.pl > out.svg
   profreport --format jsonl tgid:1234 --time 10,20 > s.jsonl   one JSON object per sample (jq, pandas)
   profreport --format firefox -o profile.json   for https://profiler.firefox.com (Load a profile from file)
-  profreport --format speedscope -o s.json      for https://www.speedscope.app
+  profreport --format speedscope -o s.json      for https://www.speedscope.app (or npx speedscope s.json)
+  profreport --format firefox --separate=cpu -o cpus.json   one track per CPU, stacks under their task
+  profreport --format speedscope --off-cpu -o s.json        off-CPU time (sessions recorded with --off-cpu)
   (profile specs, --time, --merge, --import and -o apply; sessions written before per-sample
   times place each sample at the middle of its sync round, and say so)
 
@@ -505,9 +507,19 @@ fn validate(opt: Opt) -> Result<Config, String> {
 /// Refuses what a stream of samples cannot honour: report shapes (rows,
 /// columns, thresholds, call-graph blocks, timelines), and what it does
 /// not do (inlined frames, off-CPU weighting: an `--off-cpu` session's
-/// off-CPU time is streamed as items of its own).
+/// off-CPU time is streamed as items of its own). The viewers' formats
+/// take `--separate=cpu` (one track or profile per CPU; `thread`, their
+/// default, is accepted), and speedscope `--off-cpu[=KIND]` (off-CPU time
+/// instead of samples, as the report).
 fn stream_conflicts(opt: &Opt, f: StreamFormat) -> Result<(), String> {
     let name = f.name();
+    let viewer = matches!(f, StreamFormat::Firefox | StreamFormat::Speedscope);
+    let separate_taken = viewer
+        && Separate {
+            cpu: false,
+            thread: false,
+            ..opt.separate
+        } == Separate::default();
     let refused: [(bool, &str); 17] = [
         (opt.timeline.is_some(), "--timeline"),
         (opt.callgraph, "--callgraph"),
@@ -515,7 +527,10 @@ fn stream_conflicts(opt: &Opt, f: StreamFormat) -> Result<(), String> {
         (opt.annotate.is_some(), "--annotate"),
         (opt.wall, "--wall"),
         (!opt.diff.is_empty(), "--diff"),
-        (opt.separate != Separate::default(), "--separate"),
+        (
+            opt.separate != Separate::default() && !separate_taken,
+            "--separate",
+        ),
         (opt.app, "--app"),
         (opt.threshold != 0.0, "--threshold"),
         (opt.sort != SortKey::Samples, "--sort"),
@@ -525,14 +540,22 @@ fn stream_conflicts(opt: &Opt, f: StreamFormat) -> Result<(), String> {
         (opt.exclude_dependent, "--exclude-dependent"),
         (opt.debug_info, "--debug-info"),
         (opt.inline, "--inline"),
-        (opt.off_cpu.is_some(), "--off-cpu"),
+        (
+            opt.off_cpu.is_some() && f != StreamFormat::Speedscope,
+            "--off-cpu",
+        ),
     ];
     if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
         let why = match *flag {
+            "--off-cpu" if f == StreamFormat::Firefox => {
+                "the Firefox profile always shows the off-CPU time of a session recorded with \
+                 --off-cpu, as interval markers on each thread beside its samples"
+            }
             "--off-cpu" => {
                 "a stream gives the off-CPU time of a session recorded with --off-cpu as items \
                  of their own, beside the samples"
             }
+            "--separate" if viewer => "it takes --separate=cpu (one track per CPU) only",
             "--inline" => "a stream gives the frames as recorded, without inlined functions",
             "--timeline" => "a stream is already in time order (use --time START,END for a window)",
             _ => "it is every sample in time order, not a report of rows",

@@ -24,4 +24,5 @@ mod rotation;
 mod script;
 mod times;
 mod util;
+mod viewers;
 mod window;

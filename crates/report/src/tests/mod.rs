@@ -210,3 +210,4 @@ mod offcpu;
 mod parts;
 mod sessions;
 mod times;
+mod viewers;

@@ -102,7 +102,7 @@ fn defs(enc: &mut ChunkEncoder) {
 /// on CPU. Thread 11: blocked 1.5 ms in local_helper ← arch_weak_hook ←
 /// main, runnable 2 ms in schedule ← schedule ← main, 2 samples. The
 /// session is sampled at 1000 Hz: a sample is 1 ms.
-fn off_session(dir: &std::path::Path) -> PathBuf {
+pub(super) fn off_session(dir: &std::path::Path) -> PathBuf {
     let path = dir.join(SESSION_FILE);
     let mut w = SessionWriter::create(&path, &header(true)).unwrap();
     let mut enc = ChunkEncoder::new();

@@ -123,7 +123,7 @@ fn flat_round(r: u64, first_of_part: bool) -> Round {
 
 /// Parts `numbers` of a flat session of 4 rounds per part, the last one
 /// `session.pkl`; every part with a footer.
-fn flat_parts(dir: &std::path::Path, numbers: std::ops::RangeInclusive<u64>) {
+pub(super) fn flat_parts(dir: &std::path::Path, numbers: std::ops::RangeInclusive<u64>) {
     let last = *numbers.end();
     for n in numbers {
         let rounds: Vec<Round> = (0..4)

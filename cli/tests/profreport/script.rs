@@ -28,8 +28,6 @@ struct Block {
     frames: Vec<(String, String, String)>,
 }
 
-/// Samples per (pid, tid, cpu): perf's and ours.
-type PerThread<'a> = BTreeMap<(String, String, String), (Vec<&'a Block>, Vec<&'a Block>)>;
 
 /// Parses perf script's text with call stacks: a header line, frame
 /// lines (a tab, the ip, the symbol, the binary in parentheses), a blank
@@ -205,94 +203,54 @@ fn script_of_an_imported_perf_data_is_what_perf_script_prints() {
             a.frames.len() == b.frames.len()
         };
 
-    // Sessions written before per-sample times place each sample at its
-    // round's middle (and say so): order and times can then only agree
-    // per round. With exact times every block is perf's, in perf's order
-    // (samples with the same time on two CPUs in either order).
-    let exact = !run.stderr.contains("before per-sample times");
+    // An import keeps perf's nanoseconds (format version 6): every block
+    // is perf's, in perf's order (samples with the same time on two CPUs
+    // in either order).
+    assert!(
+        !run.stderr.contains("before per-sample times"),
+        "an import of a perf.data file with times gave samples without: {}",
+        run.stderr
+    );
     let mut renamed = 0usize;
-    if exact {
-        let mut i = 0;
-        while i < theirs.len() {
-            let t = &theirs[i].time;
-            let j = i + theirs[i..].iter().take_while(|b| &b.time == t).count();
-            let mut a: Vec<&Block> = theirs[i..j].iter().collect();
-            let mut b: Vec<&Block> = ours[i..j.min(ours.len())].iter().collect();
-            a.sort();
-            b.sort();
-            assert_eq!(a.len(), b.len(), "at sample {i} (time {t})");
-            for (x, y) in a.iter().zip(&b) {
-                let heads = |k: &Block| {
-                    (
-                        k.time.clone(),
-                        k.cpu.clone(),
-                        k.pid.clone(),
-                        k.tid.clone(),
-                        k.event.clone(),
-                    )
-                };
-                assert_eq!(
-                    heads(x),
-                    heads(y),
-                    "sample {i}: perf's\n{x:#?}\nours\n{y:#?}"
-                );
-                // A sample taken inside execve, at the rename: perf names
-                // it by the COMM record's time, ours by where the rename
-                // sits in its chunk; either way both are the thread's
-                // names, one before and one after.
-                if x.comm != y.comm {
-                    let both = theirs.iter().any(|b| b.tid == x.tid && b.comm == y.comm);
-                    assert!(both, "sample {i}: perf's\n{x:#?}\nours\n{y:#?}");
-                    renamed += 1;
-                }
-                assert!(
-                    same_frames(x, y, &mut frames, &mut tolerated, &mut cut),
-                    "sample {i}: perf's\n{x:#?}\nours\n{y:#?}"
-                );
+    let mut i = 0;
+    while i < theirs.len() {
+        let t = &theirs[i].time;
+        let j = i + theirs[i..].iter().take_while(|b| &b.time == t).count();
+        let mut a: Vec<&Block> = theirs[i..j].iter().collect();
+        let mut b: Vec<&Block> = ours[i..j.min(ours.len())].iter().collect();
+        a.sort();
+        b.sort();
+        assert_eq!(a.len(), b.len(), "at sample {i} (time {t})");
+        for (x, y) in a.iter().zip(&b) {
+            let heads = |k: &Block| {
+                (
+                    k.time.clone(),
+                    k.cpu.clone(),
+                    k.pid.clone(),
+                    k.tid.clone(),
+                    k.event.clone(),
+                )
+            };
+            assert_eq!(
+                heads(x),
+                heads(y),
+                "sample {i}: perf's\n{x:#?}\nours\n{y:#?}"
+            );
+            // A sample taken inside execve, at the rename: perf names
+            // it by the COMM record's time, ours by where the rename
+            // sits in its chunk; either way both are the thread's
+            // names, one before and one after.
+            if x.comm != y.comm {
+                let both = theirs.iter().any(|b| b.tid == x.tid && b.comm == y.comm);
+                assert!(both, "sample {i}: perf's\n{x:#?}\nours\n{y:#?}");
+                renamed += 1;
             }
-            i = j;
+            assert!(
+                same_frames(x, y, &mut frames, &mut tolerated, &mut cut),
+                "sample {i}: perf's\n{x:#?}\nours\n{y:#?}"
+            );
         }
-    } else {
-        eprintln!("note: round-middle times: comparing samples per thread and CPU, in order");
-        // Per (pid, tid, cpu), each CPU's samples of a thread are in ring
-        // order in both, hence the same sequence.
-        let mut per: PerThread<'_> = BTreeMap::new();
-        for b in &theirs {
-            per.entry((b.pid.clone(), b.tid.clone(), b.cpu.clone()))
-                .or_default()
-                .0
-                .push(b);
-        }
-        for b in &ours {
-            per.entry((b.pid.clone(), b.tid.clone(), b.cpu.clone()))
-                .or_default()
-                .1
-                .push(b);
-        }
-        for (k, (a, b)) in &per {
-            assert_eq!(a.len(), b.len(), "samples of {k:?}");
-            for (x, y) in a.iter().zip(b) {
-                assert_eq!((&x.comm, &x.event), (&y.comm, &y.event), "{k:?}");
-                assert!(
-                    same_frames(x, y, &mut frames, &mut tolerated, &mut cut),
-                    "{k:?}: perf's\n{x:#?}\nours\n{y:#?}"
-                );
-            }
-        }
-        // Times: ours is its round's middle, at most half a round (125 ms)
-        // and the drain's overlap from perf's.
-        let secs = |t: &str| t.parse::<f64>().unwrap();
-        for (k, (a, b)) in &per {
-            for (x, y) in a.iter().zip(b) {
-                let dt = (secs(&x.time) - secs(&y.time)).abs();
-                assert!(
-                    dt <= 0.3,
-                    "{k:?}: perf's {} against ours {}",
-                    x.time,
-                    y.time
-                );
-            }
-        }
+        i = j;
     }
     eprintln!(
         "{frames} frames, {tolerated} named otherwise by perf, {cut} stacks cut at an unplaced caller"

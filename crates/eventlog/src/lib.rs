@@ -10,8 +10,11 @@
 //! ([`ChunkEncoder::sample_with_stack`], [`ExpandedSample::stack`]) and the
 //! [`Event::StackDef`] markers that define each stack's [`Frame`]s once
 //! (or [`Event::StackDefOn`], version 3: its own frames on an older
-//! stack), collected by readers into a [`StackTable`]. The byte-exact specification
-//! is `docs/FORMAT.md`.
+//! stack), collected by readers into a [`StackTable`]. Since version 6 each
+//! sample may carry its own time ([`ChunkEncoder::time`],
+//! [`ExpandedSample::time`]: CLOCK_MONOTONIC ns, delta-coded against the
+//! CPU run's last time and step, in the chunk's `TimeUnit` ticks). The
+//! byte-exact specification is `docs/FORMAT.md`.
 //!
 //! Cookie derivation is part of the format too ([`cookie`]): the cookie and
 //! [`CookieEntry`] of each kind of code (user file, kernel, module,

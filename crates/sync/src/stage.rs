@@ -429,7 +429,8 @@ impl SyncStage {
     /// Sets the resolution of the sample times it writes (ns per tick;
     /// [`crate::SAMPLE_TIME_UNIT_NS`] unless set): an import asks for 1,
     /// so that its samples keep perf's nanoseconds and their order.
-    /// Takes effect from the next round on.
+    /// Takes effect at once when no timed sample was written this round,
+    /// else from the next round on.
     pub fn set_time_unit(&mut self, ns: u64) {
         self.out.enc.set_time_unit(ns);
     }

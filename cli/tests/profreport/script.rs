@@ -28,7 +28,6 @@ struct Block {
     frames: Vec<(String, String, String)>,
 }
 
-
 /// Parses perf script's text with call stacks: a header line, frame
 /// lines (a tab, the ip, the symbol, the binary in parentheses), a blank
 /// line.

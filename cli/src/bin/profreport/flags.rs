@@ -1,22 +1,15 @@
-//! `profreport`: opreport-style reports of a profkit session.
-//! Flags and glue only: the work is in `profkit-report`.
-#![forbid(unsafe_code)]
+//! `profreport`'s command line: the flags, their value parsers and the
+//! checks clap cannot make ([`validate`]), which turn them into a
+//! [`Config`] or a usage error (exit 2).
 
-use std::io::{self, BufWriter, IsTerminal, Write};
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::io::{self, IsTerminal};
+use std::path::PathBuf;
 
-use anyhow::{Context, Result};
 use clap::Parser;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use profkit_daemon::{daemon_state, DaemonState};
-use profkit_report::stream::{write_stream, StreamFormat};
+use profkit_report::stream::StreamFormat;
 use profkit_report::{
-    build_report, diff_reports, printable, render_colored, write_diff, write_flamegraph,
-    AnnotateOptions, Column, Format, Liveness, OffCpuMode, ProfileSpec, Progress, Report,
-    ReportOptions, Separate, Session, SortKey, SymbolSources, TimeSpec, SESSION_FILE,
+    AnnotateOptions, Format, OffCpuMode, ProfileSpec, ReportOptions, Separate, SortKey,
+    SymbolSources, TimeSpec,
 };
 
 const AFTER_HELP: &str = "PROFILE SPECS (positional, combinable; OProfile's syntax):
@@ -193,7 +186,7 @@ fn timeline_step(s: &str) -> Result<TimelineStep, String> {
     about = "Report a profkit session: binaries, symbols, per CPU or thread (opreport-style)",
     after_help = AFTER_HELP
 )]
-struct Opt {
+pub(super) struct Opt {
     /// Profile specs: cpu:LIST tgid:LIST tid:LIST image:GLOB image-exclude:GLOB.
     #[arg(value_name = "SPEC")]
     specs: Vec<String>,
@@ -338,23 +331,23 @@ struct Opt {
 }
 
 /// A validated command line.
-struct Config {
-    dirs: Vec<PathBuf>,
-    import: Option<PathBuf>,
-    diff: Option<(PathBuf, PathBuf)>,
-    output: Option<PathBuf>,
-    options: ReportOptions,
-    sources: SymbolSources,
-    format: Format,
+pub(super) struct Config {
+    pub(super) dirs: Vec<PathBuf>,
+    pub(super) import: Option<PathBuf>,
+    pub(super) diff: Option<(PathBuf, PathBuf)>,
+    pub(super) output: Option<PathBuf>,
+    pub(super) options: ReportOptions,
+    pub(super) sources: SymbolSources,
+    pub(super) format: Format,
     /// A stream of samples instead of a report.
-    stream: Option<StreamFormat>,
-    wall: bool,
-    progress: bool,
-    verbose: bool,
+    pub(super) stream: Option<StreamFormat>,
+    pub(super) wall: bool,
+    pub(super) progress: bool,
+    pub(super) verbose: bool,
 }
 
 /// Validation that clap cannot do: profile specs. Errors are usage errors.
-fn validate(opt: Opt) -> Result<Config, String> {
+pub(super) fn validate(opt: Opt) -> Result<Config, String> {
     let spec = ProfileSpec::parse(&opt.specs).map_err(|e| e.to_string())?;
     if let Some(k) = &opt.kallsyms {
         if !k.is_file() {
@@ -567,337 +560,6 @@ fn stream_conflicts(opt: &Opt, f: StreamFormat) -> Result<(), String> {
     Ok(())
 }
 
-/// A progress bar on stderr that appears only once the report has taken a
-/// second, and only on a terminal.
-struct Bar {
-    bar: ProgressBar,
-    started: Instant,
-    enabled: bool,
-    shown: AtomicBool,
-}
-
-impl Bar {
-    fn new(enabled: bool) -> Bar {
-        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden());
-        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg}: {pos}/{len} [{elapsed}]")
-        {
-            bar.set_style(style);
-        }
-        Bar {
-            bar,
-            started: Instant::now(),
-            enabled: enabled && io::stderr().is_terminal(),
-            shown: AtomicBool::new(false),
-        }
-    }
-
-    fn maybe_show(&self) {
-        if self.enabled
-            && !self.shown.load(Ordering::Relaxed)
-            && self.started.elapsed() > Duration::from_secs(1)
-            && !self.shown.swap(true, Ordering::Relaxed)
-        {
-            self.bar.set_draw_target(ProgressDrawTarget::stderr());
-            self.bar.enable_steady_tick(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Progress for Bar {
-    fn start(&self, phase: &'static str, total: u64) {
-        self.bar.set_message(phase);
-        self.bar.set_length(total);
-        self.bar.set_position(0);
-        self.maybe_show();
-    }
-    fn advance(&self, n: u64) {
-        self.bar.inc(n);
-        self.maybe_show();
-    }
-    fn finish(&self) {
-        self.bar.finish_and_clear();
-    }
-}
-
-fn liveness(dir: &Path) -> Liveness {
-    let dir = if dir.is_file() {
-        dir.parent().unwrap_or(Path::new("."))
-    } else {
-        dir
-    };
-    match daemon_state(dir) {
-        Ok(DaemonState::Running { .. }) => Liveness::Running,
-        Ok(_) => Liveness::NotRunning,
-        Err(_) => Liveness::Unknown,
-    }
-}
-
-/// Opens a session (all parts of a rotated one; with `--time`, only the
-/// parts the window needs).
-fn open(dir: &Path, window: Option<&TimeSpec>) -> Result<Session> {
-    let mut s = Session::open_window(dir, window)
-        .with_context(|| format!("reading the session in {}", dir.display()))?;
-    s.set_liveness(liveness(dir));
-    Ok(s)
-}
-
-fn print_warnings(report: &Report, verbose: bool) {
-    for line in report.warning_lines(verbose) {
-        eprintln!("profreport: warning: {}", profkit_eventlog::shown(&line));
-    }
-}
-
-/// A scratch directory for an imported perf.data, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    /// A private (0700) scratch directory; those left by a crashed
-    /// `profreport` of ours (its pid gone) are removed first.
-    fn new() -> Result<Scratch> {
-        use std::os::unix::fs::DirBuilderExt;
-        let base = std::env::temp_dir();
-        Self::sweep(&base);
-        for i in 0..1000u32 {
-            let p = base.join(format!("profreport-import-{}-{i}", std::process::id()));
-            match std::fs::DirBuilder::new().mode(0o700).create(&p) {
-                Ok(()) => return Ok(Scratch(p)),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => {
-                    return Err(e).with_context(|| format!("creating {}", p.display()));
-                }
-            }
-        }
-        anyhow::bail!("no free scratch directory in {}", base.display())
-    }
-
-    /// Removes `profreport-import-PID-N` directories of ours whose
-    /// process is gone.
-    fn sweep(base: &Path) {
-        use std::os::unix::fs::MetadataExt;
-        let me = rustix::process::geteuid().as_raw();
-        let Ok(rd) = std::fs::read_dir(base) else {
-            return;
-        };
-        for e in rd.flatten() {
-            let name = e.file_name();
-            let Some(pid) = name
-                .to_str()
-                .and_then(|n| n.strip_prefix("profreport-import-"))
-                .and_then(|r| r.split('-').next())
-                .and_then(|p| p.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            let ours =
-                std::fs::symlink_metadata(e.path()).is_ok_and(|m| m.is_dir() && m.uid() == me);
-            if ours && !Path::new(&format!("/proc/{pid}")).exists() {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
-        }
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Where output goes: standard output, or what `-o` names, opened by the
-/// one checked opener for outputs ([`profkit_untrusted::create_output`]:
-/// `/dev/null`, `/dev/stdout`, a pipe or FIFO of ours are written; a
-/// planted link or another user's file is refused untouched).
-fn output(path: Option<&Path>) -> Result<Box<dyn Write>> {
-    let Some(p) = path else {
-        return Ok(Box::new(BufWriter::new(io::stdout().lock())));
-    };
-    let out = profkit_untrusted::create_output(p).map_err(|e| {
-        let what = profkit_untrusted::Refusal::of(&e).map(|r| match r {
-            profkit_untrusted::Refusal::Link { .. } => {
-                "is a symbolic link: give the path of a file, a device or a FIFO (or leave out -o for standard output)".to_string()
-            }
-            profkit_untrusted::Refusal::Owner { owner, .. } => format!(
-                "belongs to uid {owner}, not to you (uid {}): remove it or choose another name",
-                rustix::process::geteuid().as_raw()
-            ),
-            r => format!("is {r}"),
-        });
-        match what {
-            Some(w) => anyhow::anyhow!("{} {w}", p.display()),
-            None => anyhow::Error::new(e).context(format!("creating {}", p.display())),
-        }
-    })?;
-    Ok(Box::new(BufWriter::new(out)))
-}
-
-/// `out.svg` → `out-cpu3.svg`.
-fn per_cpu_path(path: &Path, cpu: u32) -> PathBuf {
-    let stem = path
-        .file_stem()
-        .map_or_else(|| "flamegraph".into(), |s| s.to_string_lossy().into_owned());
-    let name = match path.extension() {
-        Some(ext) => format!("{stem}-cpu{cpu}.{}", ext.to_string_lossy()),
-        None => format!("{stem}-cpu{cpu}"),
-    };
-    path.with_file_name(name)
-}
-
-fn run(cfg: Config) -> Result<()> {
-    let bar = Bar::new(cfg.progress);
-    if let Some((old, new)) = &cfg.diff {
-        let old_s = open(old, None)?;
-        let new_s = open(new, None)?;
-        let old_r = build_report(
-            std::slice::from_ref(&old_s),
-            &ReportOptions {
-                threshold: 0.0,
-                ..cfg.options.clone()
-            },
-            &cfg.sources,
-            &bar,
-        )
-        .with_context(|| format!("building the report of {}", old.display()))?;
-        let new_r = build_report(
-            std::slice::from_ref(&new_s),
-            &ReportOptions {
-                threshold: 0.0,
-                ..cfg.options.clone()
-            },
-            &cfg.sources,
-            &bar,
-        )
-        .with_context(|| format!("building the report of {}", new.display()))?;
-        print_warnings(&old_r, cfg.verbose);
-        print_warnings(&new_r, cfg.verbose);
-        let d = diff_reports(&old_r, &new_r, cfg.options.threshold);
-        let mut out = output(cfg.output.as_deref())?;
-        write_diff(&d, cfg.format, &mut out)?;
-        out.flush()?;
-        return Ok(());
-    }
-    let mut sessions = Vec::new();
-    for dir in &cfg.dirs {
-        sessions.push(open(dir, cfg.options.time.as_ref())?);
-    }
-    let _scratch = match &cfg.import {
-        Some(perf_data) => {
-            let scratch = Scratch::new()?;
-            let summary =
-                profkit_import::import_perf_data(perf_data, &scratch.0.join(SESSION_FILE))
-                    .with_context(|| format!("importing {}", perf_data.display()))?;
-            if summary.bad_records > 0 {
-                eprintln!(
-                    "profreport: warning: {}: {} records could not be read (a truncated file?)",
-                    perf_data.display(),
-                    summary.bad_records
-                );
-            }
-            if summary.skipped > 0 {
-                eprintln!(
-                    "profreport: warning: {}: {} samples without an ip or thread skipped",
-                    perf_data.display(),
-                    summary.skipped
-                );
-            }
-            for w in &summary.warnings {
-                eprintln!(
-                    "profreport: warning: {}: {}",
-                    perf_data.display(),
-                    profkit_eventlog::shown(w)
-                );
-            }
-            let mut s = Session::open(&scratch.0).context("reading the imported session")?;
-            s.set_liveness(Liveness::NotRunning);
-            sessions.push(s);
-            Some(scratch)
-        }
-        None => None,
-    };
-    if let Some(f) = cfg.stream {
-        let mut out = output(cfg.output.as_deref())?;
-        let summary = write_stream(f, &sessions, &cfg.options, &cfg.sources, &bar, &mut out)
-            .with_context(|| format!("writing --format {}", f.name()))?;
-        out.flush()?;
-        let notes = summary.notes();
-        let shown = if cfg.verbose { notes.len() } else { 10 };
-        for n in notes.iter().take(shown) {
-            eprintln!("profreport: warning: {}", profkit_eventlog::shown(n));
-        }
-        if notes.len() > shown {
-            eprintln!(
-                "profreport: warning: {} more (-v shows them)",
-                notes.len() - shown
-            );
-        }
-        return Ok(());
-    }
-    if cfg.wall {
-        let wall = profkit_report::build_wall(&sessions, &cfg.options, &bar)
-            .context("building the --wall report")?;
-        for w in &wall.warnings {
-            eprintln!("profreport: warning: {}", profkit_eventlog::shown(w));
-        }
-        let mut out = output(cfg.output.as_deref())?;
-        profkit_report::write_wall(&wall, cfg.format, &mut out)?;
-        out.flush()?;
-        return Ok(());
-    }
-    let report =
-        build_report(&sessions, &cfg.options, &cfg.sources, &bar).context("building the report")?;
-    print_warnings(&report, cfg.verbose);
-    if cfg.format == Format::Flamegraph && cfg.options.separate.cpu {
-        let base = cfg.output.as_deref().unwrap_or(Path::new("flamegraph.svg"));
-        for (i, col) in report.columns.iter().enumerate() {
-            let Column::Cpu(cpu) = col else { continue };
-            let path = per_cpu_path(base, *cpu);
-            let mut out = output(Some(&path))?;
-            write_flamegraph(&report, Some(i), &mut out)?;
-            out.flush()?;
-            eprintln!("profreport: wrote {}", path.display());
-        }
-        return Ok(());
-    }
-    let mut out = output(cfg.output.as_deref())?;
-    let color = cfg.output.is_none()
-        && io::stdout().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none();
-    render_colored(&report, cfg.format, &mut out, color)?;
-    out.flush()?;
-    Ok(())
-}
-
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<io::Error>()
-            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
-    })
-}
-
-#[path = "../shared/usage.rs"]
-mod usage;
-
-fn main() -> ExitCode {
-    let opt: Opt = match usage::parse_or_exit("profreport") {
-        Ok(opt) => opt,
-        Err(code) => return code,
-    };
-    let cfg = match validate(opt) {
-        Ok(cfg) => cfg,
-        Err(msg) => {
-            eprintln!("profreport: {}", printable(&msg));
-            return ExitCode::from(2);
-        }
-    };
-    match run(cfg) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("profreport: {}", printable(&usage::error_text(&e)));
-            ExitCode::from(1)
-        }
-    }
-}
-
 impl Opt {
     fn format_name(&self) -> &'static str {
         match self.format {
@@ -907,25 +569,5 @@ impl Opt {
             OutFormat::Stream(f) => f.name(),
             _ => "text",
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn cli_is_consistent() {
-        Opt::command().debug_assert();
-    }
-
-    #[test]
-    fn per_cpu_flame_graphs_are_named_after_the_output() {
-        assert_eq!(
-            per_cpu_path(Path::new("d/out.svg"), 3),
-            PathBuf::from("d/out-cpu3.svg")
-        );
-        assert_eq!(per_cpu_path(Path::new("out"), 0), PathBuf::from("out-cpu0"));
     }
 }

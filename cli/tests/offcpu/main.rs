@@ -14,41 +14,12 @@ use profkit_eventlog::{CpuAccounting, Event, SessionReader};
 use profkit_testsupport::perf_ok;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
-const PROFCTL: &str = env!("CARGO_BIN_EXE_profctl");
-
-fn profctl(dir: &Path, args: &[&str]) -> Output {
-    Command::new(PROFCTL)
-        .args(args)
-        .env("PROFKIT_SESSION_DIR", dir)
-        .env_remove("PROFKIT_LOG")
-        .output()
-        .expect("running profctl")
-}
-
-/// Stops the daemon of a session directory when a test ends, however it
-/// ends.
-struct StopOnDrop(PathBuf);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        let _ = Command::new(PROFCTL)
-            .arg("stop")
-            .arg("--session-dir")
-            .arg(&self.0)
-            .output();
-    }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+#[path = "../common/profctl.rs"]
+mod common;
+use common::{profctl, text, StopOnDrop};
 
 /// The storm must not run beside the test of a long wait either.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -24,38 +24,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-const PROFCTL: &str = env!("CARGO_BIN_EXE_profctl");
-
-fn profctl(dir: &Path, args: &[&str]) -> Output {
-    Command::new(PROFCTL)
-        .args(args)
-        .env("PROFKIT_SESSION_DIR", dir)
-        .env_remove("PROFKIT_LOG")
-        .output()
-        .expect("running profctl")
-}
-
-/// Stops the daemon of a session directory when a test ends, however it
-/// ends (a failed assertion must not leave a daemon sampling the machine).
-struct StopOnDrop(PathBuf);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        let _ = Command::new(PROFCTL)
-            .arg("stop")
-            .arg("--session-dir")
-            .arg(&self.0)
-            .output();
-    }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+#[path = "../common/profctl.rs"]
+mod common;
+use common::{profctl, text, StopOnDrop, PROFCTL};
 
 fn busy_on(cpu: u32) -> Child {
     Command::new("taskset")

@@ -99,6 +99,15 @@ pub trait HostProbe: fmt::Debug + Send {
     /// queue it to be kept in the session (`crate::reach`).
     fn reach(&mut self, file: &MappedFile<'_>, build_id: Option<&[u8]>, cookie: Cookie);
 
+    /// Reads process `pid`'s memory at `addr` into `buf`: the code of
+    /// generated functions, for the unwinder (`unwind::jit`). The number
+    /// of bytes read; 0: not read (gone, refused, or a probe that does not
+    /// look).
+    fn read_memory(&mut self, pid: u32, addr: u64, buf: &mut [u8]) -> usize {
+        let _ = (pid, addr, buf);
+        0
+    }
+
     /// Where processes' `map_files` are (`/proc`), for reading mapped
     /// binaries' unwind tables through them; None: not looked at.
     fn proc_root(&self) -> Option<&Path>;
@@ -127,7 +136,12 @@ pub struct ProcfsProbe {
     reach: Reacher,
     /// Tasks' ids in their own pid namespaces (containers).
     ns_tasks: NsTasks,
+    /// Processes' `/proc/PID/mem`, open (None: could not be opened).
+    mem: rustc_hash::FxHashMap<u32, Option<std::fs::File>>,
 }
+
+/// Most `/proc/PID/mem` files held open at once.
+const MAX_MEM_FILES: usize = 64;
 
 impl Default for ProcfsProbe {
     /// `/proc` and `/sys`.
@@ -145,6 +159,7 @@ impl ProcfsProbe {
             identity_reader: IdentityReader::default(),
             reach: Reacher::default(),
             ns_tasks: NsTasks::default(),
+            mem: Default::default(),
         }
     }
 
@@ -211,6 +226,7 @@ impl HostProbe for ProcfsProbe {
 
     fn exited(&mut self, pid: u32) {
         self.ns_tasks.exit(pid);
+        self.mem.remove(&pid);
     }
 
     fn build_id(&mut self, file: &MappedFile<'_>) -> Option<Vec<u8>> {
@@ -237,6 +253,27 @@ impl HostProbe for ProcfsProbe {
 
     fn proc_root(&self) -> Option<&Path> {
         Some(&self.paths.proc_root)
+    }
+
+    fn read_memory(&mut self, pid: u32, addr: u64, buf: &mut [u8]) -> usize {
+        use std::os::unix::fs::FileExt;
+        if !self.mem.contains_key(&pid) && self.mem.len() >= MAX_MEM_FILES {
+            self.mem.clear();
+        }
+        let root = &self.paths.proc_root;
+        let file = self
+            .mem
+            .entry(pid)
+            .or_insert_with(|| std::fs::File::open(root.join(format!("{pid}/mem"))).ok());
+        let Some(f) = file else {
+            return 0;
+        };
+        // Addresses past i64::MAX are not user memory (and pread refuses
+        // such offsets).
+        if addr > i64::MAX as u64 {
+            return 0;
+        }
+        f.read_at(buf, addr).unwrap_or(0)
     }
 
     fn build_id_refusals(&self) -> [u64; 4] {

@@ -77,8 +77,13 @@
 //! make two binaries share a generation, the cache and every unwinder are
 //! rebuilt from the sections already held ([`GENERATIONS_BEFORE_RESET`]).
 
+mod jit;
 mod sections;
 
+#[cfg(test)]
+use jit::NoJitFrames;
+use jit::{jit_sections, Epilogue, EPILOGUE_MAX_BYTES};
+pub(crate) use jit::{JitCodeInfo, JitFrames};
 use sections::*;
 pub(crate) use sections::{source_of, CfiMissing, CfiSections, CfiSource};
 
@@ -170,6 +175,13 @@ const ENTRY_CODE_CACHE: usize = 4096;
 /// framehop generations used before the cache and unwinders are rebuilt
 /// (its counter is 16 bits; each binary's unwinder uses two).
 const GENERATIONS_BEFORE_RESET: u32 = 30_000;
+
+/// Most JIT functions' unwinders held (dropped all at once past it, and
+/// rebuilt as their frames come back).
+const MAX_JIT_UNWINDERS: usize = 16_384;
+
+/// Most decoded epilogues held in a round.
+const MAX_EPILOGUES: usize = 65_536;
 
 /// `PERF_SAMPLE_REGS_ABI_64`: the only ABI unwound (x86-64).
 const ABI_64: u64 = 2;
@@ -287,6 +299,15 @@ pub struct UnwindStats {
     /// User stacks (all or the rest of them) stepped by the frame pointer
     /// because their round had spent its [`UNWIND_ROUND_BUDGET`].
     pub stacks_over_budget: u64,
+    /// Frames of generated code stepped with the runtime's own unwind
+    /// information (a jitdump's `JIT_CODE_UNWINDING_INFO`).
+    pub jit_frames_cfi: u64,
+    /// Frames of generated code stepped by decoding their epilogue
+    /// (trampolines and stubs that keep no frame pointer).
+    pub jit_frames_epilogue: u64,
+    /// JIT functions whose unwind information was refused (corrupt or
+    /// hostile): their frames fall back as if they had none.
+    pub jit_unwind_refused: u64,
 }
 
 /// How an unwind ended.
@@ -345,6 +366,12 @@ pub(crate) struct DwarfUnwinder {
     window_binaries: Vec<Cookie>,
     clock: Clock,
     stats: UnwindStats,
+    /// Unwinders of JIT functions with unwind information, by the code
+    /// instance's key (None: refused).
+    jit_unwinders: FxHashMap<u64, Option<UnwinderX86_64<Data>>>,
+    /// Decoded epilogues of generated code by (pid, address); cleared
+    /// every round (code at an address may be replaced).
+    epilogues: FxHashMap<(u32, u64), Option<Epilogue>>,
 }
 
 impl std::fmt::Debug for DwarfUnwinder {
@@ -385,6 +412,8 @@ impl DwarfUnwinder {
             window_binaries: Vec::new(),
             clock: Clock::Real(Instant::now()),
             stats: UnwindStats::default(),
+            jit_unwinders: FxHashMap::default(),
+            epilogues: FxHashMap::default(),
         };
         // The round's clocks start now (on the stage's thread).
         u.begin_window();
@@ -491,6 +520,10 @@ impl DwarfUnwinder {
     pub(crate) fn begin_round(&mut self) {
         self.round_wait = CFI_ROUND_WAIT;
         self.over_budget = false;
+        self.epilogues.clear();
+        if self.jit_unwinders.len() > MAX_JIT_UNWINDERS {
+            self.jit_unwinders.clear();
+        }
         self.begin_window();
         for (c, a) in self.reader.poll(Duration::ZERO) {
             self.install(c, a);
@@ -506,6 +539,8 @@ impl DwarfUnwinder {
         self.cache = CacheX86_64::new();
         self.empty = UnwinderX86_64::new();
         self.generations = 1;
+        // Rebuilt when next needed.
+        self.jit_unwinders.clear();
         for b in self.binaries.values_mut().flatten() {
             b.unwinder = b.sections.unwinder();
             self.generations += 2;
@@ -607,6 +642,7 @@ impl DwarfUnwinder {
     /// pointers. `copy_size` is the size the events asked for (a stack
     /// needing bytes beyond a full copy was cut by it). `source` tells
     /// where a binary met for the first time is read from.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn unwind(
         &mut self,
         user: &UserStack<'_>,
@@ -614,6 +650,7 @@ impl DwarfUnwinder {
         process: Option<&Process>,
         time: u64,
         mut source: impl FnMut(&Map) -> Option<CfiSource>,
+        jit: &mut dyn JitFrames,
         out: &mut Vec<u64>,
     ) -> UnwindEnd {
         out.push(PERF_CONTEXT_USER);
@@ -680,8 +717,18 @@ impl DwarfUnwinder {
                 return UnwindEnd::Failed;
             };
             from = file.map(|m| (m.cookie, moved.address_for_lookup()));
-            let step = match dwarf.and_then(|c| Some((c, self.binaries.get_mut(&c)?))) {
-                Some((c, Ok(l))) => {
+            let generated = map.is_some_and(|m| m.kind == MapKind::Anon) && !fp_only;
+            let jit_step = if generated {
+                self.jit_step(addr, &mut regs, time, jit, &mut read_stack)
+            } else {
+                None
+            };
+            let step = match (
+                jit_step,
+                dwarf.and_then(|c| Some((c, self.binaries.get_mut(&c)?))),
+            ) {
+                (Some(step), _) => step,
+                (None, Some((c, Ok(l)))) => {
                     let t0 = (l.timed > 0).then(|| self.clock.cpu());
                     let hits = self.cache.stats().hit_count;
                     let step =
@@ -719,9 +766,10 @@ impl DwarfUnwinder {
                     }
                     step
                 }
-                _ => self
-                    .empty
-                    .unwind_frame(moved, &mut regs, &mut self.cache, &mut read_stack),
+                (None, _) => {
+                    self.empty
+                        .unwind_frame(moved, &mut regs, &mut self.cache, &mut read_stack)
+                }
             };
             match step {
                 Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
@@ -745,6 +793,78 @@ impl DwarfUnwinder {
             }
         }
         UnwindEnd::Complete
+    }
+
+    /// Steps a frame of generated code by what its runtime said of it
+    /// (`jit` module docs): its unwind information, else its epilogue.
+    /// None: neither is known (the frame pointer then, as before).
+    fn jit_step(
+        &mut self,
+        addr: FrameAddress,
+        regs: &mut UnwindRegsX86_64,
+        time: u64,
+        jit: &mut dyn JitFrames,
+        read_stack: &mut impl FnMut(u64) -> Result<u64, ()>,
+    ) -> Option<Result<Option<u64>, framehop::Error>> {
+        let lookup = addr.address_for_lookup();
+        let info = jit.code_at(lookup, time);
+        if let Some(JitCodeInfo {
+            key,
+            code,
+            unwind: Some(unwind),
+            ..
+        }) = &info
+        {
+            if !self.jit_unwinders.contains_key(key) {
+                self.maybe_reset();
+                let built = match jit_sections(code.clone(), unwind) {
+                    Ok(s) => {
+                        self.generations += 2;
+                        Some(s.unwinder())
+                    }
+                    Err(_) => {
+                        self.stats.jit_unwind_refused += 1;
+                        None
+                    }
+                };
+                self.jit_unwinders.insert(*key, built);
+            }
+            if let Some(Some(u)) = self.jit_unwinders.get_mut(key) {
+                let step = u.unwind_frame(addr, regs, &mut self.cache, read_stack);
+                if step.is_ok() {
+                    self.stats.jit_frames_cfi += 1;
+                    return Some(step);
+                }
+            }
+        }
+        let ip = addr.address();
+        let pid = jit.pid();
+        let e = match self.epilogues.get(&(pid, ip)) {
+            Some(e) => e.clone(),
+            None => {
+                let mut buf = [0u8; EPILOGUE_MAX_BYTES];
+                let from_dump = info.as_ref().and_then(|i| {
+                    let b = i.bytes.as_ref()?;
+                    let at = usize::try_from(ip.checked_sub(i.code.start)?).ok()?;
+                    b.get(at..)
+                });
+                let e = match from_dump {
+                    Some(b) => Epilogue::decode(b, ip),
+                    None => {
+                        let n = jit.read_memory(ip, &mut buf);
+                        Epilogue::decode(&buf[..n], ip)
+                    }
+                };
+                if self.epilogues.len() >= MAX_EPILOGUES {
+                    self.epilogues.clear();
+                }
+                self.epilogues.insert((pid, ip), e.clone());
+                e
+            }
+        };
+        let ra = e?.step(regs, read_stack)?;
+        self.stats.jit_frames_epilogue += 1;
+        Some(Ok(Some(ra)))
     }
 
     /// Whether `frame` (binary, own address) is code its binary has unwind
@@ -871,7 +991,15 @@ mod tests {
                 build_id: None,
             })
         };
-        let end = u.unwind(&user, copy_size, Some(&p), 1, source, &mut out);
+        let end = u.unwind(
+            &user,
+            copy_size,
+            Some(&p),
+            1,
+            source,
+            &mut NoJitFrames,
+            &mut out,
+        );
         assert_eq!(out[..2], [PERF_CONTEXT_USER, s.ip]);
         assert_eq!(u.stats().binaries, 1);
         let names = out[2..]

@@ -167,7 +167,9 @@ impl SyncStage {
         c.extend(chain.take_while(|&a| a != PERF_CONTEXT_USER));
         let unwinder = self.unwinder.get_or_insert_with(Default::default);
         let known = &self.res.known;
-        let proc_root = self.res.probe.proc_root();
+        let probe = &mut self.res.probe;
+        let proc_root = probe.proc_root().map(|p| p.to_path_buf());
+        let mut jit = ProcessJit { pid, probe };
         let end = unwinder.unwind(
             u,
             self.opts.layout.user_stack,
@@ -176,8 +178,9 @@ impl SyncStage {
             |m| {
                 known
                     .get(&m.cookie)
-                    .and_then(|e| source_of(e, m, pid, proc_root))
+                    .and_then(|e| source_of(e, m, pid, proc_root.as_deref()))
             },
+            &mut jit,
             &mut c,
         );
         self.frames_of(cpu, pid, ip, time, kernel, c.iter().copied(), end, count);
@@ -267,5 +270,26 @@ impl SyncStage {
                 frames: frames.to_vec(),
             },
         });
+    }
+}
+
+/// A process's generated code as the unwinder sees it: its memory read
+/// through the stage's probe.
+struct ProcessJit<'a> {
+    pid: u32,
+    probe: &'a mut Box<dyn crate::probe::HostProbe>,
+}
+
+impl crate::unwind::JitFrames for ProcessJit<'_> {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn code_at(&mut self, _addr: u64, _time: u64) -> Option<crate::unwind::JitCodeInfo> {
+        None
+    }
+
+    fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> usize {
+        self.probe.read_memory(self.pid, addr, buf)
     }
 }

@@ -14,6 +14,7 @@ mod claims;
 mod dwarf;
 mod flags;
 mod golden;
+mod jit;
 mod live;
 mod names;
 mod namespaces;

@@ -137,7 +137,7 @@ use layout::CpuQueues;
 use perf_data::{FileFacts, Sink};
 use profkit_eventlog::{SessionFooter, SessionHeader, SessionWriter};
 use profkit_perf::Layout;
-use profkit_sync::{SyncOptions, SyncStage};
+use profkit_sync::{ImportProbe, JitStats, SyncOptions, SyncStage};
 use std::path::{Path, PathBuf};
 
 /// Sample time a round covers: the live sync interval.
@@ -195,6 +195,10 @@ pub struct ImportSummary {
     /// `sched:sched_switch` samples of a dead task (`prev_state` X or Z):
     /// its last switch, no wait, so no switch-out.
     pub switches_dead: u64,
+    /// The JIT dumps the recording's mappings named, found beside the
+    /// perf.data file (or at their recorded paths), as the sync stage
+    /// read them.
+    pub jit: JitStats,
 }
 
 struct Importer {
@@ -207,6 +211,8 @@ struct Importer {
     last_time: u64,
     chunks: Vec<(u64, u64, Vec<u8>)>,
     bad_records: u64,
+    /// Where JIT dumps are looked for by name.
+    jit_dirs: Vec<PathBuf>,
 }
 
 impl Importer {
@@ -225,6 +231,7 @@ impl Importer {
             last_time: 0,
             chunks: Vec::new(),
             bad_records: 0,
+            jit_dirs: Vec::new(),
         }
     }
 
@@ -247,7 +254,12 @@ impl Importer {
 impl Sink for Importer {
     fn start(&mut self, facts: &FileFacts, layout: Layout, queues: &mut CpuQueues) {
         self.layout = layout;
-        let mut stage = SyncStage::new(SyncOptions { layout });
+        // JIT dumps are looked for beside the perf.data file, as `perf
+        // inject --jit` finds them (then at their recorded paths).
+        let mut stage = SyncStage::with_probe(
+            SyncOptions { layout },
+            ImportProbe::new(self.jit_dirs.clone()),
+        );
         // perf's nanoseconds, kept whole: `--format script` of an import
         // prints perf script's times and order.
         stage.set_time_unit(1);
@@ -308,6 +320,14 @@ pub fn import_perf_data(perf_data: &Path, session: &Path) -> Result<ImportSummar
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos() as u64);
     let mut imp = Importer::new();
+    imp.jit_dirs.extend(perf_data.parent().map(|d| {
+        if d.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            d
+        }
+        .to_path_buf()
+    }));
     let mut queues = CpuQueues::default();
     let mut summary = ImportSummary::default();
     perf_data::read(reader, &mut queues, &mut imp, &mut summary);
@@ -360,6 +380,10 @@ pub fn import_perf_data(perf_data: &Path, session: &Path) -> Result<ImportSummar
     }
     // Off-CPU records were fed: the session holds intervals (version 5).
     header.event.off_cpu = queues.offcpu_fed() > 0;
+    // JIT dumps were met: the session may hold JIT code (version 7).
+    let jit = stage.jit_stats();
+    header.event.jit_code = jit.dumps > 0;
+    summary.jit = jit;
     let mut w = SessionWriter::create(session, &header)?;
     for (round, time, bytes) in &imp.chunks {
         w.append_chunk(*round, (*time).max(first), bytes)?;

@@ -221,7 +221,9 @@ pub(crate) fn session_header(c: &SamplerConfig, sync_interval_ms: u64) -> Result
             user_stack: c.user_stack,
             off_cpu: c.off_cpu,
             sample_times: true,
-            jit_code: false,
+            // A runtime may map a jitdump at any time: the sync stage
+            // then writes its functions (version 7).
+            jit_code: true,
         },
         cpus: c.cpu_list()?,
         start_time_unix_ns: SystemTime::now()

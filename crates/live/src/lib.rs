@@ -139,5 +139,5 @@ pub use parts::{
 };
 pub use record::{record, RecordError, RecordRun};
 pub use summary::{
-    CpuSummary, SessionSummary, Status, Summary, UnattributedExample, UnwindSummary,
+    CpuSummary, JitSummary, SessionSummary, Status, Summary, UnattributedExample, UnwindSummary,
 };

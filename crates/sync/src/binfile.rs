@@ -254,7 +254,7 @@ fn check(f: File, identity: Option<(u64, u64)>) -> Result<File, Refused> {
 }
 
 /// `st_dev` in `procfs::dev_number`'s encoding (major << 32 | minor).
-fn dev_of(st_dev: u64) -> u64 {
+pub(crate) fn dev_of(st_dev: u64) -> u64 {
     let major = ((st_dev >> 32) & 0xffff_f000) | ((st_dev >> 8) & 0xfff);
     let minor = ((st_dev >> 12) & 0xffff_ff00) | (st_dev & 0xff);
     crate::procfs::dev_number(major as u32, minor as u32)

@@ -110,6 +110,7 @@ mod cfi_check;
 mod cgroups;
 mod cookies;
 mod error;
+mod jit;
 mod kernel;
 mod probe;
 mod process;
@@ -132,8 +133,12 @@ pub use cookies::{
     read_build_id, unknown_entry, vdso_cookie, CookieTable,
 };
 pub use error::{Error, Result};
+pub use jit::{
+    is_jitdump_path, JitStats, JIT_MAX_CODE_HELD, JIT_MAX_DUMPS, JIT_MAX_DUMP_BYTES,
+    JIT_MAX_FUNCTIONS, JIT_MAX_PENDING_HITS, JIT_READ_AT_END, JIT_READ_PER_ROUND,
+};
 pub use kernel::{kernel_entry, module_entry, KernelMaps, LoadedModule};
-pub use probe::{HostProbe, MappedFile, NullProbe, Probed, ProcfsProbe};
+pub use probe::{HostProbe, ImportProbe, MappedFile, NullProbe, Probed, ProcfsProbe};
 pub use process::{
     IntMap, Map, MapKind, Process, ProcessTable, UnattributedSample, Unresolved,
     UNATTRIBUTED_EXAMPLES,

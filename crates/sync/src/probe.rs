@@ -108,6 +108,22 @@ pub trait HostProbe: fmt::Debug + Send {
         0
     }
 
+    /// Opens the jitdump file process `pid` maps at `start..end` (named
+    /// `path` by its mapping), through that mapping, checked as any file a
+    /// user controls: a regular file, owned by the process's user, not
+    /// mostly holes. With its (device, inode). None: not opened (gone,
+    /// refused, or a probe that does not look).
+    fn open_jitdump(
+        &mut self,
+        pid: u32,
+        path: &str,
+        start: u64,
+        end: u64,
+    ) -> Option<(std::fs::File, (u64, u64))> {
+        let _ = (pid, path, start, end);
+        None
+    }
+
     /// Where processes' `map_files` are (`/proc`), for reading mapped
     /// binaries' unwind tables through them; None: not looked at.
     fn proc_root(&self) -> Option<&Path>;
@@ -139,6 +155,9 @@ pub struct ProcfsProbe {
     /// Processes' `/proc/PID/mem`, open (None: could not be opened).
     mem: rustc_hash::FxHashMap<u32, Option<std::fs::File>>,
 }
+
+/// How long opening a jitdump may take.
+const JITDUMP_OPEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Most `/proc/PID/mem` files held open at once.
 const MAX_MEM_FILES: usize = 64;
@@ -255,6 +274,30 @@ impl HostProbe for ProcfsProbe {
         Some(&self.paths.proc_root)
     }
 
+    fn open_jitdump(
+        &mut self,
+        pid: u32,
+        _path: &str,
+        start: u64,
+        end: u64,
+    ) -> Option<(std::fs::File, (u64, u64))> {
+        use profkit_untrusted::{open_untrusted, Policy};
+        use std::os::unix::fs::MetadataExt;
+        let uid = self.owner(pid)?;
+        let policy = Policy::regular()
+            .owner(uid)
+            .max_bytes(crate::jit::JIT_MAX_DUMP_BYTES)
+            .dense()
+            .time_box(JITDUMP_OPEN_TIMEOUT);
+        let mapped = self
+            .paths
+            .proc_root
+            .join(format!("{pid}/map_files/{start:x}-{end:x}"));
+        let o = open_untrusted(&mapped, &policy).ok()?;
+        let id = (crate::binfile::dev_of(o.meta.dev()), o.meta.ino());
+        Some((o.file, id))
+    }
+
     fn read_memory(&mut self, pid: u32, addr: u64, buf: &mut [u8]) -> usize {
         use std::os::unix::fs::FileExt;
         if !self.mem.contains_key(&pid) && self.mem.len() >= MAX_MEM_FILES {
@@ -354,5 +397,107 @@ impl HostProbe for NullProbe {
 
     fn keep_queue(&self) -> KeepQueue {
         KeepQueue::default()
+    }
+}
+
+/// The probe of an imported recording: a [`NullProbe`] that also opens the
+/// JIT dumps the recording's mappings name, as `perf inject --jit` finds
+/// them: in the directories given (the perf.data file's own first), by the
+/// dump's file name, else at the path the recording gave. Each is opened
+/// by the checked opener (a regular file reached without a link, bounded,
+/// not mostly holes).
+#[derive(Debug, Default, Clone)]
+pub struct ImportProbe {
+    null: NullProbe,
+    jit_dirs: Vec<std::path::PathBuf>,
+}
+
+impl ImportProbe {
+    /// A probe looking for JIT dumps in `jit_dirs`, then at their recorded
+    /// paths.
+    pub fn new(jit_dirs: Vec<std::path::PathBuf>) -> Self {
+        ImportProbe {
+            null: NullProbe,
+            jit_dirs,
+        }
+    }
+}
+
+impl HostProbe for ImportProbe {
+    fn kernel(&mut self) -> Option<KernelMaps> {
+        self.null.kernel()
+    }
+    fn new_modules(&mut self, k: &mut KernelMaps) -> Vec<(LoadedModule, CookieEntry)> {
+        self.null.new_modules(k)
+    }
+    fn processes(&mut self) -> Vec<ProcProcess> {
+        self.null.processes()
+    }
+    fn process(&mut self, pid: u32) -> Probed<ProcProcess> {
+        self.null.process(pid)
+    }
+    fn owner(&mut self, pid: u32) -> Option<u32> {
+        self.null.owner(pid)
+    }
+    fn ns_task(&mut self, pid: u32, tid: u32) -> Option<NsTask> {
+        self.null.ns_task(pid, tid)
+    }
+    fn cgroup(&mut self, pid: u32, mount: Option<&Path>) -> Probed<(u64, String)> {
+        self.null.cgroup(pid, mount)
+    }
+    fn exited(&mut self, pid: u32) {
+        self.null.exited(pid)
+    }
+    fn build_id(&mut self, f: &MappedFile<'_>) -> Option<Vec<u8>> {
+        self.null.build_id(f)
+    }
+    fn identify(&mut self, f: &MappedFile<'_>, claim: &[u8]) -> Probed<FileIdentity> {
+        self.null.identify(f, claim)
+    }
+    fn exists(&self, path: &str) -> Option<bool> {
+        self.null.exists(path)
+    }
+    fn reach(&mut self, f: &MappedFile<'_>, b: Option<&[u8]>, c: Cookie) {
+        self.null.reach(f, b, c)
+    }
+    fn open_jitdump(
+        &mut self,
+        _pid: u32,
+        path: &str,
+        _start: u64,
+        _end: u64,
+    ) -> Option<(std::fs::File, (u64, u64))> {
+        use profkit_untrusted::{open_untrusted, Policy};
+        use std::os::unix::fs::MetadataExt;
+        let name = Path::new(path).file_name()?;
+        let policy = Policy::regular()
+            .no_follow()
+            .max_bytes(crate::jit::JIT_MAX_DUMP_BYTES)
+            .dense()
+            .time_box(JITDUMP_OPEN_TIMEOUT);
+        let candidates = self
+            .jit_dirs
+            .iter()
+            .map(|d| d.join(name))
+            .chain(Path::new(path).is_absolute().then(|| path.into()));
+        for c in candidates {
+            if let Ok(o) = open_untrusted(&c, &policy) {
+                let id = (crate::binfile::dev_of(o.meta.dev()), o.meta.ino());
+                return Some((o.file, id));
+            }
+        }
+        None
+    }
+    fn proc_root(&self) -> Option<&Path> {
+        self.null.proc_root()
+    }
+    fn build_id_refusals(&self) -> [u64; 4] {
+        self.null.build_id_refusals()
+    }
+    fn files_unidentified(&self) -> u64 {
+        self.null.files_unidentified()
+    }
+    fn keep_queue(&self) -> KeepQueue {
+        self.null.keep_queue()
     }
 }

@@ -157,6 +157,8 @@ pub struct RecorderStatus {
     pub off_cpu: bool,
     /// Off-CPU switch records waiting and waits open.
     pub offcpu: crate::OffCpuSizes,
+    /// What the stage did with runtimes' JIT dumps.
+    pub jit: crate::JitStats,
 }
 
 /// Rings, stage, buffer and writer. See the module docs.
@@ -269,6 +271,7 @@ impl<S: RingSource> Recorder<S> {
             unwind_demoted: self.stage.unwind_demotions(),
             off_cpu: self.stage.offcpu_enabled(),
             offcpu: self.stage.offcpu_sizes(),
+            jit: self.stage.jit_stats(),
         }
     }
 

@@ -75,6 +75,7 @@ use resolving::Resolving;
 
 mod accounting;
 mod emitting;
+mod jit;
 mod maps;
 mod offcpu;
 mod resolving;
@@ -178,6 +179,8 @@ pub struct SyncStage {
     acc: Accounting,
     /// Off-CPU intervals (`--off-cpu`).
     off: offcpu::OffCpu,
+    /// The processes' JIT dumps (`crate::jit`).
+    jit: crate::jit::JitDumps,
 }
 
 impl SyncStage {
@@ -206,6 +209,7 @@ impl SyncStage {
             out: Emitting::new(),
             acc: Accounting::default(),
             off: offcpu::OffCpu::default(),
+            jit: Default::default(),
         }
     }
 
@@ -236,6 +240,7 @@ impl SyncStage {
         self.res.cgroups.reset();
         self.out.stacks.restart();
         self.announced.clear();
+        self.jit.reset();
         // Definitions of dropped chunks belonged to the old part; the new
         // one writes its own on first use.
         self.out.pending_meta.clear();
@@ -265,6 +270,9 @@ impl SyncStage {
         for &(cpu, kind, count) in &self.acc.carried_lost {
             self.out.enc.event(&Event::Lost { cpu, kind, count });
         }
+        // What runtimes wrote before this round's samples are read (a
+        // generation starting before them is known to them).
+        self.read_jit(false);
         for (m, e) in self.res.probe.new_modules(&mut self.res.kernel) {
             self.res.known.insert(e.cookie, e);
             self.ensure_defined(m.cookie);
@@ -309,6 +317,8 @@ impl SyncStage {
     }
 
     fn finish(&mut self, carry: bool) -> Chunk {
+        // What the runtimes wrote during the round: markers for its hits.
+        self.read_jit(!carry);
         let mut waiting = Vec::new();
         for d in std::mem::take(&mut self.deferred) {
             let mut res = self.procs.resolve(d.pid, d.ip, d.time);
@@ -424,6 +434,7 @@ impl SyncStage {
         self.acc.pending_lost.clear();
         // Samples waiting for their mapping belong to the discarded file.
         self.deferred.clear();
+        self.jit.reset();
     }
 
     /// Sets the resolution of the sample times it writes (ns per tick;

@@ -83,7 +83,7 @@ mod sections;
 #[cfg(test)]
 use jit::NoJitFrames;
 use jit::{jit_sections, Epilogue, EPILOGUE_MAX_BYTES};
-pub(crate) use jit::{JitCodeInfo, JitFrames};
+pub(crate) use jit::{JitCodeInfo, JitFrames, JitUnwind};
 use sections::*;
 pub(crate) use sections::{source_of, CfiMissing, CfiSections, CfiSource};
 

@@ -117,6 +117,16 @@ pub struct UnwindSummary {
     /// sync round had spent its unwinding budget.
     #[serde(default)]
     pub stacks_over_budget: u64,
+    /// Frames of generated code stepped with the runtime's own unwind
+    /// information (a jitdump's).
+    #[serde(default)]
+    pub jit_frames_cfi: u64,
+    /// Frames of generated code stepped by decoding their epilogue.
+    #[serde(default)]
+    pub jit_frames_epilogue: u64,
+    /// JIT functions whose unwind information was refused.
+    #[serde(default)]
+    pub jit_unwind_refused: u64,
 }
 
 impl From<&profkit_sync::UnwindStats> for UnwindSummary {
@@ -132,6 +142,9 @@ impl From<&profkit_sync::UnwindStats> for UnwindSummary {
             frames_while_loading: u.frames_while_loading,
             demoted: u.demoted,
             stacks_over_budget: u.stacks_over_budget,
+            jit_frames_cfi: u.jit_frames_cfi,
+            jit_frames_epilogue: u.jit_frames_epilogue,
+            jit_unwind_refused: u.jit_unwind_refused,
         }
     }
 }
@@ -244,6 +257,9 @@ pub struct Summary {
     /// Off-CPU recording (`--off-cpu`), all CPUs; absent without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub off_cpu: Option<OffCpuSummary>,
+    /// Runtimes' JIT dumps read; absent when none was met.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jit: Option<JitSummary>,
     /// The finished session (stop only).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionSummary>,
@@ -269,6 +285,109 @@ impl OffCpuSummary {
             pending: st.offcpu.pending,
             open: st.offcpu.open,
         })
+    }
+}
+
+/// What the sync stage did with runtimes' JIT dumps
+/// ([`profkit_sync::JitStats`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JitSummary {
+    /// Dumps followed.
+    pub dumps: u64,
+    /// Dumps that could not be opened (gone, or refused: not a regular
+    /// file, not the process's user's own, mostly holes).
+    pub unopened: u64,
+    /// Dumps not followed (too many at once).
+    pub over_dumps: u64,
+    /// Dumps whose reading ended at a malformed record or at the size bound.
+    pub malformed: u64,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Functions described.
+    pub functions: u64,
+    /// Functions not held (bound reached).
+    pub functions_over: u64,
+    /// Functions held without their code (bound reached): no annotation.
+    pub code_not_held: u64,
+    /// Functions written to the session (hit by samples or frames).
+    pub written: u64,
+    /// Generations (a runtime putting new code where code was).
+    pub generations: u64,
+    /// Generations read after later samples had been written.
+    pub generations_late: u64,
+    /// Hit addresses no function of the dump described.
+    pub undescribed: u64,
+    /// Hits not kept (bound reached).
+    pub hits_dropped: u64,
+}
+
+impl From<&profkit_sync::JitStats> for JitSummary {
+    fn from(j: &profkit_sync::JitStats) -> Self {
+        JitSummary {
+            dumps: j.dumps,
+            unopened: j.unopened,
+            over_dumps: j.over_dumps,
+            malformed: j.malformed,
+            bytes: j.bytes,
+            functions: j.functions,
+            functions_over: j.functions_over,
+            code_not_held: j.code_not_held,
+            written: j.written,
+            generations: j.generations,
+            generations_late: j.generations_late,
+            undescribed: j.undescribed,
+            hits_dropped: j.hits_dropped,
+        }
+    }
+}
+
+impl JitSummary {
+    /// Its lines for status and stop.
+    pub fn lines(&self) -> Vec<String> {
+        let mut v = vec![format!(
+            "JIT dumps: {} read ({:.1} MiB), {} functions described, {} of them hit and written to the session",
+            self.dumps,
+            self.bytes as f64 / (1 << 20) as f64,
+            self.functions,
+            self.written
+        )];
+        if self.unopened + self.over_dumps + self.malformed > 0 {
+            v.push(format!(
+                "note: {} JIT dumps not read (gone before they were opened, or refused: not a regular file, not the process's user's own, mostly holes), {} not followed (over {} at once), {} ended at a malformed record or at {} GiB",
+                self.unopened,
+                self.over_dumps,
+                profkit_sync::JIT_MAX_DUMPS,
+                self.malformed,
+                profkit_sync::JIT_MAX_DUMP_BYTES >> 30
+            ));
+        }
+        if self.undescribed + self.hits_dropped > 0 {
+            v.push(format!(
+                "note: {} addresses in JIT code were hit that their dump never described (its runtime had not written them when the process exited or the session stopped; they show as addresses or by the perf map){}",
+                self.undescribed + self.hits_dropped,
+                if self.hits_dropped > 0 {
+                    format!(", {} of them past the bound of pending hits", self.hits_dropped)
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        if self.functions_over + self.code_not_held > 0 {
+            v.push(format!(
+                "note: {} JIT functions not held (over {} functions), {} held without their code (over {} MiB): they show unnamed, or without annotation",
+                self.functions_over,
+                profkit_sync::JIT_MAX_FUNCTIONS,
+                self.code_not_held,
+                profkit_sync::JIT_MAX_CODE_HELD >> 20
+            ));
+        }
+        if self.generations_late > 0 {
+            v.push(format!(
+                "note: {} times a runtime put new code where other code had been and said so only after samples there had been written: those samples are named by the older code",
+                self.generations_late
+            ));
+        }
+        v
     }
 }
 
@@ -319,6 +438,7 @@ impl Summary {
             parts: None,
             disk: None,
             off_cpu: OffCpuSummary::of(st),
+            jit: (st.jit.dumps > 0).then(|| JitSummary::from(&st.jit)),
             session: None,
         }
     }

@@ -282,6 +282,11 @@ impl Summary {
         if let Some(o) = &s.off_cpu {
             let _ = writeln!(out, "{}", o.line());
         }
+        if let Some(j) = &s.jit {
+            for l in j.lines() {
+                let _ = writeln!(out, "{l}");
+            }
+        }
         if let Some(throttled) = s.throttled() {
             let _ = writeln!(
  out,
@@ -328,6 +333,13 @@ impl Summary {
             u.binaries,
             u.bytes as f64 / (1 << 20) as f64
         );
+            if u.jit_frames_cfi + u.jit_frames_epilogue > 0 {
+                let _ = writeln!(
+                    out,
+                    "note: {} frames of generated code stepped with their runtime's unwind information (jitdump), {} by decoding their epilogue (trampolines without a frame pointer)",
+                    u.jit_frames_cfi, u.jit_frames_epilogue
+                );
+            }
             if u.frames_while_loading > 0 {
                 let _ = writeln!(
  out,"note: {} frames were stepped by their frame pointer while their binary's unwind information was being read", u.frames_while_loading);

@@ -61,6 +61,7 @@ impl Emitting {
                 | Event::StackDef { .. }
                 | Event::StackDefOn { .. }
                 | Event::CgroupDef { .. }
+                | Event::JitCode(_)
         ) {
             self.meta.push(e);
         }
@@ -102,6 +103,11 @@ impl SyncStage {
         cgroup: u64,
         time: u64,
     ) {
+        let cookie = if kernel {
+            cookie
+        } else {
+            self.jit_cookie(pid, cookie, off, time)
+        };
         if self.out.cur_cpu != Some(cpu) {
             self.switch_cpu(cpu);
         }

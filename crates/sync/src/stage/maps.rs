@@ -14,8 +14,16 @@ impl SyncStage {
     /// The table's form of `/proc/PID/maps` lines: cookies assigned,
     /// present since before anything this session saw.
     pub(super) fn proc_maps(&mut self, p: &ProcProcess) -> Vec<Map> {
+        for m in p
+            .maps
+            .iter()
+            .filter(|m| crate::jit::is_jitdump_path(&m.path))
+        {
+            self.notice_jitdump(p.pid, &m.path, Some((m.dev, m.inode)), m.start, m.end);
+        }
         p.maps
             .iter()
+            .filter(|m| !crate::jit::is_jitdump_path(&m.path))
             .map(|m| {
                 let (cookie, kind) = if m.path == "[vdso]" {
                     (self.res.vdso(), MapKind::File)
@@ -95,6 +103,15 @@ impl SyncStage {
             return;
         }
         self.ensure_process(m.pid);
+        if crate::jit::is_jitdump_path(&path) {
+            let identity = match m.file_id {
+                Some(FileId::Inode { maj, min, ino, .. }) => Some((dev_number(maj, min), ino)),
+                _ => None,
+            };
+            let end = m.addr.saturating_add(m.len);
+            self.notice_jitdump(m.pid, &path, identity, m.addr, end);
+            return;
+        }
         let (cookie, kind) = if path == "[vdso]" {
             (self.res.vdso(), MapKind::File)
         } else if is_anonymous_code(&path) {

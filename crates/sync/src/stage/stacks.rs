@@ -88,6 +88,7 @@ impl SyncStage {
                 _ => info.unknown = true,
             }
         }
+        self.jit_frames(pid, time, &mut frames);
         if count && (info.unknown || info.truncated) {
             let a = self.acct(cpu);
             a.stacks_unknown += u64::from(info.unknown);
@@ -169,7 +170,11 @@ impl SyncStage {
         let known = &self.res.known;
         let probe = &mut self.res.probe;
         let proc_root = probe.proc_root().map(|p| p.to_path_buf());
-        let mut jit = ProcessJit { pid, probe };
+        let mut jit = ProcessJit {
+            pid,
+            probe,
+            dumps: &self.jit,
+        };
         let end = unwinder.unwind(
             u,
             self.opts.layout.user_stack,
@@ -278,6 +283,7 @@ impl SyncStage {
 struct ProcessJit<'a> {
     pid: u32,
     probe: &'a mut Box<dyn crate::probe::HostProbe>,
+    dumps: &'a crate::jit::JitDumps,
 }
 
 impl crate::unwind::JitFrames for ProcessJit<'_> {
@@ -285,8 +291,8 @@ impl crate::unwind::JitFrames for ProcessJit<'_> {
         self.pid
     }
 
-    fn code_at(&mut self, _addr: u64, _time: u64) -> Option<crate::unwind::JitCodeInfo> {
-        None
+    fn code_at(&mut self, addr: u64, time: u64) -> Option<crate::unwind::JitCodeInfo> {
+        self.dumps.code_at(self.pid, addr, time)
     }
 
     fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> usize {

@@ -190,6 +190,7 @@ impl SyncStage {
         if t.pid == t.tid {
             self.res.cgroups.exit(t.pid);
             self.res.probe.exited(t.pid);
+            self.jit.exited(t.pid, self.round);
         }
         self.procs.exit(t.pid, t.tid, self.round)
     }

@@ -1,0 +1,609 @@
+//! JIT dump files (`jit-PID.dump`) at sync time: what a runtime said about
+//! the code it generated (Python 3.13's `-X perf_jit`, node's
+//! `--perf-prof`, Java agents), read while the session records, so that
+//! samples and stack frames in that code are named, annotated and unwound
+//! with no step after recording (perf needs `perf record -k 1` and `perf
+//! inject --jit`).
+//!
+//! - **Noticed by its mapping.** A runtime maps its dump (executable, so
+//!   that the kernel reports it); an MMAP record (or a `/proc/PID/maps`
+//!   line at start) whose file is named `jit-*.dump` makes the process's
+//!   dump followed. The file is opened through the process's own mapping
+//!   (`/proc/PID/map_files`: a container's `/tmp` too), checked by the
+//!   probe (a regular file, its process's user's own), and held open.
+//! - **Read as it grows, bounded.** Each round reads on from where the
+//!   last read ended, at its start (so that its samples know the code
+//!   written before them) and at its end (so that its hits are named in
+//!   its own chunk), at most [`JIT_READ_PER_ROUND`] bytes a read while the
+//!   process lives, and up to [`JIT_READ_AT_END`] once it has exited (its
+//!   runtime flushes then: Python holds 4 KiB of records, node 2 MB) and at
+//!   the session's end. A dump is read no further than
+//!   [`JIT_MAX_DUMP_BYTES`]; a malformed record ends its reading (counted).
+//! - **Generations.** A sample's code is found by its address among the
+//!   functions the dump has described. A runtime that puts new code where
+//!   other code was (a load or move onto a described range) starts a new
+//!   generation from that record's time, with a cookie of its own
+//!   (`profkit_eventlog::cookie::jit_cookie`), so that within a cookie no
+//!   two functions overlap and a report names each offset once. Samples
+//!   resolve to the generation of their time; one written before the
+//!   record was read keeps the older generation (counted in
+//!   [`JitStats::generations_late`]).
+//! - **Written when hit.** The session gets a function's name, code bytes
+//!   and lines (`Event::JitCode`) only when a sample or a frame hits it,
+//!   once per session file (the rest are counted). A hit on an address
+//!   the dump has not described yet (the runtime has not flushed) is kept
+//!   ([`JIT_MAX_PENDING_HITS`] per dump), and the function's marker comes
+//!   with the chunk of the round that reads it: reports collect markers
+//!   from every chunk.
+//! - **Bounded memory.** At most [`JIT_MAX_DUMPS`] dumps followed,
+//!   [`JIT_MAX_FUNCTIONS`] functions held, [`JIT_MAX_CODE_HELD`] bytes of
+//!   code and unwind information (identical unwind information shared);
+//!   past them functions are counted, not held, or held without their bytes.
+//!
+//! Not here: parsing the files (`profkit-jitdump`), stepping frames with
+//! what is held (`crate::unwind::jit`), naming (reports).
+
+use crate::unwind::{JitCodeInfo, JitUnwind};
+use profkit_eventlog::cookie::{jit_cookie, jit_entry};
+use profkit_eventlog::{Cookie, CookieEntry, JitCode, JitLine};
+use profkit_jitdump::{DumpReader, Limits, Record};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::sync::Arc;
+
+/// Bytes of one dump read per round while its process lives.
+pub const JIT_READ_PER_ROUND: u64 = 8 << 20;
+/// Bytes of one dump read in the round after its process exited, and at
+/// the session's end.
+pub const JIT_READ_AT_END: u64 = 256 << 20;
+/// A dump is read no further than this.
+pub const JIT_MAX_DUMP_BYTES: u64 = 4 << 30;
+/// Dumps followed at once.
+pub const JIT_MAX_DUMPS: usize = 4096;
+/// Functions held, over all dumps (some 200 bytes each, their names
+/// counted in [`JIT_MAX_CODE_HELD`]).
+pub const JIT_MAX_FUNCTIONS: u64 = 512 << 10;
+/// Bytes of code, names and unwind information held, over all dumps.
+pub const JIT_MAX_CODE_HELD: u64 = 256 << 20;
+/// Addresses hit but not described yet, kept per dump.
+pub const JIT_MAX_PENDING_HITS: usize = 65_536;
+
+/// Whether a mapped file's path names a jitdump (`jit-*.dump`).
+pub fn is_jitdump_path(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.len() > "jit-.dump".len() && name.starts_with("jit-") && name.ends_with(".dump")
+}
+
+/// What the sync stage did with JIT dumps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JitStats {
+    /// Dumps followed.
+    pub dumps: u64,
+    /// Dumps that could not be opened (gone, refused by the checks).
+    pub unopened: u64,
+    /// Dumps not followed: [`JIT_MAX_DUMPS`] were already.
+    pub over_dumps: u64,
+    /// Dumps whose reading ended at a malformed record, or at
+    /// [`JIT_MAX_DUMP_BYTES`].
+    pub malformed: u64,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Functions described (loads and moves).
+    pub functions: u64,
+    /// Functions not held: [`JIT_MAX_FUNCTIONS`].
+    pub functions_over: u64,
+    /// Functions held without their code bytes: [`JIT_MAX_CODE_HELD`].
+    pub code_not_held: u64,
+    /// Functions written to the session (hit by samples or frames).
+    pub written: u64,
+    /// Generations started (a runtime reusing addresses).
+    pub generations: u64,
+    /// Generations whose record was read after samples of a later time
+    /// had been written under the generation before.
+    pub generations_late: u64,
+    /// Addresses hit that no described function covered when the dump was
+    /// read to its end (or the session stopped).
+    pub undescribed: u64,
+    /// Hits not kept: [`JIT_MAX_PENDING_HITS`].
+    pub hits_dropped: u64,
+}
+
+/// A debug-info record's lines: (the code's address, files, lines).
+type Lines = (u64, Arc<[String]>, Arc<[JitLine]>);
+
+/// One function a dump described.
+#[derive(Debug, Clone)]
+struct Func {
+    size: u64,
+    index: u64,
+    time: u64,
+    name: Arc<str>,
+    bytes: Option<Arc<[u8]>>,
+    unwind: Option<JitUnwind>,
+    files: Arc<[String]>,
+    lines: Arc<[JitLine]>,
+    /// Unique in the session: the unwinder's cache key.
+    key: u64,
+    /// Written to the current session file.
+    written: bool,
+}
+
+#[derive(Debug)]
+struct Generation {
+    start: u64,
+    cookie: Cookie,
+    funcs: BTreeMap<u64, Func>,
+}
+
+impl Generation {
+    fn covering(&self, addr: u64) -> Option<(u64, &Func)> {
+        let (&a, f) = self.funcs.range(..=addr).next_back()?;
+        (addr - a < f.size).then_some((a, f))
+    }
+
+    fn overlaps(&self, addr: u64, size: u64) -> bool {
+        let end = addr.saturating_add(size.max(1));
+        self.funcs
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&a, f)| a.saturating_add(f.size.max(1)) > addr)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Its process lives: read a round's share.
+    Open,
+    /// Its process exited: read to the end next round.
+    Exited,
+    /// Read to its end (or given up): nothing more.
+    Done,
+}
+
+#[derive(Debug)]
+struct Dump {
+    path: String,
+    pid: u32,
+    dev: u64,
+    inode: u64,
+    file: Option<File>,
+    reader: DumpReader,
+    state: State,
+    pending_unwind: Option<JitUnwind>,
+    pending_debug: Option<Lines>,
+    gens: Vec<Generation>,
+    /// Addresses hit by samples of these times, not described yet.
+    hits: BTreeSet<u64>,
+    /// The latest sample time written under this dump's cookies.
+    last_time: u64,
+    /// The round its process exited in.
+    exit_round: Option<u64>,
+}
+
+/// The JIT dumps of the processes the stage follows.
+#[derive(Debug, Default)]
+pub(crate) struct JitDumps {
+    by_pid: FxHashMap<u32, Dump>,
+    functions: u64,
+    held: u64,
+    unwind_shared: FxHashSet<Arc<[u8]>>,
+    next_key: u64,
+    pub(crate) stats: JitStats,
+}
+
+/// What reading the dumps produced for the stage to write: cookies that
+/// need defining and functions hit.
+#[derive(Debug, Default)]
+pub(crate) struct JitOutput {
+    pub(crate) cookies: Vec<CookieEntry>,
+    pub(crate) code: Vec<JitCode>,
+}
+
+impl JitDumps {
+    /// Whether no dump is followed.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.by_pid.is_empty()
+    }
+
+    /// Whether process `pid` has a dump followed.
+    #[inline]
+    pub(crate) fn has(&self, pid: u32) -> bool {
+        !self.by_pid.is_empty() && self.by_pid.contains_key(&pid)
+    }
+
+    /// Starts following the dump `path` of process `pid` (`file`: opened
+    /// by the probe; None: it could not be). The cookie entry of its
+    /// first generation is returned for the stage to hold.
+    pub(crate) fn notice(
+        &mut self,
+        pid: u32,
+        path: &str,
+        identity: (u64, u64),
+        file: Option<File>,
+    ) -> Option<CookieEntry> {
+        if let Some(d) = self.by_pid.get(&pid) {
+            if (d.dev, d.inode) == identity && d.path == path {
+                return None;
+            }
+        }
+        if !self.by_pid.contains_key(&pid) && self.by_pid.len() >= JIT_MAX_DUMPS {
+            self.stats.over_dumps += 1;
+            return None;
+        }
+        if file.is_none() {
+            self.stats.unopened += 1;
+        }
+        self.stats.dumps += 1;
+        let (dev, inode) = identity;
+        let entry = jit_entry(pid, path, dev, inode, 0);
+        let d = Dump {
+            path: path.to_owned(),
+            pid,
+            dev,
+            inode,
+            state: if file.is_some() {
+                State::Open
+            } else {
+                State::Done
+            },
+            file,
+            reader: DumpReader::new(Limits::default()),
+            pending_unwind: None,
+            pending_debug: None,
+            gens: vec![Generation {
+                start: 0,
+                cookie: entry.cookie,
+                funcs: BTreeMap::new(),
+            }],
+            hits: BTreeSet::new(),
+            last_time: 0,
+            exit_round: None,
+        };
+        if let Some(old) = self.by_pid.insert(pid, d) {
+            self.forget(old);
+        }
+        Some(entry)
+    }
+
+    fn forget(&mut self, d: Dump) {
+        for g in d.gens {
+            for f in g.funcs.values() {
+                self.functions = self.functions.saturating_sub(1);
+                let n = f.bytes.as_ref().map_or(0, |b| b.len()) + f.name.len();
+                self.held = self.held.saturating_sub(n as u64);
+            }
+        }
+    }
+
+    /// Process `pid` exited in round `round`: its dump is read to the end
+    /// at that round's end, and forgotten two rounds later (samples it
+    /// left in rings drained later still find it).
+    pub(crate) fn exited(&mut self, pid: u32, round: u64) {
+        if let Some(d) = self.by_pid.get_mut(&pid) {
+            if d.state == State::Open {
+                d.state = State::Exited;
+            }
+            d.exit_round.get_or_insert(round);
+        }
+    }
+
+    /// A new session file: every function is written again when next hit.
+    pub(crate) fn reset(&mut self) {
+        for d in self.by_pid.values_mut() {
+            for g in &mut d.gens {
+                for f in g.funcs.values_mut() {
+                    f.written = false;
+                }
+            }
+        }
+    }
+
+    /// Reads what the dumps gained (to their end when `at_end`: the
+    /// session stops) and returns the functions that pending hits now
+    /// name, with the cookies of new generations.
+    pub(crate) fn read(&mut self, at_end: bool, round: u64) -> JitOutput {
+        let mut out = JitOutput::default();
+        let pids: Vec<u32> = self.by_pid.keys().copied().collect();
+        for pid in pids {
+            let Some(mut d) = self.by_pid.remove(&pid) else {
+                continue;
+            };
+            if d.exit_round.is_some_and(|r| round >= r.saturating_add(2)) {
+                // Gone from the stage's tables: its pid may name another
+                // process next.
+                self.stats.undescribed += d.hits.len() as u64;
+                self.forget(d);
+                continue;
+            }
+            if d.state != State::Done {
+                let budget = if at_end || d.state == State::Exited {
+                    JIT_READ_AT_END
+                } else {
+                    JIT_READ_PER_ROUND
+                };
+                self.read_dump(&mut d, budget, &mut out);
+                if at_end || d.state == State::Exited {
+                    d.state = State::Done;
+                    d.file = None;
+                }
+            }
+            if at_end || d.state == State::Done {
+                // Nothing more will describe these.
+                self.stats.undescribed += d.hits.len() as u64;
+                d.hits.clear();
+            }
+            self.by_pid.insert(pid, d);
+        }
+        out
+    }
+
+    fn read_dump(&mut self, d: &mut Dump, budget: u64, out: &mut JitOutput) {
+        let Some(file) = d.file.as_ref() else {
+            return;
+        };
+        let left = JIT_MAX_DUMP_BYTES.saturating_sub(d.reader.offset());
+        if left == 0 {
+            self.stats.malformed += 1;
+            d.state = State::Done;
+            d.file = None;
+            return;
+        }
+        let before = d.reader.stats().bytes;
+        let got = d.reader.read(file, budget.min(left));
+        self.stats.bytes += d.reader.stats().bytes.saturating_sub(before);
+        match got {
+            Ok(o) => {
+                for t in o.records {
+                    self.take(d, t.time, t.record, out);
+                }
+            }
+            Err(_) => {
+                self.stats.malformed += 1;
+                d.state = State::Done;
+                d.file = None;
+            }
+        }
+    }
+
+    fn take(&mut self, d: &mut Dump, time: u64, rec: Record, out: &mut JitOutput) {
+        match rec {
+            Record::UnwindingInfo(u) => {
+                let hdr_len = usize::try_from(u.eh_frame_hdr_size).unwrap_or(usize::MAX);
+                d.pending_unwind = self
+                    .share_unwind(u.data)
+                    .map(|data| JitUnwind { data, hdr_len });
+            }
+            Record::DebugInfo(info) => {
+                d.pending_debug = Some(lines_of(info));
+            }
+            Record::CodeLoad(l) => {
+                let unwind = d.pending_unwind.take();
+                let debug = d.pending_debug.take().filter(|x| x.0 == l.code_addr);
+                let (files, lines) = debug.map_or_else(
+                    || (Arc::from(Vec::new()), Arc::from(Vec::new())),
+                    |(_, f, l)| (f, l),
+                );
+                let bytes = l.code.and_then(|c| self.hold(c));
+                self.held = self.held.saturating_add(l.name.len() as u64);
+                let f = Func {
+                    size: l.code_size,
+                    index: l.code_index,
+                    time,
+                    name: Arc::from(l.name),
+                    bytes,
+                    unwind,
+                    files,
+                    lines,
+                    key: 0,
+                    written: false,
+                };
+                self.place(d, time, l.code_addr, f, out);
+            }
+            Record::CodeMove(m) => {
+                let g = d.gens.last().expect("a dump has a generation");
+                let moved = g
+                    .funcs
+                    .get(&m.old_code_addr)
+                    .filter(|f| f.index == m.code_index)
+                    .cloned();
+                if let Some(mut f) = moved {
+                    f.time = time;
+                    f.written = false;
+                    let n = f.bytes.as_ref().map_or(0, |b| b.len()) + f.name.len();
+                    self.held = self.held.saturating_add(n as u64);
+                    self.place(d, time, m.new_code_addr, f, out);
+                }
+            }
+            Record::Close | Record::Unknown { .. } => {}
+        }
+    }
+
+    /// Puts function `f` at `addr` from `time`: in the current generation,
+    /// or a new one if it lands on described code.
+    fn place(&mut self, d: &mut Dump, time: u64, addr: u64, mut f: Func, out: &mut JitOutput) {
+        if f.size == 0 {
+            return;
+        }
+        if self.functions >= JIT_MAX_FUNCTIONS || self.held > JIT_MAX_CODE_HELD {
+            self.stats.functions_over += 1;
+            let n = f.bytes.as_ref().map_or(0, |b| b.len()) + f.name.len();
+            self.held = self.held.saturating_sub(n as u64);
+            return;
+        }
+        self.stats.functions += 1;
+        self.functions += 1;
+        self.next_key += 1;
+        f.key = self.next_key;
+        if d.gens.last().is_some_and(|g| g.overlaps(addr, f.size)) {
+            let n = d.gens.len() as u64;
+            let e = jit_entry(d.pid, &d.path, d.dev, d.inode, n);
+            self.stats.generations += 1;
+            if time < d.last_time {
+                self.stats.generations_late += 1;
+            }
+            d.gens.push(Generation {
+                start: time,
+                cookie: jit_cookie(d.pid, d.dev, d.inode, n),
+                funcs: BTreeMap::new(),
+            });
+            out.cookies.push(e);
+        }
+        let g = d.gens.last_mut().expect("a dump has a generation");
+        // Hits this function now names.
+        let end = addr.saturating_add(f.size);
+        let hit = d.hits.range(addr..end).next().is_some();
+        if hit {
+            let covered: Vec<u64> = d.hits.range(addr..end).copied().collect();
+            for a in covered {
+                d.hits.remove(&a);
+            }
+            f.written = true;
+            self.stats.written += 1;
+            out.code.push(marker(g.cookie, addr, &f));
+        }
+        g.funcs.insert(addr, f);
+    }
+
+    fn hold(&mut self, code: Vec<u8>) -> Option<Arc<[u8]>> {
+        let n = code.len() as u64;
+        if self.held.saturating_add(n) > JIT_MAX_CODE_HELD {
+            self.stats.code_not_held += 1;
+            return None;
+        }
+        self.held += n;
+        Some(code.into())
+    }
+
+    fn share_unwind(&mut self, data: Vec<u8>) -> Option<Arc<[u8]>> {
+        if let Some(shared) = self.unwind_shared.get(&data[..]) {
+            return Some(shared.clone());
+        }
+        let n = data.len() as u64;
+        if self.held.saturating_add(n) > JIT_MAX_CODE_HELD || self.unwind_shared.len() >= 1 << 16 {
+            return None;
+        }
+        self.held += n;
+        let a: Arc<[u8]> = data.into();
+        self.unwind_shared.insert(a.clone());
+        Some(a)
+    }
+
+    /// The cookie a sample (or frame) of process `pid` at `addr`, `time`
+    /// in anonymous code belongs to, and the function's marker if this
+    /// is its first hit in the session file. None: `pid` has no dump.
+    pub(crate) fn resolve(
+        &mut self,
+        pid: u32,
+        addr: u64,
+        time: u64,
+    ) -> Option<(Cookie, Option<JitCode>)> {
+        let d = self.by_pid.get_mut(&pid)?;
+        d.last_time = d.last_time.max(time);
+        let gi = d.gens.partition_point(|g| g.start <= time).max(1) - 1;
+        let g = &mut d.gens[gi];
+        let cookie = g.cookie;
+        let found = g
+            .funcs
+            .range_mut(..=addr)
+            .next_back()
+            .filter(|(&a, f)| addr - a < f.size);
+        match found {
+            Some((&a, f)) => {
+                if f.written {
+                    return Some((cookie, None));
+                }
+                f.written = true;
+                self.stats.written += 1;
+                Some((cookie, Some(marker(cookie, a, f))))
+            }
+            None => {
+                if d.state != State::Done {
+                    if d.hits.len() < JIT_MAX_PENDING_HITS {
+                        d.hits.insert(addr);
+                    } else if !d.hits.contains(&addr) {
+                        self.stats.hits_dropped += 1;
+                    }
+                }
+                Some((cookie, None))
+            }
+        }
+    }
+
+    /// What the unwinder may use of the function covering `addr` in
+    /// process `pid` at `time`.
+    pub(crate) fn code_at(&self, pid: u32, addr: u64, time: u64) -> Option<JitCodeInfo> {
+        let d = self.by_pid.get(&pid)?;
+        let gi = d.gens.partition_point(|g| g.start <= time).max(1) - 1;
+        let (a, f) = d.gens[gi].covering(addr)?;
+        Some(JitCodeInfo {
+            key: f.key,
+            code: a..a.saturating_add(f.size),
+            unwind: f.unwind.clone(),
+            bytes: f.bytes.clone(),
+        })
+    }
+}
+
+fn marker(cookie: Cookie, addr: u64, f: &Func) -> JitCode {
+    JitCode {
+        cookie,
+        addr,
+        size: f.size,
+        index: f.index,
+        time: f.time,
+        name: f.name.to_string(),
+        code: f
+            .bytes
+            .as_ref()
+            .filter(|b| b.len() as u64 == f.size && b.len() <= profkit_eventlog::MAX_JIT_CODE)
+            .map(|b| b.to_vec()),
+        files: f.files.to_vec(),
+        lines: f
+            .lines
+            .iter()
+            .filter(|l| l.offset < f.size)
+            .cloned()
+            .collect(),
+    }
+}
+
+/// A debug-info record's lines as a marker holds them: offsets from the
+/// code's start, sorted, files by index (bounded as the format bounds
+/// them).
+fn lines_of(info: profkit_jitdump::DebugInfo) -> Lines {
+    let mut files: Vec<String> = Vec::new();
+    let mut index: FxHashMap<Arc<str>, u32> = FxHashMap::default();
+    let mut lines = Vec::new();
+    for e in info.entries {
+        let Some(offset) = e.addr.checked_sub(info.code_addr) else {
+            continue;
+        };
+        if lines.len() >= profkit_eventlog::MAX_JIT_LINES {
+            break;
+        }
+        let file = match index.get(&e.file) {
+            Some(&i) => i,
+            None => {
+                if files.len() >= profkit_eventlog::MAX_JIT_FILES
+                    || e.file.len() > profkit_eventlog::MAX_JIT_NAME
+                {
+                    continue;
+                }
+                let i = files.len() as u32;
+                files.push(e.file.to_string());
+                index.insert(e.file.clone(), i);
+                i
+            }
+        };
+        lines.push(JitLine {
+            offset,
+            line: e.line,
+            discrim: e.discrim,
+            file,
+        });
+    }
+    lines.sort_by_key(|l| l.offset);
+    (info.code_addr, files.into(), lines.into())
+}

@@ -14,11 +14,14 @@
 //! - **Read as it grows, bounded.** Each round reads on from where the
 //!   last read ended, at its start (so that its samples know the code
 //!   written before them) and at its end (so that its hits are named in
-//!   its own chunk), at most [`JIT_READ_PER_ROUND`] bytes a read while the
-//!   process lives, and up to [`JIT_READ_AT_END`] once it has exited (its
-//!   runtime flushes then: Python holds 4 KiB of records, node 2 MB) and at
-//!   the session's end. A dump is read no further than
-//!   [`JIT_MAX_DUMP_BYTES`]; a malformed record ends its reading (counted).
+//!   its own chunk): at most [`JIT_READ_PER_ROUND`] bytes of a dump while
+//!   its process lives, and all that its runtime flushed at exit (Python
+//!   holds 4 KiB of records, node 2 MB) in the [`JIT_EXIT_ROUNDS`] after;
+//!   at most [`JIT_READ_PER_CALL`] bytes of all dumps a read, whatever
+//!   their number, and [`JIT_READ_AT_END`] at the session's end. A dump is
+//!   read no further than [`JIT_MAX_DUMP_BYTES`]; a malformed record ends
+//!   its reading (counted). A pid met again (a new process) ends its old
+//!   dump at once.
 //! - **Generations.** A sample's code is found by its address among the
 //!   functions the dump has described. A runtime that puts new code where
 //!   other code was (a load or move onto a described range) starts a new
@@ -46,17 +49,23 @@
 use crate::unwind::{JitCodeInfo, JitUnwind};
 use profkit_eventlog::cookie::{jit_cookie, jit_entry};
 use profkit_eventlog::{Cookie, CookieEntry, JitCode, JitLine};
-use profkit_jitdump::{DumpReader, Limits, Record};
+use profkit_jitdump::{DumpReader, Limits, Record, Timed};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::sync::Arc;
 
-/// Bytes of one dump read per round while its process lives.
-pub const JIT_READ_PER_ROUND: u64 = 8 << 20;
-/// Bytes of one dump read in the round after its process exited, and at
-/// the session's end.
+/// Bytes of one dump read at a time while its process lives.
+pub const JIT_READ_PER_ROUND: u64 = 2 << 20;
+/// Bytes of all dumps read at a time (twice a round): what a read may cost
+/// the stage, whatever the number of dumps or their size (dumps past it
+/// wait for the next read).
+pub const JIT_READ_PER_CALL: u64 = 8 << 20;
+/// Bytes of all dumps read at the session's end.
 pub const JIT_READ_AT_END: u64 = 256 << 20;
+/// Rounds an exited process's dump is read on for (its runtime flushed
+/// at exit) before it is given up: [`JIT_READ_PER_CALL`] twice a round.
+pub const JIT_EXIT_ROUNDS: u64 = 8;
 /// A dump is read no further than this.
 pub const JIT_MAX_DUMP_BYTES: u64 = 4 << 30;
 /// Dumps followed at once.
@@ -107,6 +116,10 @@ pub struct JitStats {
     pub undescribed: u64,
     /// Hits not kept: [`JIT_MAX_PENDING_HITS`].
     pub hits_dropped: u64,
+    /// Dumps given up before their end: their process exited
+    /// [`JIT_EXIT_ROUNDS`] ago (or its pid was reused) and what its
+    /// runtime wrote was not read yet.
+    pub unread_at_exit: u64,
 }
 
 /// A debug-info record's lines: (the code's address, files, lines).
@@ -179,6 +192,8 @@ struct Dump {
     last_time: u64,
     /// The round its process exited in.
     exit_round: Option<u64>,
+    /// Records read, to be taken.
+    records: Vec<Timed>,
 }
 
 /// The JIT dumps of the processes the stage follows.
@@ -260,6 +275,7 @@ impl JitDumps {
             hits: BTreeSet::new(),
             last_time: 0,
             exit_round: None,
+            records: Vec::new(),
         };
         if let Some(old) = self.by_pid.insert(pid, d) {
             self.forget(old);
@@ -305,29 +321,46 @@ impl JitDumps {
     /// name, with the cookies of new generations.
     pub(crate) fn read(&mut self, at_end: bool, round: u64) -> JitOutput {
         let mut out = JitOutput::default();
-        let pids: Vec<u32> = self.by_pid.keys().copied().collect();
+        let mut pids: Vec<u32> = self.by_pid.keys().copied().collect();
+        // A fair share of the read's budget: dumps in a different order
+        // each round.
+        pids.sort_unstable();
+        if !pids.is_empty() {
+            let n = pids.len();
+            pids.rotate_left(usize::try_from(round).unwrap_or(0) % n);
+        }
+        let mut left = if at_end {
+            JIT_READ_AT_END
+        } else {
+            JIT_READ_PER_CALL
+        };
         for pid in pids {
             let Some(mut d) = self.by_pid.remove(&pid) else {
                 continue;
             };
-            if d.exit_round.is_some_and(|r| round >= r.saturating_add(2)) {
-                // Gone from the stage's tables: its pid may name another
-                // process next.
-                self.stats.undescribed += d.hits.len() as u64;
-                self.forget(d);
-                continue;
-            }
-            if d.state != State::Done {
-                let budget = if at_end || d.state == State::Exited {
-                    JIT_READ_AT_END
+            let retire = d
+                .exit_round
+                .is_some_and(|r| round >= r.saturating_add(JIT_EXIT_ROUNDS));
+            if d.state != State::Done && left > 0 {
+                let budget = if d.state == State::Exited || at_end {
+                    left
                 } else {
-                    JIT_READ_PER_ROUND
+                    left.min(JIT_READ_PER_ROUND)
                 };
-                self.read_dump(&mut d, budget, &mut out);
-                if at_end || d.state == State::Exited {
+                let (read, more) = self.read_dump(&mut d, budget);
+                left = left.saturating_sub(read);
+                let records = std::mem::take(&mut d.records);
+                self.take_records(&mut d, records, &mut out);
+                if at_end || (d.state == State::Exited && !more) {
                     d.state = State::Done;
                     d.file = None;
                 }
+            }
+            if retire {
+                // Gone from the stage's tables: its pid may name another
+                // process next.
+                self.retire(d);
+                continue;
             }
             if at_end || d.state == State::Done {
                 // Nothing more will describe these.
@@ -339,31 +372,62 @@ impl JitDumps {
         out
     }
 
-    fn read_dump(&mut self, d: &mut Dump, budget: u64, out: &mut JitOutput) {
+    /// Process `pid` is met again (a fork or a mapping of a new process
+    /// under its pid): a dump of the exited one ends now.
+    pub(crate) fn pid_reused(&mut self, pid: u32) {
+        if self
+            .by_pid
+            .get(&pid)
+            .is_some_and(|d| d.exit_round.is_some())
+        {
+            if let Some(d) = self.by_pid.remove(&pid) {
+                self.retire(d);
+            }
+        }
+    }
+
+    fn retire(&mut self, d: Dump) {
+        if d.state != State::Done {
+            self.stats.unread_at_exit += 1;
+        }
+        self.stats.undescribed += d.hits.len() as u64;
+        self.forget(d);
+    }
+
+    /// Reads at most `budget` bytes of `d` into its pending records:
+    /// (bytes read, whether it stopped at the budget).
+    fn read_dump(&mut self, d: &mut Dump, budget: u64) -> (u64, bool) {
         let Some(file) = d.file.as_ref() else {
-            return;
+            return (0, false);
         };
         let left = JIT_MAX_DUMP_BYTES.saturating_sub(d.reader.offset());
         if left == 0 {
             self.stats.malformed += 1;
             d.state = State::Done;
             d.file = None;
-            return;
+            return (0, false);
         }
         let before = d.reader.stats().bytes;
         let got = d.reader.read(file, budget.min(left));
-        self.stats.bytes += d.reader.stats().bytes.saturating_sub(before);
+        let read = d.reader.stats().bytes.saturating_sub(before);
+        self.stats.bytes += read;
         match got {
             Ok(o) => {
-                for t in o.records {
-                    self.take(d, t.time, t.record, out);
-                }
+                d.records = o.records;
+                (read, o.more)
             }
             Err(_) => {
                 self.stats.malformed += 1;
                 d.state = State::Done;
                 d.file = None;
+                (read, false)
             }
+        }
+    }
+
+    fn take_records(&mut self, d: &mut Dump, records: Vec<Timed>, out: &mut JitOutput) {
+        for t in records {
+            self.take(d, t.time, t.record, out);
         }
     }
 
@@ -606,4 +670,107 @@ fn lines_of(info: profkit_jitdump::DebugInfo) -> Lines {
     }
     lines.sort_by_key(|l| l.offset);
     (info.code_addr, files.into(), lines.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use profkit_jitdump::DumpWriter;
+
+    /// A dump of `n` functions of 64 code bytes each (some 130 bytes a
+    /// record), opened.
+    fn dump(dir: &std::path::Path, pid: u32, n: u64) -> File {
+        let mut w = DumpWriter::new(pid, 1);
+        for i in 0..n {
+            w.code_load(i + 2, pid, pid, 0x1000 + i * 64, &[0x90; 64], i, "f");
+        }
+        let p = dir.join(format!("jit-{pid}.dump"));
+        std::fs::write(&p, w.bytes()).unwrap();
+        File::open(p).unwrap()
+    }
+
+    #[test]
+    fn reads_are_bounded_per_dump_and_per_call_and_exited_dumps_drain_then_go() {
+        let d = tempfile::tempdir().unwrap();
+        let mut j = JitDumps::default();
+        // Six dumps of about 4 MiB each.
+        let per = (4 << 20) / 130;
+        for pid in 1..=6 {
+            let f = dump(d.path(), pid, per);
+            assert!(j
+                .notice(pid, "/tmp/jit.dump", (1, u64::from(pid)), Some(f))
+                .is_some());
+        }
+        let one = j.read(false, 1);
+        assert!(one.code.is_empty(), "nothing was hit");
+        let first = j.stats.bytes;
+        assert!(
+            (JIT_READ_PER_CALL - 512..=JIT_READ_PER_CALL + (1 << 10)).contains(&first),
+            "one read: {first} bytes"
+        );
+        for pid in 1..=6 {
+            let off = j.by_pid[&pid].reader.offset();
+            assert!(off <= JIT_READ_PER_ROUND + 256, "dump {pid} read to {off}");
+        }
+        // An exited process's dump is read on beyond the per-dump share
+        // until its end, then forgotten.
+        j.exited(3, 2);
+        for r in 2..=2 + JIT_EXIT_ROUNDS {
+            j.read(false, r);
+        }
+        assert!(!j.by_pid.contains_key(&3), "retired after its rounds");
+        assert_eq!(j.stats.unread_at_exit, 0, "{:?}", j.stats);
+        // A pid met again ends its old process's dump at once, counted if
+        // unread.
+        j.exited(4, 20);
+        j.pid_reused(4);
+        assert!(!j.has(4));
+        assert_eq!(j.stats.unread_at_exit, 1);
+        // A live process's pid met again (a thread's fork record) keeps it.
+        j.pid_reused(5);
+        assert!(j.has(5));
+        // The end of the session reads the rest, within its own bound.
+        j.read(true, 30);
+        assert_eq!(j.stats.malformed, 0);
+        for pid in [1, 2, 5, 6] {
+            let len = std::fs::metadata(d.path().join(format!("jit-{pid}.dump")))
+                .unwrap()
+                .len();
+            assert_eq!(j.by_pid[&pid].reader.offset(), len, "dump {pid} read whole");
+        }
+        // 1, 2, 3, 5 and 6 whole, and the part of 4 read before it went.
+        assert!(j.stats.functions >= per * 5, "{:?}", j.stats);
+    }
+
+    #[test]
+    fn held_functions_and_bytes_are_bounded_and_counted() {
+        let mut j = JitDumps {
+            held: JIT_MAX_CODE_HELD - 100,
+            ..Default::default()
+        };
+        let d = tempfile::tempdir().unwrap();
+        let f = dump(d.path(), 9, 10);
+        j.notice(9, "/tmp/jit-9.dump", (1, 9), Some(f));
+        j.read(true, 1);
+        // The first function's code fits; the others are held without it.
+        assert_eq!(
+            (j.stats.functions, j.stats.code_not_held),
+            (10, 9),
+            "{:?}",
+            j.stats
+        );
+        assert!(j.held <= JIT_MAX_CODE_HELD, "{}", j.held);
+        // Past the bound (names count too), functions are not held at all.
+        j.held = JIT_MAX_CODE_HELD + 1;
+        let f = dump(d.path(), 10, 10);
+        j.notice(10, "/tmp/jit-10.dump", (1, 10), Some(f));
+        j.read(true, 2);
+        assert_eq!(
+            (j.stats.functions, j.stats.functions_over),
+            (10, 10),
+            "{:?}",
+            j.stats
+        );
+        assert!(j.code_at(10, 0x1000, 5).is_none());
+    }
 }

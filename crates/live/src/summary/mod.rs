@@ -319,6 +319,9 @@ pub struct JitSummary {
     pub undescribed: u64,
     /// Hits not kept (bound reached).
     pub hits_dropped: u64,
+    /// Dumps given up before their end after their process exited.
+    #[serde(default)]
+    pub unread_at_exit: u64,
 }
 
 impl From<&profkit_sync::JitStats> for JitSummary {
@@ -337,6 +340,7 @@ impl From<&profkit_sync::JitStats> for JitSummary {
             generations_late: j.generations_late,
             undescribed: j.undescribed,
             hits_dropped: j.hits_dropped,
+            unread_at_exit: j.unread_at_exit,
         }
     }
 }
@@ -351,14 +355,15 @@ impl JitSummary {
             self.functions,
             self.written
         )];
-        if self.unopened + self.over_dumps + self.malformed > 0 {
+        if self.unopened + self.over_dumps + self.malformed + self.unread_at_exit > 0 {
             v.push(format!(
-                "note: {} JIT dumps not read (gone before they were opened, or refused: not a regular file, not the process's user's own, mostly holes), {} not followed (over {} at once), {} ended at a malformed record or at {} GiB",
+                "note: {} JIT dumps not read (gone before they were opened, or refused: not a regular file, not the process's user's own, mostly holes), {} not followed (over {} at once), {} ended at a malformed record or at {} GiB, {} given up unread after their process exited",
                 self.unopened,
                 self.over_dumps,
                 profkit_sync::JIT_MAX_DUMPS,
                 self.malformed,
-                profkit_sync::JIT_MAX_DUMP_BYTES >> 30
+                profkit_sync::JIT_MAX_DUMP_BYTES >> 30,
+                self.unread_at_exit
             ));
         }
         if self.undescribed + self.hits_dropped > 0 {

@@ -159,6 +159,9 @@ impl SyncStage {
     /// A FORK record: a new process or thread.
     pub(super) fn on_fork(&mut self, t: &Task) {
         self.offcpu_fork(t.tid, t.time);
+        if t.pid == t.tid {
+            self.jit.pid_reused(t.pid);
+        }
         if t.pid == t.ppid {
             self.ensure_process(t.pid);
         } else {

@@ -9,10 +9,43 @@ pub type Cookie = u64;
 pub const COOKIE_NONE: Cookie = 0;
 
 /// Reserved cookie: a call-stack frame whose address did not resolve to
-/// any known binary (its offset is 0). Never assigned to a real binary; the
+/// any known binary (its offset is 0, or why the stack broke there:
+/// [`broken`]). Never assigned to a real binary; the
 /// sync stage defines it with a `CookieDef` (path `[unknown]`, kind
 /// [`CookieKind::Other`]) before the first stack that uses it.
 pub const COOKIE_UNKNOWN: Cookie = u64::MAX;
+
+/// Why a stack broke, as the offset of its [`COOKIE_UNKNOWN`] frame says
+/// (0: not said: sessions before it, imports' frame-pointer chains). A
+/// report counts broken stacks by these and by the binary of the frame
+/// before. No version bump: an older reader shows the frame as
+/// `[unknown]` whatever its offset.
+pub mod broken {
+    /// Not said.
+    pub const NOT_SAID: u64 = 0;
+    /// The unwinder had no rule for the frame (no unwind information, and
+    /// the frame pointer led nowhere).
+    pub const NO_RULE: u64 = 1;
+    /// The next return address was in no mapping (the unwind had lost the
+    /// real frames).
+    pub const OUTSIDE_MAPPINGS: u64 = 2;
+    /// The stack bytes the next step needed could not be read (and the
+    /// copy was not cut by its size).
+    pub const STACK_UNREADABLE: u64 = 3;
+    /// A 32-bit task (not unwound).
+    pub const NOT_64_BIT: u64 = 4;
+
+    /// A person's words for `offset`.
+    pub fn why(offset: u64) -> &'static str {
+        match offset {
+            NO_RULE => "no unwind rule",
+            OUTSIDE_MAPPINGS => "return address outside every mapping",
+            STACK_UNREADABLE => "stack bytes unreadable",
+            NOT_64_BIT => "32-bit task",
+            _ => "not said",
+        }
+    }
+}
 
 /// One frame of a call stack, resolved at sync time like a sample.
 ///

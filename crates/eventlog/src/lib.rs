@@ -187,8 +187,9 @@ pub use decode::{decode_events, for_each_sample, ChunkDecoder, Expanded, Expande
 pub use encode::{ChunkEncoder, OffsetCoding};
 pub use error::{Error, Result};
 pub use event::{
-    cookie_hash, Cookie, CookieEntry, CookieKind, Event, ExpandedSample, FileCheck, FileIdentity,
-    Frame, JitCode, JitLine, LostKind, NsTask, OffCpuKind, COOKIE_NONE, COOKIE_UNKNOWN,
+    broken, cookie_hash, Cookie, CookieEntry, CookieKind, Event, ExpandedSample, FileCheck,
+    FileIdentity, Frame, JitCode, JitLine, LostKind, NsTask, OffCpuKind, COOKIE_NONE,
+    COOKIE_UNKNOWN,
 };
 pub use idlist::{format_id_list, parse_id_list, IdListError};
 pub use layout::{build_id_path, SessionLayout};

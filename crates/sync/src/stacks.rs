@@ -139,7 +139,13 @@ pub fn resolve_chain(
                 cut = true;
                 Frame {
                     cookie: COOKIE_UNKNOWN,
-                    offset: 0,
+                    // Why the stack broke here (a kernel address in no
+                    // known text is not said).
+                    offset: if is_kernel {
+                        profkit_eventlog::broken::NOT_SAID
+                    } else {
+                        profkit_eventlog::broken::OUTSIDE_MAPPINGS
+                    },
                     kernel: is_kernel,
                 }
             }
@@ -363,7 +369,7 @@ mod tests {
 
     const UNK_USER: Frame = Frame {
         cookie: COOKIE_UNKNOWN,
-        offset: 0,
+        offset: profkit_eventlog::broken::OUTSIDE_MAPPINGS,
         kernel: false,
     };
 

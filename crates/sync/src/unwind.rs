@@ -92,7 +92,7 @@ use crate::cfi_check::{check_cfi, framehop_bases, CfiSection};
 use crate::process::{Map, MapKind, Process};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
-use profkit_eventlog::Cookie;
+use profkit_eventlog::{broken, Cookie};
 use profkit_perf::{UserStack, PERF_CONTEXT_USER};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
@@ -318,9 +318,10 @@ pub(crate) enum UnwindEnd {
     /// The next step needed stack beyond the copied bytes: the copy size
     /// cut it (`user_stacks_cut`).
     Cut,
-    /// The next step could not be made (no rule, a bad address, a 32-bit
-    /// task): the stack ends with `[unknown]` (`stacks_unknown`).
-    Failed,
+    /// The next step could not be made: the stack ends with `[unknown]`
+    /// (`stacks_unknown`), whose offset says why
+    /// (`profkit_eventlog::broken`).
+    Failed(u64),
 }
 
 type CfiAnswer = Result<CfiSections, CfiMissing>;
@@ -656,7 +657,7 @@ impl DwarfUnwinder {
         out.push(PERF_CONTEXT_USER);
         out.push(user.ip);
         if user.abi != ABI_64 {
-            return UnwindEnd::Failed;
+            return UnwindEnd::Failed(broken::NOT_64_BIT);
         }
         self.stats.stacks += 1;
         let stack = user.stack;
@@ -688,7 +689,7 @@ impl DwarfUnwinder {
                     out.pop();
                     return UnwindEnd::Complete;
                 }
-                return UnwindEnd::Failed;
+                return UnwindEnd::Failed(broken::OUTSIDE_MAPPINGS);
             }
             let file = map.filter(|m| m.kind == MapKind::File);
             let mut bias = 0;
@@ -714,7 +715,7 @@ impl DwarfUnwinder {
                 }
             };
             let Some(moved) = moved else {
-                return UnwindEnd::Failed;
+                return UnwindEnd::Failed(broken::OUTSIDE_MAPPINGS);
             };
             from = file.map(|m| (m.cookie, moved.address_for_lookup()));
             let generated = map.is_some_and(|m| m.kind == MapKind::Anon) && !fp_only;
@@ -789,7 +790,10 @@ impl DwarfUnwinder {
                 }
                 // A step from entry code that fails is the end, as above.
                 Err(_) if self.is_entry_code(from) => return UnwindEnd::Complete,
-                Err(_) => return UnwindEnd::Failed,
+                Err(framehop::Error::CouldNotReadStack(_)) => {
+                    return UnwindEnd::Failed(broken::STACK_UNREADABLE)
+                }
+                Err(_) => return UnwindEnd::Failed(broken::NO_RULE),
             }
         }
         UnwindEnd::Complete
@@ -1022,7 +1026,7 @@ mod tests {
         assert_eq!(names[..3], s.bt[1..]);
         assert_eq!(names.len(), 4, "{names:?}");
         assert!(names[3].starts_with("0x7f"), "{names:?}");
-        assert_eq!(end, UnwindEnd::Failed);
+        assert!(matches!(end, UnwindEnd::Failed(_)), "{end:?}");
     }
 
     #[test]
@@ -1037,7 +1041,7 @@ mod tests {
         // top): not a cut, a failed step.
         let (names, end) = unwind(&s, 16, 8192);
         assert_eq!(names, ["c", "b"]);
-        assert_eq!(end, UnwindEnd::Failed);
+        assert!(matches!(end, UnwindEnd::Failed(_)), "{end:?}");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use super::SyncStage;
 use crate::stacks::{resolve_chain, StackStats, MAX_STACK_FRAMES};
 use crate::unwind::{source_of, UnwindEnd, UnwindStats};
-use profkit_eventlog::{Event, Frame, COOKIE_UNKNOWN};
+use profkit_eventlog::{broken, Event, Frame, COOKIE_UNKNOWN};
 use profkit_perf::{UserStack, PERF_CONTEXT_USER};
 
 /// A deferred sample's user registers and stack, owned.
@@ -78,7 +78,10 @@ impl SyncStage {
             {
                 frames.push(Frame {
                     cookie: COOKIE_UNKNOWN,
-                    offset: 0,
+                    offset: match end {
+                        UnwindEnd::Failed(why) => why,
+                        _ => broken::NOT_SAID,
+                    },
                     kernel: false,
                 });
             }

@@ -164,9 +164,14 @@ impl Model {
             match self.addr(p, s).1 {
                 Some(f) => out.push(f),
                 None => {
+                    // A user frame outside every mapping says so.
                     out.push(Frame {
                         cookie: COOKIE_UNKNOWN,
-                        offset: 0,
+                        offset: if kernel {
+                            profkit_eventlog::broken::NOT_SAID
+                        } else {
+                            profkit_eventlog::broken::OUTSIDE_MAPPINGS
+                        },
                         kernel,
                     });
                     return;

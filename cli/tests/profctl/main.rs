@@ -11,6 +11,7 @@ mod disk;
 mod errors;
 mod full_disk;
 mod hostile;
+mod jit_hostile;
 mod lifecycle;
 mod record;
 mod rotation;

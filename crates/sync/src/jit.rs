@@ -17,8 +17,9 @@
 //!   its own chunk): at most [`JIT_READ_PER_ROUND`] bytes of a dump while
 //!   its process lives, and all that its runtime flushed at exit (Python
 //!   holds 4 KiB of records, node 2 MB) in the [`JIT_EXIT_ROUNDS`] after;
-//!   at most [`JIT_READ_PER_CALL`] bytes of all dumps a read, whatever
-//!   their number, and [`JIT_READ_AT_END`] at the session's end. A dump is
+//!   at most [`JIT_READ_PER_CALL`] bytes and [`JIT_READ_TIME`] for all
+//!   dumps a read, whatever their number, and [`JIT_READ_AT_END`] and
+//!   [`JIT_READ_TIME_AT_END`] at the session's end. A dump is
 //!   read no further than [`JIT_MAX_DUMP_BYTES`]; a malformed record ends
 //!   its reading (counted). A pid met again (a new process) ends its old
 //!   dump at once.
@@ -54,15 +55,26 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Bytes of one dump read at a time while its process lives.
-pub const JIT_READ_PER_ROUND: u64 = 2 << 20;
-/// Bytes of all dumps read at a time (twice a round): what a read may cost
-/// the stage, whatever the number of dumps or their size (dumps past it
-/// wait for the next read).
-pub const JIT_READ_PER_CALL: u64 = 8 << 20;
+pub const JIT_READ_PER_ROUND: u64 = 1 << 20;
+/// Bytes of all dumps read at a time (twice a round), whatever the number
+/// of dumps or their size (dumps past it wait for the next read).
+pub const JIT_READ_PER_CALL: u64 = 4 << 20;
+/// Time the stage may spend reading dumps at a time (twice a round; ten
+/// times as much in an unoptimized build), whatever their bytes: a dump
+/// of tiny records costs about 1 µs a record to take in.
+pub const JIT_READ_TIME: Duration = Duration::from_millis(5);
 /// Bytes of all dumps read at the session's end.
 pub const JIT_READ_AT_END: u64 = 256 << 20;
+/// Time the stage may spend reading dumps at the session's end.
+pub const JIT_READ_TIME_AT_END: Duration = Duration::from_secs(2);
+/// Bytes read in one piece (the reader's buffer; the time is checked
+/// between pieces).
+const JIT_READ_PIECE: u64 = 256 << 10;
+/// How much slower an unoptimized build is (the tests' daemon).
+const BUILD_SLOWDOWN: u32 = if cfg!(debug_assertions) { 10 } else { 1 };
 /// Rounds an exited process's dump is read on for (its runtime flushed
 /// at exit) before it is given up: [`JIT_READ_PER_CALL`] twice a round.
 pub const JIT_EXIT_ROUNDS: u64 = 8;
@@ -334,6 +346,12 @@ impl JitDumps {
         } else {
             JIT_READ_PER_CALL
         };
+        let deadline = Instant::now()
+            + if at_end {
+                JIT_READ_TIME_AT_END
+            } else {
+                JIT_READ_TIME
+            } * BUILD_SLOWDOWN;
         for pid in pids {
             let Some(mut d) = self.by_pid.remove(&pid) else {
                 continue;
@@ -341,20 +359,29 @@ impl JitDumps {
             let retire = d
                 .exit_round
                 .is_some_and(|r| round >= r.saturating_add(JIT_EXIT_ROUNDS));
-            if d.state != State::Done && left > 0 {
-                let budget = if d.state == State::Exited || at_end {
-                    left
-                } else {
-                    left.min(JIT_READ_PER_ROUND)
-                };
-                let (read, more) = self.read_dump(&mut d, budget);
+            // A live process's dump gets its share; an exited one's (or
+            // any at the end) what is left, in pieces, while time is left.
+            let mut share = if d.state == State::Exited || at_end {
+                left
+            } else {
+                left.min(JIT_READ_PER_ROUND)
+            };
+            let mut more = true;
+            while d.state != State::Done && share > 0 && more && Instant::now() < deadline {
+                let (read, m) = self.read_dump(&mut d, share.min(JIT_READ_PIECE));
+                more = m;
                 left = left.saturating_sub(read);
+                share = share.saturating_sub(read.max(1));
                 let records = std::mem::take(&mut d.records);
                 self.take_records(&mut d, records, &mut out);
-                if at_end || (d.state == State::Exited && !more) {
-                    d.state = State::Done;
-                    d.file = None;
+            }
+            if d.state != State::Done && (at_end || (d.state == State::Exited && !more)) {
+                if more {
+                    // Given up with bytes left: counted.
+                    self.stats.unread_at_exit += 1;
                 }
+                d.state = State::Done;
+                d.file = None;
             }
             if retire {
                 // Gone from the stage's tables: its pid may name another
@@ -704,8 +731,9 @@ mod tests {
         let one = j.read(false, 1);
         assert!(one.code.is_empty(), "nothing was hit");
         let first = j.stats.bytes;
+        // Bounded by bytes, or sooner by time (an unoptimized build).
         assert!(
-            (JIT_READ_PER_CALL - 512..=JIT_READ_PER_CALL + (1 << 10)).contains(&first),
+            first > 0 && first <= JIT_READ_PER_CALL + (1 << 10),
             "one read: {first} bytes"
         );
         for pid in 1..=6 {

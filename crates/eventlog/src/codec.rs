@@ -71,6 +71,8 @@ pub mod tag {
     pub const CGROUP_DEF: u8 = 0x27;
     /// Marker `OffCpu` (since version 5): len uvar + body.
     pub const OFF_CPU: u8 = 0x28;
+    /// Marker `JitCode` (since version 7): len uvar + body.
+    pub const JIT_CODE: u8 = 0x29;
     /// First `CookieSwitch` back-reference tag: slot = tag - COOKIE_REF_BASE.
     pub const COOKIE_REF_BASE: u8 = 0x40;
     /// Last `CookieSwitch` back-reference tag.

@@ -15,6 +15,7 @@
 //! | a module | `module-build-id`, id; else `module`, name, base | [`module_entry`] |
 //! | anonymous code of a process | `anon`, pid | [`anon_entry`] |
 //! | the vDSO | `vdso` | [`vdso_entry`] |
+//! | a process's JIT code described by a jitdump file | `jit`, pid, dev, inode, generation | [`jit_entry`] |
 //! | a frame in no binary | reserved [`COOKIE_UNKNOWN`] | [`unknown_entry`] |
 //!
 //! ## A build-id is a claim
@@ -81,6 +82,21 @@ pub fn inode_cookie(dev: u64, inode: u64, generation: u64) -> Cookie {
 /// Cookie of a process's anonymous executable memory.
 pub fn anon_cookie(pid: u32) -> Cookie {
     cookie_hash("anon", &[&pid.to_le_bytes()])
+}
+
+/// Cookie of process `pid`'s JIT code described by the jitdump file
+/// (`dev`, `inode`), JIT generation `generation` (the writer starts a new
+/// generation when the runtime reuses addresses).
+pub fn jit_cookie(pid: u32, dev: u64, inode: u64, generation: u64) -> Cookie {
+    cookie_hash(
+        "jit",
+        &[
+            &pid.to_le_bytes(),
+            &dev.to_le_bytes(),
+            &inode.to_le_bytes(),
+            &generation.to_le_bytes(),
+        ],
+    )
 }
 
 /// Cookie of the vDSO (one for every process: it is the same code).
@@ -209,6 +225,26 @@ pub fn anon_entry(pid: u32) -> CookieEntry {
     CookieEntry {
         pid: Some(pid),
         ..entry(anon_cookie(pid), CookieKind::Anon, "//anon".into())
+    }
+}
+
+/// The entry of process `pid`'s JIT code described by the jitdump file at
+/// `path` (as the process mapped it, `/tmp/jit-1234.dump`; device `dev`,
+/// inode `inode`), JIT generation `generation`: kind
+/// [`CookieKind::Jit`], `base` the generation (the entry's own
+/// `generation` is 0), offsets absolute addresses named by the session's
+/// `JitCode` markers.
+pub fn jit_entry(pid: u32, path: &str, dev: u64, inode: u64, generation: u64) -> CookieEntry {
+    CookieEntry {
+        pid: Some(pid),
+        dev,
+        inode,
+        base: generation,
+        ..entry(
+            jit_cookie(pid, dev, inode, generation),
+            CookieKind::Jit,
+            path.into(),
+        )
     }
 }
 
@@ -356,6 +392,66 @@ mod tests {
         assert_eq!(kernel_cookie(1, Some(&[7])), kernel_cookie(2, Some(&[7])));
         assert_ne!(kernel_cookie(1, Some(&[7])), build_id_cookie(&[7]));
         assert_ne!(module_cookie("a", 1, None), module_cookie("a", 2, None));
+    }
+
+    /// A JIT cookie is its process's dump file and generation: a new
+    /// generation (addresses reused) is a new cookie.
+    #[test]
+    fn jit_cookies_and_entries() {
+        let c = jit_cookie(1234, 0x803, 99, 0);
+        assert_eq!(
+            c,
+            cookie_hash(
+                "jit",
+                &[
+                    &1234u32.to_le_bytes(),
+                    &0x803u64.to_le_bytes(),
+                    &99u64.to_le_bytes(),
+                    &0u64.to_le_bytes()
+                ]
+            )
+        );
+        assert_ne!(c, jit_cookie(1234, 0x803, 99, 1));
+        assert_ne!(c, jit_cookie(1235, 0x803, 99, 0));
+        assert_ne!(c, jit_cookie(1234, 0x803, 98, 0));
+        assert_ne!(c, anon_cookie(1234));
+        let e = jit_entry(1234, "/tmp/jit-1234.dump", 0x803, 99, 1);
+        assert_eq!(
+            e,
+            CookieEntry {
+                cookie: jit_cookie(1234, 0x803, 99, 1),
+                kind: CookieKind::Jit,
+                path: "/tmp/jit-1234.dump".into(),
+                build_id: None,
+                dev: 0x803,
+                inode: 99,
+                generation: 0,
+                base: 1,
+                pid: Some(1234),
+                file: FileCheck::NotRecorded,
+            }
+        );
+        // Kind 6 on disk, and back.
+        let mut body = Vec::new();
+        crate::markers::push_cookie_entry(&mut body, &e);
+        assert_eq!(body[8], 6);
+        let back = crate::markers::read_cookie_entry(&mut crate::codec::BodyReader::new(
+            &body,
+            0,
+            "CookieDef",
+        ))
+        .unwrap();
+        assert_eq!(back, e);
+        body[8] = 7;
+        let err = crate::markers::read_cookie_entry(&mut crate::codec::BodyReader::new(
+            &body,
+            0,
+            "CookieDef",
+        ))
+        .unwrap_err();
+        assert!(err
+            .to_string()
+            .contains("unknown cookie kind 7 (this build knows 0..=6)"));
     }
 
     /// The values sessions on disk already carry: changing a tag or the

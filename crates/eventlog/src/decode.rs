@@ -308,7 +308,8 @@ impl<'a> Core<'a> {
             | tag::STACK_DEF
             | tag::STACK_DEF_ON
             | tag::CGROUP_DEF
-            | tag::OFF_CPU => {
+            | tag::OFF_CPU
+            | tag::JIT_CODE => {
                 let len = self.uvar("marker length")?;
                 let start = self.pos;
                 let avail = (self.buf.len() - start) as u64;
@@ -992,7 +993,7 @@ mod tests {
 
     #[test]
     fn unknown_and_reserved_tags_are_rejected_with_offset() {
-        for t in [tag::INVALID, 0x1c, 0x29, 0x08, 0x1f, 0x3f, 0x80, 0xff] {
+        for t in [tag::INVALID, 0x1c, 0x2a, 0x08, 0x1f, 0x3f, 0x80, 0xff] {
             let mut enc = ChunkEncoder::new();
             enc.sample(0, 1, 1, false, 1, 1);
             let at = enc.bytes().len() as u64;

@@ -694,6 +694,77 @@ mod tests {
         );
     }
 
+    #[test]
+    fn golden_bytes_of_the_format_md_jit_example() {
+        use crate::event::{JitCode, JitLine};
+        let def = crate::cookie::jit_entry(7, "/tmp/jit-7.dump", 0x803, 12, 0);
+        let jit = def.cookie;
+        let mut enc = ChunkEncoder::new();
+        enc.event(&Event::CookieDef(def.clone()));
+        enc.sample(0, 7, 7, false, jit, 0x10004);
+        enc.sample(0, 7, 7, false, jit, 0x10006);
+        enc.event(&Event::JitCode(JitCode {
+            cookie: jit,
+            addr: 0x10000,
+            size: 8,
+            index: 1,
+            time: 1_000_000_000,
+            name: "py::f:/t.py".into(),
+            code: Some(vec![0x55, 0x48, 0x89, 0xe5, 0x90, 0x5d, 0xc3, 0x90]),
+            files: vec!["/t.py".into()],
+            lines: vec![
+                JitLine {
+                    offset: 0,
+                    line: 1,
+                    discrim: 0,
+                    file: 0,
+                },
+                JitLine {
+                    offset: 4,
+                    line: 2,
+                    discrim: 0,
+                    file: 0,
+                },
+            ],
+        }));
+        #[rustfmt::skip]
+        let want: &[u8] = &[
+            0x21, 0x21,                                           // CookieDef: body of 33 bytes
+            0x63, 0xc6, 0xee, 0x39, 0x6a, 0xc8, 0x81, 0xd9,       //   cookie jit_cookie(7, 0x803, 12, 0)
+            0x06,                                                 //   kind 6 (Jit)
+            0x0f, b'/', b't', b'm', b'p', b'/', b'j', b'i', b't', //   path "/tmp/jit-7.dump"
+            b'-', b'7', b'.', b'd', b'u', b'm', b'p',
+            0x00,                                                 //   no build-id
+            0x83, 0x10, 0x0c, 0x00,                               //   dev 0x803, inode 12, generation 0
+            0x00,                                                 //   base: JIT generation 0
+            0x01, 0x07,                                           //   pid 7
+            0x01, 0x00,                                           // CpuSwitch cpu=0
+            0x02, 0x07, 0x00,                                     // TaskSwitch pid=7
+            0x03,                                                 // Mode user
+            0x05, 0x63, 0xc6, 0xee, 0x39, 0x6a, 0xc8, 0x81, 0xd9, // CookieSwitch jit -> slot 0
+            0x10, 0x84, 0x80, 0x04,                               // Sample 0x10004 (an address)
+            0x11, 0x04,                                           // Sample delta +2 = 0x10006
+            0x29, 0x38,                                           // JitCode: body of 56 bytes
+            0x63, 0xc6, 0xee, 0x39, 0x6a, 0xc8, 0x81, 0xd9,       //   cookie
+            0x80, 0x80, 0x04, 0x08, 0x01,                         //   addr 0x10000, size 8, index 1
+            0x80, 0x94, 0xeb, 0xdc, 0x03,                         //   time 1,000,000,000 ns
+            0x0b, b'p', b'y', b':', b':', b'f', b':', b'/', b't', //   name "py::f:/t.py"
+            b'.', b'p', b'y',
+            0x01, 0x08,                                           //   code: 8 bytes
+            0x55, 0x48, 0x89, 0xe5, 0x90, 0x5d, 0xc3, 0x90,
+            0x01, 0x05, b'/', b't', b'.', b'p', b'y',             //   1 file: "/t.py"
+            0x02,                                                 //   2 lines:
+            0x00, 0x01, 0x00, 0x00,                               //     +0 = 0: line 1, discrim 0, file 0
+            0x04, 0x02, 0x00, 0x00,                               //     +4 = 4: line 2, discrim 0, file 0
+        ];
+        assert_eq!(enc.bytes(), want);
+        assert_eq!(jit, 0xd981_c86a_39ee_c663);
+        let mut evs = Vec::new();
+        crate::decode_events(want, |e| evs.push(e)).unwrap();
+        assert_eq!(evs[0], Event::CookieDef(def));
+        assert!(matches!(&evs[evs.len() - 1], Event::JitCode(j) if j.lines[1].offset == 4));
+    }
+
     /// A chunk's time state is its own: each chunk decodes alone, and bad
     /// units and times are errors, never panics.
     #[test]

@@ -74,6 +74,15 @@ pub enum CookieKind {
     Vdso,
     /// Anything else.
     Other,
+    /// A process's JIT code described by a jitdump file (`jit-PID.dump`,
+    /// format version 7): offsets are absolute addresses, as for
+    /// [`CookieKind::Anon`], named by the session's [`Event::JitCode`]
+    /// markers. [`CookieEntry::path`] is the dump file's path as the
+    /// process mapped it, `pid` the process, `dev`/`inode` the dump
+    /// file's, and [`CookieEntry::base`] the JIT generation (a new cookie
+    /// each time the runtime reuses addresses, so within one cookie the
+    /// functions never overlap). See [`crate::cookie::jit_entry`].
+    Jit,
 }
 
 impl LostKind {
@@ -106,9 +115,10 @@ pub struct CookieEntry {
     pub inode: u64,
     /// Inode generation.
     pub generation: u64,
-    /// Kernel/module: the load address offsets are relative to; else 0.
+    /// Kernel/module: the load address offsets are relative to; Jit: the
+    /// JIT generation (offsets are absolute addresses); else 0.
     pub base: u64,
-    /// Anon: the owning process.
+    /// Anon and Jit: the owning process.
     pub pid: Option<u32>,
     /// Which file backed the mappings of this cookie, as the sync stage
     /// saw it (appended field; [`FileCheck::NotRecorded`] for sessions
@@ -222,6 +232,51 @@ pub struct NsTask {
     pub pid: u32,
     /// The thread id in the task's pid namespace.
     pub tid: u32,
+}
+
+/// One function of a runtime's JIT code, as its jitdump file describes it
+/// (an [`Event::JitCode`] marker, format version 7).
+///
+/// Bounds (a reader refuses a marker over them as malformed):
+/// [`crate::MAX_JIT_NAME`], [`crate::MAX_JIT_CODE`],
+/// [`crate::MAX_JIT_FILES`] (each file name at most
+/// [`crate::MAX_JIT_NAME`] bytes), [`crate::MAX_JIT_LINES`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct JitCode {
+    /// The [`CookieKind::Jit`] cookie whose samples this names.
+    pub cookie: Cookie,
+    /// The code's address: the cookie's offsets `addr..addr + size`.
+    pub addr: u64,
+    /// The code's size in bytes.
+    pub size: u64,
+    /// The runtime's `code_index` for it.
+    pub index: u64,
+    /// When the runtime loaded it (CLOCK_MONOTONIC ns, the dump's
+    /// timestamp): of two functions covering an address, the later names it.
+    pub time: u64,
+    /// The runtime's name for it, as given (`py::f:/tmp/x.py`,
+    /// `JS:*fib /tmp/x.js:3`).
+    pub name: String,
+    /// The code bytes (`len == size`), when kept.
+    pub code: Option<Vec<u8>>,
+    /// The source files [`JitLine::file`] indexes.
+    pub files: Vec<String>,
+    /// Source lines, sorted by offset, each within `0..size`.
+    pub lines: Vec<JitLine>,
+}
+
+/// One source line of a [`JitCode`]: the code from `offset` (up to the
+/// next entry's) comes from `files[file]`, line `line`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct JitLine {
+    /// Offset from [`JitCode::addr`].
+    pub offset: u64,
+    /// Line number.
+    pub line: u32,
+    /// DWARF discriminator (0: none).
+    pub discrim: u32,
+    /// Index into [`JitCode::files`].
+    pub file: u32,
 }
 
 /// One event of a chunk's stream.
@@ -388,6 +443,13 @@ pub enum Event {
         /// Their total length, ns.
         total_ns: u64,
     },
+    /// A function of a runtime's JIT code (its name, code bytes and
+    /// source lines), for the [`CookieKind::Jit`] cookie it names. A
+    /// metadata marker, like [`Event::CookieDef`]: the runtime writes its
+    /// dump late, so it may come in a later chunk (or part) than the
+    /// samples it names; a report collects them from all chunks. Since
+    /// version 7.
+    JitCode(JitCode),
     /// The kernel throttled (or unthrottled) sampling on `cpu`.
     Throttle {
         /// The CPU.
@@ -421,6 +483,21 @@ impl Event {
     /// True for markers: events that are neither state changes nor samples.
     pub fn is_marker(&self) -> bool {
         !self.is_state() && !self.is_sample()
+    }
+
+    /// True for the metadata markers a report collects from every chunk
+    /// before naming (and a writer restates in each part, or a merge keeps
+    /// whatever chunk holds them): `CookieDef`, `StackDef`, `StackDefOn`,
+    /// `CgroupDef`, `JitCode`.
+    pub fn is_definition(&self) -> bool {
+        matches!(
+            self,
+            Event::CookieDef(_)
+                | Event::StackDef { .. }
+                | Event::StackDefOn { .. }
+                | Event::CgroupDef { .. }
+                | Event::JitCode(_)
+        )
     }
 }
 

@@ -13,7 +13,12 @@
 //! stack), collected by readers into a [`StackTable`]. Since version 6 each
 //! sample may carry its own time ([`ChunkEncoder::time`],
 //! [`ExpandedSample::time`]: CLOCK_MONOTONIC ns, delta-coded against the
-//! CPU run's last time and step, in the chunk's `TimeUnit` ticks). The
+//! CPU run's last time and step, in the chunk's `TimeUnit` ticks). Since
+//! version 7 a session may hold JIT code: [`CookieKind::Jit`] cookies
+//! (a runtime's code described by its jitdump file, offsets absolute
+//! addresses) and the [`Event::JitCode`] markers naming each function
+//! (name, code bytes, source lines; bounded by [`MAX_JIT_NAME`],
+//! [`MAX_JIT_CODE`], [`MAX_JIT_FILES`], [`MAX_JIT_LINES`]). The
 //! byte-exact specification is `docs/FORMAT.md`.
 //!
 //! Cookie derivation is part of the format too ([`cookie`]): the cookie and
@@ -175,7 +180,7 @@ mod writer;
 
 pub use codec::{tag, COOKIE_SLOTS};
 pub use cookie::{
-    anon_entry, build_id_from_notes, claimed_file_entry, file_entry, is_anonymous_code,
+    anon_entry, build_id_from_notes, claimed_file_entry, file_entry, is_anonymous_code, jit_entry,
     kernel_entry, module_entry, module_name, unknown_entry, vdso_entry,
 };
 pub use decode::{decode_events, for_each_sample, ChunkDecoder, Expanded, Expander};
@@ -183,11 +188,13 @@ pub use encode::{ChunkEncoder, OffsetCoding};
 pub use error::{Error, Result};
 pub use event::{
     cookie_hash, Cookie, CookieEntry, CookieKind, Event, ExpandedSample, FileCheck, FileIdentity,
-    Frame, LostKind, NsTask, OffCpuKind, COOKIE_NONE, COOKIE_UNKNOWN,
+    Frame, JitCode, JitLine, LostKind, NsTask, OffCpuKind, COOKIE_NONE, COOKIE_UNKNOWN,
 };
 pub use idlist::{format_id_list, parse_id_list, IdListError};
 pub use layout::{build_id_path, SessionLayout};
-pub use markers::{MAX_CGROUP_PATH, MAX_STACK_FRAMES};
+pub use markers::{
+    MAX_CGROUP_PATH, MAX_JIT_CODE, MAX_JIT_FILES, MAX_JIT_LINES, MAX_JIT_NAME, MAX_STACK_FRAMES,
+};
 pub use reader::{read_header, SessionReader};
 pub use session::{
     BadChunk, BadReason, CgroupSource, ChunkRef, CpuAccounting, EventConfigDesc, OffCpuCounts,

@@ -7,7 +7,8 @@
 use crate::codec::{push_bool, push_str, push_uvar, tag, BodyReader};
 use crate::error::{Error, Result};
 use crate::event::{
-    CookieEntry, CookieKind, Event, FileCheck, FileIdentity, Frame, LostKind, NsTask, OffCpuKind,
+    CookieEntry, CookieKind, Event, FileCheck, FileIdentity, Frame, JitCode, JitLine, LostKind,
+    NsTask, OffCpuKind,
 };
 
 pub(crate) fn cookie_kind_code(k: &CookieKind) -> u8 {
@@ -18,6 +19,7 @@ pub(crate) fn cookie_kind_code(k: &CookieKind) -> u8 {
         CookieKind::Anon => 3,
         CookieKind::Vdso => 4,
         CookieKind::Other => 5,
+        CookieKind::Jit => 6,
     }
 }
 
@@ -29,6 +31,7 @@ fn cookie_kind_from(code: u8) -> Option<CookieKind> {
         3 => CookieKind::Anon,
         4 => CookieKind::Vdso,
         5 => CookieKind::Other,
+        6 => CookieKind::Jit,
         _ => return None,
     })
 }
@@ -108,7 +111,7 @@ pub(crate) fn read_cookie_entry(r: &mut BodyReader<'_>) -> Result<CookieEntry> {
         Error::malformed(
             "CookieDef",
             at,
-            format!("unknown cookie kind {code} (this build knows 0..=5)"),
+            format!("unknown cookie kind {code} (this build knows 0..=6)"),
         )
     })?;
     Ok(CookieEntry {
@@ -167,6 +170,273 @@ pub const MAX_CGROUP_PATH: usize = 4096;
 /// definitions as malformed, so a crafted file cannot make a report hold
 /// (and copy) a million frames per stack.
 pub const MAX_STACK_FRAMES: usize = 256;
+
+/// The longest name (and source file name) a `JitCode` holds: readers
+/// refuse longer ones as malformed.
+pub const MAX_JIT_NAME: usize = 4096;
+
+/// The most code bytes a `JitCode` holds (1 MiB): readers refuse more as
+/// malformed; a writer keeps none (`code` None) for a larger function.
+pub const MAX_JIT_CODE: usize = 1 << 20;
+
+/// The most source files a `JitCode` names.
+pub const MAX_JIT_FILES: usize = 4096;
+
+/// The most source lines a `JitCode` holds.
+pub const MAX_JIT_LINES: usize = 65536;
+
+/// Appends a `JitCode` body: cookie, addr, size, index, time, name, code
+/// `opt<bytes>`, files (n, n × str), lines (m, m × (offset delta from the
+/// previous line's, line, discrim, file)).
+fn push_jit_code(out: &mut Vec<u8>, j: &JitCode) {
+    out.extend_from_slice(&j.cookie.to_le_bytes());
+    push_uvar(out, j.addr);
+    push_uvar(out, j.size);
+    push_uvar(out, j.index);
+    push_uvar(out, j.time);
+    push_str(out, &j.name);
+    match &j.code {
+        None => out.push(0),
+        Some(c) => {
+            out.push(1);
+            crate::codec::push_bytes(out, c);
+        }
+    }
+    push_uvar(out, j.files.len() as u64);
+    for f in &j.files {
+        push_str(out, f);
+    }
+    push_uvar(out, j.lines.len() as u64);
+    let mut prev = 0u64;
+    for l in &j.lines {
+        push_uvar(out, l.offset.wrapping_sub(prev));
+        push_uvar(out, u64::from(l.line));
+        push_uvar(out, u64::from(l.discrim));
+        push_uvar(out, u64::from(l.file));
+        prev = l.offset;
+    }
+}
+
+impl JitCode {
+    /// True when a reader takes this marker as it is: within the bounds
+    /// ([`MAX_JIT_NAME`], [`MAX_JIT_CODE`], [`MAX_JIT_FILES`],
+    /// [`MAX_JIT_LINES`]), `code` of `size` bytes, `addr + size` without
+    /// overflow, lines sorted, within `0..size` and naming a file.
+    pub fn fits(&self) -> bool {
+        let mut prev = 0;
+        self.name.len() <= MAX_JIT_NAME
+            && self.addr.checked_add(self.size).is_some()
+            && self
+                .code
+                .as_ref()
+                .is_none_or(|c| c.len() <= MAX_JIT_CODE && c.len() as u64 == self.size)
+            && self.files.len() <= MAX_JIT_FILES
+            && self.files.iter().all(|f| f.len() <= MAX_JIT_NAME)
+            && self.lines.len() <= MAX_JIT_LINES
+            && self.lines.iter().all(|l| {
+                let ok = l.offset >= prev
+                    && l.offset < self.size
+                    && (l.file as usize) < self.files.len();
+                prev = l.offset;
+                ok
+            })
+    }
+
+    /// This marker cut to what a reader takes ([`JitCode::fits`]): names
+    /// cut at a character boundary, code not kept when over the bound or
+    /// not `size` bytes, the size cut at the end of the address space,
+    /// files past the bound and lines out of order, out of range, naming a
+    /// missing file or past the bound left out. [`crate::ChunkEncoder`]
+    /// writes every `JitCode` through it, so a writer never makes a chunk
+    /// readers refuse.
+    pub fn bounded(&self) -> JitCode {
+        let size = self.size.min(u64::MAX - self.addr);
+        let files: Vec<String> = self
+            .files
+            .iter()
+            .take(MAX_JIT_FILES)
+            .map(|f| cut(f, MAX_JIT_NAME).to_owned())
+            .collect();
+        let mut prev = 0;
+        let lines = self
+            .lines
+            .iter()
+            .filter(|l| {
+                let ok = l.offset >= prev && l.offset < size && (l.file as usize) < files.len();
+                if ok {
+                    prev = l.offset;
+                }
+                ok
+            })
+            .take(MAX_JIT_LINES)
+            .copied()
+            .collect();
+        JitCode {
+            cookie: self.cookie,
+            addr: self.addr,
+            size,
+            index: self.index,
+            time: self.time,
+            name: cut(&self.name, MAX_JIT_NAME).to_owned(),
+            code: self
+                .code
+                .as_ref()
+                .filter(|c| c.len() <= MAX_JIT_CODE && c.len() as u64 == size)
+                .cloned(),
+            files,
+            lines,
+        }
+    }
+}
+
+/// `s` cut to at most `max` bytes at a character boundary.
+fn cut(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Smallest line entry: offset delta, line, discrim, file (1 byte each).
+const MIN_JIT_LINE_BYTES: usize = 4;
+
+fn read_jit_code(r: &mut BodyReader<'_>) -> Result<Event> {
+    const W: &str = "JitCode";
+    let cookie = r.u64le("cookie")?;
+    let addr = r.uvar("addr")?;
+    let size = r.uvar("size")?;
+    let index = r.uvar("index")?;
+    let time = r.uvar("time")?;
+    let at = r.offset();
+    let name = r.string("name")?;
+    if name.len() > MAX_JIT_NAME {
+        return Err(Error::malformed(
+            W,
+            at,
+            format!(
+                "name of {} bytes (the format's limit is {MAX_JIT_NAME})",
+                name.len()
+            ),
+        ));
+    }
+    if addr.checked_add(size).is_none() {
+        return Err(Error::malformed(
+            W,
+            at,
+            format!("code at {addr:#x} of {size} bytes runs past the end of the address space"),
+        ));
+    }
+    let at = r.offset();
+    let code = r.option("code", |r| r.bytes("code"))?;
+    if let Some(c) = code {
+        if c.len() > MAX_JIT_CODE {
+            return Err(Error::malformed(
+                W,
+                at,
+                format!(
+                    "{} code bytes (the format's limit is {MAX_JIT_CODE})",
+                    c.len()
+                ),
+            ));
+        }
+        if c.len() as u64 != size {
+            return Err(Error::malformed(
+                W,
+                at,
+                format!("{} code bytes for a function of size {size}", c.len()),
+            ));
+        }
+    }
+    let at = r.offset();
+    let n = r.count("files", 1)?;
+    if n > MAX_JIT_FILES {
+        return Err(Error::malformed(
+            W,
+            at,
+            format!("{n} source files (the format's limit is {MAX_JIT_FILES})"),
+        ));
+    }
+    let mut files = Vec::with_capacity(n);
+    for _ in 0..n {
+        let at = r.offset();
+        let f = r.string("files")?;
+        if f.len() > MAX_JIT_NAME {
+            return Err(Error::malformed(
+                W,
+                at,
+                format!(
+                    "source file name of {} bytes (the format's limit is {MAX_JIT_NAME})",
+                    f.len()
+                ),
+            ));
+        }
+        files.push(f);
+    }
+    let at = r.offset();
+    let m = r.count("lines", MIN_JIT_LINE_BYTES)?;
+    if m > MAX_JIT_LINES {
+        return Err(Error::malformed(
+            W,
+            at,
+            format!("{m} source lines (the format's limit is {MAX_JIT_LINES})"),
+        ));
+    }
+    let mut lines = Vec::with_capacity(m);
+    let mut offset = 0u64;
+    for i in 0..m {
+        let at = r.offset();
+        let d = r.uvar("lines.offset")?;
+        // A delta cannot go back, so a writer's out-of-order line comes
+        // out as a (wrapped) offset past the size.
+        offset = match offset.checked_add(d) {
+            Some(o) if o < size => o,
+            _ => {
+                return Err(Error::malformed(
+                    W,
+                    at,
+                    format!(
+                        "line {i}: offset {offset} + {d} is out of order or past the function's size {size}"
+                    ),
+                ))
+            }
+        };
+        let line = r.u32var("lines.line")?;
+        let discrim = r.u32var("lines.discrim")?;
+        let fat = r.offset();
+        let file = r.u32var("lines.file")?;
+        if file as usize >= files.len() {
+            return Err(Error::malformed(
+                W,
+                fat,
+                format!(
+                    "line {i}: file index {file} but {} source files",
+                    files.len()
+                ),
+            ));
+        }
+        lines.push(JitLine {
+            offset,
+            line,
+            discrim,
+            file,
+        });
+    }
+    Ok(Event::JitCode(JitCode {
+        cookie,
+        addr,
+        size,
+        index,
+        time,
+        name,
+        code: code.map(<[u8]>::to_vec),
+        files,
+        lines,
+    }))
+}
 
 /// Smallest run: cookie (8), kernel (1), n (1), one offset (1).
 const MIN_RUN_BYTES: usize = 11;
@@ -299,6 +569,14 @@ pub(crate) fn push_marker(out: &mut Vec<u8>, ev: &Event) {
             push_uvar(&mut body, *total_ns);
             tag::OFF_CPU
         }
+        Event::JitCode(j) => {
+            if j.fits() {
+                push_jit_code(&mut body, j);
+            } else {
+                push_jit_code(&mut body, &j.bounded());
+            }
+            tag::JIT_CODE
+        }
         Event::CpuSwitch { .. }
         | Event::CgroupSwitch { .. }
         | Event::TaskSwitch { .. }
@@ -324,6 +602,7 @@ pub(crate) fn read_marker(t: u8, body: &[u8], base: u64) -> Result<Event> {
         tag::STACK_DEF_ON => "StackDefOn",
         tag::CGROUP_DEF => "CgroupDef",
         tag::OFF_CPU => "OffCpu",
+        tag::JIT_CODE => "JitCode",
         _ => {
             return Err(Error::UnknownTag {
                 tag: t,
@@ -382,6 +661,7 @@ pub(crate) fn read_marker(t: u8, body: &[u8], base: u64) -> Result<Event> {
                 _ => unreachable!("read_stack_def gives a StackDef"),
             }
         }
+        tag::JIT_CODE => read_jit_code(&mut r)?,
         tag::CGROUP_DEF => {
             let id = r.uvar("id")?;
             let at = r.offset();
@@ -432,4 +712,221 @@ pub(crate) fn read_marker(t: u8, body: &[u8], base: u64) -> Result<Event> {
         },
     };
     Ok(ev)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::push_uvar;
+    use crate::{decode_events, ChunkEncoder};
+
+    fn jit() -> JitCode {
+        JitCode {
+            cookie: 0x0102_0304_0506_0708,
+            addr: 0x7f00_1234_0000,
+            size: 8,
+            index: 3,
+            time: 1_000_000_000,
+            name: "py::f_three:/tmp/work.py".into(),
+            code: Some(vec![0x55, 0x48, 0x89, 0xe5, 0x90, 0x5d, 0xc3, 0x90]),
+            files: vec!["/tmp/work.py".into(), "/tmp/other.py".into()],
+            lines: vec![
+                JitLine {
+                    offset: 0,
+                    line: 10,
+                    discrim: 0,
+                    file: 0,
+                },
+                JitLine {
+                    offset: 4,
+                    line: 11,
+                    discrim: 2,
+                    file: 1,
+                },
+                JitLine {
+                    offset: 4,
+                    line: 12,
+                    discrim: 0,
+                    file: 0,
+                },
+            ],
+        }
+    }
+
+    /// The marker's payload bytes, written as they are (no bounds applied).
+    fn raw(j: &JitCode) -> Vec<u8> {
+        let mut body = Vec::new();
+        push_jit_code(&mut body, j);
+        let mut p = vec![tag::JIT_CODE];
+        push_uvar(&mut p, body.len() as u64);
+        p.extend_from_slice(&body);
+        p
+    }
+
+    fn decode(p: &[u8]) -> Result<Vec<Event>> {
+        let mut out = Vec::new();
+        decode_events(p, |e| out.push(e))?;
+        Ok(out)
+    }
+
+    fn refused(j: &JitCode, says: &str) {
+        assert!(!j.fits(), "{says}: fits");
+        let err = decode(&raw(j)).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            matches!(
+                err,
+                Error::Malformed {
+                    what: "JitCode",
+                    ..
+                }
+            ) && msg.contains(says),
+            "wanted a malformed JitCode saying {says:?}, got {msg}"
+        );
+        // The encoder never writes what a reader refuses.
+        let mut enc = ChunkEncoder::new();
+        enc.event(&Event::JitCode(j.clone()));
+        let back = decode(enc.bytes()).unwrap();
+        let [Event::JitCode(b)] = &back[..] else {
+            panic!("{back:?}")
+        };
+        assert!(b.fits(), "{says}: bounded {b:?}");
+        assert_eq!(b, &j.bounded());
+    }
+
+    #[test]
+    fn jit_code_round_trips() {
+        for j in [
+            jit(),
+            JitCode {
+                code: None,
+                files: vec![],
+                lines: vec![],
+                ..jit()
+            },
+            JitCode::default(),
+        ] {
+            assert!(j.fits());
+            let mut enc = ChunkEncoder::new();
+            enc.sample(0, 7, 7, false, j.cookie, j.addr + 4);
+            enc.event(&Event::JitCode(j.clone()));
+            let evs = decode(enc.bytes()).unwrap();
+            assert_eq!(evs.last(), Some(&Event::JitCode(j.clone())));
+            assert!(evs.last().unwrap().is_marker() && evs.last().unwrap().is_definition());
+            assert_eq!(raw(&j), enc.bytes()[enc.bytes().len() - raw(&j).len()..]);
+        }
+    }
+
+    #[test]
+    fn jit_code_over_its_bounds_is_refused() {
+        let long = "x".repeat(MAX_JIT_NAME + 1);
+        refused(
+            &JitCode {
+                name: long.clone(),
+                ..jit()
+            },
+            "name of 4097 bytes",
+        );
+        let mut j = jit();
+        j.files[1] = long;
+        refused(&j, "source file name of 4097 bytes");
+        refused(
+            &JitCode {
+                files: vec![String::new(); MAX_JIT_FILES + 1],
+                ..jit()
+            },
+            "4097 source files",
+        );
+        let size = 1 << 20;
+        refused(
+            &JitCode {
+                size,
+                code: None,
+                lines: vec![JitLine::default(); MAX_JIT_LINES + 1],
+                ..jit()
+            },
+            "65537 source lines",
+        );
+        refused(
+            &JitCode {
+                size: MAX_JIT_CODE as u64 + 1,
+                code: Some(vec![0x90; MAX_JIT_CODE + 1]),
+                ..jit()
+            },
+            "1048577 code bytes (the format's limit is 1048576)",
+        );
+        refused(
+            &JitCode { size: 9, ..jit() },
+            "8 code bytes for a function of size 9",
+        );
+        let mut j = jit();
+        j.lines[1].file = 2;
+        refused(&j, "file index 2 but 2 source files");
+        let mut j = jit();
+        j.lines[2].offset = 3;
+        refused(&j, "out of order");
+        let mut j = jit();
+        j.lines[2].offset = 8;
+        refused(&j, "past the function's size 8");
+        refused(
+            &JitCode {
+                addr: u64::MAX - 3,
+                ..jit()
+            },
+            "past the end of the address space",
+        );
+    }
+
+    /// Forged counts and lengths are checked against the bytes left before
+    /// anything is allocated; a truncated or mangled body is an error,
+    /// never a panic.
+    #[test]
+    fn hostile_jit_code_bodies_are_errors() {
+        let good = raw(&jit());
+        // A forged files count: 2^40 files in a few bytes.
+        let mut body = Vec::new();
+        body.extend_from_slice(&1u64.to_le_bytes());
+        for v in [0x1000, 0, 0, 0] {
+            push_uvar(&mut body, v);
+        }
+        push_uvar(&mut body, 0); // name ""
+        body.push(0); // no code
+        push_uvar(&mut body, 1 << 40);
+        let mut p = vec![tag::JIT_CODE];
+        push_uvar(&mut p, body.len() as u64);
+        p.extend_from_slice(&body);
+        let err = decode(&p).unwrap_err().to_string();
+        assert!(err.contains("count") && err.contains("files"), "{err}");
+        // Every cut and every single-byte change of a good marker.
+        for n in 0..good.len() {
+            let mut cut = good[..n].to_vec();
+            if n > 1 {
+                cut[1] = (n - 2) as u8;
+            }
+            let _ = decode(&cut);
+            for b in [0x00, 0x01, 0x7f, 0x80, 0xff] {
+                let mut m = good.clone();
+                m[n] = b;
+                if let Ok(evs) = decode(&m) {
+                    for e in evs {
+                        if let Event::JitCode(j) = e {
+                            assert!(j.fits(), "read past its bounds: {j:?}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bounded_cuts_names_at_a_character_boundary() {
+        let j = JitCode {
+            name: "é".repeat(MAX_JIT_NAME),
+            ..jit()
+        };
+        let b = j.bounded();
+        assert_eq!(b.name.len(), MAX_JIT_NAME);
+        assert!(b.fits());
+        assert_eq!(jit().bounded(), jit());
+    }
 }

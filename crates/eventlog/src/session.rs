@@ -18,7 +18,7 @@ pub const FILE_MAGIC: [u8; 8] = *b"PROFKIT\0";
 /// call stacks (`StackSample`, `StackDef`); a session is written in the
 /// lowest version that can hold it ([`SessionHeader::format_version`]), so
 /// sessions without call graphs are still version 1.
-pub const FORMAT_VERSION: u16 = 6;
+pub const FORMAT_VERSION: u16 = 7;
 /// Oldest format version this build reads.
 pub const MIN_READ_VERSION: u16 = 1;
 /// Magic of a chunk frame.
@@ -518,6 +518,7 @@ mod tests {
                 user_stack: 0,
                 off_cpu: false,
                 sample_times: false,
+                jit_code: false,
             },
             cpus: vec![0, 1, 2, 3],
             start_time_unix_ns: 1_700_000_000_000_000_000,
@@ -901,6 +902,34 @@ mod tests {
         assert_eq!(parse_footer_body(body, 8).unwrap(), f);
     }
 
+    /// `jit_code` makes version 7 whatever else is set; without it a
+    /// header keeps its version and its bytes.
+    #[test]
+    fn a_jit_session_is_version_7_and_others_keep_their_bytes() {
+        let h = header();
+        let plain = encode_header(&h).unwrap();
+        for (off_cpu, sample_times) in [(false, false), (true, false), (false, true), (true, true)]
+        {
+            let mut o = h.clone();
+            o.event.off_cpu = off_cpu;
+            o.event.sample_times = sample_times;
+            let before = encode_header(&o).unwrap();
+            assert_ne!(o.format_version(), 7);
+            o.event.jit_code = true;
+            let bytes = encode_header(&o).unwrap();
+            assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), 7);
+            assert_eq!(o.format_version(), 7);
+            let (back, v, _) = parse_header(&bytes, Path::new("f")).unwrap();
+            assert_eq!((back, v), (o.clone(), 7));
+            // The event struct grows to its jit_code byte: user_stack,
+            // off_cpu and sample_times written before it.
+            assert_eq!(bytes.len(), plain.len() + 4);
+            assert!(bytes.len() > before.len());
+        }
+        assert_eq!(FORMAT_VERSION, 7);
+        assert_eq!(h.format_version(), 1);
+    }
+
     #[test]
     fn a_cgroup_session_is_version_4_and_others_keep_their_bytes() {
         let h = header();
@@ -1034,14 +1063,14 @@ mod tests {
                 Error::UnsupportedVersion {
                     found: 8,
                     min: 1,
-                    max: 6,
+                    max: 7,
                     ..
                 }
             ),
             "{err}"
         );
         assert!(
-            err.to_string().contains("version 8") && err.to_string().contains("1 to 6"),
+            err.to_string().contains("version 8") && err.to_string().contains("1 to 7"),
             "{err}"
         );
         let mut flipped = full.clone();

@@ -868,6 +868,7 @@ fn event_desc(attr: &AttributeDescription, user_stack: u32) -> EventConfigDesc {
         user_stack,
         off_cpu: false,
         sample_times: a.sample_format.contains(SampleFormat::TIME),
+        jit_code: false,
     }
 }
 

@@ -221,6 +221,7 @@ pub(crate) fn session_header(c: &SamplerConfig, sync_interval_ms: u64) -> Result
             user_stack: c.user_stack,
             off_cpu: c.off_cpu,
             sample_times: true,
+            jit_code: false,
         },
         cpus: c.cpu_list()?,
         start_time_unix_ns: SystemTime::now()

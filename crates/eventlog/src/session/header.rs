@@ -38,6 +38,12 @@ pub struct EventConfigDesc {
     /// only when true (and then `user_stack` and `off_cpu` are written
     /// even when 0 and false). False: every sample's time is its round's.
     pub sample_times: bool,
+    /// The session may hold JIT code: `Jit` cookies (kind 6) and
+    /// `JitCode` markers (tag `0x29`), format version 7. Header field
+    /// appended in version 7, written only when true (and then
+    /// `user_stack`, `off_cpu` and `sample_times` are written even when 0
+    /// and false).
+    pub jit_code: bool,
 }
 
 /// What the session file starts with.
@@ -125,9 +131,14 @@ impl SessionHeader {
     /// The format version a session with this header is written in: 2 when
     /// call chains were requested (`event.callchain`: its chunks hold stack
     /// tags, which readers of version 1 cannot decode, so they must refuse
-    /// the file up front), else 1 (readable by every build).
+    /// the file up front), else 1 (readable by every build); higher
+    /// versions for what later ones added, the highest first: 7 with JIT
+    /// code (`event.jit_code`), 6 with sample times, 5 with off-CPU
+    /// intervals, 4 with cgroups, 3 with DWARF call graphs.
     pub fn format_version(&self) -> u16 {
-        if self.event.sample_times {
+        if self.event.jit_code {
+            7
+        } else if self.event.sample_times {
             6
         } else if self.event.off_cpu {
             5
@@ -160,13 +171,16 @@ pub(crate) fn encode_header(h: &SessionHeader) -> Result<Vec<u8>> {
         push_bool(b, e.exclude_user);
         push_bool(b, e.exclude_kernel);
         push_bool(b, e.callchain);
-        if e.user_stack != 0 || e.off_cpu || e.sample_times {
+        if e.user_stack != 0 || e.off_cpu || e.sample_times || e.jit_code {
             push_uvar(b, u64::from(e.user_stack));
         }
-        if e.off_cpu || e.sample_times {
+        if e.off_cpu || e.sample_times || e.jit_code {
             push_bool(b, e.off_cpu);
         }
-        if e.sample_times {
+        if e.sample_times || e.jit_code {
+            push_bool(b, e.sample_times);
+        }
+        if e.jit_code {
             push_bool(b, true);
         }
     });
@@ -329,6 +343,7 @@ pub(crate) fn parse_header(data: &[u8], path: &Path) -> Result<(SessionHeader, u
         },
         off_cpu: e.remaining() > 0 && e.bool("event.off_cpu")?,
         sample_times: e.remaining() > 0 && e.bool("event.sample_times")?,
+        jit_code: e.remaining() > 0 && e.bool("event.jit_code")?,
     };
     // A header listing more CPUs than Linux can have is not believed: its
     // list is read past and left empty (the report then gives columns to

@@ -21,6 +21,7 @@ pub fn header() -> SessionHeader {
             user_stack: 0,
             off_cpu: false,
             sample_times: false,
+            jit_code: false,
         },
         cpus: vec![0, 1, 2, 3],
         start_time_unix_ns: 1_700_000_000_000_000_000,

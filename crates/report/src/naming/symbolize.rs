@@ -146,7 +146,9 @@ pub(crate) fn request(e: &CookieEntry, s: Option<&Session>) -> BinaryRequest {
         CookieKind::Kernel => BinaryRequest::kernel(e.base),
         CookieKind::Module => BinaryRequest::module(&e.path, e.base),
         CookieKind::Vdso => BinaryRequest::vdso(&e.path),
-        CookieKind::Anon => {
+        // Jit: absolute addresses, as Anon's; what JitCode markers do not
+        // name, the process's perf map may.
+        CookieKind::Anon | CookieKind::Jit => {
             let mut r = BinaryRequest::anon(e.pid.unwrap_or(0), 0, 0);
             r.pid = e.pid;
             return r;

@@ -148,11 +148,15 @@ impl JitTable {
         (addr < end).then(|| &c.code[j])
     }
 
-    /// The function a symbol made by [`JitTable::name`] stands for: the one
-    /// at its start with its size and name.
+    /// The function a symbol made by [`JitTable::name`] stands for: the
+    /// newest with its start, size and name (only a forged file has two).
     pub(crate) fn of_symbol(&self, cookie: Cookie, s: &SymbolInfo) -> Option<&JitCode> {
-        self.at(cookie, s.start)
-            .filter(|j| j.addr == s.start && j.size == s.size && j.name == s.raw_name)
+        self.cookies
+            .get(&cookie)?
+            .code
+            .iter()
+            .rev()
+            .find(|j| j.addr == s.start && j.size == s.size && j.name == s.raw_name)
     }
 
     /// Names the sorted, distinct `offsets` of `cookie` that a function

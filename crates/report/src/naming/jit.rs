@@ -44,8 +44,20 @@ pub(crate) struct JitBudget {
     dropped: AtomicU64,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: the bounds of the budgets made on this thread (markers,
+    /// bytes), instead of [`MAX_JIT_MARKERS`] and [`MAX_JIT_BYTES`].
+    pub(crate) static TEST_BOUNDS: std::cell::Cell<Option<(u64, u64)>> =
+        const { std::cell::Cell::new(None) };
+}
+
 impl Default for JitBudget {
     fn default() -> Self {
+        #[cfg(test)]
+        if let Some((m, b)) = TEST_BOUNDS.with(std::cell::Cell::get) {
+            return JitBudget::new(m, b);
+        }
         JitBudget::new(MAX_JIT_MARKERS, MAX_JIT_BYTES)
     }
 }

@@ -451,6 +451,41 @@ fn a_hostile_marker_is_refused_with_a_clear_error() {
     );
 }
 
+/// Past the report's bounds, markers are counted and named in a warning,
+/// and their addresses fall back to the perf map.
+#[test]
+fn markers_past_the_reports_bounds_are_counted_in_a_warning() {
+    let d = tempfile::tempdir().unwrap();
+    one_file(d.path());
+    std::fs::write(
+        d.path().join(format!("perf-{PID}.map")),
+        "7f0000002000 40 fib_from_the_perf_map\n",
+    )
+    .unwrap();
+    // No room at all (which of several markers would fit first depends
+    // on how the chunks are shared among workers).
+    crate::naming::jit::TEST_BOUNDS.with(|b| b.set(Some((0, 1 << 20))));
+    let r = report_with(d.path(), symbols());
+    crate::naming::jit::TEST_BOUNDS.with(|b| b.set(None));
+    assert_eq!(find(&r, "jit-77.dump", F_NAME), None, "{:?}", rows(&r));
+    assert_eq!(find(&r, "jit-77.dump", G_NAME), None, "{:?}", rows(&r));
+    assert_eq!(
+        find(&r, "jit-77.dump", "fib_from_the_perf_map"),
+        Some(4),
+        "{:?}",
+        rows(&r)
+    );
+    let warned = r.warnings.join("\n");
+    assert!(
+        warned.contains("2 JIT code markers were not read: over the report's bounds"),
+        "{warned}"
+    );
+    // Within the bounds, no such warning.
+    let r = report_with(d.path(), symbols());
+    assert_eq!(find(&r, "jit-77.dump", G_NAME), Some(4), "{:?}", rows(&r));
+    assert!(!r.warnings.join("\n").contains("JIT code markers"));
+}
+
 /// A session of version 6 (no JIT) still reads as before.
 #[test]
 fn a_version_6_session_still_reads() {

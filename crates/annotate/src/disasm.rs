@@ -51,6 +51,45 @@ pub struct Code {
     pub bitness: Bitness,
 }
 
+impl Code {
+    /// Code held in memory rather than read from an ELF file (a runtime's JIT code, whose
+    /// bytes a session keeps): `bytes` at address `vaddr`, decoded in `bitness`. The same
+    /// checks as [`crate::read_code`]: 1 to [`crate::MAX_CODE_BYTES`] bytes, and the range
+    /// must not run past the end of the address space.
+    ///
+    /// ```
+    /// use profkit_annotate::{annotate_instructions, Bitness, Code, Syntax};
+    ///
+    /// let code = Code::from_bytes(vec![0x55, 0xc3], 0x7f00_0000_1000, Bitness::Bits64)?;
+    /// let l = annotate_instructions(&code, &[(0x7f00_0000_1001, 4)], Syntax::Att);
+    /// assert_eq!((l.insns[1].text.as_str(), l.insns[1].samples), ("ret", 4));
+    /// assert!(Code::from_bytes(vec![], 0x1000, Bitness::Bits64).is_err());
+    /// # Ok::<(), profkit_annotate::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`crate::Error::EmptyRange`] for no bytes, [`crate::Error::TooLong`] for more than
+    /// [`crate::MAX_CODE_BYTES`] or a range past the end of the address space.
+    pub fn from_bytes(bytes: Vec<u8>, vaddr: u64, bitness: Bitness) -> crate::Result<Code> {
+        let len = bytes.len() as u64;
+        if len == 0 {
+            return Err(crate::Error::EmptyRange { vaddr });
+        }
+        if len > crate::MAX_CODE_BYTES || vaddr.checked_add(len).is_none() {
+            return Err(crate::Error::TooLong {
+                vaddr,
+                len,
+                max: crate::MAX_CODE_BYTES,
+            });
+        }
+        Ok(Code {
+            bytes,
+            vaddr,
+            bitness,
+        })
+    }
+}
+
 /// What an instruction does to the flow of control (from iced-x86's `FlowControl`), so a
 /// renderer can draw jump arrows and mark calls and returns without parsing mnemonics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

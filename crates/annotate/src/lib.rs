@@ -5,7 +5,8 @@
 //! This crate owns:
 //! - reading the bytes of one function from an ELF file ([`read_code`]): the ELF header
 //!   and program headers, then the function's range through the executable PT_LOAD segment
-//!   that holds it, and nothing more;
+//!   that holds it, and nothing more; or taking code held in memory with its address
+//!   ([`Code::from_bytes`]: a runtime's JIT code, whose bytes the session keeps);
 //! - mapping the file offsets that sessions store to link-time addresses through the
 //!   PT_LOAD headers ([`file_offset_to_vaddr`], or [`Segments`] for many offsets), with
 //!   `profkit-elf`'s one rule that `profkit-symbols` and `profkit-sync` use too, so PIE and

@@ -69,8 +69,9 @@ pub struct Frame {
 /// Part of the format's contract rather than of the recorder: every writer
 /// of sessions (the sync stage, `profreport --import`) derives the same
 /// cookie for the same binary, so sessions merge. The tags in use:
-/// `build-id`, `inode`, `anon`, `vdso`, `kernel(-build-id)`,
-/// `module(-build-id)`, each fed by one function of [`crate::cookie`].
+/// `build-id(-file, -unverified)`, `inode`, `anon`, `jit`, `vdso`,
+/// `kernel(-build-id)`, `module(-build-id)`, each fed by one function of
+/// [`crate::cookie`].
 pub fn cookie_hash(tag: &str, parts: &[&[u8]]) -> Cookie {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut feed = |b: &[u8]| {

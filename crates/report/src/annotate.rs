@@ -8,13 +8,17 @@
 //! the function's bytes), disassembled, and each instruction's source line
 //! and inlined function come from DWARF through the same symbolizer setup
 //! the report uses (debug files by build-id and debuglink, the archive's
-//! debug directory, `--sysroot`, `--search-dir`). Kernel and JIT code have
-//! no file to read here: their samples are listed per address.
+//! debug directory, `--sysroot`, `--search-dir`). JIT code described by
+//! the session's `JitCode` markers is disassembled from the code bytes the
+//! marker keeps, its lines the marker's. Kernel code and other JIT code
+//! have no file to read here: their samples are listed per address.
 
 use std::collections::BTreeMap;
 
+use std::path::PathBuf;
+
 use profkit_annotate::{
-    annotate_instructions, read_code, source_listing, LineInfo, SourceReader, Syntax,
+    annotate_instructions, read_code, source_listing, Bitness, Code, LineInfo, SourceReader, Syntax,
 };
 use profkit_eventlog::{Cookie, CookieKind};
 use profkit_symbols::{SymbolId, Symbolizer, SymbolizerOptions};
@@ -25,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::hash::FxHashMap;
 use crate::model::{Annotation, AsmLine};
 use crate::naming::apps::Images;
+use crate::naming::jit::line_at;
 use crate::naming::symbolize::{request, symbolizer_options, Resolved};
 use crate::options::{AnnotateOptions, ReportOptions, SymbolSources};
 use crate::session::Session;
@@ -303,31 +308,59 @@ fn one(cx: &Context<'_>, lines: &LineReader, c: &Chosen, offs: &Offsets) -> Anno
         out.notes = notes;
         out
     };
-    let path = match (&kind, &resolved.result.path_used) {
-        (Some(CookieKind::User | CookieKind::Vdso), Some(p)) => p.clone(),
-        (Some(CookieKind::Kernel | CookieKind::Module), _) => {
-            // Sizes from a trimmed kallsyms run to the next symbol kept,
-            // not the next in the kernel: not shown.
-            out.size = 0;
-            let why = "kernel code is not read (no vmlinux)".to_owned();
+    // JIT code: its bytes and lines from the session's JitCode marker.
+    let jit = match &kind {
+        Some(CookieKind::Jit) => cx.agg.jit.of_symbol(c.cookie, info),
+        _ => None,
+    };
+    let (path, code) = if let Some(j) = jit {
+        let entry_path = cx
+            .agg
+            .cookies
+            .get(&c.cookie)
+            .map_or_else(String::new, |(e, _, _)| e.path.clone());
+        let Some(bytes) = &j.code else {
+            let why = "the session did not keep this JIT function's code".to_owned();
             return per_address(out, notes, why);
+        };
+        match Code::from_bytes(bytes.clone(), j.addr, Bitness::Bits64) {
+            Ok(code) => (PathBuf::from(entry_path), code),
+            Err(e) => return per_address(out, notes, e.to_string()),
         }
-        (Some(CookieKind::User | CookieKind::Vdso), None) => {
-            let why = "the binary was not found, so its code cannot be shown (give --sysroot or \
-                       --search-dir, or archive the session with `profctl archive`)"
-                .to_owned();
-            return per_address(out, notes, why);
-        }
-        _ => {
-            let why = "JIT or anonymous code has no file to disassemble".to_owned();
-            return per_address(out, notes, why);
+    } else {
+        let path = match (&kind, &resolved.result.path_used) {
+            (Some(CookieKind::User | CookieKind::Vdso), Some(p)) => p.clone(),
+            (Some(CookieKind::Kernel | CookieKind::Module), _) => {
+                // Sizes from a trimmed kallsyms run to the next symbol kept,
+                // not the next in the kernel: not shown.
+                out.size = 0;
+                let why = "kernel code is not read (no vmlinux)".to_owned();
+                return per_address(out, notes, why);
+            }
+            (Some(CookieKind::User | CookieKind::Vdso), None) => {
+                let why = "the binary was not found, so its code cannot be shown (give \
+                           --sysroot or --search-dir, or archive the session with `profctl \
+                           archive`)"
+                    .to_owned();
+                return per_address(out, notes, why);
+            }
+            (Some(CookieKind::Jit), _) => {
+                let why = "no JitCode marker of the session describes this JIT code, so it has \
+                           no bytes to disassemble"
+                    .to_owned();
+                return per_address(out, notes, why);
+            }
+            _ => {
+                let why = "JIT or anonymous code has no file to disassemble".to_owned();
+                return per_address(out, notes, why);
+            }
+        };
+        match read_code(&path, info.start, info.size) {
+            Ok(code) => (path, code),
+            Err(e) => return per_address(out, notes, e.to_string()),
         }
     };
     out.path = Some(path.display().to_string());
-    let code = match read_code(&path, info.start, info.size) {
-        Ok(code) => code,
-        Err(e) => return per_address(out, notes, e.to_string()),
-    };
     let syntax = if cx.annotate.intel {
         Syntax::Intel
     } else {
@@ -351,14 +384,34 @@ fn one(cx: &Context<'_>, lines: &LineReader, c: &Chosen, offs: &Offsets) -> Anno
             outside.iter().sum::<u64>()
         ));
     }
-    // Source lines of every instruction.
-    let fo = info.file_offset.unwrap_or(0);
-    let insn_offsets: Vec<u64> = listing
-        .insns
-        .iter()
-        .map(|i| fo.wrapping_add(i.addr.wrapping_sub(info.start)))
-        .collect();
-    let (insn_lines, warnings) = lines.lines(&insn_offsets);
+    // Source lines of every instruction: the JIT function's own, else DWARF.
+    let (insn_lines, warnings) = match jit {
+        Some(j) => {
+            let l: Vec<Option<LineInfo>> = listing
+                .insns
+                .iter()
+                .map(|i| {
+                    let (file, line) = line_at(j, i.addr.wrapping_sub(j.addr))?;
+                    Some(LineInfo {
+                        file: file.to_owned(),
+                        line,
+                        inlined: None,
+                    })
+                })
+                .collect();
+            let any = l.iter().any(Option::is_some);
+            (any.then_some(l), Vec::new())
+        }
+        None => {
+            let fo = info.file_offset.unwrap_or(0);
+            let insn_offsets: Vec<u64> = listing
+                .insns
+                .iter()
+                .map(|i| fo.wrapping_add(i.addr.wrapping_sub(info.start)))
+                .collect();
+            lines.lines(&insn_offsets)
+        }
+    };
     let wants_source = cx.annotate.source || !cx.annotate.assembly;
     let wants_asm = cx.annotate.assembly || insn_lines.is_none();
     if wants_source {
@@ -382,7 +435,10 @@ fn one(cx: &Context<'_>, lines: &LineReader, c: &Chosen, offs: &Offsets) -> Anno
                     .iter()
                     .find(|w| w.contains("DWARF"))
                     .map(|w| w.trim_end_matches("; source lines not shown").to_owned())
-                    .unwrap_or_else(|| format!("no line information in {}", path.display()));
+                    .unwrap_or_else(|| match jit {
+                        Some(_) => format!("{}: the runtime gave no source lines", out.symbol),
+                        None => format!("no line information in {}", path.display()),
+                    });
                 notes.push(format!(
                     "{why}: no source lines (build with -g, or install the binary's debug \
                      symbols: Debian's -dbgsym package, found by build-id under \

@@ -20,7 +20,15 @@
 //!   ([`Session::open_window`]) the window is the whole session's (from its
 //!   first part's start, even when deleted) and only the parts it meets are
 //!   opened, placed in time from their headers alone
-//!   (`profkit_eventlog::read_header`);
+//!   (`profkit_eventlog::read_header`), and, of a session with JIT code,
+//!   the parts after it (for their definitions only);
+//! - JIT code (format version 7): the `JitCode` markers of every chunk and
+//!   part read (a runtime writes its dump late, so a marker may follow its
+//!   samples by chunks or parts) name a `Jit` cookie's addresses, the later
+//!   marker where two cover one, the process's perf map what none covers;
+//!   at most 4 Mi markers and 512 MiB of them are held, the rest counted in
+//!   a warning; `--annotate` disassembles a marker's code bytes and lays
+//!   out its lines;
 //! - the parallel pass over chunks ([`build_report`]): decoding with
 //!   `profkit_eventlog::SessionReader::for_each_sample`, per-worker hash maps
 //!   keyed by (cookie, offset) plus whatever is separated (CPU, process,

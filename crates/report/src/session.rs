@@ -150,9 +150,11 @@ impl Session {
 
     /// [`Session::open`] for a report of the `--time` window `window`: of
     /// a rotated session, only the parts whose time (placed from their
-    /// headers alone) meets the window are opened; the others are never
-    /// read. The window is that of the whole session (its start is the
-    /// first part's, even when that part was deleted).
+    /// headers alone) meets the window are opened, and those after it of
+    /// a session with JIT code (`jit_code`: their `JitCode` markers may
+    /// name the window's samples; their samples do not count); the others
+    /// are never read. The window is that of the whole session (its start
+    /// is the first part's, even when that part was deleted).
     ///
     /// # Errors
     /// As [`Session::open`].
@@ -488,8 +490,11 @@ impl Session {
                     .get(i + 1)
                     .map_or(u64::MAX, |n| n.header.start_monotonic_ns);
                 // Its rounds end by the next part's start, so their
-                // middles fall before it.
-                wanted[i] = from < hi && to > lo;
+                // middles fall before it. A part after the window of a
+                // session with JIT code is read too, for its definitions
+                // only: a runtime writes its dump late, so the JitCode
+                // naming a sample may come parts later.
+                wanted[i] = (from < hi || listed[i].header.event.jit_code) && to > lo;
             }
         }
         let mut parts = Vec::new();

@@ -19,6 +19,7 @@ use super::{
     MAX_TIMELINE_LINES, NO_STACK, NO_WEIGHTS,
 };
 use crate::hash::FxHashMap;
+use crate::naming::jit::JitBudget;
 use crate::spec::ProfileSpec;
 
 /// Where decoded samples are counted. Both sinks keep a one-entry cache in
@@ -192,6 +193,7 @@ struct Marks {
     comms: Vec<CommMark>,
     maps: Vec<(u32, u32, Cookie)>,
     cgroups: Vec<(u64, String)>,
+    jits: Vec<profkit_eventlog::JitCode>,
     result: profkit_eventlog::Result<u64>,
 }
 
@@ -207,6 +209,9 @@ pub(super) fn decode_chunk(
     filter_task: bool,
     counts: Counting,
 ) {
+    let default_budget = JitBudget::default();
+    let jit_budget = acc.jit_budget.clone();
+    let jit_budget = jit_budget.as_deref().unwrap_or(&default_budget);
     let marks = if shape.stacks {
         let mut table = match acc.stack_tables.remove(&file) {
             Some(t) => t,
@@ -222,7 +227,17 @@ pub(super) fn decode_chunk(
             },
             file,
         );
-        let args = (sess, file, reader, chunk, shape, spec, filter_task, counts);
+        let args = (
+            sess,
+            file,
+            reader,
+            chunk,
+            shape,
+            spec,
+            filter_task,
+            counts,
+            jit_budget,
+        );
         let marks = match &acc.weight_budget {
             Some(budget) if shape.off_cpu.is_some() => {
                 decode_into::<_, _, true>(sink, &mut table, budget, args)
@@ -236,7 +251,17 @@ pub(super) fn decode_chunk(
             counts: &mut acc.counts,
             last: None,
         });
-        let args = (sess, file, reader, chunk, shape, spec, filter_task, counts);
+        let args = (
+            sess,
+            file,
+            reader,
+            chunk,
+            shape,
+            spec,
+            filter_task,
+            counts,
+            jit_budget,
+        );
         match &acc.weight_budget {
             Some(budget) if shape.off_cpu.is_some() => {
                 decode_into::<_, _, true>(sink, &mut (), budget, args)
@@ -249,7 +274,7 @@ pub(super) fn decode_chunk(
 
 /// What [`decode_into`] decodes: session, file, reader, chunk, key
 /// shape, spec, whether the spec filters tasks, whether the chunk counts
-/// (in the `--time` window).
+/// (in the `--time` window), and the JIT markers the report may still hold.
 type DecodeArgs<'a> = (
     u32,
     u32,
@@ -259,6 +284,7 @@ type DecodeArgs<'a> = (
     &'a ProfileSpec,
     bool,
     Counting,
+    &'a JitBudget,
 );
 
 /// The decode loop, monomorphized per sink and per `OFF` (off-CPU
@@ -269,7 +295,7 @@ fn decode_into<S: Sink, D: StackDefs, const OFF: bool>(
     mut sink: S,
     defs: &mut D,
     budget: &WeightBudget,
-    (sess, file, reader, chunk, shape, spec, filter_task, counts): DecodeArgs<'_>,
+    (sess, file, reader, chunk, shape, spec, filter_task, counts, jit_budget): DecodeArgs<'_>,
 ) -> Marks {
     let mut read = CpuCounts::default();
     let mut kept = CpuCounts::default();
@@ -281,6 +307,7 @@ fn decode_into<S: Sink, D: StackDefs, const OFF: bool>(
     let mut comms = Vec::new();
     let mut maps = Vec::new();
     let mut cgroups = Vec::new();
+    let mut jits = Vec::new();
     let mut marker = |m: Event| match m {
         Event::CookieDef(e) => cookies.push(e),
         Event::Comm {
@@ -312,6 +339,9 @@ fn decode_into<S: Sink, D: StackDefs, const OFF: bool>(
         Event::CgroupDef { id, path } => cgroups.push((id, path)),
         Event::StackDef { id, frames } => defs.define(id, frames),
         Event::StackDefOn { id, parent, frames } => defs.define_on(id, parent, frames),
+        // Rare (one per JIT function hit), and kept only within the
+        // report's bounds.
+        Event::JitCode(j) if jit_budget.take(&j) => jits.push(j),
         _ => {}
     };
     let result = if OFF {
@@ -399,6 +429,7 @@ fn decode_into<S: Sink, D: StackDefs, const OFF: bool>(
         comms,
         maps,
         cgroups,
+        jits,
         result,
     }
 }
@@ -422,8 +453,10 @@ impl Aggregate {
             mut comms,
             mut maps,
             cgroups,
+            mut jits,
             result,
         } = m;
+        self.jit_markers.append(&mut jits);
         for (id, p) in cgroups {
             self.cgroups.entry((sess, id)).or_insert(p);
         }

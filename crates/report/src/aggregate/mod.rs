@@ -19,6 +19,7 @@ use profkit_eventlog::{ChunkRef, Cookie, CookieEntry, FrameBudget, SessionReader
 use rayon::prelude::*;
 
 use crate::hash::FxHashMap;
+use crate::naming::jit::{JitBudget, JitTable};
 use crate::session::Session;
 use crate::spec::ProfileSpec;
 use crate::Progress;
@@ -231,6 +232,13 @@ pub(crate) struct Aggregate {
     /// With [`KeyShape::off_cpu`]: the off-CPU time this report may still
     /// count, shared by all workers.
     pub weight_budget: Option<Arc<WeightBudget>>,
+    /// The `JitCode` markers read (duplicates included), until
+    /// [`aggregate`] builds [`Aggregate::jit`] from them.
+    pub jit_markers: Vec<profkit_eventlog::JitCode>,
+    /// The JIT markers this report may still hold, shared by all workers.
+    pub jit_budget: Option<Arc<JitBudget>>,
+    /// Every `Jit` cookie's functions, from all chunks read.
+    pub jit: JitTable,
 }
 
 impl Aggregate {
@@ -280,6 +288,10 @@ impl Aggregate {
         if self.weight_budget.is_none() {
             self.weight_budget = other.weight_budget;
         }
+        self.jit_markers.append(&mut other.jit_markers);
+        if self.jit_budget.is_none() {
+            self.jit_budget = other.jit_budget;
+        }
         self
     }
 
@@ -320,9 +332,11 @@ pub(crate) fn aggregate(
     let weights = shape
         .off_cpu
         .map(|_| Arc::new(WeightBudget::new(OFF_CPU_TOTAL_MAX)));
+    let jit_budget = Arc::new(JitBudget::default());
     let empty = || Aggregate {
         stack_budget: Some(budget.clone()),
         weight_budget: weights.clone(),
+        jit_budget: Some(jit_budget.clone()),
         ..Aggregate::default()
     };
     for (i, s) in sessions.iter().enumerate() {
@@ -384,5 +398,7 @@ pub(crate) fn aggregate(
     for t in agg.stack_tables.values_mut() {
         t.settle();
     }
+    // JIT functions, whatever chunk or part their markers came in.
+    agg.jit = JitTable::build(std::mem::take(&mut agg.jit_markers), jit_budget.dropped());
     agg
 }

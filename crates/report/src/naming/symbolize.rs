@@ -268,13 +268,43 @@ pub(crate) fn symbolize_frames(
         configs.iter().map(|_| Vec::new()).collect();
     let mut cookies: Vec<(Cookie, Vec<u64>)> = offsets.into_iter().collect();
     cookies.sort_unstable_by_key(|(c, _)| *c);
+    // A Jit cookie's offsets that a JitCode covers are named by it; the
+    // rest go to the symbolizer (the process's perf map, as for Anon).
+    let mut jit_covered: FxHashMap<Cookie, Vec<u64>> = FxHashMap::default();
     for (c, mut offs) in cookies {
         offs.sort_unstable();
         offs.dedup();
         let (entry, sess, _) = &agg.cookies[&c];
+        if entry.kind == CookieKind::Jit {
+            let (covered, rest): (Vec<u64>, Vec<u64>) =
+                offs.into_iter().partition(|&o| agg.jit.at(c, o).is_some());
+            jit_covered.insert(c, covered);
+            offs = rest;
+            if offs.is_empty() {
+                continue;
+            }
+        }
         let g = config_of_session[*sess as usize];
         groups[g].push((c, request(entry, sessions.get(*sess as usize)), offs));
     }
+    if agg.jit.dropped > 0 {
+        let w = format!(
+            "{} JIT code markers were not read: over the report's bounds ({} markers, {} MiB); \
+             their functions are named by perf map or shown as addresses",
+            agg.jit.dropped,
+            crate::naming::jit::MAX_JIT_MARKERS,
+            crate::naming::jit::MAX_JIT_BYTES >> 20
+        );
+        if !warnings.contains(&w) {
+            warnings.push(w);
+        }
+    }
+    let jit = JitNaming {
+        table: &agg.jit,
+        covered: &jit_covered,
+        demangle: opts.demangle,
+        lines: opts.debug_info,
+    };
     progress.start(
         "symbolizing binaries",
         groups.iter().map(|g| g.len() as u64).sum(),
@@ -294,8 +324,17 @@ pub(crate) fn symbolize_frames(
             ..cfg
         };
         let (kernel_done, other_done) = rayon::join(
-            || run_group(kernel_cfg, kernel, false, false, progress),
-            || run_group(Ok(other_cfg), other, opts.debug_info, inline, progress),
+            || run_group(kernel_cfg, kernel, false, false, &jit, progress),
+            || {
+                run_group(
+                    Ok(other_cfg),
+                    other,
+                    opts.debug_info,
+                    inline,
+                    &jit,
+                    progress,
+                )
+            },
         );
         for (cookie, resolved) in kernel_done?.into_iter().chain(other_done?) {
             for w in &resolved.result.warnings {
@@ -324,7 +363,55 @@ pub(crate) fn symbolize_frames(
             out.insert(cookie, resolved);
         }
     }
+    // Jit cookies whose every offset a JitCode names: nothing was asked.
+    for &cookie in jit_covered.keys() {
+        out.entry(cookie)
+            .or_insert_with(|| jit.resolve(cookie, no_symbols(), HashMap::new()));
+    }
     Ok(out)
+}
+
+/// How [`run_group`] names what `JitCode` markers cover.
+struct JitNaming<'a> {
+    table: &'a crate::naming::jit::JitTable,
+    covered: &'a FxHashMap<Cookie, Vec<u64>>,
+    demangle: bool,
+    lines: bool,
+}
+
+impl JitNaming<'_> {
+    /// `result` (the symbolizer's, for the offsets no marker covers) with
+    /// the covered offsets of `cookie` added, if it is a Jit cookie.
+    fn resolve(
+        &self,
+        cookie: Cookie,
+        result: BinaryResult,
+        mut locations: HashMap<SymbolId, profkit_symbols::SourceLocation>,
+    ) -> Resolved {
+        let result = match self.covered.get(&cookie) {
+            Some(c) => self.table.name(
+                cookie,
+                c,
+                result,
+                self.demangle,
+                self.lines.then_some(&mut locations),
+            ),
+            None => result,
+        };
+        Resolved::new(result, locations, false)
+    }
+}
+
+/// A symbolizer's answer with nothing in it.
+fn no_symbols() -> BinaryResult {
+    BinaryResult {
+        path_used: None,
+        debug_file_used: None,
+        warnings: Vec::new(),
+        no_symbols: None,
+        symbols: Vec::new(),
+        offsets: Vec::new(),
+    }
 }
 
 /// How session `s`'s binaries are found and named: its kallsyms copy,
@@ -426,6 +513,7 @@ fn run_group(
     group: Vec<(Cookie, BinaryRequest, Vec<u64>)>,
     debug_info: bool,
     inline: bool,
+    jit: &JitNaming<'_>,
     progress: &dyn Progress,
 ) -> Result<Vec<(Cookie, Resolved)>> {
     if group.is_empty() {
@@ -458,7 +546,11 @@ fn run_group(
                 }
             }
         }
-        out.push((cookie, Resolved::new(result, locations, inline)));
+        if jit.covered.contains_key(&cookie) {
+            out.push((cookie, jit.resolve(cookie, result, locations)));
+        } else {
+            out.push((cookie, Resolved::new(result, locations, inline)));
+        }
     }
     Ok(out)
 }

@@ -206,6 +206,7 @@ mod annotate;
 mod callgraph;
 mod flat;
 mod inline;
+mod jit;
 mod offcpu;
 mod parts;
 mod sessions;

@@ -184,9 +184,13 @@ fn python_stacks(python: &Path, flag: &str) {
             "3",
         ],
     );
-    let stacks = collapsed(dir.path());
-    let (three, three_main) = reach(&stacks, "py::f_three:", "py::main:");
-    let (two, two_main) = reach(&stacks, "py::f_two:", "py::main:");
+    check_python_stacks(&collapsed(dir.path()), &out);
+}
+
+/// [`python_stacks`]'s check on folded stacks.
+fn check_python_stacks(stacks: &[(Vec<String>, u64)], out: &str) {
+    let (three, three_main) = reach(stacks, "py::f_three:", "py::main:");
+    let (two, two_main) = reach(stacks, "py::f_two:", "py::main:");
     assert!(
         three + two > 1000,
         "{three} + {two} samples under the functions\n{out}"
@@ -215,6 +219,84 @@ fn python_313_perf_jit_stacks_are_named_and_reach_main() {
         return;
     };
     python_stacks(&py, "perf_jit");
+}
+
+/// The jitdumps in /tmp now.
+fn tmp_dumps() -> std::collections::BTreeSet<PathBuf> {
+    std::fs::read_dir("/tmp")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("jit-") && n.ends_with(".dump"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `perf record -k 1` of Python 3.13 `-X perf_jit`, imported with the dump
+/// where the recording left it (no `perf inject --jit`): the same names
+/// and stacks as a live session.
+#[test]
+fn an_imported_perf_data_file_finds_its_jitdumps_as_perf_inject_would() {
+    let _g = recording();
+    let perf = std::env::var("PERF").unwrap_or_else(|_| "/usr/bin/perf".into());
+    if !Path::new(&perf).exists() {
+        missing(&format!("no perf at {perf} (set PERF=...)"));
+        return;
+    }
+    if !perf_ok() {
+        return;
+    }
+    let Some(py) = pyenv_python("3.13") else {
+        missing("no pyenv Python 3.13");
+        return;
+    };
+    let dir = tempdir();
+    let data = dir.path().join("perf.data");
+    let script = testdata().join("workloads/jit_ratio.py");
+    let before = tmp_dumps();
+    let args = [
+        "-q",
+        "-k",
+        "1",
+        "--call-graph",
+        "dwarf",
+        "-F",
+        "999",
+        "-o",
+        data.to_str().unwrap(),
+        "--",
+        py.to_str().unwrap(),
+        "-X",
+        "perf_jit",
+        script.to_str().unwrap(),
+        "3",
+    ];
+    let recorded = crate::live::perf_record(&perf, dir.path(), &data, &args);
+    let ours: Vec<PathBuf> = tmp_dumps().difference(&before).cloned().collect();
+    if recorded {
+        let folded = profreport(&["--import", data.to_str().unwrap(), "--format", "collapsed"])
+            .expect(0)
+            .stdout;
+        let stacks: Vec<(Vec<String>, u64)> = folded
+            .lines()
+            .filter_map(|l| {
+                let (stack, n) = l.rsplit_once(' ')?;
+                Some((
+                    stack.split(';').map(str::to_owned).collect(),
+                    n.parse().ok()?,
+                ))
+            })
+            .collect();
+        check_python_stacks(&stacks, &format!("(imported, dumps {ours:?})"));
+    }
+    for p in ours {
+        let _ = std::fs::remove_file(p);
+    }
 }
 
 #[test]

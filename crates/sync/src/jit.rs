@@ -399,6 +399,28 @@ impl JitDumps {
         out
     }
 
+    /// A first read of process `pid`'s dump, just noticed (what its
+    /// runtime wrote before its mapping was read: all of it, in an
+    /// imported recording), within one read's bounds.
+    pub(crate) fn read_new(&mut self, pid: u32) -> JitOutput {
+        let mut out = JitOutput::default();
+        let Some(mut d) = self.by_pid.remove(&pid) else {
+            return out;
+        };
+        let deadline = Instant::now() + JIT_READ_TIME * BUILD_SLOWDOWN;
+        let mut left = JIT_READ_PER_CALL;
+        let mut more = true;
+        while d.state != State::Done && left > 0 && more && Instant::now() < deadline {
+            let (read, m) = self.read_dump(&mut d, left.min(JIT_READ_PIECE));
+            more = m;
+            left = left.saturating_sub(read.max(1));
+            let records = std::mem::take(&mut d.records);
+            self.take_records(&mut d, records, &mut out);
+        }
+        self.by_pid.insert(pid, d);
+        out
+    }
+
     /// Process `pid` is met again (a fork or a mapping of a new process
     /// under its pid): a dump of the exited one ends now.
     pub(crate) fn pid_reused(&mut self, pid: u32) {

@@ -32,6 +32,8 @@ impl SyncStage {
         };
         if let Some(e) = self.jit.notice(pid, path, identity, file) {
             self.res.known.insert(e.cookie, e);
+            let out = self.jit.read_new(pid);
+            self.write_jit(out);
         }
     }
 
@@ -42,6 +44,12 @@ impl SyncStage {
             return;
         }
         let out = self.jit.read(at_end, self.round);
+        self.write_jit(out);
+    }
+
+    /// Takes in what a read of the dumps gave: new generations' cookies,
+    /// and the markers of functions hit.
+    fn write_jit(&mut self, out: crate::jit::JitOutput) {
         for e in out.cookies {
             self.res.known.insert(e.cookie, e);
         }

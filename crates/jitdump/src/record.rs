@@ -80,6 +80,10 @@ pub struct CodeLoad {
     pub name: String,
     /// The code bytes, `None` when `code_size` is over [`Limits::max_code`].
     pub code: Option<Vec<u8>>,
+    /// Where the code bytes start, from the record's start (a reader that
+    /// keeps no bytes, `Limits::max_code` 0, reads them from the file
+    /// later: at [`Timed::offset`] plus this).
+    pub code_offset: u64,
 }
 
 /// `JIT_CODE_MOVE`: code moved from `old_code_addr` to `new_code_addr`.
@@ -229,6 +233,7 @@ fn code_load(c: &mut Cursor<'_>, limits: &Limits) -> Result<CodeLoad, Error> {
     if code_size > c.left() as u64 {
         return Err(c.malformed("a code load's code_size larger than the record"));
     }
+    let code_offset = (PREFIX_SIZE + c.consumed()) as u64;
     let code = if code_size > limits.max_code {
         None
     } else {
@@ -244,6 +249,7 @@ fn code_load(c: &mut Cursor<'_>, limits: &Limits) -> Result<CodeLoad, Error> {
         code_index,
         name,
         code,
+        code_offset,
     })
 }
 
@@ -329,6 +335,8 @@ fn unwinding_info(c: &mut Cursor<'_>, limits: &Limits) -> Result<UnwindingInfo, 
 struct Cursor<'a> {
     rest: &'a [u8],
     offset: u64,
+    /// The body's length.
+    len: usize,
 }
 
 impl<'a> Cursor<'a> {
@@ -336,7 +344,13 @@ impl<'a> Cursor<'a> {
         Cursor {
             rest: bytes,
             offset,
+            len: bytes.len(),
         }
+    }
+
+    /// Bytes of the body read so far.
+    fn consumed(&self) -> usize {
+        self.len - self.rest.len()
     }
 
     fn malformed(&self, what: &'static str) -> Error {

@@ -64,6 +64,8 @@ fn every_record_kind_round_trips() {
             code_index: 1,
             name: "py::f:<string>".into(),
             code: Some(vec![0x48, 0x83, 0xec, 0x08, 0xc3]),
+            // 16 (prefix) + 40 (fields) + the name and its NUL.
+            code_offset: 56 + 15,
         })
     );
     assert_eq!(

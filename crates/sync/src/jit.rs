@@ -16,7 +16,7 @@
 //!   written before them) and at its end (so that its hits are named in
 //!   its own chunk): at most [`JIT_READ_PER_ROUND`] bytes of a dump while
 //!   its process lives, and all that its runtime flushed at exit (Python
-//!   holds 4 KiB of records, node 2 MB) in the [`JIT_EXIT_ROUNDS`] after;
+//!   holds 4 KiB of records, node 2 MB) in at most [`JIT_EXIT_ROUNDS`] after;
 //!   at most [`JIT_READ_PER_CALL`] bytes and [`JIT_READ_TIME`] for all
 //!   dumps a read, whatever their number, and [`JIT_READ_AT_END`] and
 //!   [`JIT_READ_TIME_AT_END`] at the session's end. A dump is
@@ -40,9 +40,11 @@
 //!   with the chunk of the round that reads it: reports collect markers
 //!   from every chunk.
 //! - **Bounded memory.** At most [`JIT_MAX_DUMPS`] dumps followed,
-//!   [`JIT_MAX_FUNCTIONS`] functions held, [`JIT_MAX_CODE_HELD`] bytes of
-//!   code and unwind information (identical unwind information shared);
-//!   past them functions are counted, not held, or held without their bytes.
+//!   [`JIT_MAX_FUNCTIONS`] functions held, [`JIT_MAX_HELD_BYTES`] bytes of
+//!   names and unwind information (identical unwind information shared:
+//!   node's 200 k functions have 6 kinds); past them functions are counted,
+//!   not held. Code bytes are not held: a function's are read from its
+//!   dump (held open until its process is forgotten) when it is written.
 //!
 //! Not here: parsing the files (`profkit-jitdump`), stepping frames with
 //! what is held (`crate::unwind::jit`), naming (reports).
@@ -58,14 +60,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Bytes of one dump read at a time while its process lives.
-pub const JIT_READ_PER_ROUND: u64 = 1 << 20;
+pub const JIT_READ_PER_ROUND: u64 = 4 << 20;
 /// Bytes of all dumps read at a time (twice a round), whatever the number
 /// of dumps or their size (dumps past it wait for the next read).
-pub const JIT_READ_PER_CALL: u64 = 4 << 20;
-/// Time the stage may spend reading dumps at a time (twice a round; ten
-/// times as much in an unoptimized build), whatever their bytes: a dump
-/// of tiny records costs about 1 µs a record to take in.
-pub const JIT_READ_TIME: Duration = Duration::from_millis(5);
+pub const JIT_READ_PER_CALL: u64 = 16 << 20;
+/// Time the stage may spend reading dumps at a time (twice a round),
+/// whatever their bytes: a release build takes in some 450 MB/s of node's
+/// dump (a few MB a read), an unoptimized one a tenth of that.
+pub const JIT_READ_TIME: Duration = Duration::from_millis(10);
 /// Bytes of all dumps read at the session's end.
 pub const JIT_READ_AT_END: u64 = 256 << 20;
 /// Time the stage may spend reading dumps at the session's end.
@@ -73,20 +75,20 @@ pub const JIT_READ_TIME_AT_END: Duration = Duration::from_secs(2);
 /// Bytes read in one piece (the reader's buffer; the time is checked
 /// between pieces).
 const JIT_READ_PIECE: u64 = 256 << 10;
-/// How much slower an unoptimized build is (the tests' daemon).
-const BUILD_SLOWDOWN: u32 = if cfg!(debug_assertions) { 10 } else { 1 };
-/// Rounds an exited process's dump is read on for (its runtime flushed
-/// at exit) before it is given up: [`JIT_READ_PER_CALL`] twice a round.
-pub const JIT_EXIT_ROUNDS: u64 = 8;
+/// Rounds an exited process's dump is read on for at most (its runtime
+/// flushed at exit), [`JIT_READ_TIME`] twice a round, before it is given
+/// up (a minute at the default interval).
+pub const JIT_EXIT_ROUNDS: u64 = 240;
 /// A dump is read no further than this.
 pub const JIT_MAX_DUMP_BYTES: u64 = 4 << 30;
 /// Dumps followed at once.
 pub const JIT_MAX_DUMPS: usize = 4096;
 /// Functions held, over all dumps (some 200 bytes each, their names
-/// counted in [`JIT_MAX_CODE_HELD`]).
+/// counted in [`JIT_MAX_HELD_BYTES`]).
 pub const JIT_MAX_FUNCTIONS: u64 = 512 << 10;
-/// Bytes of code, names and unwind information held, over all dumps.
-pub const JIT_MAX_CODE_HELD: u64 = 256 << 20;
+/// Bytes of names and unwind information held, over all dumps (code bytes
+/// are read from the dumps when needed, never held).
+pub const JIT_MAX_HELD_BYTES: u64 = 64 << 20;
 /// Addresses hit but not described yet, kept per dump.
 pub const JIT_MAX_PENDING_HITS: usize = 65_536;
 
@@ -114,7 +116,8 @@ pub struct JitStats {
     pub functions: u64,
     /// Functions not held: [`JIT_MAX_FUNCTIONS`].
     pub functions_over: u64,
-    /// Functions held without their code bytes: [`JIT_MAX_CODE_HELD`].
+    /// Functions written without their code bytes (over the format's
+    /// 1 MiB, or not readable from their dump): no annotation.
     pub code_not_held: u64,
     /// Functions written to the session (hit by samples or frames).
     pub written: u64,
@@ -144,7 +147,10 @@ struct Func {
     index: u64,
     time: u64,
     name: Arc<str>,
-    bytes: Option<Arc<[u8]>>,
+    /// Where its code bytes are in the dump (read when the function is
+    /// written: a runtime's code is mostly never hit, and node's dumps are
+    /// 90 % code bytes).
+    code_at: u64,
     unwind: Option<JitUnwind>,
     files: Arc<[String]>,
     lines: Arc<[JitLine]>,
@@ -276,7 +282,11 @@ impl JitDumps {
                 State::Done
             },
             file,
-            reader: DumpReader::new(Limits::default()),
+            // Code bytes are read from the file when written, not held.
+            reader: DumpReader::new(Limits {
+                max_code: 0,
+                ..Limits::default()
+            }),
             pending_unwind: None,
             pending_debug: None,
             gens: vec![Generation {
@@ -299,8 +309,7 @@ impl JitDumps {
         for g in d.gens {
             for f in g.funcs.values() {
                 self.functions = self.functions.saturating_sub(1);
-                let n = f.bytes.as_ref().map_or(0, |b| b.len()) + f.name.len();
-                self.held = self.held.saturating_sub(n as u64);
+                self.held = self.held.saturating_sub(f.name.len() as u64);
             }
         }
     }
@@ -351,14 +360,17 @@ impl JitDumps {
                 JIT_READ_TIME_AT_END
             } else {
                 JIT_READ_TIME
-            } * BUILD_SLOWDOWN;
+            };
         for pid in pids {
             let Some(mut d) = self.by_pid.remove(&pid) else {
                 continue;
             };
-            let retire = d
-                .exit_round
-                .is_some_and(|r| round >= r.saturating_add(JIT_EXIT_ROUNDS));
+            // Read to its end (and its samples' rounds past), or read on
+            // for too long: forgotten.
+            let retire = d.exit_round.is_some_and(|r| {
+                (d.state == State::Done && round >= r.saturating_add(2))
+                    || round >= r.saturating_add(JIT_EXIT_ROUNDS)
+            });
             // A live process's dump gets its share; an exited one's (or
             // any at the end) what is left, in pieces, while time is left.
             let mut share = if d.state == State::Exited || at_end {
@@ -381,7 +393,6 @@ impl JitDumps {
                     self.stats.unread_at_exit += 1;
                 }
                 d.state = State::Done;
-                d.file = None;
             }
             if retire {
                 // Gone from the stage's tables: its pid may name another
@@ -407,7 +418,7 @@ impl JitDumps {
         let Some(mut d) = self.by_pid.remove(&pid) else {
             return out;
         };
-        let deadline = Instant::now() + JIT_READ_TIME * BUILD_SLOWDOWN;
+        let deadline = Instant::now() + JIT_READ_TIME;
         let mut left = JIT_READ_PER_CALL;
         let mut more = true;
         while d.state != State::Done && left > 0 && more && Instant::now() < deadline {
@@ -453,7 +464,6 @@ impl JitDumps {
         if left == 0 {
             self.stats.malformed += 1;
             d.state = State::Done;
-            d.file = None;
             return (0, false);
         }
         let before = d.reader.stats().bytes;
@@ -468,7 +478,6 @@ impl JitDumps {
             Err(_) => {
                 self.stats.malformed += 1;
                 d.state = State::Done;
-                d.file = None;
                 (read, false)
             }
         }
@@ -476,11 +485,11 @@ impl JitDumps {
 
     fn take_records(&mut self, d: &mut Dump, records: Vec<Timed>, out: &mut JitOutput) {
         for t in records {
-            self.take(d, t.time, t.record, out);
+            self.take(d, t.time, t.offset, t.record, out);
         }
     }
 
-    fn take(&mut self, d: &mut Dump, time: u64, rec: Record, out: &mut JitOutput) {
+    fn take(&mut self, d: &mut Dump, time: u64, offset: u64, rec: Record, out: &mut JitOutput) {
         match rec {
             Record::UnwindingInfo(u) => {
                 let hdr_len = usize::try_from(u.eh_frame_hdr_size).unwrap_or(usize::MAX);
@@ -492,20 +501,20 @@ impl JitDumps {
                 d.pending_debug = Some(lines_of(info));
             }
             Record::CodeLoad(l) => {
+                let code_at = offset.saturating_add(l.code_offset);
                 let unwind = d.pending_unwind.take();
                 let debug = d.pending_debug.take().filter(|x| x.0 == l.code_addr);
                 let (files, lines) = debug.map_or_else(
                     || (Arc::from(Vec::new()), Arc::from(Vec::new())),
                     |(_, f, l)| (f, l),
                 );
-                let bytes = l.code.and_then(|c| self.hold(c));
                 self.held = self.held.saturating_add(l.name.len() as u64);
                 let f = Func {
                     size: l.code_size,
                     index: l.code_index,
                     time,
                     name: Arc::from(l.name),
-                    bytes,
+                    code_at,
                     unwind,
                     files,
                     lines,
@@ -524,8 +533,7 @@ impl JitDumps {
                 if let Some(mut f) = moved {
                     f.time = time;
                     f.written = false;
-                    let n = f.bytes.as_ref().map_or(0, |b| b.len()) + f.name.len();
-                    self.held = self.held.saturating_add(n as u64);
+                    self.held = self.held.saturating_add(f.name.len() as u64);
                     self.place(d, time, m.new_code_addr, f, out);
                 }
             }
@@ -539,10 +547,9 @@ impl JitDumps {
         if f.size == 0 {
             return;
         }
-        if self.functions >= JIT_MAX_FUNCTIONS || self.held > JIT_MAX_CODE_HELD {
+        if self.functions >= JIT_MAX_FUNCTIONS || self.held > JIT_MAX_HELD_BYTES {
             self.stats.functions_over += 1;
-            let n = f.bytes.as_ref().map_or(0, |b| b.len()) + f.name.len();
-            self.held = self.held.saturating_sub(n as u64);
+            self.held = self.held.saturating_sub(f.name.len() as u64);
             return;
         }
         self.stats.functions += 1;
@@ -574,19 +581,10 @@ impl JitDumps {
             }
             f.written = true;
             self.stats.written += 1;
-            out.code.push(marker(g.cookie, addr, &f));
+            out.code
+                .push(marker(g.cookie, addr, &f, d.file.as_ref(), &mut self.stats));
         }
         g.funcs.insert(addr, f);
-    }
-
-    fn hold(&mut self, code: Vec<u8>) -> Option<Arc<[u8]>> {
-        let n = code.len() as u64;
-        if self.held.saturating_add(n) > JIT_MAX_CODE_HELD {
-            self.stats.code_not_held += 1;
-            return None;
-        }
-        self.held += n;
-        Some(code.into())
     }
 
     fn share_unwind(&mut self, data: Vec<u8>) -> Option<Arc<[u8]>> {
@@ -594,7 +592,7 @@ impl JitDumps {
             return Some(shared.clone());
         }
         let n = data.len() as u64;
-        if self.held.saturating_add(n) > JIT_MAX_CODE_HELD || self.unwind_shared.len() >= 1 << 16 {
+        if self.held.saturating_add(n) > JIT_MAX_HELD_BYTES || self.unwind_shared.len() >= 1 << 16 {
             return None;
         }
         self.held += n;
@@ -629,7 +627,8 @@ impl JitDumps {
                 }
                 f.written = true;
                 self.stats.written += 1;
-                Some((cookie, Some(marker(cookie, a, f))))
+                let m = marker(cookie, a, f, d.file.as_ref(), &mut self.stats);
+                Some((cookie, Some(m)))
             }
             None => {
                 if d.state != State::Done {
@@ -644,6 +643,23 @@ impl JitDumps {
         }
     }
 
+    /// Reads the code of process `pid`'s described function at `addr` from
+    /// its dump into `buf` (an import's: no process to read); the bytes
+    /// read.
+    pub(crate) fn read_code(&self, pid: u32, addr: u64, time: u64, buf: &mut [u8]) -> usize {
+        use std::os::unix::fs::FileExt;
+        let Some(d) = self.by_pid.get(&pid) else {
+            return 0;
+        };
+        let gi = d.gens.partition_point(|g| g.start <= time).max(1) - 1;
+        let (Some((a, f)), Some(file)) = (d.gens[gi].covering(addr), d.file.as_ref()) else {
+            return 0;
+        };
+        let at = addr - a;
+        let n = usize::try_from((f.size - at).min(buf.len() as u64)).unwrap_or(0);
+        file.read_at(&mut buf[..n], f.code_at + at).unwrap_or(0)
+    }
+
     /// What the unwinder may use of the function covering `addr` in
     /// process `pid` at `time`.
     pub(crate) fn code_at(&self, pid: u32, addr: u64, time: u64) -> Option<JitCodeInfo> {
@@ -654,12 +670,30 @@ impl JitDumps {
             key: f.key,
             code: a..a.saturating_add(f.size),
             unwind: f.unwind.clone(),
-            bytes: f.bytes.clone(),
         })
     }
 }
 
-fn marker(cookie: Cookie, addr: u64, f: &Func) -> JitCode {
+/// Function `f`'s marker, its code bytes read from its dump `file` (none
+/// over the format's bound, or when they cannot be read whole).
+fn marker(
+    cookie: Cookie,
+    addr: u64,
+    f: &Func,
+    file: Option<&File>,
+    stats: &mut JitStats,
+) -> JitCode {
+    use std::os::unix::fs::FileExt;
+    let code = file
+        .filter(|_| f.size <= profkit_eventlog::MAX_JIT_CODE as u64)
+        .and_then(|file| {
+            let mut b = vec![0; usize::try_from(f.size).ok()?];
+            file.read_exact_at(&mut b, f.code_at).ok()?;
+            Some(b)
+        });
+    if code.is_none() {
+        stats.code_not_held += 1;
+    }
     JitCode {
         cookie,
         addr,
@@ -667,11 +701,7 @@ fn marker(cookie: Cookie, addr: u64, f: &Func) -> JitCode {
         index: f.index,
         time: f.time,
         name: f.name.to_string(),
-        code: f
-            .bytes
-            .as_ref()
-            .filter(|b| b.len() as u64 == f.size && b.len() <= profkit_eventlog::MAX_JIT_CODE)
-            .map(|b| b.to_vec()),
+        code,
         files: f.files.to_vec(),
         lines: f
             .lines
@@ -795,23 +825,26 @@ mod tests {
     #[test]
     fn held_functions_and_bytes_are_bounded_and_counted() {
         let mut j = JitDumps {
-            held: JIT_MAX_CODE_HELD - 100,
+            held: JIT_MAX_HELD_BYTES - 100,
             ..Default::default()
         };
         let d = tempfile::tempdir().unwrap();
         let f = dump(d.path(), 9, 10);
         j.notice(9, "/tmp/jit-9.dump", (1, 9), Some(f));
         j.read(true, 1);
-        // The first function's code fits; the others are held without it.
+        // Their names fit (code bytes are not held: read when written).
+        assert_eq!(j.stats.functions, 10, "{:?}", j.stats);
+        assert!(j.held <= JIT_MAX_HELD_BYTES, "{}", j.held);
+        let (cookie, m) = j.resolve(9, 0x1000 + 64 * 3 + 5, 50).unwrap();
+        let m = m.expect("its first hit writes it");
+        assert_eq!((m.cookie, m.addr), (cookie, 0x1000 + 64 * 3));
         assert_eq!(
-            (j.stats.functions, j.stats.code_not_held),
-            (10, 9),
-            "{:?}",
-            j.stats
+            m.code.as_deref(),
+            Some(&[0x90u8; 64][..]),
+            "read from the dump"
         );
-        assert!(j.held <= JIT_MAX_CODE_HELD, "{}", j.held);
         // Past the bound (names count too), functions are not held at all.
-        j.held = JIT_MAX_CODE_HELD + 1;
+        j.held = JIT_MAX_HELD_BYTES + 1;
         let f = dump(d.path(), 10, 10);
         j.notice(10, "/tmp/jit-10.dump", (1, 10), Some(f));
         j.read(true, 2);

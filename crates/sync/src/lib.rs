@@ -134,8 +134,8 @@ pub use cookies::{
 };
 pub use error::{Error, Result};
 pub use jit::{
-    is_jitdump_path, JitStats, JIT_EXIT_ROUNDS, JIT_MAX_CODE_HELD, JIT_MAX_DUMPS,
-    JIT_MAX_DUMP_BYTES, JIT_MAX_FUNCTIONS, JIT_MAX_PENDING_HITS, JIT_READ_AT_END,
+    is_jitdump_path, JitStats, JIT_EXIT_ROUNDS, JIT_MAX_DUMPS, JIT_MAX_DUMP_BYTES,
+    JIT_MAX_FUNCTIONS, JIT_MAX_HELD_BYTES, JIT_MAX_PENDING_HITS, JIT_READ_AT_END,
     JIT_READ_PER_CALL, JIT_READ_PER_ROUND, JIT_READ_TIME, JIT_READ_TIME_AT_END,
 };
 pub use kernel::{kernel_entry, module_entry, KernelMaps, LoadedModule};

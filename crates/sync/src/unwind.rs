@@ -847,18 +847,8 @@ impl DwarfUnwinder {
             Some(e) => e.clone(),
             None => {
                 let mut buf = [0u8; EPILOGUE_MAX_BYTES];
-                let from_dump = info.as_ref().and_then(|i| {
-                    let b = i.bytes.as_ref()?;
-                    let at = usize::try_from(ip.checked_sub(i.code.start)?).ok()?;
-                    b.get(at..)
-                });
-                let e = match from_dump {
-                    Some(b) => Epilogue::decode(b, ip),
-                    None => {
-                        let n = jit.read_memory(ip, &mut buf);
-                        Epilogue::decode(&buf[..n], ip)
-                    }
-                };
+                let n = jit.read_memory(ip, time, &mut buf);
+                let e = Epilogue::decode(&buf[..n], ip);
                 if self.epilogues.len() >= MAX_EPILOGUES {
                     self.epilogues.clear();
                 }

@@ -307,7 +307,8 @@ pub struct JitSummary {
     pub functions: u64,
     /// Functions not held (bound reached).
     pub functions_over: u64,
-    /// Functions held without their code (bound reached): no annotation.
+    /// Functions written without their code (over 1 MiB, or not readable
+    /// from their dump): no annotation.
     pub code_not_held: u64,
     /// Functions written to the session (hit by samples or frames).
     pub written: u64,
@@ -377,13 +378,18 @@ impl JitSummary {
                 }
             ));
         }
-        if self.functions_over + self.code_not_held > 0 {
+        if self.functions_over > 0 {
             v.push(format!(
-                "note: {} JIT functions not held (over {} functions), {} held without their code (over {} MiB): they show unnamed, or without annotation",
+                "note: {} JIT functions not held (over {} functions or {} MiB of names and unwind information): their samples show unnamed",
                 self.functions_over,
                 profkit_sync::JIT_MAX_FUNCTIONS,
-                self.code_not_held,
-                profkit_sync::JIT_MAX_CODE_HELD >> 20
+                profkit_sync::JIT_MAX_HELD_BYTES >> 20
+            ));
+        }
+        if self.code_not_held > 0 {
+            v.push(format!(
+                "note: {} JIT functions written without their code (over 1 MiB, or no longer readable from their dump): no annotation of them",
+                self.code_not_held
             ));
         }
         if self.generations_late > 0 {

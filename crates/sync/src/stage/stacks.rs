@@ -298,7 +298,10 @@ impl crate::unwind::JitFrames for ProcessJit<'_> {
         self.dumps.code_at(self.pid, addr, time)
     }
 
-    fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> usize {
-        self.probe.read_memory(self.pid, addr, buf)
+    fn read_memory(&mut self, addr: u64, time: u64, buf: &mut [u8]) -> usize {
+        match self.probe.read_memory(self.pid, addr, buf) {
+            0 => self.dumps.read_code(self.pid, addr, time, buf),
+            n => n,
+        }
     }
 }

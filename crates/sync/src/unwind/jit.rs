@@ -16,8 +16,8 @@
 //!    trampoline that keeps no frame pointer (Python 3.12's `-X perf`:
 //!    `sub $8,%rsp; call *%rcx; add $8,%rsp; ret`) is stepped exactly, and
 //!    DWARF continues in its caller with the registers right. The bytes
-//!    come from the jitdump, else from the process's memory while it
-//!    lives (`/proc/PID/mem`, through the stage's probe).
+//!    come from the process's memory while it lives (`/proc/PID/mem`,
+//!    through the stage's probe), else from its jitdump (an import).
 //! 3. The frame pointer, as for any code without information.
 //!
 //! Not here: reading jitdump files (`crate::jit`), which code covers an
@@ -54,8 +54,6 @@ pub(crate) struct JitCodeInfo {
     pub(crate) code: Range<u64>,
     /// Its unwind information, if the runtime gave some.
     pub(crate) unwind: Option<JitUnwind>,
-    /// Its bytes, if kept.
-    pub(crate) bytes: Option<Data>,
 }
 
 /// The stage's view of a process's generated code, for the unwinder.
@@ -64,9 +62,10 @@ pub(crate) trait JitFrames {
     fn pid(&self) -> u32;
     /// The described code covering `addr` at `time`, if any.
     fn code_at(&mut self, addr: u64, time: u64) -> Option<JitCodeInfo>;
-    /// Reads the process's memory at `addr` into `buf` (live processes
-    /// only); the number of bytes read (0: not readable).
-    fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> usize;
+    /// Reads the code at `addr` into `buf`: the process's memory while it
+    /// lives, else its jitdump's copy; the number of bytes read (0: not
+    /// readable).
+    fn read_memory(&mut self, addr: u64, time: u64, buf: &mut [u8]) -> usize;
 }
 
 /// No generated code known, no memory read (tests).
@@ -81,7 +80,7 @@ impl JitFrames for NoJitFrames {
     fn code_at(&mut self, _addr: u64, _time: u64) -> Option<JitCodeInfo> {
         None
     }
-    fn read_memory(&mut self, _addr: u64, _buf: &mut [u8]) -> usize {
+    fn read_memory(&mut self, _addr: u64, _time: u64, _buf: &mut [u8]) -> usize {
         0
     }
 }

@@ -34,6 +34,9 @@ pub mod broken {
     pub const STACK_UNREADABLE: u64 = 3;
     /// A 32-bit task (not unwound).
     pub const NOT_64_BIT: u64 = 4;
+    /// The copied user stack ended before the outermost frame
+    /// (`--call-graph dwarf,SIZE` copies more).
+    pub const CUT: u64 = 5;
 
     /// A person's words for `offset`.
     pub fn why(offset: u64) -> &'static str {
@@ -42,6 +45,7 @@ pub mod broken {
             OUTSIDE_MAPPINGS => "return address outside every mapping",
             STACK_UNREADABLE => "stack bytes unreadable",
             NOT_64_BIT => "32-bit task",
+            CUT => "stack copy too short",
             _ => "not said",
         }
     }

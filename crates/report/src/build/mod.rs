@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use profkit_eventlog::Cookie;
 
 use crate::aggregate::summary::{header, timeline, timeline_every};
-use crate::aggregate::{aggregate, Aggregate, KeyShape, MAX_TIMELINE_LINES};
+use crate::aggregate::{aggregate, Aggregate, KeyShape, MAX_TIMELINE_LINES, NO_STACK};
 use crate::callgraph;
 use crate::error::{Error, Result};
 use crate::hash::FxHashMap;
@@ -132,6 +132,11 @@ pub fn build_report(
     }
 
     // Call stacks: symbolized once per distinct location, then merged.
+    if plan.with_stacks {
+        if let Some(w) = broken_stacks(&agg, &images) {
+            warnings.push(w);
+        }
+    }
     let stack_data = plan.with_stacks.then(|| {
         stacks(
             &agg,
@@ -531,6 +536,58 @@ fn stacks(
         warnings,
     )
 }
+
+/// Where the samples' stacks broke: a stack that ends with the sync
+/// stage's `[unknown]` frame broke after the frame before it (its binary)
+/// for the reason the frame's offset gives (`profkit_eventlog::broken`).
+/// "120 samples' stacks break before their outermost frame: 80 after
+/// libpython3.13.so.1.0 (no unwind rule), 40 after [anon] (...)", the
+/// first [`BROKEN_SHOWN`] places by samples; None when none broke.
+fn broken_stacks(agg: &Aggregate, images: &Images<'_>) -> Option<String> {
+    use profkit_eventlog::{broken, COOKIE_UNKNOWN};
+    let mut by: FxHashMap<(Cookie, u64), u64> = FxHashMap::default();
+    let mut total = 0u64;
+    for (&(key, file, id), &n) in &agg.stack_counts {
+        if id == NO_STACK {
+            continue;
+        }
+        let Some(frames) = agg.stack_tables.get(&file).and_then(|t| t.get(id)) else {
+            continue;
+        };
+        let Some(k) = frames.iter().position(|f| f.cookie == COOKIE_UNKNOWN) else {
+            continue;
+        };
+        let after = if k == 0 {
+            key.cookie
+        } else {
+            frames[k - 1].cookie
+        };
+        *by.entry((after, frames[k].offset)).or_default() += n;
+        total += n;
+    }
+    if total == 0 {
+        return None;
+    }
+    let mut places: Vec<_> = by.into_iter().collect();
+    places.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let shown: Vec<String> = places
+        .iter()
+        .take(BROKEN_SHOWN)
+        .map(|((c, why), n)| format!("{n} after {} ({})", images.name(*c), broken::why(*why)))
+        .collect();
+    Some(format!(
+        "{total} samples' stacks break before their outermost frame (shown as [unknown]): {}{}",
+        shown.join(", "),
+        if places.len() > BROKEN_SHOWN {
+            format!(", and {} more places", places.len() - BROKEN_SHOWN)
+        } else {
+            String::new()
+        }
+    ))
+}
+
+/// Places of broken stacks a warning names.
+const BROKEN_SHOWN: usize = 3;
 
 /// Inclusive samples per function row (`--children`); functions seen only
 /// as callers get an (empty) self row in `grouped`.

@@ -23,6 +23,11 @@ fn frame(offset: u64) -> Frame {
 /// the second chunk's stack defined only in the first), main itself (5),
 /// and one sample whose caller is `[unknown]`.
 fn call_session(dir: &std::path::Path) -> PathBuf {
+    call_session_and(dir, |_| {})
+}
+
+/// [`call_session`], and more chunks `more` writes.
+fn call_session_and(dir: &std::path::Path, more: impl FnOnce(&mut SessionWriter)) -> PathBuf {
     let header = SessionHeader {
         host: "test".into(),
         event: EventConfigDesc {
@@ -95,6 +100,7 @@ fn call_session(dir: &std::path::Path) -> PathBuf {
         enc.sample_with_stack(1, 10, 10, true, KERNEL, C_OFF + 8, 2);
     }
     w.append_chunk(1, 1_200_000_000, enc.bytes()).unwrap();
+    more(&mut w);
     path
 }
 
@@ -570,4 +576,65 @@ fn stacks_on_parents_share_one_budget_across_workers_and_say_what_was_refused() 
     );
     // Every sample is still counted, stack or not.
     assert_eq!(r.header.total_samples, u64::from(chunks));
+}
+
+/// A report with stacks says where they broke: the binary of the frame
+/// before the sync stage's `[unknown]`, and why (its offset).
+#[test]
+fn broken_stacks_are_counted_by_where_and_why_they_broke() {
+    use profkit_eventlog::broken;
+    let d = tempfile::tempdir().unwrap();
+    call_session(d.path());
+    let r = call_report(
+        d.path(),
+        ReportOptions {
+            callgraph: true,
+            ..Default::default()
+        },
+    );
+    let w: Vec<&String> = r.warnings.iter().filter(|w| w.contains("break")).collect();
+    assert_eq!(
+        w,
+        [
+            "1 samples' stacks break before their outermost frame (shown as [unknown]): \
+          1 after [kernel.kallsyms] (not said)"
+        ],
+        "{:?}",
+        r.warnings
+    );
+    // A stack that says why: after its caller's binary, by that reason.
+    let d = tempfile::tempdir().unwrap();
+    call_session_and(d.path(), |w| {
+        let mut enc = ChunkEncoder::new();
+        enc.event(&Event::StackDef {
+            id: 9,
+            frames: vec![
+                frame(A_RET),
+                Frame {
+                    cookie: COOKIE_UNKNOWN,
+                    offset: broken::NO_RULE,
+                    kernel: false,
+                },
+            ],
+        });
+        for _ in 0..4 {
+            enc.sample_with_stack(0, 10, 10, true, KERNEL, C_OFF, 9);
+        }
+        w.append_chunk(2, 1_300_000_000, enc.bytes()).unwrap();
+    });
+    let r = call_report(
+        d.path(),
+        ReportOptions {
+            callgraph: true,
+            ..Default::default()
+        },
+    );
+    let w = r.warnings.iter().find(|w| w.contains("break")).unwrap();
+    assert!(
+        w.starts_with("5 samples' stacks break")
+            && w.contains(
+                "4 after [kernel.kallsyms] (no unwind rule), 1 after [kernel.kallsyms] (not said)"
+            ),
+        "{w}"
+    );
 }

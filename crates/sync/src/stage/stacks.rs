@@ -80,7 +80,8 @@ impl SyncStage {
                     cookie: COOKIE_UNKNOWN,
                     offset: match end {
                         UnwindEnd::Failed(why) => why,
-                        _ => broken::NOT_SAID,
+                        UnwindEnd::Cut => broken::CUT,
+                        UnwindEnd::Complete => broken::NOT_SAID,
                     },
                     kernel: false,
                 });

@@ -13,6 +13,9 @@
 //! mapping's file is identified (a build-id is a claim): the cost per
 //! executable mapping a process makes.
 //!
+//! And JIT dumps (`jit`): a node-like jitdump taken in by the stage, the
+//! cost per function a runtime's dump puts on the daemon.
+//!
 //! Run: `cargo bench -p profkit-sync --bench sync`
 //!
 //! After measuring, it prints the size of sessions recorded from the
@@ -719,9 +722,78 @@ fn live_mmaps(c: &mut Criterion) {
     g.finish();
 }
 
+/// A node-like jitdump (`node --perf-prof` on 100k functions: each an
+/// unwinding-info record and a code load with some 900 code bytes and a
+/// 30-byte name), taken in by the stage from its mapping to its end: the
+/// cost per function a runtime's dump puts on the daemon, whatever is hit.
+fn jit(c: &mut Criterion) {
+    const FUNCS: u64 = 20_000;
+    let d = tempfile::tempdir().unwrap();
+    let mut w = profkit_jitdump::DumpWriter::new(7, 1);
+    let eh = [0u8; 48];
+    let hdr = [0u8; 20];
+    let code = [0x90u8; 900];
+    for i in 0..FUNCS {
+        w.unwinding_info(2 * i + 2, &eh, &hdr, 80);
+        w.code_load(
+            2 * i + 3,
+            7,
+            7,
+            0x7f00_0000_0000 + i * 1024,
+            &code,
+            i,
+            &format!("JS:~fn{i} /srv/app/lib/module.js:1:1"),
+        );
+    }
+    std::fs::write(d.path().join("jit-7.dump"), w.bytes()).unwrap();
+    let bytes = w.bytes().len() as u64;
+    let layout = Layout {
+        callchain: false,
+        user_stack: 0,
+        cgroup: false,
+    };
+    let ring = || {
+        let mut r = SimRing::new(0, 1 << 16, layout);
+        assert!(r.push(&SimRecord::Mmap2 {
+            pid: 7,
+            tid: 7,
+            addr: 0x1000_0000,
+            len: 4096,
+            pgoff: 0,
+            ino: 3,
+            build_id: None,
+            prot: 5,
+            filename: "/tmp/jit-7.dump".into(),
+            time: 1,
+        }));
+        r
+    };
+    let stage = || {
+        SyncStage::with_probe(
+            SyncOptions { layout },
+            profkit_sync::ImportProbe::new(vec![d.path().to_path_buf()]),
+        )
+    };
+    let mut g = c.benchmark_group("jit");
+    g.throughput(Throughput::Bytes(bytes));
+    g.bench_function("dump_20k_functions", |b| {
+        b.iter_batched(
+            || (stage(), ring()),
+            |(mut st, ring)| {
+                st.round(&mut [ring], 10);
+                let n = st.finish_final_round().bytes.len();
+                assert_eq!(st.jit_stats().functions, FUNCS);
+                black_box(n)
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(4));
-    targets = bench, dwarf, map_table, live_mmaps
+    targets = bench, dwarf, map_table, live_mmaps, jit
 }
 criterion_main!(benches);

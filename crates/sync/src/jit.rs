@@ -89,6 +89,10 @@ pub const JIT_MAX_FUNCTIONS: u64 = 512 << 10;
 /// Bytes of names and unwind information held, over all dumps (code bytes
 /// are read from the dumps when needed, never held).
 pub const JIT_MAX_HELD_BYTES: u64 = 64 << 20;
+/// Generations of one dump: past them, code put where code was replaces
+/// it in the newest generation (its older samples then named by the new
+/// code).
+pub const JIT_MAX_GENERATIONS: usize = 1024;
 /// Addresses hit but not described yet, kept per dump.
 pub const JIT_MAX_PENDING_HITS: usize = 65_536;
 
@@ -179,6 +183,19 @@ impl Generation {
             .range(..end)
             .next_back()
             .is_some_and(|(&a, f)| a.saturating_add(f.size.max(1)) > addr)
+    }
+}
+
+impl Dump {
+    /// The function at `addr` at `time`: the one placed last before
+    /// `time` that covers it, as (generation, its start). A generation
+    /// holds the functions placed while it was the newest, so a function
+    /// of an older one still covers the addresses no later one took.
+    fn find(&self, addr: u64, time: u64) -> Option<(usize, u64)> {
+        let newest = self.gens.partition_point(|g| g.start <= time).max(1) - 1;
+        (0..=newest)
+            .rev()
+            .find_map(|gi| Some((gi, self.gens[gi].covering(addr)?.0)))
     }
 }
 
@@ -556,7 +573,9 @@ impl JitDumps {
         self.functions += 1;
         self.next_key += 1;
         f.key = self.next_key;
-        if d.gens.last().is_some_and(|g| g.overlaps(addr, f.size)) {
+        if d.gens.len() < JIT_MAX_GENERATIONS
+            && d.gens.last().is_some_and(|g| g.overlaps(addr, f.size))
+        {
             let n = d.gens.len() as u64;
             let e = jit_entry(d.pid, &d.path, d.dev, d.inode, n);
             self.stats.generations += 1;
@@ -612,16 +631,11 @@ impl JitDumps {
     ) -> Option<(Cookie, Option<JitCode>)> {
         let d = self.by_pid.get_mut(&pid)?;
         d.last_time = d.last_time.max(time);
-        let gi = d.gens.partition_point(|g| g.start <= time).max(1) - 1;
-        let g = &mut d.gens[gi];
-        let cookie = g.cookie;
-        let found = g
-            .funcs
-            .range_mut(..=addr)
-            .next_back()
-            .filter(|(&a, f)| addr - a < f.size);
-        match found {
-            Some((&a, f)) => {
+        match d.find(addr, time) {
+            Some((gi, a)) => {
+                let g = &mut d.gens[gi];
+                let cookie = g.cookie;
+                let f = g.funcs.get_mut(&a)?;
                 if f.written {
                     return Some((cookie, None));
                 }
@@ -631,6 +645,9 @@ impl JitDumps {
                 Some((cookie, Some(m)))
             }
             None => {
+                // Not described (yet): the generation of its time.
+                let gi = d.gens.partition_point(|g| g.start <= time).max(1) - 1;
+                let cookie = d.gens[gi].cookie;
                 if d.state != State::Done {
                     if d.hits.len() < JIT_MAX_PENDING_HITS {
                         d.hits.insert(addr);
@@ -651,8 +668,10 @@ impl JitDumps {
         let Some(d) = self.by_pid.get(&pid) else {
             return 0;
         };
-        let gi = d.gens.partition_point(|g| g.start <= time).max(1) - 1;
-        let (Some((a, f)), Some(file)) = (d.gens[gi].covering(addr), d.file.as_ref()) else {
+        let Some((gi, a)) = d.find(addr, time) else {
+            return 0;
+        };
+        let (Some(f), Some(file)) = (d.gens[gi].funcs.get(&a), d.file.as_ref()) else {
             return 0;
         };
         let at = addr - a;
@@ -664,8 +683,8 @@ impl JitDumps {
     /// process `pid` at `time`.
     pub(crate) fn code_at(&self, pid: u32, addr: u64, time: u64) -> Option<JitCodeInfo> {
         let d = self.by_pid.get(&pid)?;
-        let gi = d.gens.partition_point(|g| g.start <= time).max(1) - 1;
-        let (a, f) = d.gens[gi].covering(addr)?;
+        let (gi, a) = d.find(addr, time)?;
+        let f = d.gens[gi].funcs.get(&a)?;
         Some(JitCodeInfo {
             key: f.key,
             code: a..a.saturating_add(f.size),

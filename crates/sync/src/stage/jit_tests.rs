@@ -157,6 +157,7 @@ fn code_put_where_code_was_starts_a_generation_and_samples_go_by_their_time() {
     let d = tempfile::tempdir().unwrap();
     let mut w = DumpWriter::new(PID, 1);
     w.code_load(5, PID, PID, CODE, &[0x90; 0x40], 1, "first");
+    w.code_load(6, PID, PID, CODE + 0x100, &[0x90; 0x40], 3, "elsewhere");
     w.code_load(50, PID, PID, CODE + 0x20, &[0x90; 0x40], 2, "second");
     write(d.path(), &w);
     let mut stage = stage_in(d.path());
@@ -165,15 +166,22 @@ fn code_put_where_code_was_starts_a_generation_and_samples_go_by_their_time() {
     assert!(ring.push(&mmap(CODE, 0, "//anon")));
     // The dump is read at the round's end: these wait for it.
     stage.round(std::slice::from_mut(&mut ring), 8);
-    for (ip, t) in [(CODE + 0x30, 40), (CODE + 0x30, 60)] {
+    for (ip, t) in [(CODE + 0x30, 40), (CODE + 0x30, 60), (CODE + 0x110, 60)] {
         assert!(ring.push(&sample(ip, t)));
     }
     let c = stage.round(std::slice::from_mut(&mut ring), 100);
     let (gen0, gen1) = (jit_cookie(PID, DEV, 9, 0), jit_cookie(PID, DEV, 9, 1));
     let (samples, code, defs) = read(&c);
-    assert_eq!(samples, [(gen0, CODE + 0x30), (gen1, CODE + 0x30)]);
+    // Code the new generation did not replace is still the older one's.
+    assert_eq!(
+        samples,
+        [(gen0, CODE + 0x30), (gen1, CODE + 0x30), (gen0, CODE + 0x110)]
+    );
     let names: Vec<_> = code.iter().map(|c| (c.cookie, c.name.as_str())).collect();
-    assert_eq!(names, [(gen0, "first"), (gen1, "second")]);
+    assert_eq!(
+        names,
+        [(gen0, "first"), (gen1, "second"), (gen0, "elsewhere")]
+    );
     assert!(defs.iter().any(|e| e.cookie == gen1 && e.base == 1));
     assert_eq!(stage.jit_stats().generations, 1);
 }

@@ -138,7 +138,7 @@ fn a_users_jit_dumps_neither_mislead_nor_fill_nor_crash_the_daemon() {
         let o = k.wait_with_output().unwrap();
         assert!(o.status.success(), "{o:?}");
     }
-    // The exited processes' dumps are drained for 8 rounds, then let go.
+    // The exited processes' dumps are drained, a bounded piece a read.
     std::thread::sleep(Duration::from_millis(2500));
     let st = profctl(tmp.path(), &["status", "--json", "--session-dir", dss]);
     assert!(st.status.success(), "{}", text(&st));
@@ -161,8 +161,10 @@ fn a_users_jit_dumps_neither_mislead_nor_fill_nor_crash_the_daemon() {
         "root's dump, mapped by the user: {jit:#}"
     );
     assert!(jit["malformed"].as_u64().unwrap_or(0) >= 1, "{jit:#}");
-    // The flood was read in bounded pieces and then let go unread.
-    assert_eq!(jit["unread_at_exit"], 1, "{jit:#}");
+    // The flood (120 MB) is read in bounded pieces, 10 ms of reading at a
+    // time: not at once, whatever it holds.
+    let read = jit["bytes"].as_u64().unwrap_or(u64::MAX);
+    assert!(read < 100 << 20, "{read} bytes of dumps read: {jit:#}");
     let t_stop = Instant::now();
     let o = profctl(tmp.path(), &["stop", "--session-dir", dss]);
     assert!(o.status.success(), "{}", text(&o));

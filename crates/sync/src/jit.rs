@@ -83,12 +83,21 @@ pub const JIT_EXIT_ROUNDS: u64 = 240;
 pub const JIT_MAX_DUMP_BYTES: u64 = 4 << 30;
 /// Dumps followed at once.
 pub const JIT_MAX_DUMPS: usize = 4096;
-/// Functions held, over all dumps (some 200 bytes each, their names
-/// counted in [`JIT_MAX_HELD_BYTES`]).
-pub const JIT_MAX_FUNCTIONS: u64 = 512 << 10;
+/// Functions held, over all dumps: some 340 bytes each in the daemon
+/// (measured: 512 Ki of them made 180 MB), so at most some 90 MB; node on
+/// 100 k `new Function`s describes 202 k. Their names and unwind
+/// information count in [`JIT_MAX_HELD_BYTES`] too.
+pub const JIT_MAX_FUNCTIONS: u64 = 256 << 10;
 /// Bytes of names and unwind information held, over all dumps (code bytes
 /// are read from the dumps when needed, never held).
 pub const JIT_MAX_HELD_BYTES: u64 = 64 << 20;
+/// How far below a new function's start a function hit earlier is looked
+/// for (one that started further down and reaches into it is not).
+const SCAN_BACK: u64 = 64 << 10;
+
+/// A dump with this many functions is freed on a thread of its own.
+const FREE_ELSEWHERE: usize = 16 << 10;
+
 /// Generations of one dump: past them, code put where code was replaces
 /// it in the newest generation (its older samples then named by the new
 /// code).
@@ -127,9 +136,12 @@ pub struct JitStats {
     pub written: u64,
     /// Generations started (a runtime reusing addresses).
     pub generations: u64,
-    /// Generations whose record was read after samples of a later time
-    /// had been written under the generation before.
+    /// Functions replaced by code whose record was read after samples of
+    /// a later time had been written under them.
     pub generations_late: u64,
+    /// Of those, the ones whose samples were then named by the new code
+    /// (all, or most by their times, came after it).
+    pub late_renamed: u64,
     /// Addresses hit that no described function covered when the dump was
     /// read to its end (or the session stopped).
     pub undescribed: u64,
@@ -162,6 +174,11 @@ struct Func {
     key: u64,
     /// Written to the current session file.
     written: bool,
+    /// Samples and frames resolved to it, and the first and last of
+    /// their times.
+    hits: u64,
+    first_hit: u64,
+    last_hit: u64,
 }
 
 #[derive(Debug)]
@@ -193,9 +210,11 @@ impl Dump {
     /// of an older one still covers the addresses no later one took.
     fn find(&self, addr: u64, time: u64) -> Option<(usize, u64)> {
         let newest = self.gens.partition_point(|g| g.start <= time).max(1) - 1;
-        (0..=newest)
-            .rev()
-            .find_map(|gi| Some((gi, self.gens[gi].covering(addr)?.0)))
+        (0..=newest).rev().find_map(|gi| {
+            let (a, f) = self.gens[gi].covering(addr)?;
+            // Placed in this generation after `time`: not there yet.
+            (f.time <= time || gi == 0).then_some((gi, a))
+        })
     }
 }
 
@@ -223,8 +242,8 @@ struct Dump {
     gens: Vec<Generation>,
     /// Addresses hit by samples of these times, not described yet.
     hits: BTreeSet<u64>,
-    /// The latest sample time written under this dump's cookies.
-    last_time: u64,
+    /// Functions hit so far: (start, generation) → end.
+    hit_funcs: BTreeMap<(u64, usize), u64>,
     /// The round its process exited in.
     exit_round: Option<u64>,
     /// Records read, to be taken.
@@ -312,7 +331,7 @@ impl JitDumps {
                 funcs: BTreeMap::new(),
             }],
             hits: BTreeSet::new(),
-            last_time: 0,
+            hit_funcs: BTreeMap::new(),
             exit_round: None,
             records: Vec::new(),
         };
@@ -323,11 +342,20 @@ impl JitDumps {
     }
 
     fn forget(&mut self, d: Dump) {
-        for g in d.gens {
+        let mut n = 0usize;
+        for g in &d.gens {
             for f in g.funcs.values() {
                 self.functions = self.functions.saturating_sub(1);
                 self.held = self.held.saturating_sub(f.name.len() as u64);
+                n += 1;
             }
+        }
+        // Freeing half a million functions takes some 100 ms: not on the
+        // stage's thread.
+        if n >= FREE_ELSEWHERE {
+            let _ = std::thread::Builder::new()
+                .name("profkit-jit-free".into())
+                .spawn(move || drop(d));
         }
     }
 
@@ -537,6 +565,9 @@ impl JitDumps {
                     lines,
                     key: 0,
                     written: false,
+                    hits: 0,
+                    first_hit: u64::MAX,
+                    last_hit: 0,
                 };
                 self.place(d, time, l.code_addr, f, out);
             }
@@ -550,6 +581,7 @@ impl JitDumps {
                 if let Some(mut f) = moved {
                     f.time = time;
                     f.written = false;
+                    (f.hits, f.first_hit, f.last_hit) = (0, u64::MAX, 0);
                     self.held = self.held.saturating_add(f.name.len() as u64);
                     self.place(d, time, m.new_code_addr, f, out);
                 }
@@ -573,15 +605,13 @@ impl JitDumps {
         self.functions += 1;
         self.next_key += 1;
         f.key = self.next_key;
+        self.correct_late(d, time, addr, &f, out);
         if d.gens.len() < JIT_MAX_GENERATIONS
             && d.gens.last().is_some_and(|g| g.overlaps(addr, f.size))
         {
             let n = d.gens.len() as u64;
             let e = jit_entry(d.pid, &d.path, d.dev, d.inode, n);
             self.stats.generations += 1;
-            if time < d.last_time {
-                self.stats.generations_late += 1;
-            }
             d.gens.push(Generation {
                 start: time,
                 cookie: jit_cookie(d.pid, d.dev, d.inode, n),
@@ -604,6 +634,49 @@ impl JitDumps {
                 .push(marker(g.cookie, addr, &f, d.file.as_ref(), &mut self.stats));
         }
         g.funcs.insert(addr, f);
+    }
+
+    /// Function `f`, at `addr` from `time`, replaces code that samples of
+    /// a later time were already written under (its runtime wrote the
+    /// record late): when those samples are all (or, by their first and
+    /// last times, mostly) after `time`, `f`'s marker is written under the
+    /// older code's cookie too, whose later-timed marker a report names
+    /// those addresses by. Counted: `generations_late`, `late_renamed`.
+    fn correct_late(&mut self, d: &mut Dump, time: u64, addr: u64, f: &Func, out: &mut JitOutput) {
+        let end = addr.saturating_add(f.size);
+        let mut fix: Vec<usize> = Vec::new();
+        // Only functions hit can have had samples written under them.
+        let hit: Vec<(u64, usize)> = d
+            .hit_funcs
+            .range(..(end, 0))
+            .rev()
+            .take_while(|((a, _), _)| *a >= addr.saturating_sub(SCAN_BACK))
+            .take(256)
+            .filter(|(_, &e)| e > addr)
+            .map(|(&k, _)| k)
+            .collect();
+        for (a, gi) in hit {
+            if let Some(old) = d.gens[gi].funcs.get(&a) {
+                if old.hits == 0 || old.last_hit < time {
+                    continue;
+                }
+                self.stats.generations_late += 1;
+                // The share of its hits after `time`, were they spread
+                // evenly between its first and last.
+                let span = old.last_hit.saturating_sub(old.first_hit).max(1);
+                let after = old.last_hit.saturating_sub(time.max(old.first_hit));
+                if old.first_hit >= time || after * 2 > span {
+                    fix.push(gi);
+                }
+            }
+        }
+        fix.sort_unstable();
+        fix.dedup();
+        for gi in fix {
+            self.stats.late_renamed += 1;
+            let m = marker(d.gens[gi].cookie, addr, f, d.file.as_ref(), &mut self.stats);
+            out.code.push(m);
+        }
     }
 
     fn share_unwind(&mut self, data: Vec<u8>) -> Option<Arc<[u8]>> {
@@ -630,12 +703,17 @@ impl JitDumps {
         time: u64,
     ) -> Option<(Cookie, Option<JitCode>)> {
         let d = self.by_pid.get_mut(&pid)?;
-        d.last_time = d.last_time.max(time);
         match d.find(addr, time) {
             Some((gi, a)) => {
                 let g = &mut d.gens[gi];
                 let cookie = g.cookie;
                 let f = g.funcs.get_mut(&a)?;
+                if f.hits == 0 && d.hit_funcs.len() < JIT_MAX_PENDING_HITS {
+                    d.hit_funcs.insert((a, gi), a.saturating_add(f.size));
+                }
+                f.hits += 1;
+                f.first_hit = f.first_hit.min(time);
+                f.last_hit = f.last_hit.max(time);
                 if f.written {
                     return Some((cookie, None));
                 }

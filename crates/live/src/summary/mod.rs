@@ -314,8 +314,12 @@ pub struct JitSummary {
     pub written: u64,
     /// Generations (a runtime putting new code where code was).
     pub generations: u64,
-    /// Generations read after later samples had been written.
+    /// Functions replaced by code whose record came after samples of a
+    /// later time had been written under them.
     pub generations_late: u64,
+    /// Of those, the ones whose samples were then named by the new code.
+    #[serde(default)]
+    pub late_renamed: u64,
     /// Hit addresses no function of the dump described.
     pub undescribed: u64,
     /// Hits not kept (bound reached).
@@ -339,6 +343,7 @@ impl From<&profkit_sync::JitStats> for JitSummary {
             written: j.written,
             generations: j.generations,
             generations_late: j.generations_late,
+            late_renamed: j.late_renamed,
             undescribed: j.undescribed,
             hits_dropped: j.hits_dropped,
             unread_at_exit: j.unread_at_exit,
@@ -394,8 +399,10 @@ impl JitSummary {
         }
         if self.generations_late > 0 {
             v.push(format!(
-                "note: {} times a runtime put new code where other code had been and said so only after samples there had been written: those samples are named by the older code",
-                self.generations_late
+                "note: {} times a runtime put new code where code had been and wrote so only after samples there had been written (its dump is buffered): {} of them renamed to the new code (all or most of those samples came after it), the other {} keep the older code's name",
+                self.generations_late,
+                self.late_renamed,
+                self.generations_late.saturating_sub(self.late_renamed)
             ));
         }
         v

@@ -175,7 +175,11 @@ fn code_put_where_code_was_starts_a_generation_and_samples_go_by_their_time() {
     // Code the new generation did not replace is still the older one's.
     assert_eq!(
         samples,
-        [(gen0, CODE + 0x30), (gen1, CODE + 0x30), (gen0, CODE + 0x110)]
+        [
+            (gen0, CODE + 0x30),
+            (gen1, CODE + 0x30),
+            (gen0, CODE + 0x110)
+        ]
     );
     let names: Vec<_> = code.iter().map(|c| (c.cookie, c.name.as_str())).collect();
     assert_eq!(
@@ -228,4 +232,49 @@ fn a_dump_that_cannot_be_opened_is_counted_and_its_samples_stay_anonymous_offset
     assert_eq!(samples, [(jit_cookie(PID, DEV, 9, 0), CODE + 8)]);
     assert!(code.is_empty());
     assert_eq!(stage.jit_stats().unopened, 1);
+}
+
+/// A runtime that writes late (buffered) that code replaced code at an
+/// address: samples already written under the old code are renamed to
+/// the new when all of them came after it (a report names a cookie's
+/// address by its later-timed marker), and keep the old name when most
+/// came before.
+#[test]
+fn code_described_late_over_hit_code_renames_the_samples_that_came_after_it() {
+    for (times, new_at, renamed) in [(&[60u64, 61][..], 50u64, true), (&[40, 60][..], 55, false)] {
+        let d = tempfile::tempdir().unwrap();
+        let mut w = DumpWriter::new(PID, 1);
+        w.code_load(5, PID, PID, CODE, &[0x90; 0x40], 1, "old");
+        write(d.path(), &w);
+        let mut stage = stage_in(d.path());
+        let mut ring = SimRing::new(0, 1 << 16, layout());
+        assert!(ring.push(&mmap(0x1000_0000, 9, DUMP)));
+        assert!(ring.push(&mmap(CODE, 0, "//anon")));
+        stage.round(std::slice::from_mut(&mut ring), 8);
+        for &t in times {
+            assert!(ring.push(&sample(CODE + 8, t)));
+        }
+        let (samples, code, _) = read(&stage.round(std::slice::from_mut(&mut ring), 100));
+        let gen0 = jit_cookie(PID, DEV, 9, 0);
+        assert!(samples.iter().all(|s| s.0 == gen0));
+        assert_eq!(code.len(), 1);
+        // The runtime's buffer reaches the file only now.
+        w.code_load(new_at, PID, PID, CODE, &[0xc3; 0x40], 2, "new");
+        write(d.path(), &w);
+        let (_, code, _) = read(&stage.round(std::slice::from_mut(&mut ring), 200));
+        let under_old: Vec<_> = code
+            .iter()
+            .filter(|c| c.cookie == gen0)
+            .map(|c| (c.name.as_str(), c.time))
+            .collect();
+        let st = stage.jit_stats();
+        assert_eq!(st.generations_late, 1, "{st:?}");
+        if renamed {
+            assert_eq!(under_old, [("new", new_at)], "{times:?}");
+            assert_eq!(st.late_renamed, 1);
+        } else {
+            assert!(under_old.is_empty(), "{times:?}: {under_old:?}");
+            assert_eq!(st.late_renamed, 0);
+        }
+    }
 }

@@ -353,3 +353,56 @@ fn node_perf_prof_names_the_hot_function_and_its_stacks_reach_main() {
         "{reached} of {all} hotLoop samples reach main\n{out}"
     );
 }
+
+/// node putting new code where collected code was, and writing so late
+/// (its jitdump is buffered): the hot loop's samples are named by this
+/// script's functions (perf + inject on the same program: 46 % top level
+/// and 5 % `hot`, of node's samples), not by the collected functions
+/// whose code was at those addresses before.
+#[test]
+fn node_code_put_where_collected_code_was_is_named_by_the_new_code() {
+    let _g = recording();
+    if !perf_ok() {
+        return;
+    }
+    if Command::new("node").arg("--version").output().is_err() {
+        missing("no node");
+        return;
+    }
+    let dir = tempdir();
+    let script = testdata().join("workloads/jit_churn.js");
+    let out = record(
+        dir.path(),
+        &["-F", "999"],
+        &[
+            "node",
+            "--perf-prof",
+            "--interpreted-frames-native-stack",
+            script.to_str().unwrap(),
+            "30000",
+            "2",
+        ],
+    );
+    let v = report(dir.path(), &["-l", "--format", "json"]).json();
+    let jit: Vec<(String, u64)> = rows(&v)
+        .iter()
+        .filter(|r| r["image"].as_str().is_some_and(|i| i.starts_with("jit-")))
+        .map(|r| {
+            (
+                r["symbol"].as_str().unwrap_or_default().to_owned(),
+                r["samples"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let all: u64 = jit.iter().map(|r| r.1).sum();
+    let ours: u64 = jit
+        .iter()
+        .filter(|r| r.0.contains("jit_churn.js"))
+        .map(|r| r.1)
+        .sum();
+    assert!(all > 500, "{all} JIT samples\n{out}");
+    assert!(
+        ours as f64 >= 0.9 * all as f64,
+        "{ours} of {all} JIT samples named by the script: {jit:?}\n{out}"
+    );
+}

@@ -11,7 +11,7 @@ use std::time::Instant;
 const O_NONBLOCK: i32 = 0o4000;
 
 /// Compiles `src` (C) into `dir/name`; panics with the compiler's output.
-fn cc(dir: &Path, name: &str, src: &str) -> PathBuf {
+pub(super) fn cc(dir: &Path, name: &str, src: &str) -> PathBuf {
     let c = dir.join(format!("{name}.c"));
     std::fs::write(&c, src).unwrap();
     let out = dir.join(name);

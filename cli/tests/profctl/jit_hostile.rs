@@ -88,16 +88,7 @@ fn a_users_jit_dumps_neither_mislead_nor_fill_nor_crash_the_daemon() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let c = tmp.path().join("jitter.c");
-    std::fs::write(&c, JITTER).unwrap();
-    let prog = tmp.path().join("jitter");
-    let o = Command::new("cc")
-        .args(["-O1", "-o"])
-        .arg(&prog)
-        .arg(&c)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
+    let prog = super::hostile::cc(tmp.path(), "jitter", JITTER);
     // Root's own dump (world-readable), naming the user's fixed address.
     let rootdir = tmp.path().join("rootdump");
     std::fs::create_dir(&rootdir).unwrap();

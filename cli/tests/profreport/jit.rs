@@ -312,29 +312,41 @@ fn python_312_perf_trampolines_are_stepped_and_reach_main() {
     python_stacks(&py, "perf");
 }
 
+/// `profctl record ARGS -- node --perf-prof
+/// --interpreted-frames-native-stack SCRIPT SCRIPT_ARGS` (a workload of
+/// `testdata/workloads/`) into `dir/s`; its output, None when this
+/// machine has no node (said).
+fn node(dir: &Path, args: &[&str], script: &str, script_args: &[&str]) -> Option<String> {
+    if Command::new("node").arg("--version").output().is_err() {
+        missing("no node");
+        return None;
+    }
+    let script = testdata().join("workloads").join(script);
+    let mut cmd = vec![
+        "node",
+        "--perf-prof",
+        "--interpreted-frames-native-stack",
+        script.to_str().unwrap(),
+    ];
+    cmd.extend_from_slice(script_args);
+    Some(record(dir, args, &cmd))
+}
+
 #[test]
 fn node_perf_prof_names_the_hot_function_and_its_stacks_reach_main() {
     let _g = recording();
     if !perf_ok() {
         return;
     }
-    if Command::new("node").arg("--version").output().is_err() {
-        missing("no node");
-        return;
-    }
     let dir = tempdir();
-    let script = testdata().join("workloads/jit_hot.js");
-    let out = record(
+    let Some(out) = node(
         dir.path(),
         &["--call-graph", "dwarf", "-F", "999"],
-        &[
-            "node",
-            "--perf-prof",
-            "--interpreted-frames-native-stack",
-            script.to_str().unwrap(),
-            "3",
-        ],
-    );
+        "jit_hot.js",
+        &["3"],
+    ) else {
+        return;
+    };
     let v = report(dir.path(), &["-l", "--format", "json"]).json();
     let hot: u64 = rows(&v)
         .iter()
@@ -365,24 +377,10 @@ fn node_code_put_where_collected_code_was_is_named_by_the_new_code() {
     if !perf_ok() {
         return;
     }
-    if Command::new("node").arg("--version").output().is_err() {
-        missing("no node");
-        return;
-    }
     let dir = tempdir();
-    let script = testdata().join("workloads/jit_churn.js");
-    let out = record(
-        dir.path(),
-        &["-F", "999"],
-        &[
-            "node",
-            "--perf-prof",
-            "--interpreted-frames-native-stack",
-            script.to_str().unwrap(),
-            "30000",
-            "2",
-        ],
-    );
+    let Some(out) = node(dir.path(), &["-F", "999"], "jit_churn.js", &["30000", "2"]) else {
+        return;
+    };
     let v = report(dir.path(), &["-l", "--format", "json"]).json();
     let jit: Vec<(String, u64)> = rows(&v)
         .iter()

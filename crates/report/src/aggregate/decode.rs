@@ -212,6 +212,17 @@ pub(super) fn decode_chunk(
     let default_budget = JitBudget::default();
     let jit_budget = acc.jit_budget.clone();
     let jit_budget = jit_budget.as_deref().unwrap_or(&default_budget);
+    let args = (
+        sess,
+        file,
+        reader,
+        chunk,
+        shape,
+        spec,
+        filter_task,
+        counts,
+        jit_budget,
+    );
     let marks = if shape.stacks {
         let mut table = match acc.stack_tables.remove(&file) {
             Some(t) => t,
@@ -227,17 +238,6 @@ pub(super) fn decode_chunk(
             },
             file,
         );
-        let args = (
-            sess,
-            file,
-            reader,
-            chunk,
-            shape,
-            spec,
-            filter_task,
-            counts,
-            jit_budget,
-        );
         let marks = match &acc.weight_budget {
             Some(budget) if shape.off_cpu.is_some() => {
                 decode_into::<_, _, true>(sink, &mut table, budget, args)
@@ -251,17 +251,6 @@ pub(super) fn decode_chunk(
             counts: &mut acc.counts,
             last: None,
         });
-        let args = (
-            sess,
-            file,
-            reader,
-            chunk,
-            shape,
-            spec,
-            filter_task,
-            counts,
-            jit_budget,
-        );
         match &acc.weight_budget {
             Some(budget) if shape.off_cpu.is_some() => {
                 decode_into::<_, _, true>(sink, &mut (), budget, args)

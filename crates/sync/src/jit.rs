@@ -28,10 +28,16 @@
 //!   other code was (a load or move onto a described range) starts a new
 //!   generation from that record's time, with a cookie of its own
 //!   (`profkit_eventlog::cookie::jit_cookie`), so that within a cookie no
-//!   two functions overlap and a report names each offset once. Samples
-//!   resolve to the generation of their time; one written before the
-//!   record was read keeps the older generation (counted in
-//!   [`JitStats::generations_late`]).
+//!   two functions overlap and a report names each offset once. A sample
+//!   resolves to the function placed last before its time that covers its
+//!   address, in whichever generation. One written before the record of
+//!   newer code at its address was read went to the older code; when that
+//!   record comes and all (or, by their first and last times, most) of the
+//!   older code's hits came after it, the new function's marker is written
+//!   under the older cookie too, and a report names those addresses by
+//!   the later-timed marker ([`JitStats::late_renamed`] of
+//!   [`JitStats::generations_late`]). A process that execs drops its old
+//!   program's dump.
 //! - **Written when hit.** The session gets a function's name, code bytes
 //!   and lines (`Event::JitCode`) only when a sample or a frame hits it,
 //!   once per session file (the rest are counted). A hit on an address
@@ -81,8 +87,10 @@ const JIT_READ_PIECE: u64 = 256 << 10;
 pub const JIT_EXIT_ROUNDS: u64 = 240;
 /// A dump is read no further than this.
 pub const JIT_MAX_DUMP_BYTES: u64 = 4 << 30;
-/// Dumps followed at once.
-pub const JIT_MAX_DUMPS: usize = 4096;
+/// Dumps followed at once, each held open: a quarter of the usual
+/// open-file limit of 1024 (JIT maps being copied hold up to another
+/// quarter).
+pub const JIT_MAX_DUMPS: usize = 256;
 /// Functions held, over all dumps: some 340 bytes each in the daemon
 /// (measured: 512 Ki of them made 180 MB), so at most some 90 MB; node on
 /// 100 k `new Function`s describes 202 k. Their names and unwind
@@ -222,7 +230,7 @@ impl Dump {
 enum State {
     /// Its process lives: read a round's share.
     Open,
-    /// Its process exited: read to the end next round.
+    /// Its process exited: read on to its end (its runtime flushed).
     Exited,
     /// Read to its end (or given up): nothing more.
     Done,
@@ -246,6 +254,8 @@ struct Dump {
     hit_funcs: BTreeMap<(u64, usize), u64>,
     /// The round its process exited in.
     exit_round: Option<u64>,
+    /// When its mapping was made (0: before the session).
+    since: u64,
     /// Records read, to be taken.
     records: Vec<Timed>,
 }
@@ -291,6 +301,7 @@ impl JitDumps {
         path: &str,
         identity: (u64, u64),
         file: Option<File>,
+        since: u64,
     ) -> Option<CookieEntry> {
         if let Some(d) = self.by_pid.get(&pid) {
             if (d.dev, d.inode) == identity && d.path == path {
@@ -333,6 +344,7 @@ impl JitDumps {
             hits: BTreeSet::new(),
             hit_funcs: BTreeMap::new(),
             exit_round: None,
+            since,
             records: Vec::new(),
         };
         if let Some(old) = self.by_pid.insert(pid, d) {
@@ -485,6 +497,16 @@ impl JitDumps {
             .get(&pid)
             .is_some_and(|d| d.exit_round.is_some())
         {
+            if let Some(d) = self.by_pid.remove(&pid) {
+                self.retire(d);
+            }
+        }
+    }
+
+    /// Process `pid` exec'd a new program at `time`: a dump its old
+    /// program mapped is its no more (the new one maps its own).
+    pub(crate) fn exec(&mut self, pid: u32, time: u64) {
+        if self.by_pid.get(&pid).is_some_and(|d| d.since < time) {
             if let Some(d) = self.by_pid.remove(&pid) {
                 self.retire(d);
             }
@@ -874,7 +896,7 @@ mod tests {
         for pid in 1..=6 {
             let f = dump(d.path(), pid, per);
             assert!(j
-                .notice(pid, "/tmp/jit.dump", (1, u64::from(pid)), Some(f))
+                .notice(pid, "/tmp/jit.dump", (1, u64::from(pid)), Some(f), 0)
                 .is_some());
         }
         let one = j.read(false, 1);
@@ -927,7 +949,7 @@ mod tests {
         };
         let d = tempfile::tempdir().unwrap();
         let f = dump(d.path(), 9, 10);
-        j.notice(9, "/tmp/jit-9.dump", (1, 9), Some(f));
+        j.notice(9, "/tmp/jit-9.dump", (1, 9), Some(f), 0);
         j.read(true, 1);
         // Their names fit (code bytes are not held: read when written).
         assert_eq!(j.stats.functions, 10, "{:?}", j.stats);
@@ -943,7 +965,7 @@ mod tests {
         // Past the bound (names count too), functions are not held at all.
         j.held = JIT_MAX_HELD_BYTES + 1;
         let f = dump(d.path(), 10, 10);
-        j.notice(10, "/tmp/jit-10.dump", (1, 10), Some(f));
+        j.notice(10, "/tmp/jit-10.dump", (1, 10), Some(f), 0);
         j.read(true, 2);
         assert_eq!(
             (j.stats.functions, j.stats.functions_over),

@@ -22,6 +22,7 @@ impl SyncStage {
         identity: Option<(u64, u64)>,
         start: u64,
         end: u64,
+        since: u64,
     ) {
         let opened = self.res.probe.open_jitdump(pid, path, start, end);
         // The mapping's identity (the recording machine's, for an import)
@@ -30,7 +31,7 @@ impl SyncStage {
             Some((f, id)) => (Some(f), identity.unwrap_or(id)),
             None => (None, identity.unwrap_or((0, 0))),
         };
-        if let Some(e) = self.jit.notice(pid, path, identity, file) {
+        if let Some(e) = self.jit.notice(pid, path, identity, file, since) {
             self.res.known.insert(e.cookie, e);
             let out = self.jit.read_new(pid);
             self.write_jit(out);

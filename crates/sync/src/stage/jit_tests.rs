@@ -278,3 +278,44 @@ fn code_described_late_over_hit_code_renames_the_samples_that_came_after_it() {
         }
     }
 }
+
+/// A process that execs another program drops the dump its old program
+/// mapped: the new program's anonymous code is its own again, unless its
+/// own dump (mapped after the exec) is met first.
+#[test]
+fn an_exec_drops_the_old_programs_dump_but_not_one_mapped_after_it() {
+    let d = tempfile::tempdir().unwrap();
+    let mut w = DumpWriter::new(PID, 1);
+    w.code_load(2, PID, PID, CODE, &[0x90; 0x40], 1, "old program");
+    write(d.path(), &w);
+    let exec = |time| SimRecord::Comm {
+        pid: PID,
+        tid: PID,
+        comm: "next".into(),
+        exec: true,
+        time,
+    };
+    for (dump_at, stays) in [(1u64, false), (20, true)] {
+        let mut stage = stage_in(d.path());
+        let mut ring = SimRing::new(0, 1 << 16, layout());
+        let mut m = mmap(0x1000_0000, 9, DUMP);
+        if let SimRecord::Mmap2 { time, .. } = &mut m {
+            *time = dump_at;
+        }
+        assert!(ring.push(&m));
+        assert!(ring.push(&exec(10)));
+        let mut code = mmap(CODE, 0, "//anon");
+        if let SimRecord::Mmap2 { time, .. } = &mut code {
+            *time = 11;
+        }
+        assert!(ring.push(&code));
+        assert!(ring.push(&sample(CODE + 8, 30)));
+        let (samples, ..) = read(&stage.round(std::slice::from_mut(&mut ring), 40));
+        let want = if stays {
+            jit_cookie(PID, DEV, 9, 0)
+        } else {
+            anon_cookie(PID)
+        };
+        assert_eq!(samples, [(want, CODE + 8)], "dump mapped at {dump_at}");
+    }
+}

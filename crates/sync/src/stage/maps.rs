@@ -19,7 +19,7 @@ impl SyncStage {
             .iter()
             .filter(|m| crate::jit::is_jitdump_path(&m.path))
         {
-            self.notice_jitdump(p.pid, &m.path, Some((m.dev, m.inode)), m.start, m.end);
+            self.notice_jitdump(p.pid, &m.path, Some((m.dev, m.inode)), m.start, m.end, 0);
         }
         p.maps
             .iter()
@@ -109,7 +109,7 @@ impl SyncStage {
                 _ => None,
             };
             let end = m.addr.saturating_add(m.len);
-            self.notice_jitdump(m.pid, &path, identity, m.addr, end);
+            self.notice_jitdump(m.pid, &path, identity, m.addr, end, m.id.time);
             return;
         }
         let (cookie, kind) = if path == "[vdso]" {

@@ -131,6 +131,7 @@ impl SyncStage {
     /// (by time, whatever the order rings are read in) is written.
     pub(super) fn on_comm(&mut self, c: &Comm<'_>) {
         if c.exec {
+            self.jit.exec(c.pid, c.id.time);
             self.off.forget_stacks();
             self.ensure_process(c.pid);
             self.procs.entry(c.pid).clear_maps(c.id.time, self.round);

@@ -268,6 +268,10 @@ pub(crate) struct JitDumps {
     held: u64,
     unwind_shared: FxHashSet<Arc<[u8]>>,
     next_key: u64,
+    /// What first reads of dumps just noticed may still take until the
+    /// next read of all (many processes mapping dumps in one round share
+    /// one read's time).
+    new_left: Duration,
     pub(crate) stats: JitStats,
 }
 
@@ -280,6 +284,12 @@ pub(crate) struct JitOutput {
 }
 
 impl JitDumps {
+    /// A read of all dumps (or the time for one, when there are none):
+    /// dumps noticed until the next one may take a read's time.
+    pub(crate) fn new_read(&mut self) {
+        self.new_left = JIT_READ_TIME;
+    }
+
     /// Whether no dump is followed.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
@@ -399,6 +409,7 @@ impl JitDumps {
     /// name, with the cookies of new generations.
     pub(crate) fn read(&mut self, at_end: bool, round: u64) -> JitOutput {
         let mut out = JitOutput::default();
+        self.new_read();
         let mut pids: Vec<u32> = self.by_pid.keys().copied().collect();
         // A fair share of the read's budget: dumps in a different order
         // each round.
@@ -469,13 +480,15 @@ impl JitDumps {
 
     /// A first read of process `pid`'s dump, just noticed (what its
     /// runtime wrote before its mapping was read: all of it, in an
-    /// imported recording), within one read's bounds.
+    /// imported recording), within what is left of one read's time for
+    /// all dumps noticed since the last read.
     pub(crate) fn read_new(&mut self, pid: u32) -> JitOutput {
         let mut out = JitOutput::default();
         let Some(mut d) = self.by_pid.remove(&pid) else {
             return out;
         };
-        let deadline = Instant::now() + JIT_READ_TIME;
+        let start = Instant::now();
+        let deadline = start + self.new_left;
         let mut left = JIT_READ_PER_CALL;
         let mut more = true;
         while d.state != State::Done && left > 0 && more && Instant::now() < deadline {
@@ -485,6 +498,7 @@ impl JitDumps {
             let records = std::mem::take(&mut d.records);
             self.take_records(&mut d, records, &mut out);
         }
+        self.new_left = self.new_left.saturating_sub(start.elapsed());
         self.by_pid.insert(pid, d);
         out
     }

@@ -42,6 +42,7 @@ impl SyncStage {
     /// and writes the functions pending hits now name.
     pub(super) fn read_jit(&mut self, at_end: bool) {
         if self.jit.is_empty() {
+            self.jit.new_read();
             return;
         }
         let out = self.jit.read(at_end, self.round);

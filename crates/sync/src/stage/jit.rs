@@ -1,5 +1,6 @@
 //! The stage's side of JIT dumps (`crate::jit`): noticing a dump's
-//! mapping, reading the dumps at the end of each round, and giving
+//! mapping (and reading it at once), reading the dumps at the start and
+//! the end of each round, and giving
 //! samples and frames in a dump-owning process's anonymous code the
 //! dump's cookie, with the hit function's marker written first.
 

@@ -60,7 +60,7 @@ use profkit_eventlog::cookie::{jit_cookie, jit_entry};
 use profkit_eventlog::{Cookie, CookieEntry, JitCode, JitLine};
 use profkit_jitdump::{DumpReader, Limits, Record, Timed};
 use rustc_hash::{FxHashMap, FxHashSet};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -164,6 +164,14 @@ pub struct JitStats {
 /// A debug-info record's lines: (the code's address, files, lines).
 type Lines = (u64, Arc<[String]>, Arc<[JitLine]>);
 
+/// Samples at an address no function described when they were written.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    first: u64,
+    last: u64,
+    named: bool,
+}
+
 /// One function a dump described.
 #[derive(Debug, Clone)]
 struct Func {
@@ -248,8 +256,12 @@ struct Dump {
     pending_unwind: Option<JitUnwind>,
     pending_debug: Option<Lines>,
     gens: Vec<Generation>,
-    /// Addresses hit by samples of these times, not described yet.
-    hits: BTreeSet<u64>,
+    /// Addresses hit while no function described them, by (address, the
+    /// generation whose cookie those samples went to): the first and last
+    /// of their times, and whether a function has named them since.
+    hits: BTreeMap<(u64, usize), Pending>,
+    /// (generation, function key) of the markers written for pending hits.
+    hits_named: FxHashSet<(usize, u64)>,
     /// Functions hit so far: (start, generation) → end.
     hit_funcs: BTreeMap<(u64, usize), u64>,
     /// The round its process exited in.
@@ -351,7 +363,8 @@ impl JitDumps {
                 cookie: entry.cookie,
                 funcs: BTreeMap::new(),
             }],
-            hits: BTreeSet::new(),
+            hits: BTreeMap::new(),
+            hits_named: FxHashSet::default(),
             hit_funcs: BTreeMap::new(),
             exit_round: None,
             since,
@@ -470,7 +483,7 @@ impl JitDumps {
             }
             if at_end || d.state == State::Done {
                 // Nothing more will describe these.
-                self.stats.undescribed += d.hits.len() as u64;
+                self.stats.undescribed += d.hits.values().filter(|h| !h.named).count() as u64;
                 d.hits.clear();
             }
             self.by_pid.insert(pid, d);
@@ -531,7 +544,7 @@ impl JitDumps {
         if d.state != State::Done {
             self.stats.unread_at_exit += 1;
         }
-        self.stats.undescribed += d.hits.len() as u64;
+        self.stats.undescribed += d.hits.values().filter(|h| !h.named).count() as u64;
         self.forget(d);
     }
 
@@ -655,20 +668,35 @@ impl JitDumps {
             });
             out.cookies.push(e);
         }
-        let g = d.gens.last_mut().expect("a dump has a generation");
-        // Hits this function now names.
+        // Samples written before any function described their address,
+        // under the cookie of their time, are named by the functions
+        // described there since (written under that cookie; a report
+        // names an address by the later-timed of them).
         let end = addr.saturating_add(f.size);
-        let hit = d.hits.range(addr..end).next().is_some();
-        if hit {
-            let covered: Vec<u64> = d.hits.range(addr..end).copied().collect();
-            for a in covered {
-                d.hits.remove(&a);
+        let mut under: Vec<usize> = Vec::new();
+        for (&(_, gi), h) in d.hits.range_mut((addr, 0)..(end, 0)) {
+            // The first function described there names them (whatever its
+            // time: nothing better is known of that code); a later one
+            // only if it was there by the last of them and all or most
+            // of them (by their first and last times) came after it.
+            let after = h.last.saturating_sub(f.time.max(h.first));
+            let span = h.last.saturating_sub(h.first).max(1);
+            if !h.named || (f.time <= h.last && (h.first >= f.time || after * 2 > span)) {
+                h.named = true;
+                if !under.contains(&gi) {
+                    under.push(gi);
+                }
             }
-            f.written = true;
-            self.stats.written += 1;
-            out.code
-                .push(marker(g.cookie, addr, &f, d.file.as_ref(), &mut self.stats));
         }
+        for gi in under {
+            if d.hits_named.insert((gi, f.key)) {
+                self.stats.written += 1;
+                let cookie = d.gens[gi].cookie;
+                out.code
+                    .push(marker(cookie, addr, &f, d.file.as_ref(), &mut self.stats));
+            }
+        }
+        let g = d.gens.last_mut().expect("a dump has a generation");
         g.funcs.insert(addr, f);
     }
 
@@ -763,10 +791,21 @@ impl JitDumps {
                 let gi = d.gens.partition_point(|g| g.start <= time).max(1) - 1;
                 let cookie = d.gens[gi].cookie;
                 if d.state != State::Done {
-                    if d.hits.len() < JIT_MAX_PENDING_HITS {
-                        d.hits.insert(addr);
-                    } else if !d.hits.contains(&addr) {
-                        self.stats.hits_dropped += 1;
+                    let room = d.hits.len() < JIT_MAX_PENDING_HITS;
+                    match d.hits.get_mut(&(addr, gi)) {
+                        Some(h) => {
+                            h.first = h.first.min(time);
+                            h.last = h.last.max(time);
+                        }
+                        None if room => {
+                            let h = Pending {
+                                first: time,
+                                last: time,
+                                named: false,
+                            };
+                            d.hits.insert((addr, gi), h);
+                        }
+                        None => self.stats.hits_dropped += 1,
                     }
                 }
                 Some((cookie, None))

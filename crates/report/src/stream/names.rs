@@ -180,7 +180,13 @@ impl<'a> Namer<'a> {
             Some(CookieKind::Kernel | CookieKind::Module) => entry.map(|e| e.base),
             _ => None,
         };
-        let address = base.map(|b| b.wrapping_add(offset));
+        // An unknown frame has no address (its offset says why the stack
+        // broke there: `profkit_eventlog::broken`); perf prints 0.
+        let address = if cookie == COOKIE_UNKNOWN {
+            Some(0)
+        } else {
+            base.map(|b| b.wrapping_add(offset))
+        };
         let lookup = if caller {
             offset.saturating_sub(1)
         } else {

@@ -319,3 +319,36 @@ fn an_exec_drops_the_old_programs_dump_but_not_one_mapped_after_it() {
         assert_eq!(samples, [(want, CODE + 8)], "dump mapped at {dump_at}");
     }
 }
+
+/// Samples in code no record described yet, when the records come (late,
+/// and one function replacing another there): every function there by
+/// the samples' time is written under their cookie, the later named by a
+/// report; one placed after them is not.
+#[test]
+fn samples_before_any_record_are_named_by_the_code_there_at_their_time() {
+    for (t, want) in [(60u64, &["first", "second"][..]), (40, &["first"][..])] {
+        let d = tempfile::tempdir().unwrap();
+        let w = DumpWriter::new(PID, 1);
+        write(d.path(), &w);
+        let mut stage = stage_in(d.path());
+        let mut ring = SimRing::new(0, 1 << 16, layout());
+        assert!(ring.push(&mmap(0x1000_0000, 9, DUMP)));
+        assert!(ring.push(&mmap(CODE, 0, "//anon")));
+        assert!(ring.push(&sample(CODE + 8, t)));
+        let (samples, code, _) = read(&stage.round(std::slice::from_mut(&mut ring), 70));
+        let gen0 = jit_cookie(PID, DEV, 9, 0);
+        assert_eq!(samples, [(gen0, CODE + 8)]);
+        assert!(code.is_empty());
+        let mut w = DumpWriter::new(PID, 1);
+        w.code_load(5, PID, PID, CODE, &[0x90; 0x40], 1, "first");
+        w.code_load(50, PID, PID, CODE, &[0x90; 0x40], 2, "second");
+        write(d.path(), &w);
+        let (_, code, _) = read(&stage.round(std::slice::from_mut(&mut ring), 80));
+        let names: Vec<&str> = code
+            .iter()
+            .filter(|c| c.cookie == gen0)
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(names, want, "a sample at {t}");
+    }
+}

@@ -326,7 +326,13 @@ impl JitDumps {
         since: u64,
     ) -> Option<CookieEntry> {
         if let Some(d) = self.by_pid.get(&pid) {
-            if (d.dev, d.inode) == identity && d.path == path {
+            // The same mapping met again (a `/proc` read after its record;
+            // a build-id MMAP2 record gives no identity, and an unopened
+            // dump has none of its own).
+            let unknown = (0, 0);
+            let same =
+                (d.dev, d.inode) == identity || identity == unknown || (d.dev, d.inode) == unknown;
+            if same && d.path == path {
                 return None;
             }
         }

@@ -352,3 +352,23 @@ fn samples_before_any_record_are_named_by_the_code_there_at_their_time() {
         assert_eq!(names, want, "a sample at {t}");
     }
 }
+
+/// A dump that cannot be opened, met again with an identity (its record
+/// gave none, `/proc` gives one): still one dump, one cookie.
+#[test]
+fn a_dump_met_again_with_its_identity_is_the_same_dump() {
+    let d = tempfile::tempdir().unwrap();
+    let mut j = crate::jit::JitDumps::default();
+    assert!(j.notice(PID, DUMP, (0, 0), None, 1).is_some());
+    assert!(j.notice(PID, DUMP, (DEV, 9), None, 2).is_none());
+    let f = std::fs::File::create(d.path().join("x")).unwrap();
+    assert!(j.notice(PID, DUMP, (DEV, 9), Some(f), 3).is_none());
+    assert_eq!((j.stats.dumps, j.stats.unopened), (1, 1));
+    // The first's identity unknown, any file at that path is taken as it;
+    // another path is another dump.
+    assert!(j.notice(PID, DUMP, (DEV, 10), None, 4).is_none());
+    assert!(j
+        .notice(PID, "/other/jit-100.dump", (DEV, 10), None, 5)
+        .is_some());
+    assert_eq!(j.stats.dumps, 2);
+}

@@ -14,12 +14,15 @@ impl SyncStage {
     /// The table's form of `/proc/PID/maps` lines: cookies assigned,
     /// present since before anything this session saw.
     pub(super) fn proc_maps(&mut self, p: &ProcProcess) -> Vec<Map> {
+        // Read now: an exec record older than this read (read later, from
+        // another CPU's ring) is older than what `/proc` showed.
+        let now = profkit_perf::monotonic_ns();
         for m in p
             .maps
             .iter()
             .filter(|m| crate::jit::is_jitdump_path(&m.path))
         {
-            self.notice_jitdump(p.pid, &m.path, Some((m.dev, m.inode)), m.start, m.end, 0);
+            self.notice_jitdump(p.pid, &m.path, Some((m.dev, m.inode)), m.start, m.end, now);
         }
         p.maps
             .iter()

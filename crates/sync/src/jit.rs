@@ -47,16 +47,18 @@
 //!   from every chunk.
 //! - **Bounded memory.** At most [`JIT_MAX_DUMPS`] dumps followed,
 //!   [`JIT_MAX_FUNCTIONS`] functions held, [`JIT_MAX_HELD_BYTES`] bytes of
-//!   names and unwind information (identical unwind information shared:
+//!   names, source lines and unwind information (identical unwind information shared:
 //!   node's 200 k functions have 6 kinds); past them functions are counted,
 //!   not held. Code bytes are not held: a function's are read from its
 //!   dump (held open until its process is forgotten) when it is written.
+//!   What is written is bounded too: [`JIT_MAX_MARKER_BYTES_PER_DUMP`] of
+//!   markers a dump and [`JIT_MAX_MARKER_BYTES`] in all a session file.
 //!
 //! Not here: parsing the files (`profkit-jitdump`), stepping frames with
 //! what is held (`crate::unwind::jit`), naming (reports).
 
 use crate::unwind::{JitCodeInfo, JitUnwind};
-use profkit_eventlog::cookie::{jit_cookie, jit_entry};
+use profkit_eventlog::cookie::{anon_cookie, jit_cookie, jit_entry};
 use profkit_eventlog::{Cookie, CookieEntry, JitCode, JitLine};
 use profkit_jitdump::{DumpReader, Limits, Record, Timed};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -96,8 +98,8 @@ pub const JIT_MAX_DUMPS: usize = 256;
 /// 100 k `new Function`s describes 202 k. Their names and unwind
 /// information count in [`JIT_MAX_HELD_BYTES`] too.
 pub const JIT_MAX_FUNCTIONS: u64 = 256 << 10;
-/// Bytes of names and unwind information held, over all dumps (code bytes
-/// are read from the dumps when needed, never held).
+/// Bytes of names, source lines and unwind information held, over all
+/// dumps (code bytes are read from the dumps when needed, never held).
 pub const JIT_MAX_HELD_BYTES: u64 = 64 << 20;
 /// How far below a new function's start a function hit earlier is looked
 /// for (one that started further down and reaches into it is not).
@@ -110,6 +112,13 @@ const FREE_ELSEWHERE: usize = 16 << 10;
 /// it in the newest generation (its older samples then named by the new
 /// code).
 pub const JIT_MAX_GENERATIONS: usize = 1024;
+/// Bytes of `JitCode` markers one dump may write to a session file (its
+/// functions' names, code and lines): a user's runtime cannot fill root's
+/// disk through the functions it makes its samples hit. Past it its
+/// functions are counted, not written (their samples show as addresses).
+pub const JIT_MAX_MARKER_BYTES_PER_DUMP: u64 = 32 << 20;
+/// Bytes of `JitCode` markers all dumps may write to a session file.
+pub const JIT_MAX_MARKER_BYTES: u64 = 256 << 20;
 /// Addresses hit but not described yet, kept per dump.
 pub const JIT_MAX_PENDING_HITS: usize = 65_536;
 
@@ -155,6 +164,9 @@ pub struct JitStats {
     pub undescribed: u64,
     /// Hits not kept: [`JIT_MAX_PENDING_HITS`].
     pub hits_dropped: u64,
+    /// Functions hit but not written: the markers' bytes bounds
+    /// ([`JIT_MAX_MARKER_BYTES_PER_DUMP`], [`JIT_MAX_MARKER_BYTES`]).
+    pub markers_over: u64,
     /// Dumps given up before their end: their process exited
     /// [`JIT_EXIT_ROUNDS`] ago (or its pid was reused) and what its
     /// runtime wrote was not read yet.
@@ -268,6 +280,11 @@ struct Dump {
     exit_round: Option<u64>,
     /// When its mapping was made (0: before the session).
     since: u64,
+    /// Its process's anonymous code's cookie (what its samples in JIT code
+    /// resolve to before they are the dump's).
+    anon: Cookie,
+    /// Bytes of markers it wrote to this session file.
+    marker_used: u64,
     /// Records read, to be taken.
     records: Vec<Timed>,
 }
@@ -280,6 +297,8 @@ pub(crate) struct JitDumps {
     held: u64,
     unwind_shared: FxHashSet<Arc<[u8]>>,
     next_key: u64,
+    /// Bytes of markers all dumps wrote to this session file.
+    marker_used: u64,
     /// What first reads of dumps just noticed may still take until the
     /// next read of all (many processes mapping dumps in one round share
     /// one read's time).
@@ -374,6 +393,8 @@ impl JitDumps {
             hit_funcs: BTreeMap::new(),
             exit_round: None,
             since,
+            anon: anon_cookie(pid),
+            marker_used: 0,
             records: Vec::new(),
         };
         if let Some(old) = self.by_pid.insert(pid, d) {
@@ -387,7 +408,7 @@ impl JitDumps {
         for g in &d.gens {
             for f in g.funcs.values() {
                 self.functions = self.functions.saturating_sub(1);
-                self.held = self.held.saturating_sub(f.name.len() as u64);
+                self.held = self.held.saturating_sub(held_of(f));
                 n += 1;
             }
         }
@@ -414,7 +435,10 @@ impl JitDumps {
 
     /// A new session file: every function is written again when next hit.
     pub(crate) fn reset(&mut self) {
+        self.marker_used = 0;
         for d in self.by_pid.values_mut() {
+            d.marker_used = 0;
+            d.hits_named.clear();
             for g in &mut d.gens {
                 for f in g.funcs.values_mut() {
                     f.written = false;
@@ -608,7 +632,6 @@ impl JitDumps {
                     || (Arc::from(Vec::new()), Arc::from(Vec::new())),
                     |(_, f, l)| (f, l),
                 );
-                self.held = self.held.saturating_add(l.name.len() as u64);
                 let f = Func {
                     size: l.code_size,
                     index: l.code_index,
@@ -624,6 +647,7 @@ impl JitDumps {
                     first_hit: u64::MAX,
                     last_hit: 0,
                 };
+                self.held = self.held.saturating_add(held_of(&f));
                 self.place(d, time, l.code_addr, f, out);
             }
             Record::CodeMove(m) => {
@@ -637,7 +661,7 @@ impl JitDumps {
                     f.time = time;
                     f.written = false;
                     (f.hits, f.first_hit, f.last_hit) = (0, u64::MAX, 0);
-                    self.held = self.held.saturating_add(f.name.len() as u64);
+                    self.held = self.held.saturating_add(held_of(&f));
                     self.place(d, time, m.new_code_addr, f, out);
                 }
             }
@@ -653,7 +677,7 @@ impl JitDumps {
         }
         if self.functions >= JIT_MAX_FUNCTIONS || self.held > JIT_MAX_HELD_BYTES {
             self.stats.functions_over += 1;
-            self.held = self.held.saturating_sub(f.name.len() as u64);
+            self.held = self.held.saturating_sub(held_of(&f));
             return;
         }
         self.stats.functions += 1;
@@ -696,10 +720,16 @@ impl JitDumps {
         }
         for gi in under {
             if d.hits_named.insert((gi, f.key)) {
-                self.stats.written += 1;
+                let used = (&mut self.marker_used, &mut d.marker_used);
                 let cookie = d.gens[gi].cookie;
-                out.code
-                    .push(marker(cookie, addr, &f, d.file.as_ref(), &mut self.stats));
+                out.code.extend(marker(
+                    cookie,
+                    addr,
+                    &f,
+                    d.file.as_ref(),
+                    &mut self.stats,
+                    used,
+                ));
             }
         }
         let g = d.gens.last_mut().expect("a dump has a generation");
@@ -743,9 +773,12 @@ impl JitDumps {
         fix.sort_unstable();
         fix.dedup();
         for gi in fix {
-            self.stats.late_renamed += 1;
-            let m = marker(d.gens[gi].cookie, addr, f, d.file.as_ref(), &mut self.stats);
-            out.code.push(m);
+            let used = (&mut self.marker_used, &mut d.marker_used);
+            let cookie = d.gens[gi].cookie;
+            if let Some(m) = marker(cookie, addr, f, d.file.as_ref(), &mut self.stats, used) {
+                self.stats.late_renamed += 1;
+                out.code.push(m);
+            }
         }
     }
 
@@ -764,15 +797,20 @@ impl JitDumps {
     }
 
     /// The cookie a sample (or frame) of process `pid` at `addr`, `time`
-    /// in anonymous code belongs to, and the function's marker if this
-    /// is its first hit in the session file. None: `pid` has no dump.
+    /// in anonymous code (`cookie`, its anonymous code's) belongs to, and
+    /// the function's marker if this is its first hit in the session file.
+    /// None: `pid` has no dump, or `cookie` is not its anonymous code's.
     pub(crate) fn resolve(
         &mut self,
         pid: u32,
+        cookie: Cookie,
         addr: u64,
         time: u64,
     ) -> Option<(Cookie, Option<JitCode>)> {
         let d = self.by_pid.get_mut(&pid)?;
+        if cookie != d.anon {
+            return None;
+        }
         match d.find(addr, time) {
             Some((gi, a)) => {
                 let g = &mut d.gens[gi];
@@ -788,9 +826,9 @@ impl JitDumps {
                     return Some((cookie, None));
                 }
                 f.written = true;
-                self.stats.written += 1;
-                let m = marker(cookie, a, f, d.file.as_ref(), &mut self.stats);
-                Some((cookie, Some(m)))
+                let used = (&mut self.marker_used, &mut d.marker_used);
+                let m = marker(cookie, a, f, d.file.as_ref(), &mut self.stats, used);
+                Some((cookie, m))
             }
             None => {
                 // Not described (yet): the generation of its time.
@@ -853,7 +891,7 @@ impl JitDumps {
 }
 
 mod markers;
-use markers::{lines_of, marker};
+use markers::{held_of, lines_of, marker};
 
 #[cfg(test)]
 mod tests;

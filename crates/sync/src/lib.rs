@@ -135,8 +135,9 @@ pub use cookies::{
 pub use error::{Error, Result};
 pub use jit::{
     is_jitdump_path, JitStats, JIT_EXIT_ROUNDS, JIT_MAX_DUMPS, JIT_MAX_DUMP_BYTES,
-    JIT_MAX_FUNCTIONS, JIT_MAX_HELD_BYTES, JIT_MAX_PENDING_HITS, JIT_READ_AT_END,
-    JIT_READ_PER_CALL, JIT_READ_PER_ROUND, JIT_READ_TIME, JIT_READ_TIME_AT_END,
+    JIT_MAX_FUNCTIONS, JIT_MAX_HELD_BYTES, JIT_MAX_MARKER_BYTES, JIT_MAX_MARKER_BYTES_PER_DUMP,
+    JIT_MAX_PENDING_HITS, JIT_READ_AT_END, JIT_READ_PER_CALL, JIT_READ_PER_ROUND, JIT_READ_TIME,
+    JIT_READ_TIME_AT_END,
 };
 pub use kernel::{kernel_entry, module_entry, KernelMaps, LoadedModule};
 pub use probe::{HostProbe, ImportProbe, MappedFile, NullProbe, Probed, ProcfsProbe};

@@ -327,6 +327,9 @@ pub struct JitSummary {
     /// Dumps given up before their end after their process exited.
     #[serde(default)]
     pub unread_at_exit: u64,
+    /// Functions hit but not written: the markers' bytes bounds.
+    #[serde(default)]
+    pub markers_over: u64,
 }
 
 impl From<&profkit_sync::JitStats> for JitSummary {
@@ -347,6 +350,7 @@ impl From<&profkit_sync::JitStats> for JitSummary {
             undescribed: j.undescribed,
             hits_dropped: j.hits_dropped,
             unread_at_exit: j.unread_at_exit,
+            markers_over: j.markers_over,
         }
     }
 }
@@ -389,6 +393,14 @@ impl JitSummary {
                 self.functions_over,
                 profkit_sync::JIT_MAX_FUNCTIONS,
                 profkit_sync::JIT_MAX_HELD_BYTES >> 20
+            ));
+        }
+        if self.markers_over > 0 {
+            v.push(format!(
+                "note: {} JIT functions hit were not written to the session (over {} MiB of them from one dump, or {} MiB from all, in one session file): their samples show as addresses",
+                self.markers_over,
+                profkit_sync::JIT_MAX_MARKER_BYTES_PER_DUMP >> 20,
+                profkit_sync::JIT_MAX_MARKER_BYTES >> 20
             ));
         }
         if self.code_not_held > 0 {

@@ -9,15 +9,35 @@ use std::fs::File;
 use std::sync::Arc;
 
 /// Function `f`'s marker, its code bytes read from its dump `file` (none
-/// over the format's bound, or when they cannot be read whole).
+/// over the format's bound, or when they cannot be read whole); None when
+/// the session file's or the dump's marker bytes are spent (`all`,
+/// `dump`: what they wrote so far).
 pub(super) fn marker(
     cookie: Cookie,
     addr: u64,
     f: &Func,
     file: Option<&File>,
     stats: &mut JitStats,
-) -> JitCode {
+    (all, dump): (&mut u64, &mut u64),
+) -> Option<JitCode> {
     use std::os::unix::fs::FileExt;
+    // What it will take in the session, at most: over what this file
+    // and this dump may still take, it is not written (counted).
+    let code_max = if f.size <= profkit_eventlog::MAX_JIT_CODE as u64 {
+        f.size
+    } else {
+        0
+    };
+    let bytes = code_max + held_of(f) + 64;
+    if all.saturating_add(bytes) > super::JIT_MAX_MARKER_BYTES
+        || dump.saturating_add(bytes) > super::JIT_MAX_MARKER_BYTES_PER_DUMP
+    {
+        stats.markers_over += 1;
+        return None;
+    }
+    *all += bytes;
+    *dump += bytes;
+    stats.written += 1;
     let code = file
         .filter(|_| f.size <= profkit_eventlog::MAX_JIT_CODE as u64)
         .and_then(|file| {
@@ -28,7 +48,7 @@ pub(super) fn marker(
     if code.is_none() {
         stats.code_not_held += 1;
     }
-    JitCode {
+    Some(JitCode {
         cookie,
         addr,
         size: f.size,
@@ -43,7 +63,15 @@ pub(super) fn marker(
             .filter(|l| l.offset < f.size)
             .cloned()
             .collect(),
-    }
+    })
+}
+
+/// Bytes a function holds beyond its fixed size: its name, source file
+/// names and lines (what [`super::JIT_MAX_HELD_BYTES`] counts, with the
+/// shared unwind information).
+pub(super) fn held_of(f: &Func) -> u64 {
+    let files: usize = f.files.iter().map(|n| n.len() + 24).sum();
+    (f.name.len() + files + f.lines.len() * std::mem::size_of::<JitLine>()) as u64
 }
 
 /// A debug-info record's lines as a marker holds them: offsets from the

@@ -80,7 +80,8 @@ fn held_functions_and_bytes_are_bounded_and_counted() {
     // Their names fit (code bytes are not held: read when written).
     assert_eq!(j.stats.functions, 10, "{:?}", j.stats);
     assert!(j.held <= JIT_MAX_HELD_BYTES, "{}", j.held);
-    let (cookie, m) = j.resolve(9, 0x1000 + 64 * 3 + 5, 50).unwrap();
+    let anon = profkit_eventlog::cookie::anon_cookie(9);
+    let (cookie, m) = j.resolve(9, anon, 0x1000 + 64 * 3 + 5, 50).unwrap();
     let m = m.expect("its first hit writes it");
     assert_eq!((m.cookie, m.addr), (cookie, 0x1000 + 64 * 3));
     assert_eq!(
@@ -100,4 +101,52 @@ fn held_functions_and_bytes_are_bounded_and_counted() {
         j.stats
     );
     assert!(j.code_at(10, 0x1000, 5).is_none());
+}
+
+/// A runtime whose samples hit function after function of 1 MiB (its own
+/// dump says so) makes the daemon write at most its share of markers to
+/// root's session file; the rest are counted. A new file starts afresh.
+#[test]
+fn markers_written_are_bounded_per_dump_and_per_file() {
+    let d = tempfile::tempdir().unwrap();
+    let mut w = DumpWriter::new(11, 1);
+    let big = vec![0x90u8; 1 << 20];
+    for i in 0..40u64 {
+        w.code_load(i + 2, 11, 11, 0x10_0000_0000 + (i << 21), &big, i, "big");
+    }
+    let p = d.path().join("jit-11.dump");
+    std::fs::write(&p, w.bytes()).unwrap();
+    let mut j = JitDumps::default();
+    j.notice(
+        11,
+        "/tmp/jit-11.dump",
+        (1, 11),
+        Some(File::open(&p).unwrap()),
+        0,
+    );
+    j.read(true, 1);
+    let anon = profkit_eventlog::cookie::anon_cookie(11);
+    // Not its anonymous code: not the dump's.
+    assert!(j.resolve(11, anon ^ 1, 0x10_0000_0008, 100).is_none());
+    let written = |j: &mut JitDumps| {
+        (0..40u64)
+            .filter(|i| {
+                let (_, m) = j
+                    .resolve(11, anon, 0x10_0000_0008 + (i << 21), 100)
+                    .unwrap();
+                m.is_some()
+            })
+            .count() as u64
+    };
+    let n = written(&mut j);
+    // 32 MiB a dump: 31 functions of 1 MiB and their names.
+    assert_eq!(
+        n,
+        (JIT_MAX_MARKER_BYTES_PER_DUMP >> 20) - 1,
+        "{:?}",
+        j.stats
+    );
+    assert_eq!(j.stats.markers_over, 40 - n);
+    j.reset();
+    assert_eq!(written(&mut j), n, "a new session file writes them again");
 }

@@ -5,7 +5,6 @@
 //! dump's cookie, with the hit function's marker written first.
 
 use super::SyncStage;
-use profkit_eventlog::cookie::anon_cookie;
 use profkit_eventlog::{Cookie, Event, Frame};
 
 impl SyncStage {
@@ -68,10 +67,10 @@ impl SyncStage {
     /// else keeps `cookie`.
     #[inline]
     pub(super) fn jit_cookie(&mut self, pid: u32, cookie: Cookie, addr: u64, time: u64) -> Cookie {
-        if !self.jit.has(pid) || cookie != anon_cookie(pid) {
+        if !self.jit.has(pid) {
             return cookie;
         }
-        match self.jit.resolve(pid, addr, time) {
+        match self.jit.resolve(pid, cookie, addr, time) {
             Some((c, marker)) => {
                 if let Some(m) = marker {
                     self.ensure_defined(c);
@@ -88,8 +87,7 @@ impl SyncStage {
         if !self.jit.has(pid) {
             return;
         }
-        let anon = anon_cookie(pid);
-        for f in frames.iter_mut().filter(|f| !f.kernel && f.cookie == anon) {
+        for f in frames.iter_mut().filter(|f| !f.kernel) {
             f.cookie = self.jit_cookie(pid, f.cookie, f.offset, time);
         }
     }

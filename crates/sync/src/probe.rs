@@ -403,9 +403,9 @@ impl HostProbe for NullProbe {
 /// The probe of an imported recording: a [`NullProbe`] that also opens the
 /// JIT dumps the recording's mappings name, as `perf inject --jit` finds
 /// them: in the directories given (the perf.data file's own first), by the
-/// dump's file name, else at the path the recording gave. Each is opened
-/// by the checked opener (a regular file reached without a link, bounded,
-/// not mostly holes).
+/// dump's file name, else at the path the recording gave if the importing
+/// user owns the file there. Each is opened by the checked opener (a
+/// regular file reached without a link, bounded, not mostly holes).
 #[derive(Debug, Default, Clone)]
 pub struct ImportProbe {
     null: NullProbe,
@@ -475,13 +475,23 @@ impl HostProbe for ImportProbe {
             .max_bytes(crate::jit::JIT_MAX_DUMP_BYTES)
             .dense()
             .time_box(JITDUMP_OPEN_TIMEOUT);
-        let candidates = self
-            .jit_dirs
-            .iter()
-            .map(|d| d.join(name))
-            .chain(Path::new(path).is_absolute().then(|| path.into()));
-        for c in candidates {
-            if let Ok(o) = open_untrusted(&c, &policy) {
+        // Beside the recording: the directory its user chose. At the path
+        // the recording names (a file that anyone may have written, and a
+        // crafted recording may name any): only a file of the user who
+        // imports.
+        let recorded = Policy::regular()
+            .no_follow()
+            .owner(rustix::process::geteuid().as_raw())
+            .max_bytes(crate::jit::JIT_MAX_DUMP_BYTES)
+            .dense()
+            .time_box(JITDUMP_OPEN_TIMEOUT);
+        let candidates = self.jit_dirs.iter().map(|d| (d.join(name), &policy)).chain(
+            Path::new(path)
+                .is_absolute()
+                .then(|| (path.into(), &recorded)),
+        );
+        for (c, policy) in candidates {
+            if let Ok(o) = open_untrusted(&c, policy) {
                 let id = (crate::binfile::dev_of(o.meta.dev()), o.meta.ino());
                 return Some((o.file, id));
             }

@@ -372,3 +372,32 @@ fn a_dump_met_again_with_its_identity_is_the_same_dump() {
         .is_some());
     assert_eq!(j.stats.dumps, 2);
 }
+
+/// An import opens a dump at the path the recording names only if the
+/// importing user owns it (a crafted perf.data may name anyone's file);
+/// beside the perf.data file, as found.
+#[test]
+fn an_import_opens_a_recorded_path_only_of_its_own_user() {
+    use crate::probe::HostProbe;
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("jit-7.dump");
+    std::fs::write(&p, DumpWriter::new(7, 1).bytes()).unwrap();
+    let path = p.to_str().unwrap();
+    let mut recorded = crate::ImportProbe::new(Vec::new());
+    assert!(
+        recorded.open_jitdump(7, path, 0, 0).is_some(),
+        "the user's own"
+    );
+    // Another user's (only root can give a file away: else not tried).
+    if std::os::unix::fs::chown(&p, Some(65534), None).is_err() {
+        return;
+    }
+    assert!(
+        recorded.open_jitdump(7, path, 0, 0).is_none(),
+        "another user's"
+    );
+    let mut beside = crate::ImportProbe::new(vec![d.path().to_path_buf()]);
+    assert!(beside
+        .open_jitdump(7, "/elsewhere/jit-7.dump", 0, 0)
+        .is_some());
+}

@@ -299,7 +299,8 @@ pub use render::{
     Format, Printable, NO_SYMBOLS, UNKNOWN_SYMBOL,
 };
 pub use session::{
-    Liveness, Part, Rotation, Session, ARCHIVE_DEBUG_DIR, KALLSYMS_FILE, MAX_PARTS, SESSION_FILE,
+    Liveness, Part, Rotation, Session, ARCHIVE_DEBUG_DIR, JIT_DEFINITIONS_AFTER_NS, KALLSYMS_FILE,
+    MAX_PARTS, SESSION_FILE,
 };
 pub use spec::{base_name, Glob, ProfileSpec, Separate, SortKey, SPEC_TAGS};
 pub use wall::{build_wall, write_wall, WallReport, WallRow};

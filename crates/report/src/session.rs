@@ -91,6 +91,13 @@ pub const MAX_CLAIMED_CPUS: usize = profkit_eventlog::MAX_HEADER_CPUS;
 /// more is refused before anything in it is opened.
 pub const MAX_PARTS: usize = 100_000;
 
+/// A `--time` report of a rotated session with JIT code also reads the
+/// parts starting this long after its window, for the `JitCode` markers
+/// that name the window's samples late (a runtime's dump is buffered);
+/// markers later than that are not seen and those samples show by perf
+/// map or address. 10 minutes.
+pub const JIT_DEFINITIONS_AFTER_NS: u64 = 600_000_000_000;
+
 /// How often a session directory is listed again when a rotation or
 /// retention changed it while it was being read.
 const LIST_ATTEMPTS: usize = 5;
@@ -150,10 +157,10 @@ impl Session {
 
     /// [`Session::open`] for a report of the `--time` window `window`: of
     /// a rotated session, only the parts whose time (placed from their
-    /// headers alone) meets the window are opened, and those after it of
-    /// a session with JIT code (`jit_code`: their `JitCode` markers may
-    /// name the window's samples; their samples do not count); the others
-    /// are never read. The window is that of the whole session (its start
+    /// headers alone) meets the window are opened, and those starting
+    /// within [`JIT_DEFINITIONS_AFTER_NS`] after it of a session with JIT
+    /// code (`jit_code`: their `JitCode` markers may name the window's
+    /// samples; their samples do not count); the others are never read. The window is that of the whole session (its start
     /// is the first part's, even when that part was deleted).
     ///
     /// # Errors
@@ -490,11 +497,16 @@ impl Session {
                     .get(i + 1)
                     .map_or(u64::MAX, |n| n.header.start_monotonic_ns);
                 // Its rounds end by the next part's start, so their
-                // middles fall before it. A part after the window of a
-                // session with JIT code is read too, for its definitions
-                // only: a runtime writes its dump late, so the JitCode
-                // naming a sample may come parts later.
-                wanted[i] = (from < hi || listed[i].header.event.jit_code) && to > lo;
+                // middles fall before it. A part starting within
+                // JIT_DEFINITIONS_AFTER of the window's end, of a session
+                // with JIT code (every live one), is read too, for its
+                // definitions only: a runtime writes its dump late, so the
+                // JitCode naming a sample may come parts later; bounded,
+                // so that a window of a week-long session does not read
+                // the rest of the week.
+                let jit_after = listed[i].header.event.jit_code
+                    && from < hi.saturating_add(JIT_DEFINITIONS_AFTER_NS);
+                wanted[i] = (from < hi || jit_after) && to > lo;
             }
         }
         let mut parts = Vec::new();

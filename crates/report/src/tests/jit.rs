@@ -507,3 +507,34 @@ fn a_version_6_session_still_reads() {
     let r = report_with(d.path(), ReportOptions::default());
     assert_eq!(r.header.total_samples, 2);
 }
+
+/// The parts read after a `--time` window for late JIT definitions are
+/// bounded: those starting more than `JIT_DEFINITIONS_AFTER_NS` after it
+/// are not opened (a window of a week-long session does not read the
+/// rest of the week).
+#[test]
+fn a_time_window_reads_later_parts_only_within_the_bound() {
+    let d = tempfile::tempdir().unwrap();
+    let ev = jit_event(false);
+    // 10 s parts: the window is the first; part 62 starts 610 s in.
+    let last = 2 + crate::JIT_DEFINITIONS_AFTER_NS / 10_000_000_000;
+    for n in 1..=last {
+        let rounds = if n == 1 {
+            vec![(
+                vec![jit_def(0)],
+                vec![(0, PID, PID, false, jit(0), F + 4, 1, None)],
+            )]
+        } else {
+            vec![(vec![jit_def(0)], vec![])]
+        };
+        parts::write_part(d.path(), n, n == last, &ev, &rounds, n != last);
+    }
+    let s = Session::open_window(d.path(), Some(&TimeSpec::parse("0,5").unwrap())).unwrap();
+    let numbers: Vec<u64> = s.parts().iter().filter_map(|p| p.number()).collect();
+    assert_eq!(numbers.first(), Some(&1));
+    assert_eq!(
+        numbers.len() as u64,
+        last - 1,
+        "the part starting past the bound is not read: {numbers:?}"
+    );
+}

@@ -176,6 +176,7 @@ pub fn cache_miss(cache: &Path) -> Duration {
 /// link's target) and `mode`.
 pub fn create_new(path: &Path, mode: u32) -> io::Result<File> {
     OpenOptions::new()
+        .read(true)
         .write(true)
         .create_new(true)
         .mode(mode)

@@ -182,7 +182,13 @@ fn failure(url: &str, e: ureq::Error, cfg: &Config) -> Error {
             },
             after: cfg.timeout,
         },
-        ureq::Error::Io(io) => read_failure(url, io, cfg),
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => {
+            read_failure(url, io, cfg)
+        }
+        ureq::Error::Io(io) => Error::Http {
+            url: url.to_owned(),
+            why: format!("the request failed: {io}"),
+        },
         e => Error::Http {
             url: url.to_owned(),
             why: e.to_string(),
@@ -267,4 +273,35 @@ pub fn escape_source(path: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolve;
+
+    #[test]
+    fn redirects_resolve_to_http_only() {
+        let base = "http://h:1/buildid/ab/debuginfo";
+        assert_eq!(resolve(base, "https://o/x").as_deref(), Some("https://o/x"));
+        assert_eq!(resolve(base, "HTTP://o/x").as_deref(), Some("HTTP://o/x"));
+        assert_eq!(resolve(base, "//o/x").as_deref(), Some("http://o/x"));
+        assert_eq!(resolve(base, "/x/y").as_deref(), Some("http://h:1/x/y"));
+        assert_eq!(
+            resolve(base, "other").as_deref(),
+            Some("http://h:1/buildid/ab/other")
+        );
+        assert_eq!(
+            resolve("http://h", "a?b:c").as_deref(),
+            Some("http://h/a?b:c")
+        );
+        for bad in [
+            "file:///etc/passwd",
+            "ftp://h/x",
+            "data:text/plain,x",
+            "javascript:x",
+            "FILE:/x",
+        ] {
+            assert_eq!(resolve(base, bad), None, "{bad}");
+        }
+    }
 }

@@ -78,3 +78,23 @@ fn client_is_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<profkit_debuginfod::Client>();
 }
+
+/// An https server on the internet, by the build-id of this machine's
+/// `/bin/ls`: run with `PROFKIT_DEBUGINFOD_LIVE=https://… cargo test -- --ignored`.
+#[test]
+#[ignore = "needs the network"]
+fn live_https_server() {
+    let Ok(url) = std::env::var("PROFKIT_DEBUGINFOD_LIVE") else {
+        return;
+    };
+    let ls = std::fs::read("/bin/ls").unwrap();
+    let id = profkit_elf::build_id(&ls[..]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path(), &[&url]);
+    cfg.verbose = true;
+    cfg.timeout = Duration::from_secs(30);
+    let c = profkit_debuginfod::Client::new(cfg);
+    let r = c.fetch(&id, &profkit_debuginfod::Kind::Executable);
+    eprintln!("{r:?} {:?}", c.stats());
+    assert!(r.is_ok(), "{r:?}");
+}

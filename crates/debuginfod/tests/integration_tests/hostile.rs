@@ -145,3 +145,20 @@ fn garbage_truncated_and_empty_answers_fail_cleanly() {
     let st = c.stats();
     assert_eq!((st.refused, st.failed, st.fetched), (1, 4, 0));
 }
+
+#[test]
+fn https_to_a_plain_http_server_fails_its_handshake_cleanly() {
+    // The TLS stack (rustls with the platform verifier) is set up and
+    // used: the handshake fails, as an error, not a panic or a hang.
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start();
+    let url = s.url.replace("http://", "https://");
+    let mut cfg = config(dir.path(), &[&url]);
+    cfg.timeout = Duration::from_secs(2);
+    let c = Client::new(cfg);
+    match c.fetch(ID, &Kind::Debuginfo) {
+        Err(Error::Http { .. } | Error::TimedOut { .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(s.connections(), 1);
+}

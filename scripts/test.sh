@@ -6,8 +6,10 @@ cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 # Tools the tests use that a fresh Debian machine may lack (the service
-# test: strace and systemd-analyze; the speedscope schema test: npm).
+# test: strace and systemd-analyze; the speedscope schema test: npm; the
+# debuginfod tests: elfutils' server).
 need=()
+command -v debuginfod >/dev/null || need+=(debuginfod)
 command -v strace >/dev/null || need+=(strace)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v npm >/dev/null || need+=(npm)

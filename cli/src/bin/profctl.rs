@@ -179,6 +179,10 @@ enum Cmd {
         /// The tar file to write.
         #[arg(short = 'o', long)]
         output: PathBuf,
+        /// Never ask a debuginfod server (DEBUGINFOD_URLS) for the debug files of
+        /// stripped binaries; those it fetched before (its cache) are still packed.
+        #[arg(long)]
+        offline: bool,
     },
     /// Internal: the daemon process; its start configuration as JSON.
     #[command(name = "__daemon", hide = true)]
@@ -343,12 +347,13 @@ fn finalize(dir: &DirArg) -> Result<Summary> {
     Ok(f.summary)
 }
 
-fn archive(dir: &DirArg, output: &std::path::Path) -> Result<()> {
-    let a = profkit_live::archive(
-        &dir.session_dir,
-        output,
-        std::path::Path::new(SYSTEM_DEBUG_DIR),
-    )?;
+fn archive(dir: &DirArg, output: &std::path::Path, offline: bool) -> Result<()> {
+    let cfg = profkit_debuginfod::Config::from_env()?;
+    let debug = debug_files::ArchiveDebugFiles {
+        dir: PathBuf::from(SYSTEM_DEBUG_DIR),
+        client: profkit_debuginfod::Client::new(profkit_debuginfod::Config { offline, ..cfg }),
+    };
+    let a = profkit_live::archive_with(&dir.session_dir, output, &debug)?;
     // The archive itself may be on standard output (`-o /dev/stdout`):
     // the summary then goes to standard error.
     let mut said: Box<dyn std::io::Write> =
@@ -359,11 +364,20 @@ fn archive(dir: &DirArg, output: &std::path::Path) -> Result<()> {
         };
     writeln!(
         said,
-        "profkit: archived the session and {} binaries ({} bytes) into {}; unpack it anywhere and run `profreport --session-dir DIR`",
+        "profkit: archived the session, {} binaries and {} debug files ({} bytes) into {}; unpack it anywhere and run `profreport --session-dir DIR`",
         a.binaries,
+        a.debug_files,
         a.bytes,
         output.display()
     )?;
+    let st = debug.client.stats();
+    if st.requests > 0 {
+        writeln!(
+            said,
+            "profkit: debuginfod: fetched {} debug files ({} bytes) in {} requests",
+            st.fetched, st.bytes, st.requests
+        )?;
+    }
     for s in a.skipped {
         writeln!(said, "note: not archived: {}", profkit_eventlog::shown(&s))?;
     }
@@ -464,11 +478,17 @@ fn run(opt: Opt) -> Result<ExitCode> {
             }
             return record(&args, &command);
         }
-        Cmd::Archive { dir, output } => archive(&dir, &output)?,
+        Cmd::Archive {
+            dir,
+            output,
+            offline,
+        } => archive(&dir, &output, offline)?,
     }
     Ok(ExitCode::SUCCESS)
 }
 
+#[path = "../shared/debug_files.rs"]
+mod debug_files;
 #[path = "../shared/usage.rs"]
 mod usage;
 

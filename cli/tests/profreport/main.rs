@@ -11,6 +11,7 @@ mod annotate;
 mod callgraph;
 mod cgroups;
 mod claims;
+mod debuginfod;
 mod dwarf;
 mod flags;
 mod golden;

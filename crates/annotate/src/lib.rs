@@ -81,7 +81,7 @@ pub use disasm::{annotate_instructions, Bitness, Code, Flow, Insn, Listing};
 pub use elf::{file_offset_to_vaddr, read_code, Segment, Segments, MAX_CODE_BYTES};
 pub use error::{Error, Result};
 pub use source::{
-    find_source, source_listing, LineInfo, SourceFile, SourceLine, SourceListing, SourceReader,
-    FILLED_GAP, MAX_SOURCE_BYTES,
+    find_source, source_listing, source_listing_fetching, LineInfo, SourceFile, SourceLine,
+    SourceListing, SourceReader, FILLED_GAP, MAX_SOURCE_BYTES,
 };
 pub use spelling::Syntax;

@@ -268,6 +268,20 @@ pub fn source_listing(
     dirs: &[PathBuf],
     reader: SourceReader,
 ) -> SourceListing {
+    source_listing_fetching(insns, columns, dirs, reader, &|_| None)
+}
+
+/// [`source_listing`], with `fetch` asked for each file found nowhere
+/// locally: a path it returns (a debuginfod client's cached copy of the
+/// file, fetched by the binary's build-id) is read as a file the reader
+/// named (regular, at most [`MAX_SOURCE_BYTES`]).
+pub fn source_listing_fetching(
+    insns: &[(Option<LineInfo>, Vec<u64>)],
+    columns: usize,
+    dirs: &[PathBuf],
+    reader: SourceReader,
+    fetch: &dyn Fn(&str) -> Option<PathBuf>,
+) -> SourceListing {
     struct Acc {
         samples: Vec<u64>,
         inlined: Vec<String>,
@@ -305,6 +319,16 @@ pub fn source_listing(
         .map(|(file, lines)| {
             let (found, text) = match find_source(file, dirs, reader) {
                 Ok((p, t)) => (Some(p), Ok(t)),
+                Err(why @ Error::SourceNotFound { .. }) => match fetch(file) {
+                    Some(p) => match read_text(&p, None) {
+                        Ok(t) => (Some(p), Ok(t)),
+                        Err(source) => (
+                            None,
+                            Err(Error::SourceUnreadable { path: p, source }.to_string()),
+                        ),
+                    },
+                    None => (None, Err(why.to_string())),
+                },
                 Err(why) => (None, Err(why.to_string())),
             };
             let text_lines: Vec<&str> = match &text {
@@ -550,6 +574,43 @@ mod tests {
             })
         ));
         assert_eq!(l.files[0].lines[0].text, None);
+    }
+
+    /// A file found nowhere locally is asked of `fetch` (a debuginfod
+    /// server's copy); what it returns is read, bounded, and a FIFO it
+    /// returns is refused.
+    #[test]
+    fn a_file_missing_locally_is_fetched() {
+        let d = tempfile::tempdir().unwrap();
+        let got = d.path().join("source##nowhere##own.c");
+        std::fs::write(&got, "a\nb\nc\n").unwrap();
+        let rows = [(at("/nowhere/own.c", 2, None), vec![7])];
+        let asked = std::cell::RefCell::new(Vec::new());
+        let l = source_listing_fetching(&rows, 1, &[], ROOT, &|f| {
+            asked.borrow_mut().push(f.to_owned());
+            Some(got.clone())
+        });
+        assert_eq!(*asked.borrow(), ["/nowhere/own.c"]);
+        assert_eq!(l.files[0].found.as_deref(), Some(got.as_path()));
+        assert_eq!(l.files[0].lines[0].text.as_deref(), Some("b"));
+        assert_eq!(l.files[0].missing, None);
+        // Nothing fetched: the local complaint stays.
+        let l = source_listing_fetching(&rows, 1, &[], ROOT, &|_| None);
+        assert!(l.files[0].missing.as_deref().unwrap().contains("not found"));
+        // A file found locally is not asked for.
+        let local = d.path().join("here.c");
+        std::fs::write(&local, "x\ny\n").unwrap();
+        let rows = [(at(local.to_str().unwrap(), 1, None), vec![1])];
+        let l = source_listing_fetching(&rows, 1, &[], ROOT, &|_| panic!("asked"));
+        assert_eq!(l.files[0].lines[0].text.as_deref(), Some("x"));
+        // A FIFO returned is refused, not waited on.
+        let fifo = d.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        let rows = [(at("/nowhere/other.c", 1, None), vec![1])];
+        let l = source_listing_fetching(&rows, 1, &[], ROOT, &|_| Some(fifo.clone()));
+        let why = l.files[0].missing.as_deref().unwrap();
+        assert!(why.contains("not a regular file"), "{why}");
     }
 
     #[test]

@@ -19,6 +19,8 @@ pub const SYSTEM_DEBUG_DIR: &str = "/usr/lib/debug";
 pub struct Archived {
     /// Binaries packed.
     pub binaries: usize,
+    /// Separate debug files packed with them.
+    pub debug_files: usize,
     /// Bytes of file data packed.
     pub bytes: u64,
     /// Binaries left out, each with why (`PATH (reason)`).
@@ -31,8 +33,8 @@ pub struct Archived {
 /// copy kept of it, or its path if still that file — inode, size, mtime),
 /// `debug/.build-id/ab/cdef…` for one recorded before identities were
 /// (whose build-id still matches the recorded one),
-/// `….debug` for its separate debug file under `debug_dir`/.build-id (normally
-/// [`SYSTEM_DEBUG_DIR`]). `profreport` uses `DIR/debug` as a debug
+/// `debug/.build-id/ab/cdef….debug` for a packed binary's separate debug file
+/// under `debug_dir`/.build-id (normally [`SYSTEM_DEBUG_DIR`]). `profreport` uses `DIR/debug` as a debug
 /// directory when it exists. Refuses while a daemon records.
 ///
 /// The session directory must be one [`SessionDir::open`] accepts (owned
@@ -43,6 +45,39 @@ pub struct Archived {
 /// it and renamed over it: an existing file (or link) at `output` is
 /// replaced, never written through.
 pub fn archive(session_dir: &Path, output: &Path, debug_dir: &Path) -> Result<Archived> {
+    archive_with(session_dir, output, &DebugDir(debug_dir))
+}
+
+/// Where [`archive_with`] finds the separate debug files of the binaries it
+/// packs.
+pub trait DebugFiles {
+    /// For each binary (its build-id, and its recorded path), the debug
+    /// file to pack for it, if any; one answer per binary, in order.
+    /// The archive opens each as it opens binaries (a regular file, not
+    /// through a link in its last component); the report that reads the
+    /// archive checks each against its binary (build-id and layout).
+    fn find(&self, binaries: &[(Vec<u8>, PathBuf)]) -> Vec<Option<PathBuf>>;
+}
+
+/// Debug files under one directory by build-id (`DIR/.build-id/ab/cdef….debug`).
+pub struct DebugDir<'a>(pub &'a Path);
+
+impl DebugFiles for DebugDir<'_> {
+    fn find(&self, binaries: &[(Vec<u8>, PathBuf)]) -> Vec<Option<PathBuf>> {
+        binaries
+            .iter()
+            .map(|(id, _)| Some(build_id_path(self.0, id, ".debug")).filter(|p| p.exists()))
+            .collect()
+    }
+}
+
+/// [`archive`], with the debug files found by `debug_files` (the CLI's
+/// also come from the debuginfod cache and servers).
+pub fn archive_with(
+    session_dir: &Path,
+    output: &Path,
+    debug_files: &dyn DebugFiles,
+) -> Result<Archived> {
     let sdir = SessionDir::open(session_dir)?;
     if let DaemonState::Running { .. } = daemon_state(session_dir)? {
         return Err(Error::StillRecording {
@@ -80,7 +115,7 @@ pub fn archive(session_dir: &Path, output: &Path, debug_dir: &Path) -> Result<Ar
     let named =
         profkit_untrusted::open_output(output).map_err(|e| Error::io("opening", output, e))?;
     if let profkit_untrusted::OutputPath::Stream(s) = named {
-        return write_tar(s, output, &sdir, &parts, &entries, debug_dir);
+        return write_tar(s, output, &sdir, &parts, &entries, debug_files);
     }
     let tmp = temp_beside(output);
     let file = {
@@ -99,7 +134,7 @@ pub fn archive(session_dir: &Path, output: &Path, debug_dir: &Path) -> Result<Ar
         &sdir,
         &parts,
         &entries,
-        debug_dir,
+        debug_files,
     );
     let done = match written {
         Ok(d) => d,
@@ -130,7 +165,7 @@ fn write_tar(
     sdir: &SessionDir,
     parts: &[(PathBuf, String)],
     entries: &BTreeMap<(String, Cookie), CookieEntry>,
-    debug_dir: &Path,
+    debug_files: &dyn DebugFiles,
 ) -> Result<Archived> {
     let mut tar = Tar {
         builder: tar::Builder::new(std::io::BufWriter::new(file)),
@@ -155,11 +190,17 @@ fn write_tar(
             }
         }
     }
+    // The binaries' build-ids (not a mere claim): their debug files are
+    // looked for together (the CLI's fetches run in parallel).
+    let mut packed: Vec<(Vec<u8>, PathBuf)> = Vec::new();
     for ((path, _), e) in entries {
         let Some(id) = e.build_id.as_deref().filter(|b| b.len() > 1) else {
             done.skipped.push(format!("{path} (no build-id recorded)"));
             continue;
         };
+        if !matches!(e.file, FileCheck::Unverified) {
+            packed.push((id.to_vec(), PathBuf::from(path)));
+        }
         // A build-id is a claim: an identified file is packed under its
         // cookie, from the copy kept of it or its path if still that file.
         match e.file {
@@ -223,15 +264,23 @@ fn write_tar(
                 .push(format!("{path} (changed since recording)")),
             None => done.skipped.push(format!("{path} (missing or unreadable)")),
         }
-        let dbg = build_id_path(debug_dir, id, ".debug");
-        if dbg.exists() {
-            match tar.add(&dbg, &in_session(".debug")) {
-                Ok(n) => done.bytes += n,
-                Err(Error::Refused { why, .. }) => {
-                    done.skipped.push(format!("{} ({why})", dbg.display()))
-                }
-                Err(err) => return Err(err),
+    }
+    // One debug file per build-id.
+    packed.sort_by(|a, b| a.0.cmp(&b.0));
+    packed.dedup_by(|a, b| a.0 == b.0);
+    let found = debug_files.find(&packed);
+    for ((id, _), dbg) in packed.iter().zip(found) {
+        let Some(dbg) = dbg else { continue };
+        let name = build_id_path(Path::new(profkit_eventlog::layout::DEBUG_DIR), id, ".debug");
+        match tar.add(&dbg, &name.to_string_lossy()) {
+            Ok(n) => {
+                done.bytes += n;
+                done.debug_files += 1;
             }
+            Err(Error::Refused { why, .. }) => {
+                done.skipped.push(format!("{} ({why})", dbg.display()))
+            }
+            Err(err) => return Err(err),
         }
     }
     tar.builder

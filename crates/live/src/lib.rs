@@ -108,7 +108,7 @@ mod record;
 mod sparse;
 mod summary;
 
-pub use archive::{archive, Archived, SYSTEM_DEBUG_DIR};
+pub use archive::{archive, archive_with, Archived, DebugDir, DebugFiles, SYSTEM_DEBUG_DIR};
 pub use budget::{
     BudgetLimit, DiskBudget, DiskSummary, Refusal, DEFAULT_BUDGET_MAX, DEFAULT_BUDGET_PERCENT,
     NAMED_REFUSALS,

@@ -18,7 +18,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use profkit_annotate::{
-    annotate_instructions, read_code, source_listing, Bitness, Code, LineInfo, SourceReader, Syntax,
+    annotate_instructions, read_code, source_listing_fetching, Bitness, Code, LineInfo,
+    SourceReader, Syntax,
 };
 use profkit_eventlog::{Cookie, CookieKind};
 use profkit_symbols::{SymbolId, Symbolizer, SymbolizerOptions};
@@ -191,6 +192,11 @@ pub(crate) fn annotate(
 struct LineReader {
     symbolizer: Option<Symbolizer>,
     request: Option<profkit_symbols::BinaryRequest>,
+    /// The report's debuginfod client, for a debug file with DWARF and
+    /// for source files the binary's build-id names.
+    debuginfod: Option<crate::Debuginfod>,
+    /// Made again once a debug file was fetched.
+    options: Option<SymbolizerOptions>,
 }
 
 impl LineReader {
@@ -200,22 +206,48 @@ impl LineReader {
             return LineReader {
                 symbolizer: None,
                 request: None,
+                debuginfod: None,
+                options: None,
             };
         };
         let user = matches!(entry.kind, CookieKind::User | CookieKind::Vdso);
-        let symbolizer = (wanted && user)
+        let options = (wanted && user)
             .then(|| {
                 let s = cx.sessions.get(*sess as usize)?;
-                let o = SymbolizerOptions {
+                Some(SymbolizerOptions {
                     kallsyms: profkit_symbols::KallsymsSource::None,
                     ..symbolizer_options(s, cx.opts, cx.sources, true)
-                };
-                Symbolizer::new(o).ok()
+                })
             })
             .flatten();
         LineReader {
-            symbolizer,
+            symbolizer: options.clone().and_then(|o| Symbolizer::new(o).ok()),
             request: Some(request(entry, cx.sessions.get(*sess as usize))),
+            debuginfod: cx.sources.debuginfod.clone(),
+            options,
+        }
+    }
+
+    /// The binary's build-id, when a file found by it may serve the binary
+    /// (an ELF file the recorder identified, not a mere claim).
+    fn build_id(&self) -> Option<&[u8]> {
+        let r = self.request.as_ref()?;
+        if r.kind != profkit_symbols::BinaryKind::Elf || r.unverified {
+            return None;
+        }
+        r.build_id.as_deref().filter(|id| !id.is_empty())
+    }
+
+    /// The file `file` (as DWARF records it) from the debuginfod servers,
+    /// by the binary's build-id.
+    fn fetch_source(&self, file: &str) -> Option<std::path::PathBuf> {
+        let (d, id) = (self.debuginfod.as_ref()?, self.build_id()?);
+        match d
+            .client()
+            .fetch(id, &profkit_debuginfod::Kind::Source(file.to_owned()))
+        {
+            Ok(profkit_debuginfod::Fetched::Found { path, .. }) => Some(path),
+            _ => None,
         }
     }
 
@@ -225,7 +257,21 @@ impl LineReader {
         let (Some(s), Some(r)) = (&self.symbolizer, &self.request) else {
             return (None, Vec::new());
         };
-        let res = s.symbolize(r, offsets);
+        let mut res = s.symbolize(r, offsets);
+        // No DWARF here: a debuginfod server's debug file may have it.
+        let no_dwarf = res.debug_file_used.is_none()
+            && res.warnings.iter().any(|w| w.starts_with("no DWARF for "));
+        if let (true, Some(d), Some(id), Some(o)) =
+            (no_dwarf, &self.debuginfod, self.build_id(), &self.options)
+        {
+            if let Ok(profkit_debuginfod::Fetched::Found { .. }) =
+                d.client().fetch(id, &profkit_debuginfod::Kind::Debuginfo)
+            {
+                if let Ok(again) = Symbolizer::new(o.clone()) {
+                    res = again.symbolize(r, offsets);
+                }
+            }
+        }
         let lines: Vec<Option<LineInfo>> = res
             .offsets
             .iter()
@@ -420,7 +466,13 @@ fn one(cx: &Context<'_>, lines: &LineReader, c: &Chosen, offs: &Offsets) -> Anno
                 let rows: Vec<(Option<LineInfo>, Vec<u64>)> =
                     l.iter().cloned().zip(per_insn.iter().cloned()).collect();
                 let reader = source_reader(&path, cx.sessions);
-                let listing = source_listing(&rows, ncols, &cx.annotate.source_dirs, reader);
+                let listing = source_listing_fetching(
+                    &rows,
+                    ncols,
+                    &cx.annotate.source_dirs,
+                    reader,
+                    &|file| lines.fetch_source(file),
+                );
                 for f in &listing.files {
                     if let Some(why) = &f.missing {
                         notes.push(why.clone());

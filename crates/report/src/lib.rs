@@ -293,6 +293,7 @@ pub use model::{
     SessionTimeline, ShownColumns, StackCounts, StackSample, Stacks, Symbol, Timeline,
     TimelineLine, UnnamedBinary,
 };
+pub use naming::debuginfod::{Debuginfod, DebuginfodOutcome};
 pub use options::{AnnotateOptions, OffCpuMode, ReportOptions, SymbolSources};
 pub use render::{
     flat_rows, format_utc, printable, render, render_colored, write_csv, write_json, write_text,

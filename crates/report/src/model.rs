@@ -192,6 +192,9 @@ pub struct Header {
     /// whole files).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub off_cpu_accounting: Option<OffCpuCounts>,
+    /// What the debuginfod client did, when the report had one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub debuginfod: Option<crate::DebuginfodOutcome>,
 }
 
 /// What a column counts.

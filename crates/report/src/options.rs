@@ -201,4 +201,8 @@ pub struct SymbolSources {
     pub search_dirs: Vec<PathBuf>,
     /// Roots of separate debug files (empty: `/usr/lib/debug`).
     pub debug_dirs: Vec<PathBuf>,
+    /// A debuginfod client: its cache is searched for debug files and
+    /// binaries by build-id, and what the local files leave unnamed is
+    /// fetched from its servers (unless it is offline).
+    pub debuginfod: Option<crate::Debuginfod>,
 }

@@ -40,7 +40,12 @@ impl Report {
             return lines;
         }
         if !self.unnamed_binaries.is_empty() {
-            lines.push(unnamed_summary(&self.unnamed_binaries, total, &amount));
+            lines.push(unnamed_summary(
+                &self.unnamed_binaries,
+                total,
+                &amount,
+                self.header.debuginfod.as_ref(),
+            ));
         }
         let room = MAX_WARNING_LINES - lines.len();
         if self.warnings.len() <= room {
@@ -57,8 +62,14 @@ impl Report {
 }
 
 /// "14 binaries have no symbols: 2,113 samples (4.8 %) shown as offsets,
-/// most in cc1 (3.5 %), bash (0.6 %), as (0.2 %); …".
-fn unnamed_summary(bins: &[UnnamedBinary], total: u64, amount: &dyn Fn(u64) -> String) -> String {
+/// most in cc1 (3.5 %), bash (0.6 %), as (0.2 %); …", with what debuginfod
+/// did (`debuginfod`: the report's client, if it had one).
+fn unnamed_summary(
+    bins: &[UnnamedBinary],
+    total: u64,
+    amount: &dyn Fn(u64) -> String,
+    debuginfod: Option<&crate::DebuginfodOutcome>,
+) -> String {
     let samples: u64 = bins.iter().fold(0, |a, b| a.saturating_add(b.samples));
     let named: Vec<String> = bins
         .iter()
@@ -70,9 +81,30 @@ fn unnamed_summary(bins: &[UnnamedBinary], total: u64, amount: &dyn Fn(u64) -> S
     } else {
         (format!("{} binaries have", bins.len()), "their")
     };
+    let servers = match debuginfod {
+        Some(d) if d.network => format!(
+            "; the debuginfod server{} named {} other binar{} and not these",
+            if d.servers == 1 { "" } else { "s" },
+            d.named,
+            if d.named == 1 { "y" } else { "ies" },
+        ),
+        Some(d) if d.servers > 0 => format!(
+            "; debuginfod named {} other binar{} from its cache, its server{} not asked \
+             (--offline)",
+            d.named,
+            if d.named == 1 { "y" } else { "ies" },
+            if d.servers == 1 { " was" } else { "s were" },
+        ),
+        _ => String::new(),
+    };
+    let or_fetch = match debuginfod {
+        Some(d) if d.servers > 0 => "",
+        _ => ", or set DEBUGINFOD_URLS to fetch them",
+    };
     format!(
-        "{what} no symbols: {} ({}) shown as offsets, {} {}; install {their} \
-         debug symbols (Debian: the -dbgsym packages) or give --debug-dir; -v lists them",
+        "{what} no symbols: {} ({}) shown as offsets, {} {}{servers}; install {their} \
+         debug symbols (Debian: the -dbgsym packages) or give --debug-dir{or_fetch}; \
+         -v lists them",
         amount(samples),
         percent(samples, total),
         if bins.len() == 1 { "in" } else { "most in" },
@@ -146,6 +178,47 @@ mod tests {
         assert_eq!(
             all[5],
             "/usr/bin/tool0 has no .symtab (500 samples, 5.0 % unnamed)"
+        );
+    }
+
+    /// The summary says what debuginfod did: named others, was not asked
+    /// (`--offline`), or is not configured.
+    #[test]
+    fn the_summary_says_what_debuginfod_did() {
+        let mut r = report(0, &[("/bin/bash", 20), ("/usr/bin/mawk", 10)]);
+        let line = |r: &Report| r.warning_lines(false)[0].clone();
+        assert!(
+            line(&r).ends_with(
+                "or give --debug-dir, or set DEBUGINFOD_URLS to fetch them; -v lists them"
+            ),
+            "{}",
+            line(&r)
+        );
+        r.header.debuginfod = Some(crate::DebuginfodOutcome {
+            servers: 2,
+            network: true,
+            named: 9,
+            ..Default::default()
+        });
+        let l = line(&r);
+        assert!(
+            l.contains("(0.1 %); the debuginfod servers named 9 other binaries and not these;"),
+            "{l}"
+        );
+        assert!(!l.contains("DEBUGINFOD_URLS"), "{l}");
+        r.header.debuginfod = Some(crate::DebuginfodOutcome {
+            servers: 1,
+            network: false,
+            named: 1,
+            ..Default::default()
+        });
+        let l = line(&r);
+        assert!(
+            l.contains(
+                "; debuginfod named 1 other binary from its cache, its server was not asked \
+                 (--offline);"
+            ),
+            "{l}"
         );
     }
 

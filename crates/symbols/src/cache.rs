@@ -300,6 +300,7 @@ impl Cache {
                 link,
                 &headers.loads,
                 cfg.debug_dirs,
+                cfg.debuginfod_cache,
             )
         } else {
             None

@@ -38,6 +38,8 @@ use crate::types::SymbolOrigin;
 /// What loading depends on (fixed per symbolizer).
 pub(crate) struct LoadConfig<'a> {
     pub debug_dirs: &'a [PathBuf],
+    /// A debuginfod client cache, searched by build-id after `debug_dirs`.
+    pub debuginfod_cache: Option<&'a Path>,
     pub debug_info: bool,
 }
 
@@ -125,6 +127,7 @@ impl ElfImage {
                 link,
                 &segments.layout(),
                 cfg.debug_dirs,
+                cfg.debuginfod_cache,
             ) {
                 debug_file = Some(dpath);
                 debug_data = Some(ddata);
@@ -420,12 +423,19 @@ pub(crate) fn debug_candidates(
     build_id: Option<&[u8]>,
     debuglink: Option<(&[u8], u32)>,
     debug_dirs: &[PathBuf],
+    debuginfod_cache: Option<&Path>,
 ) -> Vec<(PathBuf, DebugCheck)> {
     let mut out = Vec::new();
     if let Some(id) = build_id.filter(|id| id.len() >= 2) {
         for dir in debug_dirs {
             let candidate = profkit_eventlog::build_id_path(dir, id, ".debug");
             out.push((candidate, DebugCheck::BuildId(id.to_vec())));
+        }
+        if let Some(cache) = debuginfod_cache {
+            out.push((
+                debuginfod_path(cache, id, "debuginfo"),
+                DebugCheck::BuildId(id.to_vec()),
+            ));
         }
     }
     let Some((name, crc)) = debuglink else {
@@ -452,6 +462,12 @@ pub(crate) fn debug_candidates(
     out
 }
 
+/// Where a debuginfod client keeps the file `kind` (`debuginfo`, `executable`) of build-id
+/// `id` in its cache `cache` (elfutils' layout, which gdb and perf share).
+pub(crate) fn debuginfod_path(cache: &Path, id: &[u8], kind: &str) -> PathBuf {
+    cache.join(hex(id)).join(kind)
+}
+
 /// True when a separate debug file found by build-id, with PT_LOAD layout `debug`, may
 /// name the binary with layout `bin`: the same segments at the same addresses and sizes
 /// (`objcopy --only-keep-debug` keeps them; a build-id alone is a claim any file can
@@ -470,8 +486,11 @@ fn find_debug_file(
     debuglink: Option<(&[u8], u32)>,
     loads: &[(u64, u64)],
     debug_dirs: &[PathBuf],
+    debuginfod_cache: Option<&Path>,
 ) -> Option<(PathBuf, Vec<u8>)> {
-    for (candidate, check) in debug_candidates(bin_path, build_id, debuglink, debug_dirs) {
+    for (candidate, check) in
+        debug_candidates(bin_path, build_id, debuglink, debug_dirs, debuginfod_cache)
+    {
         let Ok(data) = crate::files::read_regular(&candidate, crate::files::MAX_BINARY_BYTES)
         else {
             continue;
@@ -506,12 +525,12 @@ mod tests {
         let crc = crc32fast::hash(b"root:x");
         // A path in the link: not followed, though its CRC would match.
         let abs = secret.to_str().unwrap().as_bytes();
-        assert!(find_debug_file(&bin, None, Some((abs, crc)), &[], &[]).is_none());
-        assert!(find_debug_file(&bin, None, Some((b"../secret", crc)), &[], &[]).is_none());
-        assert!(find_debug_file(&bin, None, Some((b"..", crc)), &[], &[]).is_none());
+        assert!(find_debug_file(&bin, None, Some((abs, crc)), &[], &[], None).is_none());
+        assert!(find_debug_file(&bin, None, Some((b"../secret", crc)), &[], &[], None).is_none());
+        assert!(find_debug_file(&bin, None, Some((b"..", crc)), &[], &[], None).is_none());
         // A name beside the binary is found...
         std::fs::write(bin_dir.join("prog.debug"), b"root:x").unwrap();
-        assert!(find_debug_file(&bin, None, Some((b"prog.debug", crc)), &[], &[]).is_some());
+        assert!(find_debug_file(&bin, None, Some((b"prog.debug", crc)), &[], &[], None).is_some());
         // ...unless it is a FIFO (which a plain read would wait on forever).
         let fifo = bin_dir.join("fifo.debug");
         assert!(std::process::Command::new("mkfifo")
@@ -519,6 +538,6 @@ mod tests {
             .status()
             .unwrap()
             .success());
-        assert!(find_debug_file(&bin, None, Some((b"fifo.debug", crc)), &[], &[]).is_none());
+        assert!(find_debug_file(&bin, None, Some((b"fifo.debug", crc)), &[], &[], None).is_none());
     }
 }

@@ -275,7 +275,14 @@ pub(crate) fn parse(
                 let link = debuglink
                     .as_ref()
                     .map(|(name, crc)| (name.as_slice(), *crc));
-                find_debug_path(path, build_id.as_deref(), link, &loads, cfg.debug_dirs)
+                find_debug_path(
+                    path,
+                    build_id.as_deref(),
+                    link,
+                    &loads,
+                    cfg.debug_dirs,
+                    cfg.debuginfod_cache,
+                )
             }
             DebugLookup::Found(d) => d.cloned(),
         };
@@ -393,8 +400,11 @@ pub(crate) fn find_debug_path(
     debuglink: Option<(&[u8], u32)>,
     loads: &[(u64, u64)],
     debug_dirs: &[PathBuf],
+    debuginfod_cache: Option<&Path>,
 ) -> Option<DebugFile> {
-    for (candidate, check) in debug_candidates(bin_path, build_id, debuglink, debug_dirs) {
+    for (candidate, check) in
+        debug_candidates(bin_path, build_id, debuglink, debug_dirs, debuginfod_cache)
+    {
         let Ok((f, m)) = crate::files::open_bounded(&candidate, crate::files::MAX_BINARY_BYTES)
         else {
             continue;
@@ -507,6 +517,7 @@ mod tests {
     fn cfg() -> LoadConfig<'static> {
         LoadConfig {
             debug_dirs: &[],
+            debuginfod_cache: None,
             debug_info: false,
         }
     }

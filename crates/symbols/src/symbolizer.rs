@@ -230,6 +230,7 @@ impl Symbolizer {
     fn load_config(&self) -> LoadConfig<'_> {
         LoadConfig {
             debug_dirs: &self.opts.debug_dirs,
+            debuginfod_cache: self.opts.debuginfod_cache.as_deref(),
             debug_info: self.opts.debug_info,
         }
     }
@@ -259,6 +260,9 @@ impl Symbolizer {
                     .iter()
                     .map(|d| d.join(".build-id").join(&h[..2]).join(&h[2..])),
             );
+            if let Some(cache) = &self.opts.debuginfod_cache {
+                out.push(crate::elf::debuginfod_path(cache, id, "executable"));
+            }
         }
         out
     }

@@ -203,6 +203,12 @@ pub struct SymbolizerOptions {
     /// Roots of separate debug files, searched by build-id (`.build-id/ab/cdef….debug`) and by
     /// debuglink (`DIR/<binary's directory>/<name>`). Default: `/usr/lib/debug`.
     pub debug_dirs: Vec<PathBuf>,
+    /// A debuginfod client cache (elfutils' layout: `CACHE/<build-id>/debuginfo` and
+    /// `…/executable`), searched after the debug dirs for a debug file and, for a binary
+    /// missing at its recorded path, for the binary itself, by build-id, with the same checks
+    /// as the debug dirs (the build-id, the PT_LOAD layout, the recorded size). Nothing here
+    /// downloads: `profkit-debuginfod` fills the cache. Default: none.
+    pub debuginfod_cache: Option<PathBuf>,
     /// Prefix put before every recorded absolute path (like perf's `--symfs`), for reports
     /// made on another machine. Debug dirs are not prefixed.
     pub sysroot: Option<PathBuf>,
@@ -219,6 +225,7 @@ impl Default for SymbolizerOptions {
             kallsyms: KallsymsSource::Live,
             perf_map_dir: None,
             debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
+            debuginfod_cache: None,
             sysroot: None,
             search_dirs: Vec::new(),
         }

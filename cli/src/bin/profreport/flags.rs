@@ -322,6 +322,10 @@ pub(super) struct Opt {
     /// Separate debug files under this root (default /usr/lib/debug).
     #[arg(long = "debug-dir", value_name = "DIR")]
     debug_dirs: Vec<PathBuf>,
+    /// Never ask a debuginfod server (DEBUGINFOD_URLS) for debug files; files it fetched
+    /// before (its cache) are still used.
+    #[arg(long)]
+    offline: bool,
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
@@ -488,6 +492,7 @@ pub(super) fn validate(opt: Opt) -> Result<Config, String> {
             sysroot: opt.sysroot,
             search_dirs: opt.search_dirs,
             debug_dirs: opt.debug_dirs,
+            debuginfod: Some(debuginfod(opt.offline)?),
         },
         format,
         stream,
@@ -495,6 +500,15 @@ pub(super) fn validate(opt: Opt) -> Result<Config, String> {
         progress: !opt.no_progress,
         verbose: opt.verbose,
     })
+}
+
+/// The report's debuginfod client, configured as elfutils' is (the
+/// `DEBUGINFOD_*` variables); `offline`: it asks no server.
+fn debuginfod(offline: bool) -> Result<profkit_report::Debuginfod, String> {
+    let cfg = profkit_debuginfod::Config::from_env().map_err(|e| e.to_string())?;
+    Ok(profkit_report::Debuginfod::new(
+        profkit_debuginfod::Client::new(profkit_debuginfod::Config { offline, ..cfg }),
+    ))
 }
 
 /// Refuses what a stream of samples cannot honour: report shapes (rows,

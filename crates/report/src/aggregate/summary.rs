@@ -317,6 +317,7 @@ pub(crate) fn header(
         off_cpu_accounting: (!windowed
             && sessions.iter().any(|s| s.reader().header().event.off_cpu))
         .then_some(off_cpu_counts),
+        debuginfod: None,
     };
     (header, read_per_cpu)
 }

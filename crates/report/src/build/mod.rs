@@ -111,6 +111,14 @@ pub fn build_report(
     } else {
         FxHashMap::default()
     };
+    if let Some(d) = sources.debuginfod.as_ref().filter(|_| opts.symbols) {
+        let outcome = d.outcome();
+        // First: what a cold report fetched is worth seeing among the
+        // three lines.
+        let lines = crate::naming::debuginfod::fetch_lines(&outcome);
+        warnings.splice(0..0, lines);
+        header.debuginfod = Some(outcome);
+    }
 
     // Rows before names.
     let (columns, col_of) = columns(sessions, &agg, opts);

@@ -4,5 +4,6 @@
 //! the call graph and the rows use it.
 
 pub(crate) mod apps;
+pub(crate) mod debuginfod;
 pub(crate) mod jit;
 pub(crate) mod symbolize;

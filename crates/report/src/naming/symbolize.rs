@@ -323,11 +323,13 @@ pub(crate) fn symbolize_frames(
             kallsyms: KallsymsSource::None,
             ..cfg
         };
+        // What the local files leave unnamed is fetched and symbolized again.
+        let other_requests = sources.debuginfod.as_ref().map(|_| other.clone());
         let (kernel_done, other_done) = rayon::join(
             || run_group(kernel_cfg, kernel, false, false, &jit, progress),
             || {
                 run_group(
-                    Ok(other_cfg),
+                    Ok(other_cfg.clone()),
                     other,
                     opts.debug_info,
                     inline,
@@ -336,7 +338,28 @@ pub(crate) fn symbolize_frames(
                 )
             },
         );
-        for (cookie, resolved) in kernel_done?.into_iter().chain(other_done?) {
+        let mut other_done = other_done?;
+        if let (Some(d), Some(requests)) = (&sources.debuginfod, other_requests) {
+            crate::naming::debuginfod::complete(
+                d,
+                &requests,
+                &mut other_done,
+                |r: &Resolved| &r.result,
+                opts.debug_info,
+                progress,
+                |redo| {
+                    run_group(
+                        Ok(other_cfg.clone()),
+                        redo,
+                        opts.debug_info,
+                        inline,
+                        &jit,
+                        progress,
+                    )
+                },
+            )?;
+        }
+        for (cookie, resolved) in kernel_done?.into_iter().chain(other_done) {
             for w in &resolved.result.warnings {
                 // DWARF read only for inlined frames: a binary without it
                 // is the common case (system libraries), not worth a word.
@@ -431,6 +454,7 @@ pub(crate) fn symbolizer_options(
             (None, None) => KallsymsSource::Live,
         },
         perf_map_dir: s.perf_map_dir(),
+        debuginfod_cache: sources.debuginfod.as_ref().map(|d| d.cache().to_owned()),
         debug_dirs: s
             .archive_debug_dir()
             .into_iter()

@@ -76,6 +76,9 @@ struct JsonReport<'a> {
     warnings: &'a [String],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     unnamed_binaries: &'a [UnnamedBinary],
+    /// What the debuginfod client did (reports that had one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    debuginfod: Option<&'a crate::DebuginfodOutcome>,
     #[serde(skip_serializing_if = "Option::is_none")]
     rows: Option<Vec<JsonRow>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -211,6 +214,7 @@ pub fn write_json(report: &Report, w: &mut dyn Write) -> io::Result<()> {
         bad_chunks: &h.bad_chunks,
         warnings: &report.warnings,
         unnamed_binaries: &report.unnamed_binaries,
+        debuginfod: h.debuginfod.as_ref(),
         rows,
         timeline: report.timeline.as_ref(),
         callgraph: report.callgraph.as_ref(),

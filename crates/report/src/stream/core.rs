@@ -504,6 +504,10 @@ pub(super) fn stream_with<S: StreamSink + ?Sized>(
         &mut warnings,
         true,
     )?;
+    if let Some(d) = &sources.debuginfod {
+        let lines = crate::naming::debuginfod::fetch_lines(&d.outcome());
+        warnings.splice(0..0, lines);
+    }
     // The counts were for naming: the second pass needs the definitions
     // only (cookies, threads, stacks), so the counts' memory is given back
     // first (once the warnings about binaries never defined are said).

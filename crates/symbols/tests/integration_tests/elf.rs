@@ -9,7 +9,7 @@ use tempfile::TempDir;
 
 use crate::util::*;
 
-const FIXTURE_C: &str = r#"
+pub(crate) const FIXTURE_C: &str = r#"
 __attribute__((noinline)) int alpha(int x) { return x * 3 + 1; } /* LINE_ALPHA */
 
 /* Aligned so that a gap of padding follows alpha: an offset there is no symbol's. */
@@ -42,13 +42,13 @@ __attribute__((noinline)) int lib_fn(int x) { return lib_internal(x) + 11; }
 __attribute__((noinline, aligned(64))) int lib_other(int x) { return lib_fn(x) * 2; }
 "#;
 
-struct Fixture {
+pub(crate) struct Fixture {
     _dir: TempDir,
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 impl Fixture {
-    fn new() -> Fixture {
+    pub(crate) fn new() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().to_owned();
         write(&path, "fixture.c", FIXTURE_C);
@@ -59,7 +59,7 @@ impl Fixture {
         }
     }
 
-    fn build(&self, name: &str, args: &[&str]) -> PathBuf {
+    pub(crate) fn build(&self, name: &str, args: &[&str]) -> PathBuf {
         compile(
             "cc",
             &self.dir.join("fixture.c"),
@@ -70,11 +70,11 @@ impl Fixture {
 }
 
 /// The file offset of `name` plus `delta`, computed from `nm` and `readelf` on `bin`.
-fn offset_of(bin: &Path, name: &str, delta: u64) -> u64 {
+pub(crate) fn offset_of(bin: &Path, name: &str, delta: u64) -> u64 {
     file_offset(bin, sym(bin, name).vaddr + delta)
 }
 
-fn one(opts: SymbolizerOptions, req: BinaryRequest, offsets: &[u64]) -> BinaryResult {
+pub(crate) fn one(opts: SymbolizerOptions, req: BinaryRequest, offsets: &[u64]) -> BinaryResult {
     symbolizer(opts)
         .symbolize_all(vec![(req, offsets.to_vec())])
         .remove(0)
@@ -213,7 +213,7 @@ fn debug_info_without_dwarf_says_so_once() {
 }
 
 /// Builds `-g` `name`, splits it into a stripped binary and a debug file; returns both.
-fn split(f: &Fixture, name: &str, args: &[&str]) -> (PathBuf, PathBuf, PathBuf) {
+pub(crate) fn split(f: &Fixture, name: &str, args: &[&str]) -> (PathBuf, PathBuf, PathBuf) {
     let full = f.build(name, args);
     let debug = f.dir.join(format!("{name}.debug"));
     run(Command::new("objcopy")

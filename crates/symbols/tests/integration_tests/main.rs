@@ -3,6 +3,7 @@
 
 mod claims;
 mod current_exe;
+mod debuginfod_cache;
 mod elf;
 mod kernel;
 mod mangled;

@@ -1,0 +1,302 @@
+//! Debug files from debuginfod servers, for the binaries the local files
+//! cannot name.
+//!
+//! The symbolizer looks in the client's cache itself
+//! ([`SymbolizerOptions::debuginfod_cache`](profkit_symbols::SymbolizerOptions)),
+//! so a warm report names everything on its first pass and asks no server.
+//! What the first pass left unnamed, with a build-id the recorder tied to its
+//! file, is fetched here, all binaries at once in parallel
+//! ([`Client::fetch_many`]), and symbolized again:
+//! - a stripped binary ([`BinaryResult::no_symbols`]): its debug file;
+//! - with `--debug-info`, a binary without DWARF: its debug file;
+//! - a binary gone from its recorded path, or changed there: the executable
+//!   of that build-id (checked as any file found by build-id is: its size),
+//!   and its debug file.
+//!
+//! A binary whose build-id is only a claim ([`BinaryRequest::unverified`]) is
+//! never looked up: no file found by build-id may name it.
+//!
+//! What was done is kept in [`DebuginfodOutcome`] for the report's header and
+//! its line about binaries without symbols.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use profkit_debuginfod::{Client, Fetched, Kind};
+use profkit_eventlog::Cookie;
+use profkit_symbols::{BinaryKind, BinaryRequest, BinaryResult};
+use serde::Serialize;
+
+use crate::Progress;
+
+/// A debuginfod client a report fetches with, and what it did.
+#[derive(Clone)]
+pub struct Debuginfod {
+    client: Arc<Client>,
+    outcome: Arc<Mutex<DebuginfodOutcome>>,
+}
+
+impl std::fmt::Debug for Debuginfod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Debuginfod")
+            .field("urls", &self.client.config().urls)
+            .field("cache", &self.client.config().cache)
+            .field("offline", &self.client.config().offline)
+            .finish()
+    }
+}
+
+/// Two handles are equal when they are the same client.
+impl PartialEq for Debuginfod {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.client, &other.client)
+    }
+}
+
+impl Eq for Debuginfod {}
+
+/// What a report's debuginfod client did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct DebuginfodOutcome {
+    /// Servers configured (`DEBUGINFOD_URLS`).
+    pub servers: usize,
+    /// Whether servers could be asked (not `--offline`, some URL).
+    pub network: bool,
+    /// Binaries named (or given lines) by a file of the client's cache,
+    /// fetched by this report or before.
+    pub named: usize,
+    /// Binaries looked up on the servers that no server has.
+    pub not_found: usize,
+    /// Files downloaded by this report.
+    pub fetched: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Requests sent to servers.
+    pub requests: u64,
+    /// Answers refused: another build-id, over the size cap, a redirect
+    /// elsewhere than http(s).
+    pub refused: u64,
+    /// Wall-clock seconds spent fetching.
+    pub seconds: f64,
+    /// The first few errors (a server down, a timeout), each once.
+    pub errors: Vec<String>,
+}
+
+/// Errors kept in [`DebuginfodOutcome::errors`].
+const MAX_ERRORS: usize = 4;
+
+impl Debuginfod {
+    /// A report's handle on `client`.
+    pub fn new(client: Client) -> Debuginfod {
+        let outcome = DebuginfodOutcome {
+            servers: client.config().urls.len(),
+            network: client.config().network(),
+            ..DebuginfodOutcome::default()
+        };
+        Debuginfod {
+            client: Arc::new(client),
+            outcome: Arc::new(Mutex::new(outcome)),
+        }
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The client's cache directory.
+    pub fn cache(&self) -> &Path {
+        &self.client.config().cache
+    }
+
+    /// What was done so far.
+    pub fn outcome(&self) -> DebuginfodOutcome {
+        self.outcome
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn update(&self, f: impl FnOnce(&mut DebuginfodOutcome)) {
+        f(&mut self.outcome.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+}
+
+/// What a binary's first answer lacks that a debuginfod server may have.
+fn wants(req: &BinaryRequest, r: &BinaryResult, debug_info: bool) -> Vec<Kind> {
+    if req.kind != BinaryKind::Elf || req.unverified {
+        return Vec::new();
+    }
+    if req.build_id.as_ref().is_none_or(|id| id.is_empty()) {
+        return Vec::new();
+    }
+    if r.path_used.is_none() {
+        return vec![Kind::Executable, Kind::Debuginfo];
+    }
+    let no_dwarf = debug_info
+        && r.debug_file_used.is_none()
+        && r.warnings.iter().any(|w| w.starts_with("no DWARF for "));
+    if r.no_symbols.is_some() || no_dwarf {
+        return vec![Kind::Debuginfo];
+    }
+    Vec::new()
+}
+
+/// Whether `r` was named from a file of the cache at `cache`.
+fn from_cache(r: &BinaryResult, cache: &Path) -> bool {
+    [&r.debug_file_used, &r.path_used]
+        .into_iter()
+        .flatten()
+        .any(|p| p.starts_with(cache))
+}
+
+/// Fetches what the first answers `done` of `requests` lack, and puts the
+/// answers of `again` (the symbolizer run on the binaries something was
+/// fetched for) in their place.
+pub(crate) fn complete<T>(
+    d: &Debuginfod,
+    requests: &[(Cookie, BinaryRequest, Vec<u64>)],
+    done: &mut [(Cookie, T)],
+    result_of: impl Fn(&T) -> &BinaryResult,
+    debug_info: bool,
+    progress: &dyn Progress,
+    again: impl FnOnce(Vec<(Cookie, BinaryRequest, Vec<u64>)>) -> crate::Result<Vec<(Cookie, T)>>,
+) -> crate::Result<()> {
+    let cache = d.cache().to_owned();
+    let mut asked: Vec<(Vec<u8>, Kind)> = Vec::new();
+    let mut of_cookie: Vec<(Cookie, std::ops::Range<usize>)> = Vec::new();
+    let mut named = 0;
+    for (cookie, t) in done.iter() {
+        let r = result_of(t);
+        if from_cache(r, &cache) {
+            named += 1;
+            continue;
+        }
+        let Some((_, req, _)) = requests.iter().find(|(c, _, _)| c == cookie) else {
+            continue;
+        };
+        let kinds = wants(req, r, debug_info);
+        if kinds.is_empty() {
+            continue;
+        }
+        let id = req.build_id.clone().unwrap_or_default();
+        let start = asked.len();
+        asked.extend(kinds.into_iter().map(|k| (id.clone(), k)));
+        of_cookie.push((*cookie, start..asked.len()));
+    }
+    d.update(|o| o.named += named);
+    if asked.is_empty() {
+        return Ok(());
+    }
+    let started = Instant::now();
+    let before = d.client.stats();
+    let network = d.client.config().network();
+    if network {
+        progress.start("fetching debug files (debuginfod)", asked.len() as u64);
+    }
+    let last = std::sync::atomic::AtomicUsize::new(0);
+    let answers = d.client.fetch_many(&asked, &|p| {
+        let prev = last.fetch_max(p.done, std::sync::atomic::Ordering::Relaxed);
+        if network && p.done > prev {
+            progress.advance((p.done - prev) as u64);
+        }
+    });
+    let after = d.client.stats();
+    let mut redo = Vec::new();
+    let mut not_found = 0;
+    let mut errors = Vec::new();
+    for (cookie, range) in of_cookie {
+        let mut found = false;
+        let mut missing = true;
+        for a in &answers[range] {
+            match a {
+                Ok(Fetched::Found { .. }) => {
+                    found = true;
+                    missing = false;
+                }
+                Ok(Fetched::NotFound) => {}
+                Err(e) => {
+                    missing = false;
+                    let e = e.to_string();
+                    if errors.len() < MAX_ERRORS && !errors.contains(&e) {
+                        errors.push(e);
+                    }
+                }
+            }
+        }
+        if found {
+            if let Some(r) = requests.iter().find(|(c, _, _)| *c == cookie) {
+                redo.push(r.clone());
+            }
+        } else if missing && network {
+            not_found += 1;
+        }
+    }
+    let mut named = 0;
+    if !redo.is_empty() {
+        for (cookie, t) in again(redo)? {
+            if let Some(slot) = done.iter_mut().find(|(c, _)| *c == cookie) {
+                if from_cache(result_of(&t), &cache) {
+                    named += 1;
+                }
+                slot.1 = t;
+            }
+        }
+    }
+    d.update(|o| {
+        o.named += named;
+        o.not_found += not_found;
+        o.fetched += after.fetched.saturating_sub(before.fetched);
+        o.bytes += after.bytes.saturating_sub(before.bytes);
+        o.requests += after.requests.saturating_sub(before.requests);
+        o.refused += after.refused.saturating_sub(before.refused);
+        if after.requests > before.requests {
+            o.seconds += started.elapsed().as_secs_f64();
+        }
+        for e in errors {
+            if o.errors.len() < MAX_ERRORS && !o.errors.contains(&e) {
+                o.errors.push(e);
+            }
+        }
+    });
+    Ok(())
+}
+
+/// The report's line about what debuginfod fetched (cold reports only: a
+/// warm one asked nothing), and its errors.
+pub(crate) fn fetch_lines(o: &DebuginfodOutcome) -> Vec<String> {
+    let mut out = Vec::new();
+    if o.requests > 0 {
+        out.push(format!(
+            "debuginfod: fetched {} file{} ({}) in {:.1} s for {} binar{}{}{}",
+            o.fetched,
+            if o.fetched == 1 { "" } else { "s" },
+            mb(o.bytes),
+            o.seconds,
+            o.named,
+            if o.named == 1 { "y" } else { "ies" },
+            if o.not_found > 0 {
+                format!("; {} not on any server", o.not_found)
+            } else {
+                String::new()
+            },
+            if o.refused > 0 {
+                format!("; {} answers refused (see -v)", o.refused)
+            } else {
+                String::new()
+            },
+        ));
+    }
+    out.extend(o.errors.iter().map(|e| format!("debuginfod: {e}")));
+    out
+}
+
+/// `bytes` in kB under a megabyte, else in MB with one decimal.
+fn mb(bytes: u64) -> String {
+    if bytes < 1_000_000 {
+        format!("{} kB", bytes.div_ceil(1000))
+    } else {
+        format!("{:.1} MB", bytes as f64 / 1e6)
+    }
+}

@@ -77,9 +77,14 @@
 //! make two binaries share a generation, the cache and every unwinder are
 //! rebuilt from the sections already held ([`GENERATIONS_BEFORE_RESET`]).
 
+mod debug_file;
 mod jit;
 mod sections;
 
+pub use debug_file::{
+    DebugFrameSources, FetchDebugFile, DEFAULT_FETCH_TIMEOUT, MAX_DEBUG_FILE_BYTES,
+    SYSTEM_DEBUG_DIR,
+};
 #[cfg(test)]
 use jit::NoJitFrames;
 use jit::{jit_sections, Epilogue, EPILOGUE_MAX_BYTES};
@@ -98,6 +103,7 @@ use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -308,6 +314,9 @@ pub struct UnwindStats {
     /// JIT functions whose unwind information was refused (corrupt or
     /// hostile): their frames fall back as if they had none.
     pub jit_unwind_refused: u64,
+    /// Binaries (of [`UnwindStats::binaries`]) whose unwind information
+    /// came from their separate debug file (`DebugFrameSources`).
+    pub from_debug_file: u64,
 }
 
 /// How an unwind ended.
@@ -386,19 +395,22 @@ impl std::fmt::Debug for DwarfUnwinder {
 
 impl Default for DwarfUnwinder {
     fn default() -> Self {
-        Self::new(CFI_TIMEOUT)
+        Self::new(CFI_TIMEOUT, DebugFrameSources::default())
     }
 }
 
 impl DwarfUnwinder {
-    pub(crate) fn new(timeout: Duration) -> Self {
+    /// An unwinder whose section reads are given up after `timeout`
+    /// (`sources.fetch_timeout` while the fetch hook runs), looking for
+    /// separate debug files in `sources`.
+    pub(crate) fn new(timeout: Duration, sources: DebugFrameSources) -> Self {
         let mut u = DwarfUnwinder {
             binaries: FxHashMap::default(),
             empty: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
             generations: 1,
             held: 0,
-            reader: Loader::new(timeout),
+            reader: Loader::new(timeout, sources),
             round_wait: CFI_ROUND_WAIT,
             entry_code: FxHashMap::default(),
             refusals: Vec::new(),
@@ -608,6 +620,7 @@ impl DwarfUnwinder {
                 }
                 self.held += n;
                 self.stats.binaries += 1;
+                self.stats.from_debug_file += u64::from(sections.from_debug_file);
                 self.stats.bytes += n;
                 self.generations += 2;
                 let unwinder = sections.unwinder();

@@ -66,8 +66,10 @@ fn samples_after_dlopen_resolve_to_the_library() {
         return;
     };
     let layout = sampler.layout();
-    let mut stage =
-        SyncStage::with_probe(SyncOptions { layout }, profkit_sync::ProcfsProbe::default());
+    let mut stage = SyncStage::with_probe(
+        SyncOptions::new(layout),
+        profkit_sync::ProcfsProbe::default(),
+    );
     stage.seed_from_proc();
     let sink = FileSink::create(d.join("session.pkl"), SessionHeader::default()).unwrap();
     let mut rec =
@@ -395,8 +397,10 @@ fn record_command(config: &SamplerConfig, session: &Path, exe: &Path, arg: &str)
         (layout.callchain, layout.user_stack),
         (config.callchain, config.user_stack)
     );
-    let mut stage =
-        SyncStage::with_probe(SyncOptions { layout }, profkit_sync::ProcfsProbe::default());
+    let mut stage = SyncStage::with_probe(
+        SyncOptions::new(layout),
+        profkit_sync::ProcfsProbe::default(),
+    );
     stage.seed_from_proc();
     let mut header = SessionHeader::default();
     header.event.callchain = config.callchain;

@@ -190,3 +190,6 @@ fn from_file<'d, R: object::ReadRef<'d>>(
     }
     bin.assemble(data, Some((&parsed, &debug)))
 }
+
+#[cfg(test)]
+mod tests;

@@ -3,6 +3,7 @@
 //! a live-kernel dlopen test.
 
 mod callgraph;
+mod debug_frame;
 mod live;
 mod rotation;
 mod scenarios;

@@ -394,6 +394,11 @@ fn record_command(config: &SamplerConfig, session: &Path, exe: &Path, arg: &str)
     record_command_with(config, session, exe, arg, Default::default())
 }
 
+/// One whole-system DWARF recording at a time: two at once (two copies
+/// of every user stack, two stages unwinding them) cut the qsort test's
+/// stacks on a 2-core machine.
+static RECORDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// [`record_command`], the stage looking for separate debug files in
 /// `debug_frame`.
 pub(crate) fn record_command_with(
@@ -403,6 +408,7 @@ pub(crate) fn record_command_with(
     arg: &str,
     debug_frame: profkit_sync::DebugFrameSources,
 ) -> Option<Run> {
+    let _one = RECORDING.lock().unwrap_or_else(|e| e.into_inner());
     let sampler = profkit_testsupport::open_or_skip(config)?;
     let layout = sampler.layout();
     assert_eq!(

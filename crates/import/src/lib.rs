@@ -38,7 +38,10 @@
 //!   call chain of such a sample holds its kernel part only. A file whose
 //!   user stacks cannot be restated (no BP, SP or IP among its registers,
 //!   a size of 0) is imported without them, with a line in
-//!   [`ImportSummary::warnings`].
+//!   [`ImportSummary::warnings`]. A stripped binary without unwind tables of
+//!   its own is unwound with its separate debug file's `.debug_frame`
+//!   (`/usr/lib/debug` by default; [`ImportOptions::debug_frame`] adds a
+//!   debuginfod cache or a fetch hook: [`import_perf_data_with`]).
 //! - off-CPU time (see `offcpu.rs`): the samples of a `context-switches`
 //!   event (`perf record -e cs -c 1 -g --switch-events`, what `profctl
 //!   start --off-cpu` records) are switch-out stacks, and go with the

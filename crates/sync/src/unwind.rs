@@ -29,6 +29,14 @@
 //!   too). A binary whose build-id is known must have that build-id.
 //!   `[vdso]` is read from this process's own vdso (`profkit_elf::read_own_vdso`,
 //!   the same kernel image for every 64-bit process).
+//! - **A stripped binary without unwind tables** (built with
+//!   `-fno-asynchronous-unwind-tables`, its `.debug_frame` moved to its
+//!   separate debug file) takes the `.debug_frame` of that file, found by
+//!   build-id in `SyncOptions::debug_frame` ([`DebugFrameSources`]: debug
+//!   directories, a debuginfod cache, a fetch hook whose reads are given
+//!   up after its own `fetch_timeout`), checked to carry the binary's
+//!   build-id and code layout (`unwind/debug_file.rs`), counted in
+//!   [`UnwindStats::from_debug_file`].
 //! - **Untrusted unwind information is checked first**
 //!   ([`crate::cfi_check`]): CFI expressions with branches (a backward
 //!   `DW_OP_skip` makes framehop's expression evaluation loop forever) or
@@ -77,10 +85,12 @@
 //! make two binaries share a generation, the cache and every unwinder are
 //! rebuilt from the sections already held ([`GENERATIONS_BEFORE_RESET`]).
 
+mod clock;
 mod debug_file;
 mod jit;
 mod sections;
 
+pub(crate) use clock::Clock;
 pub use debug_file::{
     DebugFrameSources, FetchDebugFile, DEFAULT_FETCH_TIMEOUT, MAX_DEBUG_FILE_BYTES,
     SYSTEM_DEBUG_DIR,
@@ -201,60 +211,6 @@ struct Loaded {
     timed: u32,
     spent: Duration,
     frames: u64,
-}
-
-/// The unwinder's clock: the real one, or (tests) a cost model in which
-/// time passes only by a fixed cost per frame of each binary.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Clock {
-    /// Time since the unwinder was made.
-    Real(Instant),
-    /// The time the frames stepped so far cost, by this model.
-    #[cfg(test)]
-    Model {
-        /// What one frame of a binary costs.
-        cost: fn(Cookie) -> Duration,
-        /// The time now.
-        now: Duration,
-    },
-}
-
-impl Clock {
-    /// Monotonic time (the round's budget, windows).
-    fn now(&self) -> Duration {
-        match self {
-            Clock::Real(epoch) => epoch.elapsed(),
-            #[cfg(test)]
-            Clock::Model { now, .. } => *now,
-        }
-    }
-
-    /// This thread's CPU time (a suspect binary's frames: time the thread
-    /// was preempted is not theirs). A system call, not the vDSO: only
-    /// for timed frames.
-    fn cpu(&self) -> Duration {
-        match self {
-            Clock::Real(_) => {
-                let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-                Duration::new(
-                    u64::try_from(t.tv_sec).unwrap_or(0),
-                    u32::try_from(t.tv_nsec).unwrap_or(0),
-                )
-            }
-            #[cfg(test)]
-            Clock::Model { now, .. } => *now,
-        }
-    }
-
-    /// A frame of `cookie` was stepped (the model's time passes).
-    #[inline]
-    fn stepped(&mut self, cookie: Cookie) {
-        let _ = cookie;
-        #[cfg(test)]
-        if let Clock::Model { cost, now } = self {
-            *now += cost(cookie);
-        }
-    }
 }
 
 /// DWARF frames between two looks at the clock (reading it costs about as

@@ -637,7 +637,7 @@ mod bounds {
     #[test]
     fn a_cpu_met_only_in_records_is_not_drained_every_round_after() {
         let layout = Layout::default();
-        let mut stage = SyncStage::new(SyncOptions { layout });
+        let mut stage = SyncStage::new(SyncOptions::new(layout));
         let mut q = CpuQueues::default();
         q.add_cpu(0);
         for cpu in 1..1000 {

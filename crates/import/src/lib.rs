@@ -38,7 +38,10 @@
 //!   call chain of such a sample holds its kernel part only. A file whose
 //!   user stacks cannot be restated (no BP, SP or IP among its registers,
 //!   a size of 0) is imported without them, with a line in
-//!   [`ImportSummary::warnings`].
+//!   [`ImportSummary::warnings`]. A stripped binary without unwind tables of
+//!   its own is unwound with its separate debug file's `.debug_frame`
+//!   (`/usr/lib/debug` by default; [`ImportOptions::debug_frame`] adds a
+//!   debuginfod cache or a fetch hook: [`import_perf_data_with`]).
 //! - off-CPU time (see `offcpu.rs`): the samples of a `context-switches`
 //!   event (`perf record -e cs -c 1 -g --switch-events`, what `profctl
 //!   start --off-cpu` records) are switch-out stacks, and go with the
@@ -140,6 +143,20 @@ use profkit_perf::Layout;
 use profkit_sync::{ImportProbe, JitStats, SyncOptions, SyncStage};
 use std::path::{Path, PathBuf};
 
+pub use profkit_sync::{DebugFrameSources, FetchDebugFile};
+
+/// Options of an import ([`import_perf_data_with`]).
+#[derive(Clone, Debug, Default)]
+pub struct ImportOptions {
+    /// Where DWARF unwinding (`perf record --call-graph dwarf`) looks for
+    /// the separate debug file of a binary without unwind tables of its
+    /// own: `/usr/lib/debug` by default; a report may add a debuginfod
+    /// cache and a fetch hook ([`DebugFrameSources::fetch`], given the
+    /// build-id, returns a downloaded file's path; a read that calls it is
+    /// given up after [`DebugFrameSources::fetch_timeout`]).
+    pub debug_frame: DebugFrameSources,
+}
+
 /// Sample time a round covers: the live sync interval.
 pub const ROUND_NS: u64 = 250_000_000;
 /// Most samples in one round.
@@ -213,11 +230,13 @@ struct Importer {
     bad_records: u64,
     /// Where JIT dumps are looked for by name.
     jit_dirs: Vec<PathBuf>,
+    debug_frame: DebugFrameSources,
 }
 
 impl Importer {
     fn new() -> Self {
         Importer {
+            debug_frame: DebugFrameSources::default(),
             stage: None,
             layout: Layout {
                 callchain: false,
@@ -257,7 +276,10 @@ impl Sink for Importer {
         // JIT dumps are looked for beside the perf.data file, as `perf
         // inject --jit` finds them (then at their recorded paths).
         let mut stage = SyncStage::with_probe(
-            SyncOptions { layout },
+            SyncOptions {
+                layout,
+                debug_frame: self.debug_frame.clone(),
+            },
             ImportProbe::new(self.jit_dirs.clone()),
         );
         // perf's nanoseconds, kept whole: `--format script` of an import
@@ -313,6 +335,19 @@ impl Sink for Importer {
 /// another format), [`Error::SessionDir`] or [`Error::Session`] when the
 /// session cannot be written.
 pub fn import_perf_data(perf_data: &Path, session: &Path) -> Result<ImportSummary> {
+    import_perf_data_with(perf_data, session, &ImportOptions::default())
+}
+
+/// [`import_perf_data`] with `options` (where unwinding finds separate
+/// debug files, and a hook that fetches them).
+///
+/// # Errors
+/// As [`import_perf_data`].
+pub fn import_perf_data_with(
+    perf_data: &Path,
+    session: &Path,
+    options: &ImportOptions,
+) -> Result<ImportSummary> {
     let reader = perf_data::open(perf_data)?;
     let mtime_unix_ns = std::fs::metadata(perf_data)
         .ok()
@@ -320,6 +355,7 @@ pub fn import_perf_data(perf_data: &Path, session: &Path) -> Result<ImportSummar
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos() as u64);
     let mut imp = Importer::new();
+    imp.debug_frame = options.debug_frame.clone();
     imp.jit_dirs.extend(perf_data.parent().map(|d| {
         if d.as_os_str().is_empty() {
             Path::new(".")

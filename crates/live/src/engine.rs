@@ -558,6 +558,15 @@ pub fn run_daemon_with(cfg: &StartConfig, foreground: bool) -> Result<()> {
     let mut stage = SyncStage::with_probe(
         SyncOptions {
             layout: sampler.layout(),
+            // DWARF unwinding takes a stripped binary's `.debug_frame` from
+            // the system's debug files only: the daemon never fetches, and
+            // reads no user's debuginfod cache.
+            debug_frame: profkit_sync::DebugFrameSources {
+                debug_dirs: vec![profkit_sync::SYSTEM_DEBUG_DIR.into()],
+                debuginfod_cache: None,
+                fetch: None,
+                fetch_timeout: profkit_sync::DEFAULT_FETCH_TIMEOUT,
+            },
         },
         profkit_sync::ProcfsProbe::default(),
     );

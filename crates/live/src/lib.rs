@@ -74,7 +74,7 @@
 //! let tmp = tempfile::tempdir()?;
 //! let session = tmp.path().join("session.pkl");
 //! let layout = Layout { callchain: false, user_stack: 0,     cgroup: false, };
-//! let stage = SyncStage::new(SyncOptions { layout });
+//! let stage = SyncStage::new(SyncOptions::new(layout));
 //! let sink = FileSink::create(session.clone(), Default::default())?;
 //! let rings = SimRings(vec![profkit_perf::SimRing::new(0, 4096, layout)]);
 //! let rec = Recorder::new(rings, stage, Box::new(sink), RecorderOptions::default())?;

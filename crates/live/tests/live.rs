@@ -24,7 +24,7 @@ const LAYOUT: Layout = Layout {
 };
 
 fn stage() -> SyncStage {
-    SyncStage::new(SyncOptions { layout: LAYOUT })
+    SyncStage::new(SyncOptions::new(LAYOUT))
 }
 
 fn mmap(pid: u32, addr: u64, filename: &str, time: u64) -> SimRecord {

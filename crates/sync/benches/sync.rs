@@ -35,7 +35,7 @@ use std::hint::black_box;
 const RING: usize = 8 << 20;
 
 fn stage(layout: Layout) -> SyncStage {
-    SyncStage::new(SyncOptions { layout })
+    SyncStage::new(SyncOptions::new(layout))
 }
 
 /// The mappings of the 8 processes (4 per process, 2 MiB each).
@@ -701,7 +701,7 @@ fn live_mmaps(c: &mut Criterion) {
     };
     let live_stage = |root: &std::path::Path| {
         SyncStage::with_probe(
-            SyncOptions { layout },
+            SyncOptions::new(layout),
             profkit_sync::ProcfsProbe::new(profkit_sync::ProcPaths {
                 proc_root: root.to_path_buf(),
                 sys_root: d.path().join("sys"),
@@ -770,7 +770,7 @@ fn jit(c: &mut Criterion) {
     };
     let stage = || {
         SyncStage::with_probe(
-            SyncOptions { layout },
+            SyncOptions::new(layout),
             profkit_sync::ImportProbe::new(vec![d.path().to_path_buf()]),
         )
     };

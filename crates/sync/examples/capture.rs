@@ -59,9 +59,7 @@ fn run() -> Result<ExitCode, String> {
     config.callchain = callchain;
     let sampler = Sampler::open(&config).map_err(|e| e.to_string())?;
     let mut stage = SyncStage::with_probe(
-        SyncOptions {
-            layout: sampler.layout(),
-        },
+        SyncOptions::new(sampler.layout()),
         profkit_sync::ProcfsProbe::default(),
     );
     stage.seed_from_proc();

@@ -43,7 +43,9 @@
 //!   With DWARF call graphs (`Layout::user_stack`), a sample's copied
 //!   user registers and stack are unwound right here (`unwind`, with
 //!   framehop and each binary's `.eh_frame`/`.debug_frame`, read once per
-//!   session and checked first) into return addresses that resolve like
+//!   session and checked first; a binary with neither takes the
+//!   `.debug_frame` of its separate debug file, found by build-id through
+//!   [`DebugFrameSources`]) into return addresses that resolve like
 //!   frame-pointer ones; the stack bytes never leave the stage
 //!   ([`UnwindStats`]).
 //! - [`EventBuffer`]: the bounded in-memory global event buffer between the
@@ -80,7 +82,7 @@
 //! use profkit_sync::{SyncOptions, SyncStage};
 //!
 //! let layout = Layout { callchain: false, user_stack: 0,     cgroup: false, };
-//! let mut stage = SyncStage::new(SyncOptions { layout });
+//! let mut stage = SyncStage::new(SyncOptions::new(layout));
 //! let mut rings = vec![SimRing::new(0, 4096, layout)];
 //! rings[0].push(&SimRecord::Mmap2 {
 //!     pid: 10, tid: 10, addr: 0x400000, len: 0x1000, pgoff: 0, ino: 5, build_id: None,
@@ -160,6 +162,7 @@ pub use stage::{
     MAX_PENDING,
 };
 pub use unwind::{
-    UnwindStats, CFI_FIRST_WAIT, CFI_ROUND_WAIT, CFI_TIMEOUT, DEMOTE_AFTER, DEMOTE_FRAME_COST,
-    MAX_CFI_HELD, MAX_CFI_SECTION, UNWIND_ROUND_BUDGET, WINDOW_FRAMES, WINDOW_MISSES,
+    DebugFrameSources, FetchDebugFile, UnwindStats, CFI_FIRST_WAIT, CFI_ROUND_WAIT, CFI_TIMEOUT,
+    DEFAULT_FETCH_TIMEOUT, DEMOTE_AFTER, DEMOTE_FRAME_COST, MAX_CFI_HELD, MAX_CFI_SECTION,
+    MAX_DEBUG_FILE_BYTES, SYSTEM_DEBUG_DIR, UNWIND_ROUND_BUDGET, WINDOW_FRAMES, WINDOW_MISSES,
 };

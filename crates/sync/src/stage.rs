@@ -65,7 +65,7 @@
 
 use crate::probe::{HostProbe, NullProbe};
 use crate::process::{IntMap, ProcessTable, Unresolved};
-use crate::unwind::DwarfUnwinder;
+use crate::unwind::{DebugFrameSources, DwarfUnwinder};
 use accounting::{Accounting, LostKindKey};
 use emitting::Emitting;
 pub use offcpu::{OffCpuSizes, HORIZON_MARGIN_NS, MAX_OPEN, MAX_PENDING};
@@ -88,6 +88,20 @@ use stacks::DeferredUser;
 pub struct SyncOptions {
     /// The record layout the rings carry.
     pub layout: Layout,
+    /// Where DWARF unwinding looks for the separate debug file of a binary
+    /// without unwind tables of its own (`--call-graph dwarf` only).
+    pub debug_frame: DebugFrameSources,
+}
+
+impl SyncOptions {
+    /// Options for rings of `layout`, separate debug files looked for
+    /// where the system keeps them ([`DebugFrameSources::default`]).
+    pub fn new(layout: Layout) -> Self {
+        SyncOptions {
+            layout,
+            debug_frame: DebugFrameSources::default(),
+        }
+    }
 }
 
 /// One round's output: the encoded events plus what is needed if the chunk

@@ -29,6 +29,14 @@
 //!   too). A binary whose build-id is known must have that build-id.
 //!   `[vdso]` is read from this process's own vdso (`profkit_elf::read_own_vdso`,
 //!   the same kernel image for every 64-bit process).
+//! - **A stripped binary without unwind tables** (built with
+//!   `-fno-asynchronous-unwind-tables`, its `.debug_frame` moved to its
+//!   separate debug file) takes the `.debug_frame` of that file, found by
+//!   build-id in `SyncOptions::debug_frame` ([`DebugFrameSources`]: debug
+//!   directories, a debuginfod cache, a fetch hook whose reads are given
+//!   up after its own `fetch_timeout`), checked to carry the binary's
+//!   build-id and code layout (`unwind/debug_file.rs`), counted in
+//!   [`UnwindStats::from_debug_file`].
 //! - **Untrusted unwind information is checked first**
 //!   ([`crate::cfi_check`]): CFI expressions with branches (a backward
 //!   `DW_OP_skip` makes framehop's expression evaluation loop forever) or
@@ -77,9 +85,16 @@
 //! make two binaries share a generation, the cache and every unwinder are
 //! rebuilt from the sections already held ([`GENERATIONS_BEFORE_RESET`]).
 
+mod clock;
+mod debug_file;
 mod jit;
 mod sections;
 
+pub(crate) use clock::Clock;
+pub use debug_file::{
+    DebugFrameSources, FetchDebugFile, DEFAULT_FETCH_TIMEOUT, MAX_DEBUG_FILE_BYTES,
+    SYSTEM_DEBUG_DIR,
+};
 #[cfg(test)]
 use jit::NoJitFrames;
 use jit::{jit_sections, Epilogue, EPILOGUE_MAX_BYTES};
@@ -98,6 +113,7 @@ use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -197,60 +213,6 @@ struct Loaded {
     frames: u64,
 }
 
-/// The unwinder's clock: the real one, or (tests) a cost model in which
-/// time passes only by a fixed cost per frame of each binary.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Clock {
-    /// Time since the unwinder was made.
-    Real(Instant),
-    /// The time the frames stepped so far cost, by this model.
-    #[cfg(test)]
-    Model {
-        /// What one frame of a binary costs.
-        cost: fn(Cookie) -> Duration,
-        /// The time now.
-        now: Duration,
-    },
-}
-
-impl Clock {
-    /// Monotonic time (the round's budget, windows).
-    fn now(&self) -> Duration {
-        match self {
-            Clock::Real(epoch) => epoch.elapsed(),
-            #[cfg(test)]
-            Clock::Model { now, .. } => *now,
-        }
-    }
-
-    /// This thread's CPU time (a suspect binary's frames: time the thread
-    /// was preempted is not theirs). A system call, not the vDSO: only
-    /// for timed frames.
-    fn cpu(&self) -> Duration {
-        match self {
-            Clock::Real(_) => {
-                let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-                Duration::new(
-                    u64::try_from(t.tv_sec).unwrap_or(0),
-                    u32::try_from(t.tv_nsec).unwrap_or(0),
-                )
-            }
-            #[cfg(test)]
-            Clock::Model { now, .. } => *now,
-        }
-    }
-
-    /// A frame of `cookie` was stepped (the model's time passes).
-    #[inline]
-    fn stepped(&mut self, cookie: Cookie) {
-        let _ = cookie;
-        #[cfg(test)]
-        if let Clock::Model { cost, now } = self {
-            *now += cost(cookie);
-        }
-    }
-}
-
 /// DWARF frames between two looks at the clock (reading it costs about as
 /// much as a frame found in the rule cache, so it is not read per frame).
 pub const WINDOW_FRAMES: u32 = 32;
@@ -308,6 +270,9 @@ pub struct UnwindStats {
     /// JIT functions whose unwind information was refused (corrupt or
     /// hostile): their frames fall back as if they had none.
     pub jit_unwind_refused: u64,
+    /// Binaries (of [`UnwindStats::binaries`]) whose unwind information
+    /// came from their separate debug file (`DebugFrameSources`).
+    pub from_debug_file: u64,
 }
 
 /// How an unwind ended.
@@ -386,19 +351,22 @@ impl std::fmt::Debug for DwarfUnwinder {
 
 impl Default for DwarfUnwinder {
     fn default() -> Self {
-        Self::new(CFI_TIMEOUT)
+        Self::new(CFI_TIMEOUT, DebugFrameSources::default())
     }
 }
 
 impl DwarfUnwinder {
-    pub(crate) fn new(timeout: Duration) -> Self {
+    /// An unwinder whose section reads are given up after `timeout`
+    /// (`sources.fetch_timeout` while the fetch hook runs), looking for
+    /// separate debug files in `sources`.
+    pub(crate) fn new(timeout: Duration, sources: DebugFrameSources) -> Self {
         let mut u = DwarfUnwinder {
             binaries: FxHashMap::default(),
             empty: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
             generations: 1,
             held: 0,
-            reader: Loader::new(timeout),
+            reader: Loader::new(timeout, sources),
             round_wait: CFI_ROUND_WAIT,
             entry_code: FxHashMap::default(),
             refusals: Vec::new(),
@@ -608,6 +576,7 @@ impl DwarfUnwinder {
                 }
                 self.held += n;
                 self.stats.binaries += 1;
+                self.stats.from_debug_file += u64::from(sections.from_debug_file);
                 self.stats.bytes += n;
                 self.generations += 2;
                 let unwinder = sections.unwinder();

@@ -250,7 +250,7 @@ fn a_simring_scenario_and_its_perf_data_give_the_same_session() {
             r
         })
         .collect();
-    let mut stage = SyncStage::new(SyncOptions { layout });
+    let mut stage = SyncStage::new(SyncOptions::new(layout));
     // The import keeps perf's nanoseconds (time unit 1).
     stage.set_time_unit(1);
     // One round that is also the session's last (as the import's is).

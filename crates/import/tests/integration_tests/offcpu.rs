@@ -533,7 +533,7 @@ fn off_cpu_records_as_simrings_and_as_perf_data_give_the_same_session() {
             })
             .collect()
     };
-    let mut stage = SyncStage::new(SyncOptions { layout });
+    let mut stage = SyncStage::new(SyncOptions::new(layout));
     // One round that is also the session's last (as the import's is), at
     // the last record's time (the import's round time).
     stage.begin_round(700);

@@ -127,6 +127,10 @@ pub struct UnwindSummary {
     /// JIT functions whose unwind information was refused.
     #[serde(default)]
     pub jit_unwind_refused: u64,
+    /// Binaries (of `binaries`) whose unwind information came from their
+    /// separate debug file (`/usr/lib/debug/.build-id/…`).
+    #[serde(default)]
+    pub from_debug_file: u64,
 }
 
 impl From<&profkit_sync::UnwindStats> for UnwindSummary {
@@ -145,6 +149,7 @@ impl From<&profkit_sync::UnwindStats> for UnwindSummary {
             jit_frames_cfi: u.jit_frames_cfi,
             jit_frames_epilogue: u.jit_frames_epilogue,
             jit_unwind_refused: u.jit_unwind_refused,
+            from_debug_file: u.from_debug_file,
         }
     }
 }

@@ -175,6 +175,12 @@ impl Summary {
                 human_bytes(u.bytes)
             ));
         }
+        if u.from_debug_file > 0 {
+            out.push_str(&format!(
+                "note: DWARF: {} binaries unwound with their separate debug file's .debug_frame\n",
+                u.from_debug_file
+            ));
+        }
         if u.without_cfi + u.unreadable + u.refused > 0 {
             out.push_str(&format!(
                 "note: DWARF: binaries stepped by frame pointer: {} without unwind information, {} unreadable, {} refused\n",
@@ -338,6 +344,13 @@ impl Summary {
                     out,
                     "note: {} frames of generated code stepped with their runtime's unwind information (jitdump), {} by decoding their epilogue (trampolines without a frame pointer)",
                     u.jit_frames_cfi, u.jit_frames_epilogue
+                );
+            }
+            if u.from_debug_file > 0 {
+                let _ = writeln!(
+                    out,
+                    "note: {} binaries without unwind tables of their own were unwound with their separate debug file's .debug_frame",
+                    u.from_debug_file
                 );
             }
             if u.frames_while_loading > 0 {

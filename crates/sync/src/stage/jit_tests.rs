@@ -27,7 +27,7 @@ fn layout() -> Layout {
 /// A stage that finds jitdumps in `dir` (as an import does).
 fn stage_in(dir: &Path) -> SyncStage {
     SyncStage::with_probe(
-        SyncOptions { layout: layout() },
+        SyncOptions::new(layout()),
         crate::ImportProbe::new(vec![dir.to_path_buf()]),
     )
 }

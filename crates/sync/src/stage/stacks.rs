@@ -170,7 +170,13 @@ impl SyncStage {
         let mut c = std::mem::take(&mut self.out.chain);
         c.clear();
         c.extend(chain.take_while(|&a| a != PERF_CONTEXT_USER));
-        let unwinder = self.unwinder.get_or_insert_with(Default::default);
+        let sources = &self.opts.debug_frame;
+        let unwinder = self.unwinder.get_or_insert_with(|| {
+            Box::new(crate::unwind::DwarfUnwinder::new(
+                crate::unwind::CFI_TIMEOUT,
+                sources.clone(),
+            ))
+        });
         let known = &self.res.known;
         let probe = &mut self.res.probe;
         let proc_root = probe.proc_root().map(|p| p.to_path_buf());
@@ -229,7 +235,13 @@ impl SyncStage {
     /// and clock).
     #[cfg(test)]
     pub(crate) fn unwinder_mut(&mut self) -> &mut crate::unwind::DwarfUnwinder {
-        self.unwinder.get_or_insert_with(Default::default)
+        let sources = &self.opts.debug_frame;
+        self.unwinder.get_or_insert_with(|| {
+            Box::new(crate::unwind::DwarfUnwinder::new(
+                crate::unwind::CFI_TIMEOUT,
+                sources.clone(),
+            ))
+        })
     }
 
     /// The DWARF unwinder's counters (zero without DWARF call graphs).

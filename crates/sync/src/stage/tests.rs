@@ -16,7 +16,7 @@ fn stage_over(root: &std::path::Path) -> (Layout, SyncStage) {
         cgroup: false,
     };
     let stage = SyncStage::with_probe(
-        SyncOptions { layout },
+        SyncOptions::new(layout),
         crate::ProcfsProbe::new(ProcPaths {
             proc_root: root.join("proc"),
             sys_root: root.join("sys"),
@@ -113,7 +113,7 @@ fn unattributed_samples_are_kept_as_examples_up_to_the_bound() {
         user_stack: 0,
         cgroup: false,
     };
-    let mut stage = SyncStage::new(SyncOptions { layout });
+    let mut stage = SyncStage::new(SyncOptions::new(layout));
     let mut ring = SimRing::new(0, 1 << 20, layout);
     assert!(ring.push(&SimRecord::Comm {
         pid: 7,
@@ -164,7 +164,7 @@ fn samples_carry_their_cgroup_and_each_is_defined_once() {
             user_stack: 0,
             cgroup,
         };
-        let mut stage = SyncStage::new(SyncOptions { layout });
+        let mut stage = SyncStage::new(SyncOptions::new(layout));
         stage.seed_cgroups(Some(mount.clone()));
         let mut k = KernelMaps::default();
         let e = k.set_text(0xffff_ffff_8100_0000, 0xffff_ffff_8200_0000, None);
@@ -242,7 +242,7 @@ fn the_newest_exec_names_a_task_and_container_tasks_carry_their_ns_ids() {
         cgroup: false,
     };
     let mut stage = SyncStage::with_probe(
-        SyncOptions { layout },
+        SyncOptions::new(layout),
         crate::ProcfsProbe::new(ProcPaths {
             proc_root: proc.clone(),
             sys_root: d.path().join("sys"),
@@ -287,7 +287,7 @@ fn a_mapping_read_before_its_exec_still_resolves_later_samples() {
         user_stack: 0,
         cgroup: false,
     };
-    let mut stage = SyncStage::new(SyncOptions { layout });
+    let mut stage = SyncStage::new(SyncOptions::new(layout));
     let mut cpu0 = SimRing::new(0, 1 << 16, layout);
     let mut cpu1 = SimRing::new(1, 1 << 16, layout);
     assert!(cpu0.push(&SimRecord::Mmap2 {
@@ -487,7 +487,7 @@ fn recorded_dwarf_stage() -> (SyncStage, SimRing, SimRecord) {
         cgroup: false,
     };
     let bin = dir.join("callgraph-O2-nofp");
-    let mut stage = SyncStage::new(SyncOptions { layout });
+    let mut stage = SyncStage::new(SyncOptions::new(layout));
     let mut ring = SimRing::new(0, 4 << 20, layout);
     assert!(ring.push(&SimRecord::Mmap2 {
         pid: 77,

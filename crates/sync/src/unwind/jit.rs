@@ -159,6 +159,7 @@ pub(crate) fn jit_sections(
         eh_frame_hdr: hdr_opt.map(Data::from),
         debug_frame: None,
         segments: Vec::new(),
+        from_debug_file: false,
     })
 }
 

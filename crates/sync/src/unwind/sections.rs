@@ -7,6 +7,7 @@
 
 use super::*;
 use profkit_untrusted::{Late, Running, TimeBox};
+use std::sync::atomic::Ordering;
 
 /// Section bytes as framehop holds them: shared, never copied again.
 pub(super) type Data = Arc<[u8]>;
@@ -41,6 +42,8 @@ pub(crate) struct CfiSections {
     pub(super) debug_frame: Option<Data>,
     /// Executable LOAD segments first: (file offset, address, file size).
     pub(super) segments: Vec<(u64, u64, u64)>,
+    /// The `.debug_frame` came from the binary's separate debug file.
+    pub(super) from_debug_file: bool,
 }
 
 impl CfiSections {
@@ -137,13 +140,16 @@ pub(super) struct Loader {
     pub(super) answers: (Sender<Answered>, Receiver<Answered>),
     /// Requests not started yet.
     pub(super) queued: VecDeque<(Cookie, CfiSource)>,
-    /// Reads running, each with when it started.
-    pub(super) running: FxHashMap<Cookie, Running<()>>,
+    /// Reads running, each with when it started and whether it has called
+    /// the fetch hook (then its time box is `sources.fetch_timeout`).
+    pub(super) running: FxHashMap<Cookie, (Running<()>, Arc<AtomicBool>)>,
     /// The reader threads: a read given up after the timeout is left to
     /// its thread and counts as stuck until it answers (then its answer is
     /// taken after all); at [`MAX_STUCK_READS`] stuck no more reads start.
     pub(super) workers: TimeBox,
     pub(super) timeout: Duration,
+    /// Where binaries without unwind tables find their debug files.
+    pub(super) sources: Arc<DebugFrameSources>,
 }
 
 /// A binary's answer, from its reading thread.
@@ -153,8 +159,9 @@ pub(super) type Answered = (Cookie, CfiAnswer);
 pub(super) const CFI_READS_IN_FLIGHT: usize = 4;
 
 impl Loader {
-    pub(super) fn new(timeout: Duration) -> Self {
+    pub(super) fn new(timeout: Duration, sources: DebugFrameSources) -> Self {
         Loader {
+            sources: Arc::new(sources),
             answers: channel(),
             queued: VecDeque::new(),
             running: FxHashMap::default(),
@@ -185,11 +192,14 @@ impl Loader {
                 return;
             };
             let tx = self.answers.0.clone();
+            let sources = self.sources.clone();
+            let fetching = Arc::new(AtomicBool::new(false));
+            let flag = fetching.clone();
             match self.workers.start(move || {
-                let _ = tx.send((c, read_cfi(s)));
+                let _ = tx.send((c, read_cfi(s, &sources, &flag)));
             }) {
                 Ok(r) => {
-                    self.running.insert(c, r);
+                    self.running.insert(c, (r, fetching));
                 }
                 Err(Late::TooManyStuck { .. }) => {
                     let _ = self.answers.0.send((c, Err(CfiMissing::TimedOut)));
@@ -221,11 +231,18 @@ impl Loader {
         let late: Vec<Cookie> = self
             .running
             .iter()
-            .filter(|(_, r)| r.started().elapsed() > self.timeout)
+            .filter(|(_, (r, fetching))| {
+                let limit = if fetching.load(Ordering::Acquire) {
+                    self.sources.fetch_timeout
+                } else {
+                    self.timeout
+                };
+                r.started().elapsed() > limit
+            })
             .map(|(&c, _)| c)
             .collect();
         for c in late {
-            if let Some(r) = self.running.remove(&c) {
+            if let Some((r, _)) = self.running.remove(&c) {
                 // Finished just now after all: its answer is in `answers`
                 // for the next poll, as a slow read's.
                 let _ = r.give_up();
@@ -244,8 +261,16 @@ impl Loader {
     }
 }
 
-/// Reads a binary's unwind sections (on the reader's worker thread).
-pub(super) fn read_cfi(source: CfiSource) -> CfiAnswer {
+/// Reads a binary's unwind sections (on the reader's worker thread): a
+/// file's own, else, when it has neither `.eh_frame` nor `.debug_frame`
+/// and its build-id is known, the `.debug_frame` of its separate debug
+/// file (`debug_file`: found through `sources`; `fetching` is set when
+/// the fetch hook is called, which gives the read the longer time box).
+pub(super) fn read_cfi(
+    source: CfiSource,
+    sources: &DebugFrameSources,
+    fetching: &AtomicBool,
+) -> CfiAnswer {
     match source {
         CfiSource::Vdso => {
             let bytes = profkit_elf::read_own_vdso().map_err(|_| CfiMissing::Unreadable)?;
@@ -253,14 +278,20 @@ pub(super) fn read_cfi(source: CfiSource) -> CfiAnswer {
         }
         CfiSource::File { binary, build_id } => {
             let f = open_mapped(&binary).map_err(|_| CfiMissing::Unreadable)?;
-            if let Some(want) = build_id {
+            if let Some(want) = &build_id {
                 let again = f.try_clone().map_err(|_| CfiMissing::Unreadable)?;
                 if build_id_of(again).as_deref() != Some(&want[..]) {
                     return Err(CfiMissing::Unreadable);
                 }
             }
             let cache = object::read::ReadCache::new(f);
-            sections_of(&cache)
+            let parsed = Parsed::parse(&cache)?;
+            match (parsed.assemble(&cache, None::<(&Parsed, &[u8])>), build_id) {
+                (Err(CfiMissing::NoCfi), Some(id)) if !parsed.has_cfi() => {
+                    debug_file::debug_frame_of(&parsed, &cache, &id, sources, fetching)
+                }
+                (answer, _) => answer,
+            }
         }
     }
 }
@@ -269,98 +300,162 @@ pub(super) fn read_cfi(source: CfiSource) -> CfiAnswer {
 /// (`profkit_elf`: program headers, section headers, then only the
 /// sections used).
 pub(super) fn sections_of<'d, R: object::ReadRef<'d>>(data: R) -> CfiAnswer {
-    use profkit_elf::{Section, Sections, Segments};
-    let loads = Segments::parse(data).map_err(|_| CfiMissing::Unreadable)?;
-    let table = Sections::parse(data).map_err(|_| CfiMissing::Unreadable)?;
-    if !(table.is_64() && loads.machine() == object::elf::EM_X86_64) {
-        return Err(CfiMissing::NoCfi);
+    Parsed::parse(data)?.assemble(data, None::<(&Parsed, &[u8])>)
+}
+
+/// An x86-64 ELF file's load segments and section table, parsed.
+pub(super) struct Parsed {
+    pub(super) loads: profkit_elf::Segments,
+    pub(super) table: profkit_elf::Sections,
+}
+
+/// A section's bytes, uncompressed, at most [`MAX_CFI_SECTION`].
+fn read_section<'d, R: object::ReadRef<'d>>(
+    table: &profkit_elf::Sections,
+    data: R,
+    s: &profkit_elf::Section,
+) -> Result<Data, CfiMissing> {
+    if s.size > MAX_CFI_SECTION {
+        return Err(CfiMissing::Refused(format!(
+            "its {} is {} bytes, over the {} MiB this reads",
+            String::from_utf8_lossy(&s.name),
+            s.size,
+            MAX_CFI_SECTION >> 20
+        )));
     }
-    let range = |s: &&Section| s.range();
-    let read = |s: &&Section| -> Result<Data, CfiMissing> {
-        if s.size > MAX_CFI_SECTION {
-            return Err(CfiMissing::Refused(format!(
-                "its {} is {} bytes, over the {} MiB this reads",
-                String::from_utf8_lossy(&s.name),
-                s.size,
-                MAX_CFI_SECTION >> 20
-            )));
+    let d = table.data(data, s, MAX_CFI_SECTION).map_err(|e| match e {
+        profkit_elf::Error::TooLarge { size, .. } => CfiMissing::Refused(format!(
+            "its {} decompresses to {size} bytes, over the {} MiB this reads",
+            String::from_utf8_lossy(&s.name),
+            MAX_CFI_SECTION >> 20
+        )),
+        _ => CfiMissing::Unreadable,
+    })?;
+    Ok(Arc::from(&d[..]))
+}
+
+impl Parsed {
+    /// The headers of the ELF file in `data`: `NoCfi` for another machine
+    /// than x86-64 (64-bit).
+    pub(super) fn parse<'d, R: object::ReadRef<'d>>(data: R) -> Result<Parsed, CfiMissing> {
+        use profkit_elf::{Sections, Segments};
+        let loads = Segments::parse(data).map_err(|_| CfiMissing::Unreadable)?;
+        let table = Sections::parse(data).map_err(|_| CfiMissing::Unreadable)?;
+        if !(table.is_64() && loads.machine() == object::elf::EM_X86_64) {
+            return Err(CfiMissing::NoCfi);
         }
-        let d = table.data(data, s, MAX_CFI_SECTION).map_err(|e| match e {
-            profkit_elf::Error::TooLarge { size, .. } => CfiMissing::Refused(format!(
-                "its {} decompresses to {size} bytes, over the {} MiB this reads",
-                String::from_utf8_lossy(&s.name),
-                MAX_CFI_SECTION >> 20
-            )),
-            _ => CfiMissing::Unreadable,
-        })?;
-        Ok(Arc::from(&d[..]))
-    };
-    let mut segments = Vec::new();
-    let mut code: Option<Range<u64>> = None;
-    for seg in loads.all() {
-        let (off, size) = (seg.file_offset, seg.file_size);
-        if seg.executable {
-            let r = seg.vaddr..seg.vaddr.saturating_add(seg.mem_size);
-            code = Some(match code {
-                Some(c) => c.start.min(r.start)..c.end.max(r.end),
-                None => r,
-            });
-            segments.insert(0, (off, seg.vaddr, size));
-        } else {
-            segments.push((off, seg.vaddr, size));
+        Ok(Parsed { loads, table })
+    }
+
+    /// A section with bytes in this file (not `SHT_NOBITS`, as a
+    /// `--only-keep-debug` file's code and `.eh_frame` are).
+    pub(super) fn section(&self, name: &str) -> Option<&profkit_elf::Section> {
+        self.table
+            .by_name(name)
+            .filter(|s| s.size > 0 && !s.is_nobits())
+    }
+
+    /// Whether the file holds `.eh_frame` or `.debug_frame` bytes.
+    pub(super) fn has_cfi(&self) -> bool {
+        self.section(".eh_frame").is_some() || self.section(".debug_frame").is_some()
+    }
+
+    /// The executable PT_LOADs' (address, size in memory): what a separate
+    /// debug file must share with its binary.
+    pub(super) fn code_layout(&self) -> Vec<(u64, u64)> {
+        self.loads
+            .all()
+            .iter()
+            .filter(|s| s.executable)
+            .map(|s| (s.vaddr, s.mem_size))
+            .collect()
+    }
+
+    /// The unwind sections and load segments of this file (`data`), its
+    /// `.debug_frame` taken from `debug` instead when given (the separate
+    /// debug file's table and bytes, checked by the caller to be this
+    /// binary's).
+    pub(super) fn assemble<'d, 'e, R: object::ReadRef<'d>, D: object::ReadRef<'e>>(
+        &self,
+        data: R,
+        debug: Option<(&Parsed, D)>,
+    ) -> CfiAnswer {
+        let range = |s: &&profkit_elf::Section| s.range();
+        let read = |s: &&profkit_elf::Section| read_section(&self.table, data, s);
+        let mut segments = Vec::new();
+        let mut code: Option<Range<u64>> = None;
+        for seg in self.loads.all() {
+            let (off, size) = (seg.file_offset, seg.file_size);
+            if seg.executable {
+                let r = seg.vaddr..seg.vaddr.saturating_add(seg.mem_size);
+                code = Some(match code {
+                    Some(c) => c.start.min(r.start)..c.end.max(r.end),
+                    None => r,
+                });
+                segments.insert(0, (off, seg.vaddr, size));
+            } else {
+                segments.push((off, seg.vaddr, size));
+            }
         }
+        let code = code.ok_or(CfiMissing::NoCfi)?;
+        let section = |name: &str| self.section(name);
+        let eh = section(".eh_frame");
+        let hdr = section(".eh_frame_hdr");
+        let eh_frame = eh.as_ref().map(read).transpose()?;
+        let debug_frame = match (eh, debug) {
+            (Some(_), _) => None,
+            (None, None) => section(".debug_frame").as_ref().map(read).transpose()?,
+            (None, Some((d, bytes))) => d
+                .section(".debug_frame")
+                .map(|s| read_section(&d.table, bytes, s))
+                .transpose()?,
+        };
+        if eh_frame.is_none() && debug_frame.is_none() {
+            return Err(CfiMissing::NoCfi);
+        }
+        let eh_frame_svma = eh.as_ref().map(range);
+        let eh_frame_hdr = match (&eh_frame, &hdr) {
+            (Some(_), Some(h)) => Some(read(h)?),
+            _ => None,
+        };
+        let eh_frame_hdr_svma = hdr.as_ref().map(range);
+        // Addresses only: a stripped binary keeps its section headers.
+        let by_name = |name: &str| self.table.by_name(name).filter(|s| s.size > 0);
+        let text_svma = by_name(".text").as_ref().map(range);
+        let got_svma = by_name(".got").as_ref().map(range);
+        // The bases framehop decodes pointers with: the check must see the
+        // same pointers.
+        let start = |r: &Option<Range<u64>>| r.as_ref().map_or(0, |r| r.start);
+        let bases = framehop_bases(
+            start(&eh_frame_svma),
+            eh_frame_hdr
+                .as_ref()
+                .map_or(0, |_| start(&eh_frame_hdr_svma)),
+            start(&text_svma),
+            start(&got_svma),
+        );
+        let refused = |e: crate::cfi_check::CfiRefusal| CfiMissing::Refused(e.to_string());
+        if let Some(d) = &eh_frame {
+            let hdr = eh_frame_hdr.as_deref();
+            check_cfi(CfiSection::EhFrame { hdr }, d, &bases).map_err(refused)?;
+        }
+        if let Some(d) = &debug_frame {
+            check_cfi(CfiSection::DebugFrame, d, &bases).map_err(refused)?;
+        }
+        Ok(CfiSections {
+            base_svma: code.start & !0xfff,
+            code,
+            text_svma,
+            got_svma,
+            eh_frame_hdr,
+            eh_frame_hdr_svma: eh_frame_hdr_svma.filter(|_| eh_frame.is_some()),
+            eh_frame_svma,
+            eh_frame,
+            debug_frame,
+            segments,
+            from_debug_file: debug.is_some(),
+        })
     }
-    let code = code.ok_or(CfiMissing::NoCfi)?;
-    let section = |name: &str| table.by_name(name).filter(|s| s.size > 0);
-    let eh = section(".eh_frame");
-    let hdr = section(".eh_frame_hdr");
-    let eh_frame = eh.as_ref().map(read).transpose()?;
-    let debug_frame = match eh {
-        Some(_) => None,
-        None => section(".debug_frame").as_ref().map(read).transpose()?,
-    };
-    if eh_frame.is_none() && debug_frame.is_none() {
-        return Err(CfiMissing::NoCfi);
-    }
-    let eh_frame_svma = eh.as_ref().map(range);
-    let eh_frame_hdr = match (&eh_frame, &hdr) {
-        (Some(_), Some(h)) => Some(read(h)?),
-        _ => None,
-    };
-    let eh_frame_hdr_svma = hdr.as_ref().map(range);
-    let text_svma = section(".text").as_ref().map(range);
-    let got_svma = section(".got").as_ref().map(range);
-    // The bases framehop decodes pointers with: the check must see the
-    // same pointers.
-    let start = |r: &Option<Range<u64>>| r.as_ref().map_or(0, |r| r.start);
-    let bases = framehop_bases(
-        start(&eh_frame_svma),
-        eh_frame_hdr
-            .as_ref()
-            .map_or(0, |_| start(&eh_frame_hdr_svma)),
-        start(&text_svma),
-        start(&got_svma),
-    );
-    let refused = |e: crate::cfi_check::CfiRefusal| CfiMissing::Refused(e.to_string());
-    if let Some(d) = &eh_frame {
-        let hdr = eh_frame_hdr.as_deref();
-        check_cfi(CfiSection::EhFrame { hdr }, d, &bases).map_err(refused)?;
-    }
-    if let Some(d) = &debug_frame {
-        check_cfi(CfiSection::DebugFrame, d, &bases).map_err(refused)?;
-    }
-    Ok(CfiSections {
-        base_svma: code.start & !0xfff,
-        code,
-        text_svma,
-        got_svma,
-        eh_frame_hdr,
-        eh_frame_hdr_svma: eh_frame_hdr_svma.filter(|_| eh_frame.is_some()),
-        eh_frame_svma,
-        eh_frame,
-        debug_frame,
-        segments,
-    })
 }
 
 /// Where the unwind information of the binary of mapping `m`, with cookie

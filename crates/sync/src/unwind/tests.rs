@@ -163,14 +163,18 @@ fn entry_code_without_unwind_information_is_told_apart() {
         .find(|s| s.name() == Ok("_dl_allocate_tls"))
         .map(|s| s.address() + 4)
         .expect("ld.so exports _dl_allocate_tls");
-    let s = read_cfi(CfiSource::File {
-        binary: MappedBinary {
-            path: ld,
-            map_file: None,
-            identity: None,
+    let s = read_cfi(
+        CfiSource::File {
+            binary: MappedBinary {
+                path: ld,
+                map_file: None,
+                identity: None,
+            },
+            build_id: None,
         },
-        build_id: None,
-    })
+        &DebugFrameSources::none(),
+        &AtomicBool::new(false),
+    )
     .unwrap();
     assert_eq!(s.covers(entry), Some(false), "entry {entry:#x}");
     assert_eq!(s.covers(covered), Some(true));

@@ -66,8 +66,10 @@ fn samples_after_dlopen_resolve_to_the_library() {
         return;
     };
     let layout = sampler.layout();
-    let mut stage =
-        SyncStage::with_probe(SyncOptions { layout }, profkit_sync::ProcfsProbe::default());
+    let mut stage = SyncStage::with_probe(
+        SyncOptions::new(layout),
+        profkit_sync::ProcfsProbe::default(),
+    );
     stage.seed_from_proc();
     let sink = FileSink::create(d.join("session.pkl"), SessionHeader::default()).unwrap();
     let mut rec =
@@ -254,7 +256,7 @@ fn call_stacks_of_a_frame_pointer_program_name_its_callers() {
 }
 
 /// The cookie a session defines for the user binary at `path`.
-fn user_cookie(s: &crate::Decoded, path: &Path) -> Option<u64> {
+pub(crate) fn user_cookie(s: &crate::Decoded, path: &Path) -> Option<u64> {
     s.markers.iter().find_map(|(_, m)| match m {
         Event::CookieDef(e) if e.kind == CookieKind::User && Path::new(&e.path) == path => {
             Some(e.cookie)
@@ -375,13 +377,13 @@ fn dwarf_call_stacks_through_glibc_qsort_reach_main_in_the_known_ratio() {
 }
 
 /// What [`record_command`] saw.
-struct Run {
-    pid: u32,
-    status: profkit_sync::RecorderStatus,
+pub(crate) struct Run {
+    pub(crate) pid: u32,
+    pub(crate) status: profkit_sync::RecorderStatus,
     /// The unwinder's counters just before stop.
-    unwind: profkit_sync::UnwindStats,
+    pub(crate) unwind: profkit_sync::UnwindStats,
     /// The longest sync round.
-    slowest: Duration,
+    pub(crate) slowest: Duration,
 }
 
 /// Records the whole system with `config` into `session` (a header saying
@@ -389,14 +391,37 @@ struct Run {
 /// daemon does; None when the events cannot be opened and the test may
 /// skip (`open_or_skip`).
 fn record_command(config: &SamplerConfig, session: &Path, exe: &Path, arg: &str) -> Option<Run> {
+    record_command_with(config, session, exe, arg, Default::default())
+}
+
+/// One whole-system DWARF recording at a time: two at once (two copies
+/// of every user stack, two stages unwinding them) cut the qsort test's
+/// stacks on a 2-core machine.
+static RECORDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// [`record_command`], the stage looking for separate debug files in
+/// `debug_frame`.
+pub(crate) fn record_command_with(
+    config: &SamplerConfig,
+    session: &Path,
+    exe: &Path,
+    arg: &str,
+    debug_frame: profkit_sync::DebugFrameSources,
+) -> Option<Run> {
+    let _one = RECORDING.lock().unwrap_or_else(|e| e.into_inner());
     let sampler = profkit_testsupport::open_or_skip(config)?;
     let layout = sampler.layout();
     assert_eq!(
         (layout.callchain, layout.user_stack),
         (config.callchain, config.user_stack)
     );
-    let mut stage =
-        SyncStage::with_probe(SyncOptions { layout }, profkit_sync::ProcfsProbe::default());
+    let mut stage = SyncStage::with_probe(
+        SyncOptions {
+            layout,
+            debug_frame,
+        },
+        profkit_sync::ProcfsProbe::default(),
+    );
     stage.seed_from_proc();
     let mut header = SessionHeader::default();
     header.event.callchain = config.callchain;

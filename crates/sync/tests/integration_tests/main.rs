@@ -3,6 +3,7 @@
 //! a live-kernel dlopen test.
 
 mod callgraph;
+mod debug_frame;
 mod live;
 mod rotation;
 mod scenarios;
@@ -13,7 +14,7 @@ use profkit_sync::{FileSink, Recorder, RecorderOptions, SimRings, SyncOptions, S
 use std::path::Path;
 
 pub fn sim_stage(layout: Layout) -> SyncStage {
-    SyncStage::new(SyncOptions { layout })
+    SyncStage::new(SyncOptions::new(layout))
 }
 
 pub fn sim_recorder(dir: &Path, rings: Vec<SimRing>, buffer_bytes: usize) -> Recorder<SimRings> {

@@ -600,7 +600,7 @@ fn lost_mmaps_are_recovered_from_proc() {
         cgroup: false,
     };
     let mut stage = profkit_sync::SyncStage::with_probe(
-        profkit_sync::SyncOptions { layout },
+        profkit_sync::SyncOptions::new(layout),
         profkit_sync::ProcfsProbe::new(profkit_sync::ProcPaths {
             proc_root: root.path().join("proc"),
             sys_root: root.path().join("sys"),

@@ -22,7 +22,7 @@ fn layout() -> Layout {
 /// A stage that knows process 100 (thread 101) with `/bin/app` mapped at
 /// 0x400000.
 fn stage() -> SyncStage {
-    let mut st = SyncStage::new(SyncOptions { layout: layout() });
+    let mut st = SyncStage::new(SyncOptions::new(layout()));
     st.enable_offcpu();
     let mut ring = SimRing::new(0, 1 << 16, layout());
     for r in [

@@ -63,6 +63,15 @@ pub enum Error {
         /// What failed.
         why: String,
     },
+    /// The server could not be reached (refused connection, unknown host,
+    /// unreachable network): not asked again by the same client.
+    #[error("{url}: {why} (check the URL in DEBUGINFOD_URLS and the network)")]
+    Unreachable {
+        /// The URL asked.
+        url: String,
+        /// What failed.
+        why: String,
+    },
     /// The server took too long (no answer, a stalled body, or a transfer
     /// over `DEBUGINFOD_MAXTIME`).
     #[error("{url}: {what} after {after:?} (raise DEBUGINFOD_TIMEOUT or DEBUGINFOD_MAXTIME, or try later)")]

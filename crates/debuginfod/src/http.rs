@@ -185,6 +185,24 @@ fn failure(url: &str, e: ureq::Error, cfg: &Config) -> Error {
         ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => {
             read_failure(url, io, cfg)
         }
+        ureq::Error::Io(io)
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionRefused
+                    | std::io::ErrorKind::HostUnreachable
+                    | std::io::ErrorKind::NetworkUnreachable
+                    | std::io::ErrorKind::AddrNotAvailable
+            ) =>
+        {
+            Error::Unreachable {
+                url: url.to_owned(),
+                why: format!("no connection: {io}"),
+            }
+        }
+        ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => Error::Unreachable {
+            url: url.to_owned(),
+            why: e.to_string(),
+        },
         ureq::Error::Io(io) => Error::Http {
             url: url.to_owned(),
             why: format!("the request failed: {io}"),

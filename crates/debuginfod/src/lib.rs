@@ -163,8 +163,13 @@ struct Counters {
 /// A debuginfod client (`Send + Sync`: share it between threads).
 pub struct Client {
     cfg: Config,
-    agent: ureq::Agent,
+    /// Made at the first request: a warm report never sets up HTTP or TLS.
+    agent: std::sync::OnceLock<ureq::Agent>,
     n: Counters,
+    /// Servers that timed out or could not be reached, with why: not asked
+    /// again by this client (a report meeting a dead server would otherwise
+    /// wait [`Config::timeout`] once per binary).
+    down: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
 /// The lowercase hex of `bytes`.
@@ -182,9 +187,10 @@ impl Client {
     /// A client with `cfg` (no I/O until asked).
     pub fn new(cfg: Config) -> Client {
         Client {
-            agent: http::agent(&cfg),
+            agent: std::sync::OnceLock::new(),
             cfg,
             n: Counters::default(),
+            down: Default::default(),
         }
     }
 
@@ -292,6 +298,13 @@ impl Client {
         let mut first_error = None;
         for base in &self.cfg.urls {
             let url = Client::url(base, build_id, kind);
+            if let Some(why) = self.is_down(base) {
+                first_error.get_or_insert(Error::Http {
+                    url,
+                    why: format!("not asked again after: {why}"),
+                });
+                continue;
+            }
             match self.download(&dir, &path, &url, build_id, kind) {
                 Ok(Some(bytes)) => {
                     return Ok(Fetched::Found {
@@ -311,6 +324,16 @@ impl Client {
                     };
                     counter.fetch_add(1, Relaxed);
                     self.say(format_args!("{e}"));
+                    if matches!(
+                        e,
+                        Error::Unreachable { .. }
+                            | Error::TimedOut {
+                                what: "no connection" | "no answer",
+                                ..
+                            }
+                    ) {
+                        self.mark_down(base, &e);
+                    }
                     first_error.get_or_insert(e);
                 }
             }
@@ -321,6 +344,17 @@ impl Client {
         cache::write_missing(&dir, &path)?;
         self.n.not_found.fetch_add(1, Relaxed);
         Ok(Fetched::NotFound)
+    }
+
+    /// Why `base` is not asked any more, if it is not.
+    fn is_down(&self, base: &str) -> Option<String> {
+        let down = self.down.lock().unwrap_or_else(|e| e.into_inner());
+        down.get(base).cloned()
+    }
+
+    fn mark_down(&self, base: &str, e: &Error) {
+        let mut down = self.down.lock().unwrap_or_else(|e| e.into_inner());
+        down.entry(base.to_owned()).or_insert_with(|| e.to_string());
     }
 
     fn say(&self, what: std::fmt::Arguments<'_>) {
@@ -379,7 +413,7 @@ impl Client {
             bytes: &self.n.bytes,
         };
         let answer = http::get(
-            &self.agent,
+            self.agent.get_or_init(|| http::agent(&self.cfg)),
             &self.cfg,
             url,
             self.max_bytes(kind),

@@ -129,9 +129,13 @@ fn run(cfg: Config) -> Result<()> {
     let _scratch = match &cfg.import {
         Some(perf_data) => {
             let scratch = Scratch::new()?;
-            let summary =
-                profkit_import::import_perf_data(perf_data, &scratch.0.join(SESSION_FILE))
-                    .with_context(|| format!("importing {}", perf_data.display()))?;
+            let options = import_options(&cfg.sources);
+            let summary = profkit_import::import_perf_data_with(
+                perf_data,
+                &scratch.0.join(SESSION_FILE),
+                &options,
+            )
+            .with_context(|| format!("importing {}", perf_data.display()))?;
             if summary.bad_records > 0 {
                 eprintln!(
                     "profreport: warning: {}: {} records could not be read (a truncated file?)",
@@ -243,6 +247,28 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// How an import's DWARF unwinding finds the debug file of a binary without
+/// unwind tables: the debug dirs, the debuginfod cache, then its servers
+/// (unless offline).
+fn import_options(sources: &profkit_report::SymbolSources) -> profkit_import::ImportOptions {
+    let mut f = profkit_import::DebugFrameSources::default();
+    if !sources.debug_dirs.is_empty() {
+        f.debug_dirs = sources.debug_dirs.clone();
+    }
+    if let Some(d) = &sources.debuginfod {
+        f.debuginfod_cache = Some(d.cache().to_owned());
+        f.fetch_timeout = d.client().config().max_time.unwrap_or(f.fetch_timeout);
+        let d = d.clone();
+        f.fetch = Some(std::sync::Arc::new(move |id: &[u8]| {
+            match d.client().fetch(id, &profkit_debuginfod::Kind::Debuginfo) {
+                Ok(profkit_debuginfod::Fetched::Found { path, .. }) => Some(path),
+                _ => None,
+            }
+        }));
+    }
+    profkit_import::ImportOptions { debug_frame: f }
 }
 
 #[cfg(test)]

@@ -81,6 +81,60 @@ fn a_server_that_never_answers_times_out() {
     assert!(temps(&idir(&dir)).is_empty());
 }
 
+/// A server that timed out is not asked again by the same client: a report
+/// of fifty stripped binaries against a dead server waits one timeout, not
+/// fifty; the next server in the list still is asked.
+#[test]
+fn a_server_that_timed_out_is_not_asked_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = Server::start();
+    let ids: Vec<Vec<u8>> = (1..=3u8).map(|i| vec![i; 20]).collect();
+    for id in &ids {
+        dead.on(&path(id, "debuginfo"), Reply::Hang);
+    }
+    let mut cfg = config(dir.path(), &[&dead.url]);
+    cfg.timeout = Duration::from_secs(1);
+    let c = Client::new(cfg);
+    let t = Instant::now();
+    for id in &ids {
+        assert!(c.fetch(id, &Kind::Debuginfo).is_err());
+    }
+    assert!(
+        t.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(dead.requests(), 1);
+    match c.fetch(&ids[0], &Kind::Debuginfo) {
+        Err(e) => assert!(e.to_string().contains("not asked again"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    // A port nobody listens on: unreachable once, then not asked.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://127.0.0.1:{}", l.local_addr().unwrap().port())
+    };
+    let c = Client::new(config(dir.path(), &[&closed]));
+    match c.fetch(&ids[0], &Kind::Debuginfo) {
+        Err(Error::Unreachable { .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    match c.fetch(&ids[1], &Kind::Debuginfo) {
+        Err(e) => assert!(e.to_string().contains("not asked again"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    // A second server after it is asked.
+    let alive = Server::start();
+    alive.on(&path(&ids[1], "debuginfo"), Reply::Ok(elf(&ids[1], 4000)));
+    let mut cfg = config(dir.path(), &[&dead.url, &alive.url]);
+    cfg.timeout = Duration::from_secs(1);
+    let c = Client::new(cfg);
+    assert!(matches!(
+        c.fetch(&ids[1], &Kind::Debuginfo),
+        Ok(Fetched::Found { .. })
+    ));
+}
+
 #[test]
 fn a_body_stalling_midway_times_out() {
     let dir = tempfile::tempdir().unwrap();

@@ -86,6 +86,12 @@ pub struct DebuginfodOutcome {
 /// Errors kept in [`DebuginfodOutcome::errors`].
 const MAX_ERRORS: usize = 4;
 
+/// Binaries a report looks up on the servers at most: a local user who
+/// runs ten thousand stripped programs of random build-ids does not make
+/// root's report send ten thousand requests. Those with the most distinct
+/// sampled offsets go first.
+pub const MAX_LOOKUPS: usize = 1024;
+
 impl Debuginfod {
     /// A report's handle on `client`.
     pub fn new(client: Client) -> Debuginfod {
@@ -164,28 +170,45 @@ pub(crate) fn complete<T>(
     again: impl FnOnce(Vec<(Cookie, BinaryRequest, Vec<u64>)>) -> crate::Result<Vec<(Cookie, T)>>,
 ) -> crate::Result<()> {
     let cache = d.cache().to_owned();
-    let mut asked: Vec<(Vec<u8>, Kind)> = Vec::new();
-    let mut of_cookie: Vec<(Cookie, std::ops::Range<usize>)> = Vec::new();
+    let by_cookie: std::collections::HashMap<Cookie, &(Cookie, BinaryRequest, Vec<u64>)> =
+        requests.iter().map(|r| (r.0, r)).collect();
     let mut named = 0;
+    // (distinct offsets, cookie, build-id, what is wanted)
+    let mut candidates = Vec::new();
     for (cookie, t) in done.iter() {
         let r = result_of(t);
         if from_cache(r, &cache) {
             named += 1;
             continue;
         }
-        let Some((_, req, _)) = requests.iter().find(|(c, _, _)| c == cookie) else {
+        let Some((_, req, offsets)) = by_cookie.get(cookie).copied() else {
             continue;
         };
         let kinds = wants(req, r, debug_info);
-        if kinds.is_empty() {
-            continue;
+        if !kinds.is_empty() {
+            let id = req.build_id.clone().unwrap_or_default();
+            candidates.push((offsets.len(), *cookie, id, kinds));
         }
-        let id = req.build_id.clone().unwrap_or_default();
+    }
+    candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let over = candidates.len().saturating_sub(MAX_LOOKUPS);
+    candidates.truncate(MAX_LOOKUPS);
+    let mut asked: Vec<(Vec<u8>, Kind)> = Vec::new();
+    let mut of_cookie: Vec<(Cookie, std::ops::Range<usize>)> = Vec::new();
+    for (_, cookie, id, kinds) in candidates {
         let start = asked.len();
         asked.extend(kinds.into_iter().map(|k| (id.clone(), k)));
-        of_cookie.push((*cookie, start..asked.len()));
+        of_cookie.push((cookie, start..asked.len()));
     }
-    d.update(|o| o.named += named);
+    d.update(|o| {
+        o.named += named;
+        if over > 0 {
+            o.errors.push(format!(
+                "{over} more binaries without symbols were not looked up (at most \
+                 {MAX_LOOKUPS} per report)"
+            ));
+        }
+    });
     if asked.is_empty() {
         return Ok(());
     }
@@ -226,8 +249,8 @@ pub(crate) fn complete<T>(
             }
         }
         if found {
-            if let Some(r) = requests.iter().find(|(c, _, _)| *c == cookie) {
-                redo.push(r.clone());
+            if let Some(r) = by_cookie.get(&cookie) {
+                redo.push((*r).clone());
             }
         } else if missing && network {
             not_found += 1;
@@ -269,7 +292,7 @@ pub(crate) fn fetch_lines(o: &DebuginfodOutcome) -> Vec<String> {
     let mut out = Vec::new();
     if o.requests > 0 {
         out.push(format!(
-            "debuginfod: fetched {} file{} ({}) in {:.1} s for {} binar{}{}{}",
+            "debuginfod: fetched {} file{} ({}) in {:.2} s for {} binar{}{}{}",
             o.fetched,
             if o.fetched == 1 { "" } else { "s" },
             mb(o.bytes),
@@ -298,5 +321,118 @@ fn mb(bytes: u64) -> String {
         format!("{} kB", bytes.div_ceil(1000))
     } else {
         format!("{:.1} MB", bytes as f64 / 1e6)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unnamed() -> BinaryResult {
+        BinaryResult {
+            path_used: Some("/bin/x".into()),
+            debug_file_used: None,
+            warnings: Vec::new(),
+            no_symbols: Some("no .symtab".into()),
+            symbols: Vec::new(),
+            offsets: Vec::new(),
+        }
+    }
+
+    fn client(cache: &Path, offline: bool) -> Debuginfod {
+        let cfg = profkit_debuginfod::Config {
+            urls: vec!["http://127.0.0.1:9".into()],
+            timeout: std::time::Duration::from_secs(1),
+            max_size: None,
+            max_time: None,
+            cache: cache.to_owned(),
+            verbose: false,
+            offline,
+        };
+        Debuginfod::new(Client::new(cfg))
+    }
+
+    /// What is looked up: stripped ELF binaries with a build-id the
+    /// recorder tied to a file, at most MAX_LOOKUPS of them, the most
+    /// sampled first; never a claim, a build-id-less binary or a named one.
+    #[test]
+    fn lookups_are_bounded_and_skip_claims() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = client(dir.path(), true);
+        let n = MAX_LOOKUPS + 76;
+        let mut requests = Vec::new();
+        let mut done = Vec::new();
+        for i in 0..n {
+            let id = (i as u32 + 1).to_le_bytes().repeat(5);
+            let req = BinaryRequest::elf(format!("/bin/x{i}")).with_build_id(id);
+            requests.push((i as Cookie, req, vec![0; i % 7 + 1]));
+            done.push((i as Cookie, unnamed()));
+        }
+        // A claim, a binary without build-id, a named one: not looked up.
+        let c = n as Cookie;
+        requests.push((
+            c,
+            BinaryRequest::elf("/bin/claim")
+                .with_build_id(vec![7; 20])
+                .unverified(),
+            vec![0],
+        ));
+        requests.push((c + 1, BinaryRequest::elf("/bin/noid"), vec![0]));
+        requests.push((
+            c + 2,
+            BinaryRequest::elf("/bin/named").with_build_id(vec![8; 20]),
+            vec![0],
+        ));
+        done.push((c, unnamed()));
+        done.push((c + 1, unnamed()));
+        done.push((
+            c + 2,
+            BinaryResult {
+                no_symbols: None,
+                ..unnamed()
+            },
+        ));
+        let mut redone = false;
+        complete(
+            &d,
+            &requests,
+            &mut done,
+            |r| r,
+            false,
+            &crate::NoProgress,
+            |_| {
+                redone = true;
+                Ok(Vec::new())
+            },
+        )
+        .unwrap();
+        assert!(!redone, "nothing was found, nothing is symbolized again");
+        let st = d.client().stats();
+        assert_eq!(st.not_found, MAX_LOOKUPS as u64);
+        assert_eq!(st.requests, 0, "offline");
+        let o = d.outcome();
+        assert!(
+            o.errors.iter().any(|e| e.starts_with("76 more binaries")),
+            "{:?}",
+            o.errors
+        );
+        assert_eq!((o.network, o.not_found), (false, 0));
+
+        // The claim, the build-id-less and the named binary alone: one
+        // lookup, for the one plain stripped binary among them.
+        let d = client(dir.path(), true);
+        let tail = requests.len() - 4;
+        let mut done: Vec<_> = done.split_off(tail);
+        complete(
+            &d,
+            &requests[tail..],
+            &mut done,
+            |r| r,
+            false,
+            &crate::NoProgress,
+            |_| Ok(Vec::new()),
+        )
+        .unwrap();
+        assert_eq!(d.client().stats().not_found, 1);
     }
 }

@@ -14,6 +14,10 @@
 #   debuginfod-find, one by one  elfutils' own client fetching the same
 #                                debug files one after another (as gdb does)
 #
+# then the client alone on every one of the copy's debug files (a new cache
+# each run): `fetch_many` (8 at once), the same client one after another
+# (`--one-by-one`), and debuginfod-find one after another.
+#
 # and the share named: samples in python's binaries with a name, without a
 # server, through it, and through the local debug files (equal when right).
 # perf 6.1 as Debian builds it has no debuginfod support
@@ -131,3 +135,21 @@ for c in cold warm local_dbg one_by_one; do
     measure "$c" bash -c "$c" | awk '{ printf "%-40s %10s %10s\n", $1, $2, $3 }'
 done
 echo "   (cold: the whole report, fetching $(wc -l <"$dir/fetched-ids") debug files in parallel; one_by_one: only those fetches, by debuginfod-find)"
+
+echo "== all $(wc -l <"$dir/ids") debug files of the copy, a new cache each time (median of ${BENCH_RUNS:-7})"
+cargo build --release --quiet -p profkit-debuginfod --example fetch
+fetch=$root/target/release/examples/fetch
+all_parallel() { rm -rf "$dir/c-all"; DEBUGINFOD_URLS="$url" DEBUGINFOD_CACHE_PATH="$dir/c-all" "$fetch" <"$dir/ids"; }
+all_one_by_one() { rm -rf "$dir/c-all"; DEBUGINFOD_URLS="$url" DEBUGINFOD_CACHE_PATH="$dir/c-all" "$fetch" --one-by-one <"$dir/ids"; }
+all_find() {
+    rm -rf "$dir/c-all"
+    while read -r id; do
+        DEBUGINFOD_URLS="$url" DEBUGINFOD_CACHE_PATH="$dir/c-all" debuginfod-find debuginfo "$id" >/dev/null || true
+    done <"$dir/ids"
+}
+export -f all_parallel all_one_by_one all_find
+export fetch
+all_parallel | sed 's/^/   fetch_many: /'
+for c in all_parallel all_one_by_one all_find; do
+    measure "$c" bash -c "$c" | awk '{ printf "%-40s %10s %10s\n", $1, $2, $3 }'
+done

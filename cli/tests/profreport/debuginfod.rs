@@ -491,6 +491,62 @@ fn live_a_stripped_binary_is_named_through_a_debuginfod_server() {
     )
     .expect(0);
     assert_eq!(by_symbol(&from_archive.json(), "stripped"), reference);
+
+    // 11. A local user's stripped program claiming this build-id (another
+    // layout): root's report fetches the genuine debug file for the claim
+    // and still names none of the user's samples with it.
+    let Some(user) = profkit_testsupport::ThrowawayUser::create() else {
+        return;
+    };
+    let theirs = dir.join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    let spin = theirs.join("spin.c");
+    std::fs::write(
+        &spin,
+        "volatile unsigned long s;\n\
+         static void pad(void) { for (int i = 0; i < 3; i++) s += i; }\n\
+         int main(void) { pad(); for (unsigned long i = 0; i < 400000000UL; i++) s += i; return 0; }\n",
+    )
+    .unwrap();
+    let impostor = theirs.join("impostor");
+    assert!(compile(
+        Command::new("cc")
+            .args(["-O1", &format!("-Wl,--build-id=0x{h}"), "-o"])
+            .arg(&impostor)
+            .arg(&spin),
+        "C compiler (cc)",
+    ));
+    run_ok(Command::new("strip").arg(&impostor));
+    assert_eq!(build_id_of(&impostor), id, "the claim");
+    for p in [dir, theirs.as_path()] {
+        run_ok(Command::new("chmod").arg("755").arg(p));
+    }
+    run_ok(
+        Command::new("chown")
+            .arg(user.uid.to_string())
+            .arg(&impostor),
+    );
+    let _ = std::fs::remove_dir_all(dir.join("s"));
+    let mut cmd = vec!["/usr/bin/setpriv".to_owned()];
+    let prog = user.command(&impostor);
+    cmd.extend(prog.get_args().map(|a| a.to_string_lossy().into_owned()));
+    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    crate::live::record(dir, &cmd);
+    let claimed = report_env(
+        &base,
+        &[
+            ("DEBUGINFOD_URLS", &server.url()),
+            ("DEBUGINFOD_CACHE_PATH", &cache_str("a")),
+        ],
+    )
+    .expect(0);
+    let m = by_symbol(&claimed.json(), "impostor");
+    let total: u64 = m.values().sum();
+    assert!(total > 100, "the user's samples: {m:?}");
+    assert!(
+        !m.contains_key("hot_two_thirds") && !m.contains_key("hot_one_third"),
+        "the claim named the user's program with root's debug file: {m:?}"
+    );
 }
 
 /// Source locations of the binary `image`'s rows, sorted.

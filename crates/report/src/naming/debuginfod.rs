@@ -292,11 +292,15 @@ pub(crate) fn fetch_lines(o: &DebuginfodOutcome) -> Vec<String> {
     let mut out = Vec::new();
     if o.requests > 0 {
         out.push(format!(
-            "debuginfod: fetched {} file{} ({}) in {:.2} s for {} binar{}{}{}",
+            "debuginfod: fetched {} file{} ({}) in {} for {} binar{}{}{}",
             o.fetched,
             if o.fetched == 1 { "" } else { "s" },
             mb(o.bytes),
-            o.seconds,
+            if o.seconds < 1.0 {
+                format!("{} ms", ((o.seconds * 1000.0).round() as u64).max(1))
+            } else {
+                format!("{:.1} s", o.seconds)
+            },
             o.named,
             if o.named == 1 { "y" } else { "ies" },
             if o.not_found > 0 {

@@ -47,6 +47,9 @@
 //!   to the lines the samples need before the symbolizer parses it, and the
 //!   per-session symbol sources: a session directory's `kallsyms`,
 //!   `perf-PID.map` files and an unpacked `profctl archive`'s `debug/` tree;
+//! - debug files from debuginfod servers ([`Debuginfod`], `naming/debuginfod.rs`):
+//!   the client's cache searched by the symbolizer, and what the local files
+//!   leave unnamed fetched in parallel and symbolized again;
 //! - the loss summary (from the footer's accounting, else from the Lost
 //!   markers), the timeline, and the renderers ([`render`]: text, JSON, CSV);
 //! - call graphs of sessions recorded with `-g` or `--call-graph`: samples aggregated per
@@ -162,7 +165,9 @@
 //!   "samples_unreadable" | null, "lost": { "total", "percent", "source", "per_cpu": { "0": n, … } },
 //!   "stacks"?: { "unknown", "truncated", "user_stacks_cut" },
 //!   "start_time", "start_time_unix_ns", "duration_s", "sessions": [...], "bad_chunks": [...],
-//!   "warnings": [...],
+//!   "warnings": [...], "unnamed_binaries"?: [ { "path", "samples", "note" } ],
+//!   "debuginfod"?: { "servers", "network", "named", "not_found", "fetched", "bytes",
+//!                    "requests", "refused", "seconds", "errors": [...] },
 //!   "rows": [ { "samples", "percent", "image", "app", "symbol", "cpu", "tgid", "tid", "comm",
 //!               "ns_tgid"?, "ns_tid"?, "cgroup"?, "vma"?, "location"? } ]
 //!                                                  (or "timeline": {...} with --timeline) }
@@ -178,6 +183,12 @@
 //! "rounds" }`, and for a rotated session also `"parts"` (how many from
 //! `"first_part"` to `"last_part"`), `"parts_read"` (fewer with `--time`)
 //! and, when one part file was given alone, `"one_part": true`.
+//!
+//! `debuginfod` (every report of `profreport`, which has a client) says what
+//! its debuginfod client did: `named`, binaries named (or given lines) by a
+//! file of its cache, fetched by this report or before; `not_found`,
+//! binaries no server has; `fetched`/`bytes`/`requests`/`refused`, this
+//! report's downloads; `errors`, the first few failures.
 //!
 //! `stacks` (the footers' `stacks_unknown`, `stacks_truncated` and
 //! `user_stacks_cut`, summed over CPUs and sessions) is there only when one

@@ -18,6 +18,12 @@ if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/nul
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+# Reports in the tests ask no debuginfod server the machine is configured
+# with (Debian's libdebuginfod-common sets DEBUGINFOD_URLS in login shells)
+# and read no cache of the user's; the debuginfod tests set their own.
+export DEBUGINFOD_URLS=
+export DEBUGINFOD_CACHE_PATH="$PWD/${CARGO_TARGET_DIR:-target}/tmp/debuginfod-none"
+
 # speedscope's npm package, whose dist/release/file-format-schema.json the
 # viewers test validates `--format speedscope` against: fetched once into
 # target/tmp (never into the repository); the test fetches it itself when

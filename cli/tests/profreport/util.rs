@@ -74,6 +74,7 @@ pub fn profreport<S: AsRef<str>>(args: &[S]) -> Run {
         .args(args.iter().map(AsRef::as_ref))
         .current_dir(cli_dir())
         .env_remove("PROFKIT_SESSION_DIR")
+        .env_remove("DEBUGINFOD_URLS")
         .output()
         .expect("running profreport");
     from(o)

@@ -79,6 +79,19 @@ pub fn root(cache: &Path) -> Result<(), Error> {
     private_dir(cache, &meta)
 }
 
+/// The cache root if it exists (nothing is created): `Ok(false)` when it
+/// does not; refused as [`root`] refuses.
+pub fn existing_root(cache: &Path) -> Result<bool, Error> {
+    match fs::metadata(cache) {
+        Ok(meta) => private_dir(cache, &meta).map(|()| true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(source) => Err(Error::Io {
+            path: cache.to_owned(),
+            source,
+        }),
+    }
+}
+
 fn private_dir(path: &Path, meta: &fs::Metadata) -> Result<(), Error> {
     let why = if !meta.is_dir() {
         "not a directory".to_owned()

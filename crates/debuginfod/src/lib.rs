@@ -269,6 +269,13 @@ impl Client {
     /// server's error.
     pub fn fetch(&self, build_id: &[u8], kind: &Kind) -> Result<Fetched, Error> {
         let path = self.cache_path(build_id, kind)?;
+        // Without a network nothing is created: a report with no server
+        // leaves no cache directory behind.
+        let exists = cache::existing_root(&self.cfg.cache)?;
+        if !exists && !self.cfg.network() {
+            self.n.not_found.fetch_add(1, Relaxed);
+            return Ok(Fetched::NotFound);
+        }
         cache::root(&self.cfg.cache)?;
         match self.look(&path, build_id, kind) {
             Look::Hit(bytes) => {

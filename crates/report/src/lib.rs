@@ -184,8 +184,8 @@
 //! `"first_part"` to `"last_part"`), `"parts_read"` (fewer with `--time`)
 //! and, when one part file was given alone, `"one_part": true`.
 //!
-//! `debuginfod` (every report of `profreport`, which has a client) says what
-//! its debuginfod client did: `named`, binaries named (or given lines) by a
+//! `debuginfod` (a report whose client has servers, or named a binary from
+//! its cache) says what the client did: `named`, binaries named (or given lines) by a
 //! file of its cache, fetched by this report or before; `not_found`,
 //! binaries no server has; `fetched`/`bytes`/`requests`/`refused`, this
 //! report's downloads; `errors`, the first few failures.

@@ -191,6 +191,8 @@ fn offline_or_no_servers_touch_no_network() {
     let none = Client::new(config(dir.path(), &[]));
     assert_eq!(none.fetch(ID, &Kind::Debuginfo).unwrap(), Fetched::NotFound);
     assert_eq!(s.connections(), 0);
+    // Nor is anything created on disk.
+    assert!(!dir.path().join("cache").exists());
     // No negative entry: a later online run asks.
     found(Client::new(config(dir.path(), &[&s.url])).fetch(ID, &Kind::Debuginfo));
     let (_, from_cache, _, _) = found(off.fetch(ID, &Kind::Debuginfo));

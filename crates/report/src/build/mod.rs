@@ -117,7 +117,11 @@ pub fn build_report(
         // three lines.
         let lines = crate::naming::debuginfod::fetch_lines(&outcome);
         warnings.splice(0..0, lines);
-        header.debuginfod = Some(outcome);
+        // Said when there was something to say: servers configured, or a
+        // binary named from the cache.
+        if outcome.servers > 0 || outcome.named > 0 || !outcome.errors.is_empty() {
+            header.debuginfod = Some(outcome);
+        }
     }
 
     // Rows before names.

@@ -218,3 +218,85 @@ pub fn function_ranges(path: &std::path::Path, names: &[&str]) -> Vec<(u64, u64)
         })
         .collect()
 }
+
+/// A C program built without unwind tables and split (see
+/// [`split_without_unwind_tables`]).
+#[derive(Debug, Clone)]
+pub struct SplitBinary {
+    /// The stripped binary: no `.eh_frame`, no `.debug_frame`, no symbols.
+    pub stripped: std::path::PathBuf,
+    /// The binary before stripping (its symbols: the same layout).
+    pub full: std::path::PathBuf,
+    /// Its separate debug file (`objcopy --only-keep-debug`): the
+    /// `.debug_frame` is only there.
+    pub debug: std::path::PathBuf,
+    /// Its build-id.
+    pub build_id: Vec<u8>,
+}
+
+/// Builds `source` as `dir/NAME` with `cc -O2 -g -fomit-frame-pointer
+/// -fno-asynchronous-unwind-tables -fno-unwind-tables` (and `extra`),
+/// unless `keep_start_eh_frame` drops the `.eh_frame` the C runtime's start
+/// files bring (`_start`'s, all a real such binary has), splits the debug
+/// file off and strips the binary. Panics when a tool fails.
+pub fn split_without_unwind_tables(
+    dir: &std::path::Path,
+    name: &str,
+    source: &str,
+    extra: &[&str],
+    keep_start_eh_frame: bool,
+) -> SplitBinary {
+    use std::process::Command;
+    fn run(cmd: &mut Command) {
+        let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+        assert!(out.status.success(), "{cmd:?}: {out:?}");
+    }
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let full = dir.join(format!("{name}.full"));
+    run(Command::new("cc")
+        .args([
+            "-O2",
+            "-g",
+            "-fomit-frame-pointer",
+            "-fno-asynchronous-unwind-tables",
+            "-fno-unwind-tables",
+        ])
+        .args(extra)
+        .arg("-o")
+        .arg(&full)
+        .arg(&src));
+    if !keep_start_eh_frame {
+        run(Command::new("objcopy")
+            .args([
+                "--remove-section",
+                ".eh_frame",
+                "--remove-section",
+                ".eh_frame_hdr",
+            ])
+            .arg(&full));
+    }
+    let debug = dir.join(format!("{name}.debug"));
+    run(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&full)
+        .arg(&debug));
+    let stripped = dir.join(name);
+    run(Command::new("strip")
+        .args(["--strip-all", "-o"])
+        .arg(&stripped)
+        .arg(&full));
+    let data = std::fs::read(&stripped).unwrap();
+    let file = object::File::parse(&*data).expect("an ELF file");
+    let build_id = object::Object::build_id(&file)
+        .ok()
+        .flatten()
+        .expect("a build-id")
+        .to_vec();
+    SplitBinary {
+        stripped,
+        full,
+        debug,
+        build_id,
+    }
+}

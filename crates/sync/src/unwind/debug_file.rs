@@ -5,7 +5,10 @@
 //! moves that into its separate debug file (`objcopy --only-keep-debug`),
 //! which distributions ship under `/usr/lib/debug/.build-id/ab/cdef….debug`
 //! and debuginfod servers serve. When a binary whose build-id is known has
-//! neither `.eh_frame` nor `.debug_frame`, its `.debug_frame` is taken
+//! neither `.eh_frame` nor `.debug_frame`, or an `.eh_frame` that describes
+//! only the start files' `_start` (all such a binary gets from gcc:
+//! `sections::scant_eh_frame`; it is kept when no debug file serves), its
+//! `.debug_frame` is taken
 //! from the first usable debug file of, in order ([`DebugFrameSources`]):
 //!
 //! 1. each of `debug_dirs`: `DIR/.build-id/ab/cdef….debug`

@@ -263,8 +263,9 @@ impl Loader {
 
 /// Reads a binary's unwind sections (on the reader's worker thread): a
 /// file's own, else, when it has neither `.eh_frame` nor `.debug_frame`
-/// and its build-id is known, the `.debug_frame` of its separate debug
-/// file (`debug_file`: found through `sources`; `fetching` is set when
+/// (or an `.eh_frame` that covers less than half its code,
+/// [`scant_eh_frame`]) and its build-id is known, the `.debug_frame` of its
+/// separate debug file (`debug_file`: found through `sources`; `fetching` is set when
 /// the fetch hook is called, which gives the read the longer time box).
 pub(super) fn read_cfi(
     source: CfiSource,
@@ -285,10 +286,16 @@ pub(super) fn read_cfi(
                 }
             }
             let cache = object::read::ReadCache::new(f);
-            let parsed = Parsed::parse(&cache)?;
+            let mut parsed = Parsed::parse(&cache)?;
             match (parsed.assemble(&cache, None::<(&Parsed, &[u8])>), build_id) {
                 (Err(CfiMissing::NoCfi), Some(id)) if !parsed.has_cfi() => {
                     debug_file::debug_frame_of(&parsed, &cache, &id, sources, fetching)
+                }
+                // The start files' `_start` alone: the debug file's
+                // `.debug_frame` if there is one, else this.
+                (Ok(own), Some(id)) if scant_eh_frame(&own) => {
+                    parsed.without_eh_frame = true;
+                    debug_file::debug_frame_of(&parsed, &cache, &id, sources, fetching).or(Ok(own))
                 }
                 (answer, _) => answer,
             }
@@ -307,6 +314,57 @@ pub(super) fn sections_of<'d, R: object::ReadRef<'d>>(data: R) -> CfiAnswer {
 pub(super) struct Parsed {
     pub(super) loads: profkit_elf::Segments,
     pub(super) table: profkit_elf::Sections,
+    /// Its own `.eh_frame` is set aside (too scant: [`scant_eh_frame`]), so
+    /// a debug file's `.debug_frame` may serve instead.
+    pub(super) without_eh_frame: bool,
+}
+
+/// An `.eh_frame` this small is looked at for how much of the code it
+/// covers ([`scant_eh_frame`]); larger ones are taken as whole (the scan
+/// stays cheap: gcc's start files alone bring about 100 bytes).
+pub(super) const SCANT_EH_FRAME_BYTES: usize = 4096;
+
+/// Whether the binary's own `.eh_frame` describes at most one function of
+/// its `.text`: a program built with `-fno-asynchronous-unwind-tables`
+/// still gets the start files' entry for `_start`, and nothing else (a
+/// program with tables has at least `main`'s besides; the share of code
+/// covered says less: the start files' other functions have no entries,
+/// and in a small program they are half its `.text`). Its separate debug
+/// file's `.debug_frame`, if there is one, is then used instead (framehop
+/// takes one table or the other per module).
+pub(super) fn scant_eh_frame(s: &CfiSections) -> bool {
+    use gimli::{CieOrFde, EhFrame, LittleEndian, UnwindSection};
+    let Some(eh) = s.eh_frame.as_deref() else {
+        return false;
+    };
+    if s.debug_frame.is_some() || eh.len() > SCANT_EH_FRAME_BYTES {
+        return false;
+    }
+    let code = s.text_svma.clone().unwrap_or(s.code.clone());
+    let start = |r: &Option<Range<u64>>| r.as_ref().map_or(0, |r| r.start);
+    let bases = framehop_bases(
+        start(&s.eh_frame_svma),
+        start(&s.eh_frame_hdr_svma),
+        start(&s.text_svma),
+        start(&s.got_svma),
+    );
+    let mut table = EhFrame::new(eh, LittleEndian);
+    table.set_address_size(8);
+    let mut entries = table.entries(&bases);
+    let mut in_text = 0;
+    while let Ok(Some(entry)) = entries.next() {
+        if let CieOrFde::Fde(partial) = entry {
+            if let Ok(fde) = partial.parse(EhFrame::cie_from_offset) {
+                if code.contains(&fde.initial_address()) {
+                    in_text += 1;
+                    if in_text > 1 {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+    true
 }
 
 /// A section's bytes, uncompressed, at most [`MAX_CFI_SECTION`].
@@ -344,12 +402,19 @@ impl Parsed {
         if !(table.is_64() && loads.machine() == object::elf::EM_X86_64) {
             return Err(CfiMissing::NoCfi);
         }
-        Ok(Parsed { loads, table })
+        Ok(Parsed {
+            loads,
+            table,
+            without_eh_frame: false,
+        })
     }
 
     /// A section with bytes in this file (not `SHT_NOBITS`, as a
     /// `--only-keep-debug` file's code and `.eh_frame` are).
     pub(super) fn section(&self, name: &str) -> Option<&profkit_elf::Section> {
+        if self.without_eh_frame && name.starts_with(".eh_frame") {
+            return None;
+        }
         self.table
             .by_name(name)
             .filter(|s| s.size > 0 && !s.is_nobits())

@@ -1,5 +1,6 @@
 //! Live kernel, DWARF call graphs of a stripped binary built without
-//! unwind tables: its `.debug_frame` is only in its separate debug file.
+//! unwind tables (its `.eh_frame` only the start files' `_start`): its
+//! `.debug_frame` is only in its separate debug file.
 //! With the debug file under a debug directory, the leaf's stacks reach
 //! `main` through its caller; without, they break.
 
@@ -9,7 +10,6 @@ use profkit_perf::{EventSpec, Rate, SamplerConfig};
 use profkit_sync::DebugFrameSources;
 use profkit_testsupport::function_ranges;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// `leaf` keeps data on its stack (its return address is not at sp), and
 /// no function keeps a frame pointer: only the CFI steps out of it.
@@ -28,49 +28,13 @@ int main(int argc, char **argv) {
 }
 "#;
 
-fn run(cmd: &mut Command) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(out.status.success(), "{cmd:?}: {out:?}");
-}
-
 /// The stripped binary, the unstripped one (for its symbols: same
 /// layout), the debug file and the build-id.
 fn build(dir: &Path) -> (PathBuf, PathBuf, PathBuf, Vec<u8>) {
-    let src = dir.join("prog.c");
-    std::fs::write(&src, PROGRAM).unwrap();
-    let full = dir.join("prog.full");
-    run(Command::new("cc")
-        .args([
-            "-O2",
-            "-g",
-            "-fomit-frame-pointer",
-            "-fno-asynchronous-unwind-tables",
-            "-fno-unwind-tables",
-            "-o",
-        ])
-        .arg(&full)
-        .arg(&src));
-    // The C runtime's start files bring an `.eh_frame` of their own.
-    run(Command::new("objcopy")
-        .args([
-            "--remove-section",
-            ".eh_frame",
-            "--remove-section",
-            ".eh_frame_hdr",
-        ])
-        .arg(&full));
-    let debug = dir.join("prog.debug");
-    run(Command::new("objcopy")
-        .arg("--only-keep-debug")
-        .arg(&full)
-        .arg(&debug));
-    let bin = dir.join("prog");
-    run(Command::new("strip")
-        .args(["--strip-all", "-o"])
-        .arg(&bin)
-        .arg(&full));
-    let id = profkit_elf::build_id(&*std::fs::read(&bin).unwrap()).unwrap();
-    (bin, full, debug, id)
+    // As built: the start files' `.eh_frame` (for `_start`) stays, as in
+    // every real binary built without unwind tables.
+    let s = profkit_testsupport::split_without_unwind_tables(dir, "prog", PROGRAM, &[], true);
+    (s.stripped, s.full, s.debug, s.build_id)
 }
 
 /// Records `bin` with `sources`: the leaf's samples, and how many of

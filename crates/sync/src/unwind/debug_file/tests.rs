@@ -26,11 +26,6 @@ __attribute__((noinline)) long h(long n) { volatile long s = 1; for (long i = 0;
 int main(int argc, char **argv) { (void)argv; return (int)(f(argc) + g(argc) + h(argc)); }
 "#;
 
-fn run(cmd: &mut Command) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(out.status.success(), "{cmd:?}: {out:?}");
-}
-
 /// A stripped binary without unwind tables and its debug file, built in
 /// `dir` from `source`, linked with `build_id` if given: (binary, debug
 /// file, build-id).
@@ -40,47 +35,10 @@ fn split_binary(
     source: &str,
     build_id: Option<&[u8]>,
 ) -> (PathBuf, PathBuf, Vec<u8>) {
-    let src = dir.join(format!("{name}.c"));
-    std::fs::write(&src, source).unwrap();
-    let full = dir.join(format!("{name}.full"));
-    let mut cc = Command::new("cc");
-    cc.args([
-        "-O2",
-        "-g",
-        "-fomit-frame-pointer",
-        "-fno-asynchronous-unwind-tables",
-        "-fno-unwind-tables",
-        "-o",
-    ])
-    .arg(&full)
-    .arg(&src);
-    if let Some(id) = build_id {
-        cc.arg(format!("-Wl,--build-id=0x{}", hex(id)));
-    }
-    run(&mut cc);
-    // The C runtime's start files bring an `.eh_frame` of their own
-    // (`_start`): without it the binary has no unwind table at all.
-    run(Command::new("objcopy")
-        .args([
-            "--remove-section",
-            ".eh_frame",
-            "--remove-section",
-            ".eh_frame_hdr",
-        ])
-        .arg(&full));
-    let debug = dir.join(format!("{name}.debug"));
-    run(Command::new("objcopy")
-        .arg("--only-keep-debug")
-        .arg(&full)
-        .arg(&debug));
-    let bin = dir.join(name);
-    run(Command::new("strip")
-        .arg("--strip-all")
-        .arg("-o")
-        .arg(&bin)
-        .arg(&full));
-    let id = profkit_elf::build_id(&*std::fs::read(&bin).unwrap()).expect("a build-id");
-    (bin, debug, id)
+    let flag = build_id.map(|id| format!("-Wl,--build-id=0x{}", hex(id)));
+    let extra: Vec<&str> = flag.iter().map(String::as_str).collect();
+    let s = profkit_testsupport::split_without_unwind_tables(dir, name, source, &extra, false);
+    (s.stripped, s.debug, s.build_id)
 }
 
 /// Puts `debug` at `root/.build-id/ab/cdef….debug` for `id`.
@@ -158,6 +116,59 @@ fn a_stripped_binary_takes_its_debug_frame_from_its_debug_file_by_build_id() {
     };
     let r = read_cfi(no_id, &dirs(&[&root]), &AtomicBool::new(false));
     assert_eq!(r.unwrap_err(), CfiMissing::NoCfi);
+}
+
+/// A real binary built without unwind tables keeps the start files'
+/// `.eh_frame` (`_start` only): too scant, so its debug file's
+/// `.debug_frame` serves when there is one; a binary with full tables keeps
+/// its own even with a debug file at hand.
+#[test]
+fn a_scant_eh_frame_gives_way_to_the_debug_files_debug_frame() {
+    let d = tempfile::tempdir().unwrap();
+    let s = profkit_testsupport::split_without_unwind_tables(d.path(), "crt", PROGRAM, &[], true);
+    let (bin, id) = (&s.stripped, &s.build_id);
+    let own = read(bin, id, &DebugFrameSources::none()).unwrap();
+    assert!(own.eh_frame.is_some() && !own.from_debug_file);
+    assert!(
+        crate::unwind::sections::scant_eh_frame(&own),
+        "{} bytes of .eh_frame",
+        own.bytes()
+    );
+    let root = d.path().join("debug");
+    place(&root, id, &s.debug);
+    let from_debug = read(bin, id, &dirs(&[&root])).unwrap();
+    assert!(from_debug.from_debug_file);
+    assert!(from_debug.eh_frame.is_none() && from_debug.debug_frame.is_some());
+    // A debug file of another layout: the binary's own, as before.
+    let (_, other_debug, _) = split_binary(d.path(), "other", OTHER, Some(id));
+    let bad = d.path().join("bad");
+    place(&bad, id, &other_debug);
+    let kept = read(bin, id, &dirs(&[&bad])).unwrap();
+    assert!(kept.eh_frame.is_some() && !kept.from_debug_file);
+
+    // Full unwind tables (gcc's default): its own, debug file or not.
+    let full = d.path().join("full");
+    let src = d.path().join("crt.c");
+    let ok = Command::new("cc")
+        .args(["-O2", "-g", "-o"])
+        .arg(&full)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let full_id = profkit_elf::build_id(&*std::fs::read(&full).unwrap()).unwrap();
+    let full_debug = d.path().join("full.debug");
+    let ok = Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&full)
+        .arg(&full_debug)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    place(&root, &full_id, &full_debug);
+    let own = read(&full, &full_id, &dirs(&[&root])).unwrap();
+    assert!(!crate::unwind::sections::scant_eh_frame(&own));
+    assert!(own.eh_frame.is_some() && !own.from_debug_file);
 }
 
 #[test]

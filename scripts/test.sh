@@ -7,9 +7,10 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 # Tools the tests use that a fresh Debian machine may lack (the service
 # test: strace and systemd-analyze; the speedscope schema test: npm; the
-# debuginfod tests: elfutils' server).
+# debuginfod tests: elfutils' server, and openssl for their https server).
 need=()
 command -v debuginfod >/dev/null || need+=(debuginfod)
+command -v openssl >/dev/null || need+=(openssl)
 command -v strace >/dev/null || need+=(strace)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v npm >/dev/null || need+=(npm)

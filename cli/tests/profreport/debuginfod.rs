@@ -14,7 +14,11 @@
 //!   asked; a server that never answers costs `DEBUGINFOD_TIMEOUT`;
 //!   `DEBUGINFOD_MAXSIZE` holds;
 //! - `profctl archive` packs the fetched debug file, and a report of the
-//!   unpacked archive names the functions with no server at all.
+//!   unpacked archive names the functions with no server at all;
+//! - https with the system's roots: a certificate of a CA the test made is
+//!   trusted with that CA as `SSL_CERT_FILE`, refused without;
+//! - a throwaway user's program claiming the build-id is not named with the
+//!   genuine debug file.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -492,7 +496,12 @@ fn live_a_stripped_binary_is_named_through_a_debuginfod_server() {
     .expect(0);
     assert_eq!(by_symbol(&from_archive.json(), "stripped"), reference);
 
-    // 11. A local user's stripped program claiming this build-id (another
+    // 11. https: a server whose certificate a CA of the test signed is
+    // trusted when that CA is among the roots (`SSL_CERT_FILE`, which the
+    // system's root store honours), refused when not.
+    https_case(dir, &h, &debug, &base, &reference);
+
+    // 12. A local user's stripped program claiming this build-id (another
     // layout): root's report fetches the genuine debug file for the claim
     // and still names none of the user's samples with it.
     let Some(user) = profkit_testsupport::ThrowawayUser::create() else {
@@ -546,6 +555,124 @@ fn live_a_stripped_binary_is_named_through_a_debuginfod_server() {
     assert!(
         !m.contains_key("hot_two_thirds") && !m.contains_key("hot_one_third"),
         "the claim named the user's program with root's debug file: {m:?}"
+    );
+}
+
+/// Serves `debug` as `/buildid/H/debuginfo` over https (`openssl
+/// s_server -WWW`, a certificate for 127.0.0.1 signed by a CA made here)
+/// and reports through it with and without that CA among the roots.
+fn https_case(dir: &Path, h: &str, debug: &Path, base: &[&str], reference: &BTreeMap<String, u64>) {
+    let tls = dir.join("tls");
+    let www = tls.join("www").join("buildid").join(h);
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::copy(debug, www.join("debuginfo")).unwrap();
+    let openssl = |args: &[&str]| {
+        run_ok(
+            Command::new("openssl")
+                .args(args)
+                .current_dir(&tls)
+                .stderr(Stdio::null()),
+        )
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=profkit test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "srv.key",
+        "-out",
+        "srv.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    std::fs::write(
+        tls.join("ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "srv.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "srv.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext",
+    ]);
+    let port = free_port();
+    let child = Command::new("openssl")
+        .args(["s_server", "-quiet", "-WWW", "-accept", &port.to_string()])
+        .args(["-cert", "../srv.pem", "-key", "../srv.key"])
+        .current_dir(tls.join("www"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("openssl s_server");
+    let _server = Server { child, port };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "openssl s_server did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let url = format!("https://127.0.0.1:{port}");
+    let ca = tls.join("ca.pem");
+    let cache = |n: &str| tls.join(n).to_str().unwrap().to_owned();
+    let trusted = report_env(
+        base,
+        &[
+            ("DEBUGINFOD_URLS", &url),
+            ("DEBUGINFOD_CACHE_PATH", &cache("c-trusted")),
+            ("SSL_CERT_FILE", ca.to_str().unwrap()),
+        ],
+    )
+    .expect(0);
+    assert_eq!(
+        &by_symbol(&trusted.json(), "stripped"),
+        reference,
+        "{}",
+        trusted.stderr
+    );
+    let untrusted = report_env(
+        base,
+        &[
+            ("DEBUGINFOD_URLS", &url),
+            ("DEBUGINFOD_CACHE_PATH", &cache("c-untrusted")),
+        ],
+    )
+    .expect(0);
+    assert!(!by_symbol(&untrusted.json(), "stripped").contains_key("hot_two_thirds"));
+    assert!(
+        untrusted.stderr.contains("certificate"),
+        "{}",
+        untrusted.stderr
     );
 }
 

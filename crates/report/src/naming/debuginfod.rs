@@ -287,12 +287,15 @@ pub(crate) fn complete<T>(
 }
 
 /// The report's line about what debuginfod fetched (cold reports only: a
-/// warm one asked nothing), and its errors.
+/// warm one asked nothing), with its first error; the other errors follow,
+/// one line each (shown with `-v`).
 pub(crate) fn fetch_lines(o: &DebuginfodOutcome) -> Vec<String> {
-    let mut out = Vec::new();
-    if o.requests > 0 {
-        out.push(format!(
-            "debuginfod: fetched {} file{} ({}) in {} for {} binar{}{}{}",
+    if o.requests == 0 && o.errors.is_empty() {
+        return Vec::new();
+    }
+    let mut line = if o.fetched > 0 {
+        format!(
+            "debuginfod: fetched {} file{} ({}) in {} for {} binar{}",
             o.fetched,
             if o.fetched == 1 { "" } else { "s" },
             mb(o.bytes),
@@ -303,19 +306,28 @@ pub(crate) fn fetch_lines(o: &DebuginfodOutcome) -> Vec<String> {
             },
             o.named,
             if o.named == 1 { "y" } else { "ies" },
-            if o.not_found > 0 {
-                format!("; {} not on any server", o.not_found)
-            } else {
-                String::new()
-            },
-            if o.refused > 0 {
-                format!("; {} answers refused (see -v)", o.refused)
-            } else {
-                String::new()
-            },
-        ));
+        )
+    } else {
+        format!(
+            "debuginfod: nothing fetched ({} request{})",
+            o.requests,
+            if o.requests == 1 { "" } else { "s" }
+        )
+    };
+    if o.not_found > 0 {
+        line.push_str(&format!("; {} not on any server", o.not_found));
     }
-    out.extend(o.errors.iter().map(|e| format!("debuginfod: {e}")));
+    if o.refused > 0 {
+        line.push_str(&format!("; {} answers refused", o.refused));
+    }
+    if let Some(first) = o.errors.first() {
+        line.push_str(&format!("; {first}"));
+        if o.errors.len() > 1 {
+            line.push_str(&format!(" (and {} more: -v)", o.errors.len() - 1));
+        }
+    }
+    let mut out = vec![line];
+    out.extend(o.errors.iter().skip(1).map(|e| format!("debuginfod: {e}")));
     out
 }
 
@@ -354,6 +366,44 @@ mod tests {
             offline,
         };
         Debuginfod::new(Client::new(cfg))
+    }
+
+    /// A cold report's line: what was fetched, what no server has, what
+    /// was refused, the first error (the others on lines of their own); a
+    /// warm report's: none.
+    #[test]
+    fn the_fetch_line_says_what_was_done_and_the_first_error() {
+        assert!(fetch_lines(&DebuginfodOutcome::default()).is_empty());
+        let cold = DebuginfodOutcome {
+            named: 3,
+            fetched: 4,
+            bytes: 25_400_000,
+            requests: 6,
+            not_found: 2,
+            seconds: 0.043,
+            ..Default::default()
+        };
+        assert_eq!(
+            fetch_lines(&cold),
+            ["debuginfod: fetched 4 files (25.4 MB) in 43 ms for 3 binaries; 2 not on any server"]
+        );
+        let failed = DebuginfodOutcome {
+            requests: 1,
+            refused: 1,
+            errors: vec![
+                "https://x/: invalid peer certificate".into(),
+                "second".into(),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            fetch_lines(&failed),
+            [
+                "debuginfod: nothing fetched (1 request); 1 answers refused; \
+                 https://x/: invalid peer certificate (and 1 more: -v)",
+                "debuginfod: second"
+            ]
+        );
     }
 
     /// What is looked up: stripped ELF binaries with a build-id the

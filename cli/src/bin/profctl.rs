@@ -351,7 +351,8 @@ fn archive(dir: &DirArg, output: &std::path::Path, offline: bool) -> Result<()> 
     let cfg = profkit_debuginfod::Config::from_env()?;
     let debug = debug_files::ArchiveDebugFiles {
         dir: PathBuf::from(SYSTEM_DEBUG_DIR),
-        client: profkit_debuginfod::Client::new(profkit_debuginfod::Config { offline, ..cfg }),
+        client: profkit_debuginfod::Client::new(profkit_debuginfod::Config { offline, ..cfg })
+            .with_budget(profkit_debuginfod::RUN_BUDGET),
     };
     let a = profkit_live::archive_with(&dir.session_dir, output, &debug)?;
     // The archive itself may be on standard output (`-o /dev/stdout`):

@@ -93,6 +93,17 @@ pub enum Error {
         /// The limit.
         max: u64,
     },
+    /// The client's download budget ([`Client::with_budget`](crate::Client::with_budget))
+    /// is spent: nothing more is downloaded by it.
+    #[error("{url}: not downloaded: this run has downloaded {spent} bytes, its budget of {budget} (run again: what was fetched is in the cache)")]
+    OverBudget {
+        /// The URL asked.
+        url: String,
+        /// Bytes downloaded so far.
+        spent: u64,
+        /// The budget.
+        budget: u64,
+    },
     /// The server sent an ELF file whose build-id is not the one asked
     /// for, or no ELF file at all (refused; nothing was cached).
     #[error("{url}: the file sent has build-id {found}, not the one asked for (refused: the server is wrong or lying)")]

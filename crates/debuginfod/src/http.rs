@@ -52,8 +52,10 @@ pub enum Answer {
 pub struct Count<'a> {
     /// Requests sent.
     pub requests: &'a std::sync::atomic::AtomicU64,
-    /// Body bytes received.
+    /// Body bytes received (by every transfer of the client).
     pub bytes: &'a std::sync::atomic::AtomicU64,
+    /// What `bytes` may reach: a transfer that takes it past is cut.
+    pub budget: u64,
 }
 
 /// GETs `url`, following at most [`MAX_REDIRECTS`] redirects to http or
@@ -80,6 +82,10 @@ pub fn get(
         };
         if cfg.verbose {
             eprintln!("debuginfod: GET {at}");
+        }
+        let spent = count.bytes.load(Relaxed);
+        if spent >= count.budget {
+            return Err(over_budget(&at, spent, count.budget));
         }
         count.requests.fetch_add(1, Relaxed);
         let resp = agent
@@ -138,7 +144,10 @@ pub fn get(
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(read_failure(&at, e, cfg)),
             };
-            count.bytes.fetch_add(n as u64, Relaxed);
+            let spent = count.bytes.fetch_add(n as u64, Relaxed) + n as u64;
+            if spent > count.budget {
+                return Err(over_budget(&at, spent, count.budget));
+            }
             bytes += n as u64;
             if bytes > max {
                 return Err(Error::TooLarge {
@@ -158,6 +167,14 @@ pub fn get(
         url: url.to_owned(),
         max: MAX_REDIRECTS,
     })
+}
+
+fn over_budget(url: &str, spent: u64, budget: u64) -> Error {
+    Error::OverBudget {
+        url: url.to_owned(),
+        spent,
+        budget,
+    }
 }
 
 fn max_time(url: &str, m: Duration) -> Error {

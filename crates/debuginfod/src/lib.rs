@@ -47,7 +47,12 @@
 //!   [`Config::timeout`]; the whole file within [`Config::max_time`]; at
 //!   most [`MAX_REDIRECTS`] redirects, to http or https URLs only; at most
 //!   [`MAX_PARALLEL`] transfers at once in [`Client::fetch_many`] (threads,
-//!   not rayon: the work waits on the network, not the CPU).
+//!   not rayon: the work waits on the network, not the CPU). A server that
+//!   timed out or refused the connection is not asked again by the client.
+//! - **Bounded disk.** Each file is capped; a client given a budget
+//!   ([`Client::with_budget`], [`RUN_BUDGET`] for profkit's tools) downloads
+//!   no more than that in all: the build-ids asked for are whatever local
+//!   users' programs claim.
 //! - **Servers in order.** The first 200 with the right content wins. A
 //!   404, a refused or a failed answer moves on to the next server
 //!   (elfutils asks all at once and takes the first answer, even a wrong
@@ -90,6 +95,11 @@ pub const MAX_ELF_BYTES: u64 = 4 << 30;
 
 /// Largest source file accepted when [`Config::max_size`] is unset.
 pub const MAX_SOURCE_BYTES: u64 = 64 << 20;
+
+/// What one run of a tool (a report, an archive) downloads at most, all
+/// files together ([`Client::with_budget`]): the largest distribution debug
+/// files are 1 to 2 GB, and a report of a whole machine needs a few dozen.
+pub const RUN_BUDGET: u64 = 16 << 30;
 
 /// Longest build-id accepted, in bytes.
 pub const MAX_BUILD_ID: usize = 64;
@@ -170,6 +180,9 @@ pub struct Client {
     /// again by this client (a report meeting a dead server would otherwise
     /// wait [`Config::timeout`] once per binary).
     down: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    /// Bytes this client downloads at most, all files together
+    /// ([`Client::with_budget`]).
+    budget: u64,
 }
 
 /// The lowercase hex of `bytes`.
@@ -191,7 +204,19 @@ impl Client {
             cfg,
             n: Counters::default(),
             down: Default::default(),
+            budget: u64::MAX,
         }
+    }
+
+    /// This client downloads at most `bytes`, all files together (a
+    /// transfer that passes it is cut and refused, [`Error::OverBudget`],
+    /// and no more are started): a report that runs as root on the
+    /// build-ids any local user's programs claim must not fill root's disk
+    /// with their debug files. What was fetched stays in the cache, so the
+    /// next run goes on from there.
+    pub fn with_budget(mut self, bytes: u64) -> Client {
+        self.budget = bytes;
+        self
     }
 
     /// Its settings.
@@ -331,6 +356,9 @@ impl Client {
                     };
                     counter.fetch_add(1, Relaxed);
                     self.say(format_args!("{e}"));
+                    if matches!(e, Error::OverBudget { .. }) {
+                        return Err(e);
+                    }
                     if matches!(
                         e,
                         Error::Unreachable { .. }
@@ -418,6 +446,7 @@ impl Client {
         let count = http::Count {
             requests: &self.n.requests,
             bytes: &self.n.bytes,
+            budget: self.budget,
         };
         let answer = http::get(
             self.agent.get_or_init(|| http::agent(&self.cfg)),

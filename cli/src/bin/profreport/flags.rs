@@ -507,7 +507,8 @@ pub(super) fn validate(opt: Opt) -> Result<Config, String> {
 fn debuginfod(offline: bool) -> Result<profkit_report::Debuginfod, String> {
     let cfg = profkit_debuginfod::Config::from_env().map_err(|e| e.to_string())?;
     Ok(profkit_report::Debuginfod::new(
-        profkit_debuginfod::Client::new(profkit_debuginfod::Config { offline, ..cfg }),
+        profkit_debuginfod::Client::new(profkit_debuginfod::Config { offline, ..cfg })
+            .with_budget(profkit_debuginfod::RUN_BUDGET),
     ))
 }
 

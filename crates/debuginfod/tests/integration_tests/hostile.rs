@@ -135,6 +135,39 @@ fn a_server_that_timed_out_is_not_asked_again() {
     ));
 }
 
+/// A client's budget bounds what it downloads, all files together: the
+/// transfer that passes it is cut (nothing of it kept) and no more start.
+#[test]
+fn the_download_budget_bounds_all_files_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start();
+    let ids: Vec<Vec<u8>> = (1..=4u8).map(|i| vec![i; 20]).collect();
+    for id in &ids {
+        s.on(&path(id, "debuginfo"), Reply::Ok(elf(id, 40_000)));
+    }
+    let c = Client::new(config(dir.path(), &[&s.url])).with_budget(100_000);
+    let mut found = 0;
+    let mut over = 0;
+    for id in &ids {
+        match c.fetch(id, &Kind::Debuginfo) {
+            Ok(Fetched::Found { .. }) => found += 1,
+            Err(Error::OverBudget { budget, .. }) => {
+                assert_eq!(budget, 100_000);
+                over += 1;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!((found, over), (2, 2));
+    assert_eq!(s.requests(), 3, "none after the budget was spent");
+    assert!(c.stats().bytes <= 100_000 + (64 << 10), "{:?}", c.stats());
+    for id in &ids[2..] {
+        let d = dir.path().join("cache").join(profkit_debuginfod::hex(id));
+        assert!(!d.join("debuginfo").exists());
+        assert!(temps(&d).is_empty());
+    }
+}
+
 #[test]
 fn a_body_stalling_midway_times_out() {
     let dir = tempfile::tempdir().unwrap();

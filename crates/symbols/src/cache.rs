@@ -339,7 +339,7 @@ impl Cache {
             }
             None => {
                 if notes.is_empty() {
-                    notes.push(no_dwarf_note(path, cfg.debug_dirs));
+                    notes.push(no_dwarf_note(path, cfg));
                 }
                 None
             }

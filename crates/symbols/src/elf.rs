@@ -186,7 +186,7 @@ impl ElfImage {
                     }
                 },
                 None => {
-                    notes.push(no_dwarf_note(path, cfg.debug_dirs));
+                    notes.push(no_dwarf_note(path, cfg));
                     None
                 }
             }
@@ -202,7 +202,7 @@ impl ElfImage {
                 path,
                 build_id.as_deref(),
                 symbols.is_empty(),
-                cfg.debug_dirs,
+                cfg,
             ))
         };
         Ok(ElfImage {
@@ -242,13 +242,21 @@ impl ElfImage {
 }
 
 /// Why `--debug-info` shows no source lines for the binary at `path`.
-pub(crate) fn no_dwarf_note(path: &Path, debug_dirs: &[PathBuf]) -> String {
+pub(crate) fn no_dwarf_note(path: &Path, cfg: &LoadConfig<'_>) -> String {
     format!(
         "no DWARF for {} (not built with -g, and no debug file under {} by build-id or \
-         debuglink); source lines not shown",
+         debuglink{}); source lines not shown",
         path.display(),
-        dirs_list(debug_dirs)
+        dirs_list(cfg.debug_dirs),
+        in_cache(cfg)
     )
+}
+
+/// ", nor in the debuginfod cache DIR" when there is one.
+fn in_cache(cfg: &LoadConfig<'_>) -> String {
+    cfg.debuginfod_cache
+        .map(|c| format!(", nor in the debuginfod cache {}", c.display()))
+        .unwrap_or_default()
 }
 
 /// Why a stripped binary's samples may find no name.
@@ -256,11 +264,11 @@ pub(crate) fn stripped_note(
     path: &Path,
     build_id: Option<&[u8]>,
     no_symbols: bool,
-    debug_dirs: &[PathBuf],
+    cfg: &LoadConfig<'_>,
 ) -> String {
     let id = build_id.map_or_else(|| "none".to_owned(), hex);
     format!(
-        "{} has no .symtab{} and no debug file was found under {} (build-id {id}); \
+        "{} has no .symtab{} and no debug file was found under {}{} (build-id {id}); \
          unnamed samples shown as offsets: install its debug symbols",
         path.display(),
         if no_symbols {
@@ -268,7 +276,8 @@ pub(crate) fn stripped_note(
         } else {
             " (only exported names)"
         },
-        dirs_list(debug_dirs)
+        dirs_list(cfg.debug_dirs),
+        in_cache(cfg)
     )
 }
 

@@ -375,9 +375,8 @@ pub(crate) fn parse(
     }
     drop(starts);
     let symbols = SymbolTable::build(cands);
-    let sparse_note = (from_symtab == 0 && found_debug.is_none()).then(|| {
-        crate::elf::stripped_note(path, build_id.as_deref(), !any_function, cfg.debug_dirs)
-    });
+    let sparse_note = (from_symtab == 0 && found_debug.is_none())
+        .then(|| crate::elf::stripped_note(path, build_id.as_deref(), !any_function, cfg));
     Ok(Some(ElfImage {
         path: path.to_owned(),
         build_id,

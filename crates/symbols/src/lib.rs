@@ -6,7 +6,8 @@
 //!   function sizes honoured, file offsets mapped to virtual addresses through PT_LOAD
 //!   headers (so PIE and non-PIE are one case; the headers, notes, sections and the vDSO
 //!   image are read by `profkit-elf`, the rule the sync stage and annotation share),
-//!   separate debug files under `/usr/lib/debug`
+//!   separate debug files under `/usr/lib/debug` (and in a debuginfod client's cache,
+//!   [`SymbolizerOptions::debuginfod_cache`]: this crate never downloads)
 //!   found by build-id and by debuglink, DWARF lines and inlined frames through addr2line;
 //! - the check that a binary is still the recorded one (build-id, else inode): a changed
 //!   binary is reported once ("binary changed since recording") and its samples are not

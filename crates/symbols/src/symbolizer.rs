@@ -245,8 +245,9 @@ impl Symbolizer {
         }
     }
 
-    /// Other places a file with build-id `id` may be: the search dirs by file name, and the
-    /// debug dirs' `.build-id/ab/cdef…` links to the binary itself.
+    /// Other places a file with build-id `id` may be: the search dirs by file name, the
+    /// debug dirs' `.build-id/ab/cdef…` links to the binary itself, and the debuginfod
+    /// cache's `ID/executable`.
     fn build_id_candidates(&self, recorded: &Path, id: &[u8]) -> Vec<PathBuf> {
         let mut out = Vec::new();
         if let Some(name) = recorded.file_name() {

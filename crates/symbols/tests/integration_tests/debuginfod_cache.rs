@@ -46,7 +46,11 @@ fn a_stripped_binary_is_named_from_the_debuginfod_cache() {
     std::fs::create_dir_all(&cache).unwrap();
     let r = one(with_cache(&cache, false), req(), &offsets);
     assert_eq!(r.name_at(0), None);
-    assert!(r.no_symbols.is_some());
+    let note = r.no_symbols.as_deref().unwrap();
+    assert!(
+        note.contains(&format!("nor in the debuginfod cache {}", cache.display())),
+        "{note}"
+    );
 
     // The debug file in the cache: named, with lines under --debug-info, as
     // from /usr/lib/debug.

@@ -16,6 +16,10 @@
 //! attack the root daemon as ([`ThrowawayUser`]): created for one test,
 //! removed with its processes when the test ends.
 //!
+//! And a throwaway ClickHouse server ([`ClickHouseServer`]) for the
+//! fleet export's tests: skipped, by the same rule, where
+//! `clickhouse-server` is not installed.
+//!
 //! Not for: fixtures or workloads (each test crate builds its own).
 //!
 //! # Example
@@ -31,6 +35,9 @@
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+mod clickhouse;
+pub use clickhouse::{ClickHouseServer, CLICKHOUSE_SERVER, READY_TIMEOUT};
 
 use profkit_perf::{EventSpec, Sampler, SamplerConfig};
 use std::fmt::Display;

@@ -1,0 +1,270 @@
+//! The transport: one POST per statement to ClickHouse's HTTP interface,
+//! the answer read under a size cap, errors sorted into [`Error`]s.
+
+use crate::{tsv, Error, Target};
+use std::io::Read;
+use std::time::Duration;
+use ureq::Agent;
+
+/// Connect timeout (and resolving, sending the request).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Each read of the answer (its head and every body read).
+pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// The default cap on an answer's body.
+pub const DEFAULT_MAX_RESPONSE: u64 = 256 << 20;
+
+/// A ClickHouse HTTP client for one [`Target`]. `Send + Sync`: threads
+/// may share one. Its `Debug` shows the target redacted.
+pub struct Client {
+    target: Target,
+    agent: Agent,
+    max_response: u64,
+    connect: Duration,
+    read: Duration,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("target", &self.target.redacted())
+            .field("max_response", &self.max_response)
+            .finish_non_exhaustive()
+    }
+}
+
+fn agent(connect: Duration, read: Duration) -> Agent {
+    Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .user_agent(concat!("profkit-fleet/", env!("CARGO_PKG_VERSION")))
+        .timeout_resolve(Some(connect))
+        .timeout_connect(Some(connect))
+        .timeout_send_request(Some(connect.max(read)))
+        .timeout_send_body(Some(read))
+        .timeout_recv_response(Some(read))
+        .timeout_per_read(Some(read))
+        .build()
+        .new_agent()
+}
+
+impl Client {
+    /// A client of `target`: connect within 10 s, each read within 60 s,
+    /// answers capped at [`DEFAULT_MAX_RESPONSE`]. The credentials go in
+    /// `X-ClickHouse-User` / `X-ClickHouse-Key` headers, never the URL.
+    pub fn new(target: Target) -> Client {
+        Client {
+            target,
+            agent: agent(CONNECT_TIMEOUT, READ_TIMEOUT),
+            max_response: DEFAULT_MAX_RESPONSE,
+            connect: CONNECT_TIMEOUT,
+            read: READ_TIMEOUT,
+        }
+    }
+
+    /// The same client with answers capped at `bytes`.
+    pub fn max_response(mut self, bytes: u64) -> Client {
+        self.max_response = bytes;
+        self
+    }
+
+    /// The same client with other timeouts: `connect` for resolving and
+    /// connecting, `read` for the answer's head and each read of its body.
+    pub fn timeouts(mut self, connect: Duration, read: Duration) -> Client {
+        self.agent = agent(connect, read);
+        self.connect = connect;
+        self.read = read;
+        self
+    }
+
+    /// Where it sends.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// Runs `sql` (sent as the body) and returns the answer's body.
+    pub(crate) fn run(&self, sql: &str, what: &'static str) -> Result<Vec<u8>, Error> {
+        self.post(None, sql.as_bytes(), what)
+    }
+
+    /// Runs `INSERT … FORMAT …` (`sql`, sent in the URL) with `data` as the
+    /// body.
+    pub(crate) fn insert(&self, sql: &str, data: &[u8], what: &'static str) -> Result<(), Error> {
+        let body = self.post(Some(sql), data, what)?;
+        if body.iter().all(u8::is_ascii_whitespace) {
+            Ok(())
+        } else {
+            Err(self.bad(
+                what,
+                format!("an INSERT answered text: {}", tsv::excerpt(&body)),
+            ))
+        }
+    }
+
+    /// A TabSeparated answer of `columns` columns to `sql`, split.
+    pub(crate) fn select(
+        &self,
+        sql: &str,
+        columns: usize,
+        what: &'static str,
+    ) -> Result<Vec<Vec<Vec<u8>>>, Error> {
+        let body = self.run(sql, what)?;
+        let rows = tsv::rows(&body, columns).map_err(|why| self.bad(what, why))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| r.into_iter().map(<[u8]>::to_vec).collect())
+            .collect())
+    }
+
+    pub(crate) fn bad(&self, what: &'static str, why: String) -> Error {
+        Error::BadAnswer {
+            target: self.target.redacted(),
+            what,
+            why,
+        }
+    }
+
+    fn post(&self, query: Option<&str>, body: &[u8], what: &'static str) -> Result<Vec<u8>, Error> {
+        // Tables are named with their database in every statement: no
+        // `database=` (it fails while the database does not exist yet).
+        let mut url = format!("{}/?wait_end_of_query=1", self.target.base);
+        if let Some(q) = query {
+            url.push_str("&query=");
+            url.push_str(&url_encode(q));
+        }
+        let mut req = self.agent.post(&url);
+        if let Some(u) = &self.target.user {
+            req = req.header("X-ClickHouse-User", u);
+        }
+        if let Some(p) = &self.target.password {
+            req = req.header("X-ClickHouse-Key", p);
+        }
+        let resp = req.send(body).map_err(|e| self.failure(e))?;
+        let status = resp.status().as_u16();
+        let max = self.max_response;
+        if let Some(len) = resp.body().content_length() {
+            if len > max {
+                return Err(self.too_large());
+            }
+        }
+        let mut out = Vec::new();
+        let mut reader = resp.into_body().into_reader().take(max + 1);
+        if let Err(e) = reader.read_to_end(&mut out) {
+            return Err(self.read_failure(e));
+        }
+        if out.len() as u64 > max {
+            return Err(self.too_large());
+        }
+        if let Some((code, message)) = tsv::exception(&out) {
+            let target = self.target.redacted();
+            return Err(
+                if status == 401 || status == 403 || matches!(code, 192..=194 | 516) {
+                    Error::Auth { target, message }
+                } else {
+                    Error::Server {
+                        target,
+                        status,
+                        code,
+                        message,
+                    }
+                },
+            );
+        }
+        match status {
+            200 => Ok(out),
+            401 | 403 => Err(Error::Auth {
+                target: self.target.redacted(),
+                message: format!("HTTP {status}: {}", tsv::excerpt(&out)),
+            }),
+            _ => Err(Error::Server {
+                target: self.target.redacted(),
+                status,
+                code: 0,
+                message: format!("{} ({what})", tsv::excerpt(&out)),
+            }),
+        }
+    }
+
+    fn too_large(&self) -> Error {
+        Error::TooLarge {
+            target: self.target.redacted(),
+            max: self.max_response,
+        }
+    }
+
+    fn failure(&self, e: ureq::Error) -> Error {
+        let target = self.target.redacted();
+        let timed_out = |what, after| Error::TimedOut {
+            target: target.clone(),
+            what,
+            after,
+        };
+        match e {
+            ureq::Error::Timeout(t) => match t {
+                ureq::Timeout::Resolve | ureq::Timeout::Connect => {
+                    timed_out("no connection", self.connect)
+                }
+                ureq::Timeout::RecvResponse | ureq::Timeout::RecvBody | ureq::Timeout::PerCall => {
+                    timed_out("no answer", self.read)
+                }
+                _ => timed_out("the transfer stalled", self.read),
+            },
+            ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => {
+                timed_out("no connection", self.connect)
+            }
+            ureq::Error::Io(io)
+                if matches!(
+                    io.kind(),
+                    std::io::ErrorKind::ConnectionRefused
+                        | std::io::ErrorKind::HostUnreachable
+                        | std::io::ErrorKind::NetworkUnreachable
+                        | std::io::ErrorKind::AddrNotAvailable
+                ) =>
+            {
+                Error::Unreachable {
+                    target,
+                    why: io.to_string(),
+                }
+            }
+            ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => Error::Unreachable {
+                target,
+                why: e.to_string(),
+            },
+            e => Error::Http {
+                target,
+                why: format!("the request failed: {e}"),
+            },
+        }
+    }
+
+    fn read_failure(&self, e: std::io::Error) -> Error {
+        let inner = e.get_ref().and_then(|i| i.downcast_ref::<ureq::Error>());
+        let stalled = matches!(inner, Some(ureq::Error::Timeout(_)))
+            || matches!(
+                e.kind(),
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+            );
+        if stalled {
+            return Error::TimedOut {
+                target: self.target.redacted(),
+                what: "the answer stalled",
+                after: self.read,
+            };
+        }
+        Error::Http {
+            target: self.target.redacted(),
+            why: format!("the answer could not be read (cut short?): {e}"),
+        }
+    }
+}
+
+fn url_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3 / 2);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

@@ -171,6 +171,19 @@ enum Cmd {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Push every part of a session to a fleet store (ClickHouse), symbolized
+    /// here: each part once, whatever happens (run it again: nothing is sent
+    /// twice). Parts a recorder still writes wait for the next run.
+    Export {
+        #[command(flatten)]
+        dir: DirArg,
+        /// The store: clickhouse://[USER[:PASS]@]HOST[:PORT]/DATABASE (http),
+        /// clickhouses://… (https).
+        url: String,
+        /// The host name stored with the rows (default: the session's).
+        #[arg(long)]
+        host: Option<String>,
+    },
     /// Pack the session and every binary and debug file it samples (keyed
     /// by build-id) into a tar, so a report elsewhere symbolizes the same.
     Archive {
@@ -385,6 +398,39 @@ fn archive(dir: &DirArg, output: &std::path::Path, offline: bool) -> Result<()> 
     Ok(())
 }
 
+fn export(dir: &DirArg, url: &str, host: Option<&str>) -> Result<()> {
+    let target = profkit_fleet::Target::parse(url)?;
+    let shown = target.redacted();
+    let client = profkit_fleet::Client::new(target);
+    let recording = matches!(
+        profkit_daemon::daemon_state(&dir.session_dir)?,
+        profkit_daemon::DaemonState::Running { .. }
+    );
+    let sources = profkit_report::SymbolSources::default();
+    let done = profkit_report::fleet::export_session(
+        &client,
+        &dir.session_dir,
+        host.unwrap_or(""),
+        &sources,
+        recording,
+    )
+    .with_context(|| format!("exporting {} to {shown}", dir.session_dir.display()))?;
+    println!(
+        "profkit: exported {} parts ({} samples, {} rows, {} bytes) to {shown}; {} were there already{}",
+        done.inserted,
+        done.samples,
+        done.rows,
+        done.bytes,
+        done.already,
+        if done.still_recording > 0 {
+            "; the part being recorded waits for the next export"
+        } else {
+            ""
+        }
+    );
+    Ok(())
+}
+
 /// `profctl record`: the command under a session of its own
 /// ([`profkit_live::record`]), its exit status as ours.
 fn record(a: &StartArgs, command: &[String]) -> Result<ExitCode> {
@@ -479,6 +525,7 @@ fn run(opt: Opt) -> Result<ExitCode> {
             }
             return record(&args, &command);
         }
+        Cmd::Export { dir, url, host } => export(&dir, &url, host.as_deref())?,
         Cmd::Archive {
             dir,
             output,

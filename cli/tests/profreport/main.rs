@@ -14,6 +14,7 @@ mod claims;
 mod debuginfod;
 mod dwarf;
 mod flags;
+mod fleet;
 mod golden;
 mod jit;
 mod live;

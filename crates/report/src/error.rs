@@ -82,6 +82,10 @@ pub enum Error {
     /// a closed pipe, a full disk.
     #[error("writing the output: {0}")]
     Output(#[source] std::io::Error),
+    /// A fleet store could not be read or written (`profreport --from`,
+    /// `profctl export`): its message, with the store's URL redacted.
+    #[error("{0}")]
+    Fleet(String),
 }
 
 /// Result alias for this crate.

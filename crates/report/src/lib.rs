@@ -279,6 +279,7 @@ mod callgraph;
 mod diff;
 mod error;
 mod export;
+pub mod fleet;
 mod hash;
 mod model;
 mod naming;

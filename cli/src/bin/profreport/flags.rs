@@ -76,6 +76,25 @@ fn separate(s: &str) -> Result<Separate, String> {
     Separate::parse(s).map_err(|e| e.to_string())
 }
 
+/// `--separate`: a report's separations, and `host` (fleet reports only).
+#[derive(Clone, Debug)]
+struct SeparateArg {
+    sep: Separate,
+    host: bool,
+}
+
+/// Parses `--separate` with `host` among the words.
+fn separate_arg(s: &str) -> Result<SeparateArg, String> {
+    let host = s.split(',').any(|w| w.trim() == "host");
+    let rest: Vec<&str> = s.split(',').filter(|w| w.trim() != "host").collect();
+    let sep = if rest.is_empty() {
+        Separate::default()
+    } else {
+        separate(&rest.join(","))?
+    };
+    Ok(SeparateArg { sep, host })
+}
+
 fn sort_key(s: &str) -> Result<SortKey, String> {
     s.parse().map_err(|e: profkit_report::Error| e.to_string())
 }
@@ -194,6 +213,14 @@ pub(super) struct Opt {
     /// parts (session.NNNNNN.pkl) are read as one session; name a part file to read it alone.
     #[arg(long, env = "PROFKIT_SESSION_DIR", value_name = "DIR")]
     session_dir: Option<PathBuf>,
+    /// Report from a fleet store (ClickHouse) instead of a session:
+    /// clickhouse://[USER[:PASS]@]HOST[:PORT]/DATABASE; the server computes the rows.
+    /// With -l, --separate=cpu,thread,host, --host, --format text|json|csv|collapsed.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["session_dir", "merge", "import", "diff", "timeline", "callgraph", "children", "annotate"])]
+    from: Option<String>,
+    /// With --from: only hosts matching this glob (* and ?).
+    #[arg(long, value_name = "GLOB", requires = "from")]
+    host: Option<String>,
     /// Report these sessions added up (with --session-dir, that one too);
     /// it takes every word up to the next flag, so put specs before it.
     #[arg(long, num_args = 1.., value_name = "DIR")]
@@ -205,8 +232,8 @@ pub(super) struct Opt {
     #[arg(long)]
     app: bool,
     /// Split by cpu, thread, lib, kernel, all or none (comma list).
-    #[arg(long, value_name = "LIST", value_parser = separate, default_value = "none")]
-    separate: Separate,
+    #[arg(long, value_name = "LIST", value_parser = separate_arg, default_value = "none")]
+    separate: SeparateArg,
     /// Leave out rows below PCT percent.
     #[arg(short = 't', long, value_name = "PCT", value_parser = threshold, default_value = "0")]
     threshold: f64,
@@ -336,6 +363,8 @@ pub(super) struct Opt {
 
 /// A validated command line.
 pub(super) struct Config {
+    /// `--from`: a fleet store, and what to ask it.
+    pub(super) from: Option<(String, profkit_report::fleet::FleetOptions)>,
     pub(super) dirs: Vec<PathBuf>,
     pub(super) import: Option<PathBuf>,
     pub(super) diff: Option<(PathBuf, PathBuf)>,
@@ -353,6 +382,27 @@ pub(super) struct Config {
 /// Validation that clap cannot do: profile specs. Errors are usage errors.
 pub(super) fn validate(opt: Opt) -> Result<Config, String> {
     let spec = ProfileSpec::parse(&opt.specs).map_err(|e| e.to_string())?;
+    // `host` is a column of fleet reports only.
+    let per_host = opt.separate.host;
+    if per_host && opt.from.is_none() {
+        return Err(
+            "bad value 'host' for --separate: rows per host come from a fleet store (--from URL)"
+                .to_owned(),
+        );
+    }
+    let separate_value = opt.separate.sep.clone();
+    let from = opt.from.clone().map(|url| {
+        (
+            url,
+            profkit_report::fleet::FleetOptions {
+                hosts: opt.host.clone(),
+                window: None,
+                threads: separate_value.thread,
+                cpus: separate_value.cpu,
+                per_host,
+            },
+        )
+    });
     if let Some(k) = &opt.kallsyms {
         if !k.is_file() {
             return Err(format!(
@@ -386,7 +436,8 @@ pub(super) fn validate(opt: Opt) -> Result<Config, String> {
     if let Some(f) = stream {
         stream_conflicts(&opt, f)?;
     }
-    if (opt.callgraph || opt.children) && (opt.separate.thread || opt.separate.by_app() || opt.app)
+    if (opt.callgraph || opt.children)
+        && (opt.separate.sep.thread || opt.separate.sep.by_app() || opt.app)
     {
         return Err(
             "--callgraph and --children work per function: they cannot be combined with \
@@ -399,7 +450,7 @@ pub(super) fn validate(opt: Opt) -> Result<Config, String> {
             if !matches!(format, Format::Text | Format::Json | Format::Csv) {
                 return Err("--diff writes text, json or csv".to_owned());
             }
-            if opt.separate.cpu || opt.separate.thread {
+            if opt.separate.sep.cpu || opt.separate.sep.thread {
                 return Err(
                     "--diff compares shares per symbol: --separate=cpu or thread do not apply"
                         .to_owned(),
@@ -409,7 +460,7 @@ pub(super) fn validate(opt: Opt) -> Result<Config, String> {
         }
         _ => None,
     };
-    if format == Format::Flamegraph && opt.separate.cpu && opt.output.is_none() {
+    if format == Format::Flamegraph && opt.separate.sep.cpu && opt.output.is_none() {
         return Err(
             "--format flamegraph --separate=cpu writes one SVG per CPU: name them with -o FILE \
              (FILE-cpuN.svg)"
@@ -447,13 +498,14 @@ pub(super) fn validate(opt: Opt) -> Result<Config, String> {
     }
     dirs.extend(opt.merge);
     Ok(Config {
+        from,
         dirs,
         import: opt.import,
         diff,
         output: opt.output,
         options: ReportOptions {
             symbols,
-            separate: opt.separate,
+            separate: separate_value,
             app_column: opt.app,
             spec,
             threshold: opt.threshold,
@@ -526,7 +578,7 @@ fn stream_conflicts(opt: &Opt, f: StreamFormat) -> Result<(), String> {
         && Separate {
             cpu: false,
             thread: false,
-            ..opt.separate
+            ..opt.separate.sep
         } == Separate::default();
     let refused: [(bool, &str); 17] = [
         (opt.timeline.is_some(), "--timeline"),
@@ -536,7 +588,7 @@ fn stream_conflicts(opt: &Opt, f: StreamFormat) -> Result<(), String> {
         (opt.wall, "--wall"),
         (!opt.diff.is_empty(), "--diff"),
         (
-            opt.separate != Separate::default() && !separate_taken,
+            opt.separate.sep != Separate::default() && !separate_taken,
             "--separate",
         ),
         (opt.app, "--app"),

@@ -89,7 +89,33 @@ fn per_cpu_path(path: &Path, cpu: u32) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// `--from URL`: the report of a fleet store, computed by its server.
+fn run_fleet(cfg: &Config, url: &str, fleet: &profkit_report::fleet::FleetOptions) -> Result<()> {
+    let target = profkit_fleet::Target::parse(url)?;
+    let client = profkit_fleet::Client::new(target);
+    let mut out = output(cfg.output.as_deref())?;
+    if cfg.format == Format::Collapsed {
+        profkit_report::fleet::fleet_collapsed(&client, fleet, &mut out)?;
+        out.flush()?;
+        return Ok(());
+    }
+    if !matches!(cfg.format, Format::Text | Format::Json | Format::Csv) {
+        anyhow::bail!(
+            "--from gives --format text, json, csv or collapsed (not {:?})",
+            cfg.format
+        );
+    }
+    let report = profkit_report::fleet::fleet_report(&client, fleet, &cfg.options)?;
+    print_warnings(&report, cfg.verbose);
+    render_colored(&report, cfg.format, &mut out, false)?;
+    out.flush()?;
+    Ok(())
+}
+
 fn run(cfg: Config) -> Result<()> {
+    if let Some((url, fleet)) = &cfg.from {
+        return run_fleet(&cfg, url, fleet);
+    }
     let bar = Bar::new(cfg.progress);
     if let Some((old, new)) = &cfg.diff {
         let old_s = open(old, None)?;

@@ -1,0 +1,430 @@
+//! Sessions into fleet rows, and fleet rows back into reports.
+//!
+//! A fleet store (ClickHouse, through `profkit-fleet`) keeps each part of
+//! each host's sessions as rows aggregated per (CPU, process, thread,
+//! command, cgroup, binary, function, stack), symbolized here, on the host
+//! that has the binaries ([`part_rows`]: the sample stream of the part,
+//! counted). A report of the fleet ([`fleet_report`]) is computed by the
+//! server (`GROUP BY` over those rows): the client receives only the rows
+//! it prints, and builds the same [`Report`] a local report builds, so every
+//! renderer (text, JSON, CSV) serves both.
+//!
+//! Names are the report's: the binary's recorded path (shown by its file
+//! name), the function the sampled instruction is in (empty when unnamed:
+//! shown as [`crate::NO_SYMBOLS`], with the offset kept in the row), and
+//! frames innermost first as `NAME\tFUNCTION` (`NAME\t+0xOFFSET` unnamed).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use profkit_fleet::{Key, PartRows, Query, SampleRow};
+
+use crate::model::{Column, Header, Report, Row, ShownColumns};
+use crate::stream::{StreamInfo, StreamSample, StreamSink};
+use crate::{NoProgress, ReportOptions, Session, SymbolSources};
+
+/// One row's key while a part is counted.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct RowKey {
+    cpu: u32,
+    pid: u32,
+    tid: u32,
+    comm: String,
+    cgroup: u64,
+    binary: String,
+    build_id: String,
+    function: String,
+    offset: u64,
+    stack: Vec<String>,
+}
+
+/// Counts a part's samples per [`RowKey`].
+#[derive(Default)]
+struct Counter {
+    rows: HashMap<RowKey, u64>,
+    samples: u64,
+    lost: u64,
+}
+
+impl StreamSink for Counter {
+    fn begin(&mut self, info: &StreamInfo<'_>) -> std::io::Result<()> {
+        self.lost = info.header.lost_total;
+        Ok(())
+    }
+
+    fn sample(&mut self, s: &StreamSample<'_>) -> std::io::Result<()> {
+        let t = s.table;
+        let (binary, build_id, function, offset) = match s.frames.first() {
+            Some(&f) => {
+                let frame = t.frame(f);
+                let image = t.image(frame.image);
+                match frame.symbol {
+                    Some(id) => (
+                        image.path.clone(),
+                        image.build_id.clone().unwrap_or_default(),
+                        t.symbol(id).name.clone(),
+                        0,
+                    ),
+                    None => (
+                        image.path.clone(),
+                        image.build_id.clone().unwrap_or_default(),
+                        String::new(),
+                        frame.offset,
+                    ),
+                }
+            }
+            None => (
+                crate::UNKNOWN_SYMBOL.to_owned(),
+                String::new(),
+                String::new(),
+                0,
+            ),
+        };
+        let stack = if s.frames.len() > 1 {
+            s.frames
+                .iter()
+                .map(|&f| {
+                    let frame = t.frame(f);
+                    let image = t.image(frame.image);
+                    match frame.symbol {
+                        Some(id) => format!("{}\t{}", image.name, t.symbol(id).name),
+                        None => format!("{}\t+0x{:x}", image.name, frame.offset),
+                    }
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let key = RowKey {
+            cpu: s.cpu,
+            pid: s.pid,
+            tid: s.tid,
+            comm: s.comm.to_owned(),
+            cgroup: s.cgroup,
+            binary,
+            build_id,
+            function,
+            offset,
+            stack,
+        };
+        *self.rows.entry(key).or_default() += s.weight;
+        self.samples += s.weight;
+        Ok(())
+    }
+}
+
+/// The part of a session in the file `part` (a rotated session's
+/// `session.NNNNNN.pkl`, or `session.pkl`), counted into fleet rows for
+/// `host`, symbolized with `sources`. The session id is the session's
+/// start (Unix ns, hex): unique per host; the part number is the header's
+/// (1 for a session in one file).
+///
+/// # Errors
+/// The part cannot be read ([`crate::Error`]), or the stream fails.
+pub fn part_rows(part: &Path, host: &str, sources: &SymbolSources) -> crate::Result<PartRows> {
+    let reader = profkit_eventlog::SessionReader::open(part)?;
+    let h = reader.header().clone();
+    let dir = part.parent().unwrap_or(Path::new("."));
+    let session = Session::from_reader(reader, dir);
+    let (number, session_start) = match &h.part {
+        Some(p) => (p.number, p.session_start_unix_ns),
+        None => (1, h.start_time_unix_ns),
+    };
+    let end_monotonic = session.end_monotonic_ns();
+    let opts = ReportOptions {
+        symbols: true,
+        stacks: true,
+        ..ReportOptions::default()
+    };
+    let mut counter = Counter::default();
+    crate::stream::stream(
+        std::slice::from_ref(&session),
+        &opts,
+        sources,
+        &NoProgress,
+        &mut counter,
+    )?;
+    let mut rows: Vec<SampleRow> = counter
+        .rows
+        .into_iter()
+        .map(|(k, samples)| SampleRow {
+            cpu: k.cpu,
+            pid: k.pid,
+            tid: k.tid,
+            comm: k.comm,
+            cgroup: if k.cgroup == 0 {
+                String::new()
+            } else {
+                k.cgroup.to_string()
+            },
+            binary: k.binary,
+            build_id: k.build_id,
+            function: k.function,
+            offset: k.offset,
+            stack: k.stack,
+            samples,
+        })
+        .collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.samples));
+    Ok(PartRows {
+        host: if host.is_empty() {
+            h.host.clone()
+        } else {
+            host.to_owned()
+        },
+        session: format!("{session_start:x}"),
+        part: u32::try_from(number).unwrap_or(u32::MAX),
+        start_unix_ns: h.start_time_unix_ns,
+        end_unix_ns: h
+            .start_time_unix_ns
+            .saturating_add(end_monotonic.saturating_sub(h.start_monotonic_ns)),
+        samples: counter.samples,
+        lost: counter.lost,
+        rows,
+    })
+}
+
+/// What a fleet report shows (`profreport --from`).
+#[derive(Clone, Debug, Default)]
+pub struct FleetOptions {
+    /// Only hosts matching this glob (`--host`).
+    pub hosts: Option<String>,
+    /// Only parts overlapping this window, Unix ns.
+    pub window: Option<(u64, u64)>,
+    /// One row per thread (`--separate=thread`).
+    pub threads: bool,
+    /// One row per CPU (`--separate=cpu`: rows, not columns).
+    pub cpus: bool,
+    /// One row per host (`--separate=host`): the host is shown in the
+    /// application column.
+    pub per_host: bool,
+}
+
+/// The report of the fleet store behind `client`: the rows `opts` asks for
+/// (`-l`: per binary and function, else per binary; threads, CPUs, hosts
+/// as `fleet` says), computed by the server.
+///
+/// # Errors
+/// The server cannot be asked or answers wrongly ([`crate::Error::Fleet`]).
+pub fn fleet_report(
+    client: &profkit_fleet::Client,
+    fleet: &FleetOptions,
+    opts: &ReportOptions,
+) -> crate::Result<Report> {
+    let mut group = Vec::new();
+    if fleet.per_host {
+        group.push(Key::Host);
+    }
+    if fleet.cpus {
+        group.push(Key::Cpu);
+    }
+    if fleet.threads {
+        group.extend([Key::Pid, Key::Tid, Key::Comm]);
+    }
+    group.push(Key::Binary);
+    if opts.symbols {
+        group.push(Key::Function);
+    }
+    let query = Query {
+        hosts: fleet.hosts.clone(),
+        from_unix_ns: fleet.window.map(|w| w.0),
+        to_unix_ns: fleet.window.map(|w| w.1),
+        group: group.clone(),
+        binaries: None,
+        limit: None,
+    };
+    let fleet_err = |e: profkit_fleet::Error| crate::Error::Fleet(e.to_string());
+    let totals = client.totals(&query).map_err(fleet_err)?;
+    let found = client.query(&query).map_err(fleet_err)?;
+    let total = totals.samples;
+    let pct = |n: u64| {
+        if total == 0 {
+            0.0
+        } else {
+            n as f64 * 100.0 / total as f64
+        }
+    };
+    let mut rows = Vec::with_capacity(found.len());
+    let mut below = 0usize;
+    for r in found {
+        let at = |k: Key| {
+            group
+                .iter()
+                .position(|g| *g == k)
+                .map(|i| r.keys[i].clone())
+        };
+        let binary = at(Key::Binary).unwrap_or_default();
+        let percent = pct(r.samples);
+        if percent < opts.threshold {
+            below += 1;
+            continue;
+        }
+        let image = if opts.long_filenames {
+            binary.clone()
+        } else {
+            crate::spec::base_name(&binary).to_owned()
+        };
+        rows.push(Row {
+            samples: vec![r.samples],
+            percent: vec![percent],
+            total: r.samples,
+            total_percent: percent,
+            app: at(Key::Host),
+            image,
+            symbol: at(Key::Function).filter(|f| !f.is_empty()),
+            inlined: false,
+            vma: None,
+            location: None,
+            tgid: at(Key::Pid).and_then(|p| p.parse().ok()),
+            tid: at(Key::Tid).and_then(|p| p.parse().ok()),
+            comm: at(Key::Comm),
+            ns_tgid: None,
+            ns_tid: None,
+            cgroup: None,
+            children: Vec::new(),
+            inclusive: Vec::new(),
+            inclusive_percent: Vec::new(),
+            inclusive_total: 0,
+            inclusive_total_percent: 0.0,
+        });
+    }
+    let header = Header {
+        event: "cpu-clock".to_owned(),
+        start_unix_ns: totals.start_unix_ns,
+        duration_ns: totals.end_unix_ns.saturating_sub(totals.start_unix_ns),
+        samples_read: total,
+        total_samples: total,
+        lost_total: totals.lost,
+        lost_percent: if total + totals.lost == 0 {
+            0.0
+        } else {
+            totals.lost as f64 * 100.0 / (total + totals.lost) as f64
+        },
+        lost_source: "fleet".to_owned(),
+        ..Header::default()
+    };
+    Ok(Report {
+        header,
+        columns: vec![Column::All],
+        shown: ShownColumns {
+            symbols: opts.symbols,
+            app: fleet.per_host,
+            thread: fleet.threads,
+            ..ShownColumns::default()
+        },
+        rows,
+        rows_below_threshold: below,
+        timeline: None,
+        warnings: vec![format!(
+            "from {}: {} parts of {} host{}",
+            client.target().redacted(),
+            totals.parts,
+            totals.hosts,
+            if totals.hosts == 1 { "" } else { "s" }
+        )],
+        unnamed_binaries: Vec::new(),
+        callgraph: None,
+        stacks: None,
+        annotations: None,
+    })
+}
+
+/// The fleet's stacks as folded lines (`frame;frame;… N`, outermost frame
+/// first, the `--format collapsed` of a local report), computed by the
+/// server.
+///
+/// # Errors
+/// As [`fleet_report`].
+pub fn fleet_collapsed(
+    client: &profkit_fleet::Client,
+    fleet: &FleetOptions,
+    out: &mut dyn std::io::Write,
+) -> crate::Result<()> {
+    let query = Query {
+        hosts: fleet.hosts.clone(),
+        from_unix_ns: fleet.window.map(|w| w.0),
+        to_unix_ns: fleet.window.map(|w| w.1),
+        group: Vec::new(),
+        binaries: None,
+        limit: None,
+    };
+    let stacks = client
+        .stacks(&query)
+        .map_err(|e| crate::Error::Fleet(e.to_string()))?;
+    for (frames, n) in stacks {
+        let line: Vec<String> = frames
+            .iter()
+            .rev()
+            .map(|f| match f.split_once('\t') {
+                Some((_, function)) => function.replace(';', ":"),
+                None => f.replace(';', ":"),
+            })
+            .collect();
+        writeln!(out, "{} {n}", line.join(";")).map_err(crate::Error::Output)?;
+    }
+    Ok(())
+}
+
+/// What [`export_session`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExportSummary {
+    /// Parts inserted by this run.
+    pub inserted: u64,
+    /// Parts the store already had (exported before: nothing sent twice).
+    pub already: u64,
+    /// Rows inserted.
+    pub rows: u64,
+    /// Bytes sent for them.
+    pub bytes: u64,
+    /// Samples of the parts inserted.
+    pub samples: u64,
+    /// Parts not exported because a recorder still writes them.
+    pub still_recording: u64,
+}
+
+/// Exports every part of the session in `dir` to the fleet store behind
+/// `client`, oldest first: each closed part of a rotated session, and the
+/// last one unless `recording` (a recorder still writes it). A part the
+/// store has is not sent again.
+///
+/// # Errors
+/// A part cannot be read, or the store fails ([`crate::Error::Fleet`]):
+/// the parts before it are in the store, a later run goes on from there.
+pub fn export_session(
+    client: &profkit_fleet::Client,
+    dir: &Path,
+    host: &str,
+    sources: &SymbolSources,
+    recording: bool,
+) -> crate::Result<ExportSummary> {
+    let fleet_err = |e: profkit_fleet::Error| crate::Error::Fleet(e.to_string());
+    client.ensure_schema().map_err(fleet_err)?;
+    let mut files: Vec<std::path::PathBuf> = profkit_eventlog::parts::closed_parts(dir)
+        .map_err(|e| crate::Error::Fleet(format!("listing {}: {e}", dir.display())))?
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect();
+    let mut out = ExportSummary::default();
+    let last = dir.join(profkit_eventlog::parts::CURRENT_PART);
+    if recording {
+        out.still_recording += 1;
+    } else if last.exists() {
+        files.push(last);
+    }
+    for f in files {
+        let rows = part_rows(&f, host, sources)?;
+        match client.export_part(&rows).map_err(fleet_err)? {
+            profkit_fleet::Exported::Inserted {
+                rows: n,
+                bytes_sent,
+            } => {
+                out.inserted += 1;
+                out.rows += n;
+                out.bytes += bytes_sent;
+                out.samples += rows.samples;
+            }
+            profkit_fleet::Exported::AlreadyThere => out.already += 1,
+        }
+    }
+    Ok(out)
+}

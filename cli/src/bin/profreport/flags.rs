@@ -390,7 +390,7 @@ pub(super) fn validate(opt: Opt) -> Result<Config, String> {
                 .to_owned(),
         );
     }
-    let separate_value = opt.separate.sep.clone();
+    let separate_value = opt.separate.sep;
     let from = opt.from.clone().map(|url| {
         (
             url,

@@ -9,9 +9,9 @@ use profkit_daemon::{
     SESSION_LOG,
 };
 use profkit_live::{
-    control, finalize_dead, parse_keep, parse_size, perf_is_usage, run_daemon, run_daemon_with,
-    BudgetLimit, CallGraph, DwarfRing, ExtrasSources, PartsConfig, Rate, RecordRun, Rotate,
-    StartConfig, Summary, DEFAULT_FREQUENCY, SYSTEM_DEBUG_DIR,
+    control, finalize_dead, parse_keep, parse_size, perf_is_usage, run_daemon, BudgetLimit,
+    CallGraph, DwarfRing, ExtrasSources, PartsConfig, Rate, RecordRun, Rotate, StartConfig,
+    Summary, DEFAULT_FREQUENCY, SYSTEM_DEBUG_DIR,
 };
 use profkit_perf::parse_cpu_list;
 use std::io::Write;
@@ -76,6 +76,14 @@ struct StartArgs {
     /// --buffer-pages]: a switch storm writes some 250 bytes per switch.
     #[arg(long, value_name = "N", requires = "off_cpu")]
     off_cpu_pages: Option<usize>,
+    /// Push each closed part (and the last one at stop) to a fleet store:
+    /// clickhouse://[USER[:PASS]@]HOST[:PORT]/DATABASE; parts wait on disk while
+    /// it is down (see `status`). The URL is kept out of the process list and logs.
+    #[arg(long, value_name = "URL")]
+    export: Option<String>,
+    /// With --export: the host name stored with the rows [default: this host's].
+    #[arg(long, value_name = "NAME", requires = "export")]
+    export_host: Option<String>,
     /// Only user-space samples.
     #[arg(long, conflicts_with = "kernel_only")]
     user_only: bool,
@@ -197,6 +205,19 @@ enum Cmd {
         #[arg(long)]
         offline: bool,
     },
+    /// Internal: `--export`'s child: `export` of the daemon's session, the
+    /// store's URL in the environment (PROFKIT_EXPORT_URL).
+    #[command(name = "__export", hide = true)]
+    ExportChild {
+        #[command(flatten)]
+        dir: DirArg,
+        /// The host name stored with the rows.
+        #[arg(long)]
+        host: Option<String>,
+        /// The daemon has stopped: its last part goes too.
+        #[arg(long)]
+        last: bool,
+    },
     /// Internal: the daemon process; its start configuration as JSON.
     #[command(name = "__daemon", hide = true)]
     Daemon { config: String },
@@ -257,6 +278,9 @@ fn start_config(
         disk_budget: None,
         off_cpu: a.off_cpu,
         off_cpu_pages: a.off_cpu_pages,
+        export: a.export.as_ref().map(|_| profkit_live::ExportConfig {
+            host: a.export_host.clone(),
+        }),
     };
     if let Some(p) = pid_override {
         c.pids = vec![p as i32];
@@ -272,6 +296,12 @@ fn start(a: &StartArgs, pid_override: Option<u32>) -> Result<u32> {
     let dir = SessionDir::create(&c.session_dir)?;
     let mut cmd = Command::new(std::env::current_exe().context("finding profctl's own path")?);
     cmd.arg("__daemon").arg(c.to_json());
+    if let Some(url) = &a.export {
+        // Checked here; the daemon and its export children get it in their
+        // environment, never in their arguments (process titles).
+        profkit_fleet::Target::parse(url)?;
+        cmd.env(profkit_live::EXPORT_URL_ENV, url);
+    }
     let child = spawn_daemon(cmd, &dir, DEFAULT_READY_TIMEOUT)?;
     Ok(child.id())
 }
@@ -294,7 +324,7 @@ fn start_foreground(a: &StartArgs) -> Result<()> {
         std::process::id(),
         c.session_dir.display()
     );
-    run_daemon_with(&c, true)?;
+    profkit_live::run_daemon_exporting(&c, true, a.export.clone())?;
     eprintln!(
         "profkit: stopped; session {}",
         c.session_dir.join(SESSION_LOG).display()
@@ -398,14 +428,17 @@ fn archive(dir: &DirArg, output: &std::path::Path, offline: bool) -> Result<()> 
     Ok(())
 }
 
-fn export(dir: &DirArg, url: &str, host: Option<&str>) -> Result<()> {
+/// `profctl export` (and `--export`'s child, `last`: the daemon has
+/// closed its last part and waits for this before it exits).
+fn export(dir: &DirArg, url: &str, host: Option<&str>, last: bool) -> Result<()> {
     let target = profkit_fleet::Target::parse(url)?;
     let shown = target.redacted();
     let client = profkit_fleet::Client::new(target);
-    let recording = matches!(
-        profkit_daemon::daemon_state(&dir.session_dir)?,
-        profkit_daemon::DaemonState::Running { .. }
-    );
+    let recording = !last
+        && matches!(
+            profkit_daemon::daemon_state(&dir.session_dir)?,
+            profkit_daemon::DaemonState::Running { .. }
+        );
     let sources = profkit_report::SymbolSources::default();
     let done = profkit_report::fleet::export_session(
         &client,
@@ -415,6 +448,15 @@ fn export(dir: &DirArg, url: &str, host: Option<&str>) -> Result<()> {
         recording,
     )
     .with_context(|| format!("exporting {} to {shown}", dir.session_dir.display()))?;
+    if let Some(through) = done.through {
+        profkit_live::write_exported_through(&dir.session_dir, through).with_context(|| {
+            format!(
+                "writing {} in {}",
+                profkit_live::EXPORT_STATE_FILE,
+                dir.session_dir.display()
+            )
+        })?;
+    }
     println!(
         "profkit: exported {} parts ({} samples, {} rows, {} bytes) to {shown}; {} were there already{}",
         done.inserted,
@@ -525,7 +567,12 @@ fn run(opt: Opt) -> Result<ExitCode> {
             }
             return record(&args, &command);
         }
-        Cmd::Export { dir, url, host } => export(&dir, &url, host.as_deref())?,
+        Cmd::Export { dir, url, host } => export(&dir, &url, host.as_deref(), false)?,
+        Cmd::ExportChild { dir, host, last } => {
+            let url = std::env::var(profkit_live::EXPORT_URL_ENV)
+                .context("__export: no store URL in the environment")?;
+            export(&dir, &url, host.as_deref(), last)?
+        }
         Cmd::Archive {
             dir,
             output,

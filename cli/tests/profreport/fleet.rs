@@ -165,3 +165,80 @@ fn a_server_that_answers_garbage_is_an_error_and_the_password_never_shows() {
     assert_ne!(r.code, 0);
     assert!(r.stderr.contains("clickhouse://"), "{}", r.stderr);
 }
+
+/// `profctl record --rotate 1s --export URL`: each part goes to the store
+/// as it closes, the last at stop; the store is killed for three seconds in
+/// the middle and started again: the parts of those seconds wait on disk,
+/// are retried, and every part arrives once (the fleet's `-l` equals the
+/// local one). The URL's password shows in no process title.
+#[test]
+fn live_export_while_recording_survives_the_store_going_down() {
+    let _rec = recording();
+    if !perf_ok() {
+        return;
+    }
+    let Some(mut ch) = profkit_testsupport::ClickHouseServer::start("live") else {
+        return;
+    };
+    let d = tempdir();
+    let Some(loops) = build_workload(d.path(), "loops", &[]) else {
+        return;
+    };
+    let url = ch.url.clone();
+    let outage = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        ch.stop();
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        ch.restart();
+        ch
+    });
+    let run = profctl(
+        d.path(),
+        &[
+            "record",
+            "-F",
+            "4000",
+            "--session-dir",
+            "s",
+            "--rotate",
+            "1s",
+            "--export",
+            &url,
+            "--export-host",
+            "live-1",
+            "--",
+            loops.to_str().unwrap(),
+            "1000",
+        ],
+    );
+    let _ch = outage.join().unwrap();
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("profkit: export: every part through")
+            && run.stdout.contains("exports failed and were tried again")
+            && !run.stdout.contains("wait on disk"),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains(&url) && !run.stderr.contains(&url));
+    let s = d.path().join("s");
+    let log = std::fs::read_to_string(s.join("export.log")).unwrap_or_default();
+    let sd = s.to_str().unwrap();
+    let local = profreport(&["--session-dir", sd, "-l", "--format", "json"])
+        .expect(0)
+        .json();
+    let fleet = profreport(&["--from", &url, "-l", "--format", "json"])
+        .expect(0)
+        .json();
+    let (lm, lt) = per_function(&local);
+    let (fm, ft) = per_function(&fleet);
+    eprintln!("local {lt}, fleet {ft}; last export log: {log}");
+    assert!(lt > 3000, "too few samples: {lt}");
+    assert_eq!((fm, ft), (lm, lt), "every part once");
+    let parts = profkit_eventlog::parts::closed_parts(&s).unwrap().len() + 1;
+    let warning = fleet["warnings"][0].as_str().unwrap_or_default().to_owned();
+    assert!(
+        warning.contains(&format!("{parts} parts of 1 host")),
+        "{warning}"
+    );
+}

@@ -76,6 +76,10 @@ pub struct StartConfig {
     /// times `buffer_pages`.
     #[serde(default)]
     pub off_cpu_pages: Option<usize>,
+    /// `--export URL`: closed parts are pushed to a fleet store (the URL
+    /// itself travels in the environment: [`crate::EXPORT_URL_ENV`]).
+    #[serde(default)]
+    pub export: Option<crate::export::ExportConfig>,
 }
 
 /// The default rate when neither `-F` nor `-c` is given.
@@ -309,6 +313,7 @@ mod tests {
             disk_budget: None,
             off_cpu: false,
             off_cpu_pages: None,
+            export: None,
         }
     }
 

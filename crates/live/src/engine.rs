@@ -162,6 +162,8 @@ pub struct LiveEngine<S: WakeSource> {
     log_lines: Vec<String>,
     /// What everything the session writes counts against.
     budget: DiskBudget,
+    /// `--export`: the children that push closed parts to a fleet store.
+    exporter: Option<crate::export::Exporter>,
 }
 
 impl<S: WakeSource> std::fmt::Debug for LiveEngine<S> {
@@ -199,7 +201,31 @@ impl<S: WakeSource> LiveEngine<S> {
                 session.parent().unwrap_or(Path::new(".")),
             )),
             session,
+            exporter: None,
         }
+    }
+
+    /// Pushes each closed part, and the last one at stop, to a fleet
+    /// store with `exporter` (`--export`).
+    pub fn with_exporter(mut self, exporter: crate::export::Exporter) -> Self {
+        self.exporter = Some(exporter);
+        self
+    }
+
+    /// The closed parts' numbers on disk (for the exporter).
+    fn closed_numbers(&self) -> Vec<u64> {
+        self.session
+            .parent()
+            .and_then(|d| profkit_eventlog::parts::closed_parts(d).ok())
+            .map(|v| v.into_iter().map(|(n, _)| n).collect())
+            .unwrap_or_default()
+    }
+
+    /// Status and stop: the parts, with the export's state.
+    fn parts_summary(&self) -> PartsSummary {
+        let mut p = self.parts_state.clone();
+        p.export = self.exporter.as_ref().map(|e| e.state());
+        p
     }
 
     /// Counts everything the session writes against `budget` (by
@@ -269,6 +295,9 @@ impl<S: WakeSource> LiveEngine<S> {
             ))));
         };
         self.parts_state.part += 1;
+        if let Some(e) = &mut self.exporter {
+            e.part_closed();
+        }
         let removed = self.retain(st.part_bytes);
         Ok(Rotation {
             part: self.parts_state.part,
@@ -302,6 +331,9 @@ impl<S: WakeSource> LiveEngine<S> {
         self.parts_state.removed += r.removed.len() as u64;
         for e in r.errors {
             self.note_parts_error(format!("deleting a part: {e}"));
+        }
+        if let Some(e) = &mut self.exporter {
+            e.removed(&r.removed);
         }
         r.removed
     }
@@ -424,8 +456,13 @@ impl<S: WakeSource> LiveEngine<S> {
             extras.refused.extend(k.kept.notes());
         }
         let mut s = Summary::of_recorder(&st);
-        if self.has_parts() {
-            s.parts = Some(self.parts_state.clone());
+        // The last part is closed: every part not in the store yet goes.
+        let closed = self.closed_numbers();
+        if let Some(e) = &mut self.exporter {
+            e.finish(crate::export::STOP_WAIT, &closed, self.parts_state.part);
+        }
+        if self.has_parts() || self.exporter.is_some() {
+            s.parts = Some(self.parts_summary());
         }
         let session_bytes = std::fs::metadata(&self.session)
             .map(|m| m.len())
@@ -484,6 +521,12 @@ impl<S: WakeSource> Engine for LiveEngine<S> {
             .set_parts(self.parts_state.closed_bytes + rec.part_bytes());
         self.rec = Some(rec);
         self.parts_round();
+        if self.exporter.is_some() {
+            let closed = self.closed_numbers();
+            if let Some(e) = &mut self.exporter {
+                e.round(&closed);
+            }
+        }
         Ok(())
     }
     fn dump(&mut self) -> std::result::Result<(), EngineError> {
@@ -493,8 +536,8 @@ impl<S: WakeSource> Engine for LiveEngine<S> {
         match &self.rec {
             Some(r) => {
                 let mut s = Summary::of_recorder(&r.status());
-                if self.has_parts() {
-                    s.parts = Some(self.parts_state.clone());
+                if self.has_parts() || self.exporter.is_some() {
+                    s.parts = Some(self.parts_summary());
                 }
                 s.disk = Some(self.budget.summary());
                 s.to_value()
@@ -543,6 +586,18 @@ pub fn run_daemon(cfg: &StartConfig) -> Result<()> {
 /// [`run_daemon`]; `foreground`: log lines go to stderr too (`profctl
 /// start --foreground`, under a service manager).
 pub fn run_daemon_with(cfg: &StartConfig, foreground: bool) -> Result<()> {
+    let url = std::env::var(crate::export::EXPORT_URL_ENV).ok();
+    run_daemon_exporting(cfg, foreground, url)
+}
+
+/// [`run_daemon_with`], with the fleet store's URL for `--export`
+/// (`cfg.export`) given rather than read from [`crate::EXPORT_URL_ENV`]
+/// (`start --foreground`: the daemon is this process).
+pub fn run_daemon_exporting(
+    cfg: &StartConfig,
+    foreground: bool,
+    export_url: Option<String>,
+) -> Result<()> {
     let c = cfg.sampler_config()?;
     let dir = SessionDir::open(&cfg.session_dir)?;
     // Small rings at high rates fill in milliseconds: answer a watermark
@@ -612,6 +667,16 @@ pub fn run_daemon_with(cfg: &StartConfig, foreground: bool) -> Result<()> {
         .with_session_dir(dir.try_clone()?)
         .with_parts(cfg.parts)
         .with_budget(budget);
+    if let (Some(export), Some(url)) = (&cfg.export, export_url) {
+        let program = std::env::current_exe()
+            .map_err(|e| Error::io("finding the program for", &cfg.session_dir, e))?;
+        engine = engine.with_exporter(crate::export::Exporter::new(
+            program,
+            cfg.session_dir.clone(),
+            export.clone(),
+            url,
+        ));
+    }
     daemon.run(&mut engine)?;
     Ok(())
 }

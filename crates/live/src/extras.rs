@@ -94,33 +94,45 @@ pub fn save_session_extras(
     let mut pids = BTreeSet::new();
     let mut kernel = KernelUse::default();
     let mut kernel_frames = HashSet::new();
-    for c in r.chunks() {
-        let _ = r.for_each_sample(
-            c,
-            |s| {
-                if s.kernel {
-                    kernel.offsets.entry(s.cookie).or_default().insert(s.offset);
-                }
-            },
-            |m| match m {
-                Event::CookieDef(e) => match e.kind {
-                    CookieKind::Anon => pids.extend(e.pid),
-                    CookieKind::Kernel | CookieKind::Module => {
-                        kernel.cookies.insert(e.cookie, e);
+    // Every part of a rotated session, not only the last one: the copy
+    // names the kernel samples of all of them (before, a report of a
+    // rotated session named the earlier parts' kernel samples from lines
+    // kept for the last part's: wrong names).
+    let mut readers: Vec<SessionReader> = profkit_eventlog::parts::closed_parts(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(_, p)| SessionReader::open(&p).ok())
+        .collect();
+    readers.push(r);
+    for r in &readers {
+        for c in r.chunks() {
+            let _ = r.for_each_sample(
+                c,
+                |s| {
+                    if s.kernel {
+                        kernel.offsets.entry(s.cookie).or_default().insert(s.offset);
+                    }
+                },
+                |m| match m {
+                    Event::CookieDef(e) => match e.kind {
+                        CookieKind::Anon => pids.extend(e.pid),
+                        CookieKind::Kernel | CookieKind::Module => {
+                            kernel.cookies.insert(e.cookie, e);
+                        }
+                        _ => {}
+                    },
+                    Event::StackDef { frames, .. } | Event::StackDefOn { frames, .. } => {
+                        kernel_frames.extend(
+                            frames
+                                .iter()
+                                .filter(|f| f.kernel)
+                                .map(|f| (f.cookie, f.offset)),
+                        );
                     }
                     _ => {}
                 },
-                Event::StackDef { frames, .. } | Event::StackDefOn { frames, .. } => {
-                    kernel_frames.extend(
-                        frames
-                            .iter()
-                            .filter(|f| f.kernel)
-                            .map(|f| (f.cookie, f.offset)),
-                    );
-                }
-                _ => {}
-            },
-        );
+            );
+        }
     }
     for (cookie, offset) in kernel_frames {
         kernel.add_frame(cookie, offset);

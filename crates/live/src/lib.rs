@@ -99,6 +99,7 @@ mod config;
 pub mod control;
 mod engine;
 mod error;
+mod export;
 mod extras;
 mod finalize;
 mod jitmap;
@@ -118,10 +119,14 @@ pub use callgraph::{
 };
 pub use config::{Rate, StartConfig, DEFAULT_FREQUENCY};
 pub use engine::{
-    run_daemon, run_daemon_with, LiveEngine, ReservedSink, WakeSource, DIR_CHECK_INTERVAL,
-    RESERVE_BYTES, RESERVE_FILE,
+    run_daemon, run_daemon_exporting, run_daemon_with, LiveEngine, ReservedSink, WakeSource,
+    DIR_CHECK_INTERVAL, RESERVE_BYTES, RESERVE_FILE,
 };
 pub use error::{perf_is_usage, Error, Result};
+pub use export::{
+    exported_through, write_exported_through, ExportConfig, ExportState, Exporter, EXPORT_LOG_FILE,
+    EXPORT_STATE_FILE, EXPORT_URL_ENV, MAX_BACKOFF, STOP_WAIT,
+};
 pub use extras::{
     is_extra, save_session_extras, ExtrasSources, SavedExtras, KALLSYMS_COPY, KALLSYMS_MAX_BYTES,
     PERF_MAP_MAX_BYTES,

@@ -380,6 +380,8 @@ pub struct ExportSummary {
     pub samples: u64,
     /// Parts not exported because a recorder still writes them.
     pub still_recording: u64,
+    /// Every part up to this number is in the store now (None: no part).
+    pub through: Option<u64>,
 }
 
 /// Exports every part of the session in `dir` to the fleet store behind
@@ -413,6 +415,7 @@ pub fn export_session(
     }
     for f in files {
         let rows = part_rows(&f, host, sources)?;
+        let number = u64::from(rows.part);
         match client.export_part(&rows).map_err(fleet_err)? {
             profkit_fleet::Exported::Inserted {
                 rows: n,
@@ -425,6 +428,7 @@ pub fn export_session(
             }
             profkit_fleet::Exported::AlreadyThere => out.already += 1,
         }
+        out.through = Some(number);
     }
     Ok(out)
 }

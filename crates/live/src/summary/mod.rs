@@ -444,6 +444,9 @@ pub struct PartsSummary {
     /// Rotations and deletions that failed (the newest few), each with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
+    /// `--export`: how the parts' export stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub export: Option<crate::export::ExportState>,
 }
 
 impl Summary {

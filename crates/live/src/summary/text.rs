@@ -24,6 +24,25 @@ impl PartsSummary {
         for e in &self.errors {
             out.push_str(&format!("note: parts: {}\n", one_line(e)));
         }
+        if let Some(x) = &self.export {
+            out.push_str(&format!(
+                "export:   every part through {} in the store, {} waiting; {} exports, {} failed",
+                x.through, x.waiting, x.attempts, x.failures
+            ));
+            if x.dropped > 0 {
+                out.push_str(&format!(
+                    ", {} deleted by retention before their export",
+                    x.dropped
+                ));
+            }
+            if let Some(ms) = x.retry_in_ms {
+                out.push_str(&format!("; next try in {:.1} s", ms as f64 / 1e3));
+            }
+            out.push('\n');
+            if let Some(e) = &x.last_error {
+                out.push_str(&format!("note: export: {}\n", one_line(e)));
+            }
+        }
         out
     }
 }
@@ -284,6 +303,30 @@ impl Summary {
                     ),
                 }
             );
+            if let Some(x) = &p.export {
+                let _ = writeln!(
+                    out,
+                    "profkit: export: every part through {} in the store{}{}{}",
+                    x.through,
+                    match x.failures {
+                        0 => String::new(),
+                        n => format!(
+                            " ({n} of {} exports failed and were tried again)",
+                            x.attempts
+                        ),
+                    },
+                    match x.waiting {
+                        0 => String::new(),
+                        n => format!(
+                            "; {n} parts wait on disk: run `profctl export` when the store is back"
+                        ),
+                    },
+                    match &x.last_error {
+                        Some(e) => format!(" ({})", one_line(e)),
+                        None => String::new(),
+                    }
+                );
+            }
         }
         if let Some(o) = &s.off_cpu {
             let _ = writeln!(out, "{}", o.line());

@@ -1,0 +1,301 @@
+//! `profctl start --export URL`: each closed part of a rotated session,
+//! and the last part at stop, pushed to a fleet store.
+//!
+//! The daemon does not export itself: it links no HTTP client and no
+//! symbolizer for reports, and a slow or dead store must never hold up a
+//! round. It runs `profctl __export` (the same code as `profctl export`)
+//! as a child after a part closes, one at a time, and looks at how it
+//! ended on the next rounds. The store's URL, with its credentials, goes
+//! to the daemon and to each child in the environment
+//! ([`EXPORT_URL_ENV`]), never in arguments (process titles), the start
+//! configuration, logs or status; the child's errors name the store
+//! redacted.
+//!
+//! Parts wait on disk until exported: a failed export is tried again
+//! after 1 s, 2 s, 4 s … at most [`MAX_BACKOFF`], each time for every part
+//! not yet in the store (the store keeps a part once, whatever happens).
+//! They count against `--max-disk` like every part; one deleted by the
+//! retention rules before it was exported is counted
+//! ([`ExportState::dropped`]). `status` says how many wait
+//! ([`ExportState::waiting`]). At stop the last part is exported too,
+//! within [`STOP_WAIT`]; what is left waits for `profctl export`.
+//!
+//! Each export writes [`EXPORT_STATE_FILE`] in the session directory: the
+//! newest part number up to which every part is in the store.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// The environment variable that carries the store's URL to the daemon
+/// and its export children.
+pub const EXPORT_URL_ENV: &str = "PROFKIT_EXPORT_URL";
+/// What an export writes in the session directory: `{"through": N}`.
+pub const EXPORT_STATE_FILE: &str = "export.state";
+/// The export children's standard error (the newest attempt's).
+pub const EXPORT_LOG_FILE: &str = "export.log";
+/// The longest wait between two attempts.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// How long the stop waits for the last export.
+pub const STOP_WAIT: Duration = Duration::from_secs(30);
+
+/// `--export`: where the rows go is in [`EXPORT_URL_ENV`]; this is the
+/// rest.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExportConfig {
+    /// The host name stored with the rows (default: the session's).
+    #[serde(default)]
+    pub host: Option<String>,
+}
+
+/// What status and stop say of the export.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExportState {
+    /// Every part up to this number is in the store (0: none yet).
+    pub through: u64,
+    /// Closed parts not in the store yet.
+    pub waiting: u64,
+    /// Exports run.
+    pub attempts: u64,
+    /// Of them, failed.
+    pub failures: u64,
+    /// Parts deleted by the retention rules before they were exported.
+    pub dropped: u64,
+    /// The newest failure's message (the store's URL redacted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Milliseconds until the next attempt, when one waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_in_ms: Option<u64>,
+}
+
+/// The newest part number up to which every part is in the store, as the
+/// last export in `dir` wrote it (0 when none did).
+pub fn exported_through(dir: &Path) -> u64 {
+    #[derive(Deserialize)]
+    struct State {
+        through: u64,
+    }
+    let policy = profkit_untrusted::Policy::regular()
+        .no_follow()
+        .max_bytes(4096);
+    profkit_untrusted::open_untrusted(&dir.join(EXPORT_STATE_FILE), &policy)
+        .ok()
+        .and_then(|o| o.read_all().ok())
+        .and_then(|b| serde_json::from_slice::<State>(&b).ok())
+        .map_or(0, |s| s.through)
+}
+
+/// Writes [`EXPORT_STATE_FILE`] in `dir` (beside, then renamed over).
+///
+/// # Errors
+/// The file cannot be written.
+pub fn write_exported_through(dir: &Path, through: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = dir.join(format!(".{EXPORT_STATE_FILE}.{}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)?;
+    std::io::Write::write_all(&mut f, format!("{{\"through\":{through}}}\n").as_bytes())?;
+    drop(f);
+    std::fs::rename(&tmp, dir.join(EXPORT_STATE_FILE)).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+impl std::fmt::Debug for Exporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exporter")
+            .field("dir", &self.dir)
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs the export children of a recording session.
+pub struct Exporter {
+    program: PathBuf,
+    /// The store's URL, credentials included: only ever in the children's
+    /// environment.
+    url: String,
+    dir: PathBuf,
+    config: ExportConfig,
+    child: Option<Child>,
+    /// A part closed since the last export that succeeded.
+    wanted: bool,
+    next_try: Instant,
+    backoff: Duration,
+    state: ExportState,
+}
+
+impl Exporter {
+    /// Exports the parts of the session in `dir` with `program __export`
+    /// to the store at `url`.
+    pub fn new(program: PathBuf, dir: PathBuf, config: ExportConfig, url: String) -> Exporter {
+        let through = exported_through(&dir);
+        Exporter {
+            program,
+            url,
+            dir,
+            config,
+            child: None,
+            wanted: false,
+            next_try: Instant::now(),
+            backoff: Duration::from_secs(1),
+            state: ExportState {
+                through,
+                ..ExportState::default()
+            },
+        }
+    }
+
+    /// A part was closed (a rotation): export at the next chance.
+    pub fn part_closed(&mut self) {
+        self.wanted = true;
+    }
+
+    /// The retention rules deleted the parts `numbers`.
+    pub fn removed(&mut self, numbers: &[u64]) {
+        let through = self.state.through;
+        self.state.dropped += numbers.iter().filter(|&&n| n > through).count() as u64;
+    }
+
+    /// After each round: how the running export ended, and a new one if
+    /// one is due. `closed`: the closed parts' numbers now on disk.
+    pub fn round(&mut self, closed: &[u64]) {
+        self.poll();
+        if self.child.is_none() && self.wanted && Instant::now() >= self.next_try {
+            self.spawn(false);
+        }
+        self.count_waiting(closed);
+    }
+
+    fn count_waiting(&mut self, closed: &[u64]) {
+        let through = self.state.through;
+        self.state.waiting = closed.iter().filter(|&&n| n > through).count() as u64;
+    }
+
+    /// What status says.
+    pub fn state(&self) -> ExportState {
+        let mut s = self.state.clone();
+        if self.child.is_none() && self.wanted {
+            s.retry_in_ms = Some(
+                self.next_try
+                    .saturating_duration_since(Instant::now())
+                    .as_millis() as u64,
+            );
+        }
+        s
+    }
+
+    /// At stop, after the last part (number `last`) is closed: waits for a
+    /// running export, then exports everything left, the last part
+    /// included, within `wait`; returns what stop says.
+    pub fn finish(&mut self, wait: Duration, closed: &[u64], last: u64) -> ExportState {
+        let deadline = Instant::now() + wait;
+        if self.wait_until(deadline) {
+            self.spawn(true);
+            self.wait_until(deadline);
+        }
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+            self.state.failures += 1;
+            self.state.last_error = Some(format!(
+                "the export at stop took longer than {}s; run `profctl export` to finish it",
+                wait.as_secs()
+            ));
+        }
+        self.count_waiting(closed);
+        if last > self.state.through {
+            self.state.waiting += 1;
+        }
+        self.wanted = false;
+        self.state.clone()
+    }
+
+    /// Waits for the running export until `deadline`: true when none runs.
+    fn wait_until(&mut self, deadline: Instant) -> bool {
+        while self.child.is_some() {
+            self.poll();
+            if self.child.is_none() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        true
+    }
+
+    fn spawn(&mut self, last: bool) {
+        let log = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(self.dir.join(EXPORT_LOG_FILE));
+        let mut cmd = Command::new(&self.program);
+        cmd.arg("__export").arg("--session-dir").arg(&self.dir);
+        cmd.env(EXPORT_URL_ENV, &self.url);
+        if last {
+            cmd.arg("--last");
+        }
+        if let Some(h) = &self.config.host {
+            cmd.arg("--host").arg(h);
+        }
+        cmd.stdin(Stdio::null()).stdout(Stdio::null());
+        match log {
+            Ok(f) => cmd.stderr(f),
+            Err(_) => cmd.stderr(Stdio::null()),
+        };
+        self.state.attempts += 1;
+        self.wanted = false;
+        match cmd.spawn() {
+            Ok(c) => self.child = Some(c),
+            Err(e) => self.failed(format!("cannot run {}: {e}", self.program.display())),
+        }
+    }
+
+    fn poll(&mut self) {
+        let Some(c) = self.child.as_mut() else { return };
+        match c.try_wait() {
+            Ok(None) => {}
+            Ok(Some(st)) => {
+                self.child = None;
+                self.state.through = exported_through(&self.dir).max(self.state.through);
+                if st.success() {
+                    self.backoff = Duration::from_secs(1);
+                    self.state.last_error = None;
+                } else {
+                    let log =
+                        std::fs::read_to_string(self.dir.join(EXPORT_LOG_FILE)).unwrap_or_default();
+                    let why = log
+                        .lines()
+                        .rev()
+                        .find(|l| !l.trim().is_empty())
+                        .unwrap_or("the export failed")
+                        .to_owned();
+                    self.failed(why);
+                }
+            }
+            Err(e) => {
+                self.child = None;
+                self.failed(format!("waiting for the export: {e}"));
+            }
+        }
+    }
+
+    fn failed(&mut self, why: String) {
+        self.state.failures += 1;
+        self.state.last_error = Some(why);
+        self.wanted = true;
+        self.next_try = Instant::now() + self.backoff;
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+    }
+}

@@ -131,6 +131,23 @@ fn live_a_rotated_session_exported_reports_the_same_from_clickhouse() {
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
         .sum();
     assert_eq!(n, lt, "{}", folded.stdout);
+    let svg = profreport(&["--from", &ch.url, "--format", "flamegraph"]).expect(0);
+    assert!(svg.stdout.contains("<svg") && svg.stdout.contains("two_loops"));
+
+    // Between two hosts that ran the same: no change anywhere.
+    let diff = profreport(&[
+        "--from", &ch.url, "--diff", "web-1", "db-1", "--format", "json",
+    ])
+    .expect(0)
+    .json();
+    let changes: Vec<f64> = diff["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["change"].as_f64())
+        .collect();
+    assert!(!changes.is_empty(), "{diff:#}");
+    assert!(changes.iter().all(|d| d.abs() < 1e-9), "{diff:#}");
 }
 
 /// A server that answers garbage to everything.

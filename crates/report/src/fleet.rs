@@ -12,7 +12,8 @@
 //! Names are the report's: the binary's recorded path (shown by its file
 //! name), the function the sampled instruction is in (empty when unnamed:
 //! shown as [`crate::NO_SYMBOLS`], with the offset kept in the row), and
-//! frames innermost first as `NAME\tFUNCTION` (`NAME\t+0xOFFSET` unnamed).
+//! frames innermost first as `NAME\tFUNCTION` (`NAME\t+0xOFFSET` unnamed;
+//! the sampled frame alone for a session without call graphs).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -80,21 +81,20 @@ impl StreamSink for Counter {
                 0,
             ),
         };
-        let stack = if s.frames.len() > 1 {
-            s.frames
-                .iter()
-                .map(|&f| {
-                    let frame = t.frame(f);
-                    let image = t.image(frame.image);
-                    match frame.symbol {
-                        Some(id) => format!("{}\t{}", image.name, t.symbol(id).name),
-                        None => format!("{}\t+0x{:x}", image.name, frame.offset),
-                    }
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
+        // The sampled frame alone without call graphs: folded stacks and
+        // flame graphs still have the function.
+        let stack = s
+            .frames
+            .iter()
+            .map(|&f| {
+                let frame = t.frame(f);
+                let image = t.image(frame.image);
+                match frame.symbol {
+                    Some(id) => format!("{}\t{}", image.name, t.symbol(id).name),
+                    None => format!("{}\t+0x{:x}", image.name, frame.offset),
+                }
+            })
+            .collect();
         let key = RowKey {
             cpu: s.cpu,
             pid: s.pid,
@@ -340,6 +340,45 @@ pub fn fleet_collapsed(
     fleet: &FleetOptions,
     out: &mut dyn std::io::Write,
 ) -> crate::Result<()> {
+    for line in folded(client, fleet)? {
+        writeln!(out, "{line}").map_err(crate::Error::Output)?;
+    }
+    Ok(())
+}
+
+/// The fleet's stacks as a flame graph (inferno), computed by the server.
+///
+/// # Errors
+/// As [`fleet_report`].
+pub fn fleet_flamegraph(
+    client: &profkit_fleet::Client,
+    fleet: &FleetOptions,
+    out: &mut dyn std::io::Write,
+) -> crate::Result<()> {
+    let lines = folded(client, fleet)?;
+    let mut opts = inferno::flamegraph::Options::default();
+    opts.title = format!(
+        "Flame Graph: {}{}",
+        client.target().redacted(),
+        fleet
+            .hosts
+            .as_ref()
+            .map(|h| format!(", hosts {h}"))
+            .unwrap_or_default()
+    );
+    if lines.is_empty() {
+        return writeln!(
+            out,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\"><text>no samples</text></svg>"
+        )
+        .map_err(crate::Error::Output);
+    }
+    inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), out)
+        .map_err(|e| crate::Error::Output(std::io::Error::other(e.to_string())))
+}
+
+/// The folded lines of the fleet's stacks.
+fn folded(client: &profkit_fleet::Client, fleet: &FleetOptions) -> crate::Result<Vec<String>> {
     let query = Query {
         hosts: fleet.hosts.clone(),
         from_unix_ns: fleet.window.map(|w| w.0),
@@ -351,18 +390,20 @@ pub fn fleet_collapsed(
     let stacks = client
         .stacks(&query)
         .map_err(|e| crate::Error::Fleet(e.to_string()))?;
-    for (frames, n) in stacks {
-        let line: Vec<String> = frames
-            .iter()
-            .rev()
-            .map(|f| match f.split_once('\t') {
-                Some((_, function)) => function.replace(';', ":"),
-                None => f.replace(';', ":"),
-            })
-            .collect();
-        writeln!(out, "{} {n}", line.join(";")).map_err(crate::Error::Output)?;
-    }
-    Ok(())
+    Ok(stacks
+        .into_iter()
+        .map(|(frames, n)| {
+            let line: Vec<String> = frames
+                .iter()
+                .rev()
+                .map(|f| match f.split_once('\t') {
+                    Some((_, function)) => function.replace(';', ":"),
+                    None => f.replace(';', ":"),
+                })
+                .collect();
+            format!("{} {n}", line.join(";"))
+        })
+        .collect())
 }
 
 /// What [`export_session`] did.

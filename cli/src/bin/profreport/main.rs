@@ -94,16 +94,40 @@ fn run_fleet(cfg: &Config, url: &str, fleet: &profkit_report::fleet::FleetOption
     let target = profkit_fleet::Target::parse(url)?;
     let client = profkit_fleet::Client::new(target);
     let mut out = output(cfg.output.as_deref())?;
-    if cfg.format == Format::Collapsed {
-        profkit_report::fleet::fleet_collapsed(&client, fleet, &mut out)?;
+    match cfg.format {
+        Format::Collapsed => {
+            profkit_report::fleet::fleet_collapsed(&client, fleet, &mut out)?;
+            out.flush()?;
+            return Ok(());
+        }
+        Format::Flamegraph => {
+            profkit_report::fleet::fleet_flamegraph(&client, fleet, &mut out)?;
+            out.flush()?;
+            return Ok(());
+        }
+        Format::Text | Format::Json | Format::Csv => {}
+        f => anyhow::bail!(
+            "--from gives --format text, json, csv, collapsed or flamegraph (not {f:?})"
+        ),
+    }
+    // --diff OLD NEW: between two host globs.
+    if let Some((old, new)) = &cfg.diff {
+        let of = |hosts: &Path| {
+            let f = profkit_report::fleet::FleetOptions {
+                hosts: Some(hosts.to_string_lossy().into_owned()),
+                ..fleet.clone()
+            };
+            let opts = ReportOptions {
+                symbols: true,
+                threshold: 0.0,
+                ..cfg.options.clone()
+            };
+            profkit_report::fleet::fleet_report(&client, &f, &opts)
+        };
+        let d = diff_reports(&of(old)?, &of(new)?, cfg.options.threshold);
+        write_diff(&d, cfg.format, &mut out)?;
         out.flush()?;
         return Ok(());
-    }
-    if !matches!(cfg.format, Format::Text | Format::Json | Format::Csv) {
-        anyhow::bail!(
-            "--from gives --format text, json, csv or collapsed (not {:?})",
-            cfg.format
-        );
     }
     let report = profkit_report::fleet::fleet_report(&client, fleet, &cfg.options)?;
     print_warnings(&report, cfg.verbose);

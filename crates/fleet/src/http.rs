@@ -229,6 +229,12 @@ impl Client {
                 target,
                 why: e.to_string(),
             },
+            // Before any answer: a name that does not resolve, a connection
+            // reset or closed. Nothing is known to be done: try later.
+            ureq::Error::Io(io) => Error::Unreachable {
+                target,
+                why: format!("no answer: {io}"),
+            },
             e => Error::Http {
                 target,
                 why: format!("the request failed: {e}"),

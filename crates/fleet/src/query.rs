@@ -158,7 +158,10 @@ impl Client {
                 format!("(binary LIKE {p} OR replaceRegexpOne(binary, '^.*/', '') LIKE {p})")
             });
         }
-        c.push(format!("part_id IN (SELECT part_id FROM {db}.{PARTS})"));
+        // GLOBAL: the subquery runs once, also when the tables are Distributed.
+        c.push(format!(
+            "part_id GLOBAL IN (SELECT part_id FROM {db}.{PARTS})"
+        ));
         and(&c)
     }
 

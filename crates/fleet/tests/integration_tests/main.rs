@@ -2,6 +2,7 @@
 //! ClickHouse (testsupport's `ClickHouseServer`: skipped where it is not
 //! installed, a failure under PROFKIT_REQUIRE_PERF=1).
 
+mod docs;
 mod hostile;
 mod real;
 mod server;

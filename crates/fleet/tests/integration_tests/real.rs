@@ -11,7 +11,7 @@ fn client(s: &ClickHouseServer) -> Client {
 }
 
 /// Runs `sql` on the server as the default user; its answer.
-fn sql(s: &ClickHouseServer, sql: &str) -> String {
+pub fn sql(s: &ClickHouseServer, sql: &str) -> String {
     let agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()

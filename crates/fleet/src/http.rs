@@ -4,6 +4,7 @@
 use crate::{tsv, Error, Target};
 use std::io::Read;
 use std::time::Duration;
+use ureq::tls::{RootCerts, TlsConfig};
 use ureq::Agent;
 
 /// Connect timeout (and resolving, sending the request).
@@ -36,6 +37,11 @@ fn agent(connect: Duration, read: Duration) -> Agent {
     Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)
+        .tls_config(
+            TlsConfig::builder()
+                .root_certs(RootCerts::PlatformVerifier)
+                .build(),
+        )
         .user_agent(concat!("profkit-fleet/", env!("CARGO_PKG_VERSION")))
         .timeout_resolve(Some(connect))
         .timeout_connect(Some(connect))
@@ -126,7 +132,15 @@ impl Client {
     fn post(&self, query: Option<&str>, body: &[u8], what: &'static str) -> Result<Vec<u8>, Error> {
         // Tables are named with their database in every statement: no
         // `database=` (it fails while the database does not exist yet).
-        let mut url = format!("{}/?wait_end_of_query=1", self.target.base);
+        // wait_end_of_query: the server answers once the query is done,
+        // so a failure is an error status rather than text appended to a
+        // 200 (still detected, for servers or proxies that ignore it).
+        // insert_distributed_sync: an INSERT into a Distributed table is
+        // done when it answers, so the export's read-back sees it.
+        let mut url = format!(
+            "{}/?wait_end_of_query=1&insert_distributed_sync=1",
+            self.target.base
+        );
         if let Some(q) = query {
             url.push_str("&query=");
             url.push_str(&url_encode(q));
@@ -228,6 +242,12 @@ impl Client {
             ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => Error::Unreachable {
                 target,
                 why: e.to_string(),
+            },
+            // Before any answer: a name that does not resolve, a connection
+            // reset or closed. Nothing is known to be done: try later.
+            ureq::Error::Io(io) => Error::Unreachable {
+                target,
+                why: format!("no answer: {io}"),
             },
             e => Error::Http {
                 target,

@@ -158,7 +158,10 @@ impl Client {
                 format!("(binary LIKE {p} OR replaceRegexpOne(binary, '^.*/', '') LIKE {p})")
             });
         }
-        c.push(format!("part_id IN (SELECT part_id FROM {db}.{PARTS})"));
+        // GLOBAL: the subquery runs once, also when the tables are Distributed.
+        c.push(format!(
+            "part_id GLOBAL IN (SELECT part_id FROM {db}.{PARTS})"
+        ));
         and(&c)
     }
 
@@ -169,14 +172,17 @@ impl Client {
         let db = &self.target().database;
         let n = q.group.len();
         let keys: Vec<String> = (0..n).map(|i| format!("k{i}")).collect();
+        // The sum first: no line of the answer starts with a string (one
+        // reading "Code: 1, e.displayText() = …" would pass for an
+        // exception).
         let select: String = q
             .group
             .iter()
             .zip(&keys)
-            .map(|(k, a)| format!("{} AS {a}, ", k.column()))
+            .map(|(k, a)| format!(", {} AS {a}", k.column()))
             .collect();
         let mut sql = format!(
-            "SELECT {select}sum(samples) AS s FROM {db}.{SAMPLES} WHERE {}",
+            "SELECT sum(samples) AS s{select} FROM {db}.{SAMPLES} WHERE {}",
             self.sample_where(q)
         );
         if n > 0 {
@@ -194,8 +200,8 @@ impl Client {
         rows.iter()
             .map(|r| {
                 Ok(Row {
-                    keys: r[..n].iter().map(|f| tsv::unescape(f)).collect(),
-                    samples: tsv::number(&r[n]).map_err(|w| self.bad(what, w))?,
+                    keys: r[1..].iter().map(|f| tsv::unescape(f)).collect(),
+                    samples: tsv::number(&r[0]).map_err(|w| self.bad(what, w))?,
                 })
             })
             .collect()

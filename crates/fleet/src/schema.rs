@@ -56,28 +56,30 @@
 //! `String`. It accepts the `MergeTree() PARTITION BY … ORDER BY …`
 //! syntax.
 //!
-//! # Over shards (not tested here: one server)
+//! # Over shards
 //!
 //! With a cluster `CLUSTER` in the servers' `remote_servers`, create the
-//! two tables above on every shard (`ON CLUSTER CLUSTER`), then the
-//! Distributed tables the exporter writes and the reports read, in a
-//! database of their own (`fleet`), sharded by host so a host's parts
+//! two tables above on every shard (in database `DB`), then, in a
+//! database of their own (`fleet`), the Distributed tables the exporter
+//! writes to and the reports read, sharded by host so that a host's parts
 //! stay on one shard:
 //!
 //! ```sql
 //! CREATE TABLE fleet.profkit_samples ON CLUSTER CLUSTER AS DB.profkit_samples
-//!     ENGINE = Distributed(CLUSTER, DB, profkit_samples, cityHash64(host));
+//!     ENGINE = Distributed(CLUSTER, DB, profkit_samples, cityHash64(host))
 //! CREATE TABLE fleet.profkit_parts ON CLUSTER CLUSTER AS DB.profkit_parts
-//!     ENGINE = Distributed(CLUSTER, DB, profkit_parts, cityHash64(host));
+//!     ENGINE = Distributed(CLUSTER, DB, profkit_parts, cityHash64(host))
 //! ```
 //!
-//! and export to `clickhouse://…/fleet` after creating those by hand
-//! (`ensure_schema` would make MergeTree tables). Set
-//! `insert_distributed_sync = 1` for the user: a Distributed INSERT is
-//! otherwise queued and the export's read-back check could run before it
-//! lands. With `ReplicatedMergeTree` tables on the shards, ClickHouse's
-//! insert deduplication (same block, same checksum) adds a second guard
-//! against a repeated INSERT.
+//! (`ON CLUSTER` needs ZooKeeper; without it, run each statement on every
+//! server.) Then export to `clickhouse://…/fleet`: `ensure_schema` finds
+//! the tables there and changes nothing. The client sends every statement
+//! with `insert_distributed_sync=1`, so an INSERT into a Distributed table
+//! has landed on its shard when it answers and the export's read-back
+//! sees it; the reports' `GLOBAL IN` works across shards. Tested on a
+//! cluster of one shard (the server itself). With `ReplicatedMergeTree`
+//! tables on the shards, ClickHouse's insert deduplication (same block,
+//! same checksum) adds a second guard against a repeated INSERT.
 //!
 //! # Example queries
 //!
@@ -87,7 +89,7 @@
 //! ```sql
 //! SELECT binary, function, sum(samples) AS n
 //! FROM DB.profkit_samples
-//! WHERE part_id IN (SELECT part_id FROM DB.profkit_parts)
+//! WHERE part_id GLOBAL IN (SELECT part_id FROM DB.profkit_parts)
 //! GROUP BY binary, function ORDER BY n DESC LIMIT 20
 //! ```
 //!
@@ -98,6 +100,7 @@
 //! SELECT arrayStringConcat(arrayReverse(stack), ';') AS folded, sum(samples)
 //! FROM DB.profkit_samples
 //! WHERE host = 'web-1' AND notEmpty(stack)
+//!     AND part_id GLOBAL IN (SELECT part_id FROM DB.profkit_parts)
 //! GROUP BY folded
 //! FORMAT TabSeparated
 //! ```

@@ -11,6 +11,10 @@ use std::time::{Duration, Instant};
 /// Where Debian's package installs the server.
 pub const CLICKHOUSE_SERVER: &str = "/usr/sbin/clickhouse-server";
 
+/// The cluster of one shard (the server itself, over its TCP port) its
+/// config defines, for Distributed tables.
+pub const CLUSTER: &str = "profkit_one";
+
 /// How long [`ClickHouseServer::start`] waits for `SELECT 1` to answer.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -69,6 +73,7 @@ impl ClickHouseServer {
         }
         let (port, tcp) = (free_port(), free_port());
         let d = dir.display();
+        let (user, password) = cred.unwrap_or(("default", ""));
         let config = format!(
             "<yandex><logger><level>warning</level><log>{d}/log/server.log</log>\
              <errorlog>{d}/log/err.log</errorlog><console>0</console></logger>\
@@ -76,9 +81,12 @@ impl ClickHouseServer {
              <listen_host>127.0.0.1</listen_host><path>{d}/data/</path><tmp_path>{d}/tmp/</tmp_path>\
              <user_files_path>{d}/user_files/</user_files_path><users_config>users.xml</users_config>\
              <default_profile>default</default_profile><default_database>default</default_database>\
-             <mark_cache_size>5368709</mark_cache_size></yandex>\n"
+             <mark_cache_size>5368709</mark_cache_size>\
+             <remote_servers><{CLUSTER}><shard><replica><host>127.0.0.1</host><port>{tcp}</port>\
+             <user>{user}</user><password>{password}</password></replica></shard></{CLUSTER}></remote_servers>\
+             </yandex>\n",
+            password = xml_escape(password)
         );
-        let (user, password) = cred.unwrap_or(("default", ""));
         let users = format!(
             "<yandex><profiles><default></default></profiles><users><{user}><password>{}</password>\
              <networks><ip>::1</ip><ip>127.0.0.1</ip></networks><profile>default</profile>\
@@ -191,8 +199,8 @@ fn select_1(port: u16, cred: Option<(&str, &str)>) -> bool {
     let mut out = Vec::new();
     let _ = c.read_to_end(&mut out);
     let out = String::from_utf8_lossy(&out);
-    // HTTP/1.0: the answer is not chunked, and the server closes.
-    (out.starts_with("HTTP/1.0 200") || out.starts_with("HTTP/1.1 200")) && out.ends_with("\r\n1\n")
+    // HTTP/1.0: no chunks, closed after the answer.
+    out.starts_with("HTTP/1.") && out.contains(" 200 ") && out.ends_with("\r\n\r\n1\n")
 }
 
 fn tail(s: &str) -> &str {

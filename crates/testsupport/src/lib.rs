@@ -37,7 +37,7 @@
 #![deny(missing_docs)]
 
 mod clickhouse;
-pub use clickhouse::{ClickHouseServer, CLICKHOUSE_SERVER, READY_TIMEOUT};
+pub use clickhouse::{ClickHouseServer, CLICKHOUSE_SERVER, CLUSTER, READY_TIMEOUT};
 
 use profkit_perf::{EventSpec, Sampler, SamplerConfig};
 use std::fmt::Display;

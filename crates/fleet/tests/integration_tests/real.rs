@@ -1,0 +1,457 @@
+//! Against a real ClickHouse (18.16 here): each test its own server.
+
+use crate::{part, row};
+use profkit_fleet::{Client, Error, Exported, Key, Query, Row, Target};
+use profkit_testsupport::ClickHouseServer;
+
+fn client(s: &ClickHouseServer) -> Client {
+    let c = Client::new(Target::parse(&s.url).unwrap());
+    c.ensure_schema().unwrap();
+    c
+}
+
+/// Runs `sql` on the server as the default user; its answer.
+pub fn sql(s: &ClickHouseServer, sql: &str) -> String {
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    let mut resp = agent
+        .post(&format!("http://127.0.0.1:{}/", s.port))
+        .send(sql.as_bytes())
+        .unwrap();
+    let body = resp.body_mut().read_to_string().unwrap();
+    assert_eq!(resp.status().as_u16(), 200, "{sql}: {body}");
+    body
+}
+
+/// `count(), sum(samples)` of the samples table and `count()` of parts.
+fn counts(s: &ClickHouseServer, db: &str) -> String {
+    sql(
+        s,
+        &format!(
+            "SELECT (SELECT count() FROM {db}.profkit_samples), (SELECT sum(samples) FROM {db}.profkit_samples), (SELECT count() FROM {db}.profkit_parts)"
+        ),
+    )
+}
+
+#[test]
+fn export_once_whatever_happens() {
+    let Some(s) = ClickHouseServer::start("once") else {
+        return;
+    };
+    let c = client(&s);
+    c.ensure_schema().unwrap();
+    let p = part(
+        "web-1",
+        "s1",
+        0,
+        1_700_000_000,
+        vec![
+            row("/bin/a", "f", 5, &["/bin/a\tf", "/bin/a\tmain"]),
+            row("/bin/a", "g", 7, &[]),
+        ],
+    );
+    match c.export_part(&p).unwrap() {
+        Exported::Inserted { rows, bytes_sent } => assert!(rows == 2 && bytes_sent > 0),
+        e => panic!("{e:?}"),
+    }
+    assert_eq!(counts(&s, "once"), "2\t12\t1\n");
+    assert_eq!(c.export_part(&p).unwrap(), Exported::AlreadyThere);
+    assert_eq!(counts(&s, "once"), "2\t12\t1\n");
+    let t = c.totals(&Query::default()).unwrap();
+    assert_eq!((t.samples, t.lost, t.parts, t.hosts), (12, 3, 1, 1));
+    assert_eq!(
+        (t.start_unix_ns, t.end_unix_ns),
+        (p.start_unix_ns, p.end_unix_ns)
+    );
+
+    // Half done: an earlier attempt's samples landed, its parts row not.
+    let q = part(
+        "web-1",
+        "s1",
+        1,
+        1_700_000_010,
+        vec![row("/bin/a", "f", 4, &[]), row("/bin/b", "h", 6, &[])],
+    );
+    sql(
+        &s,
+        "INSERT INTO once.profkit_samples (host, session, part, part_id, start, start_ns, end_ns, binary, function, samples) \
+         VALUES ('web-1','s1',1,'web-1/s1/1',1700000010,1700000010000000000,1700000020000000000,'/bin/a','f',4), \
+         ('web-1','s1',1,'web-1/s1/1',1700000010,1700000010000000000,1700000020000000000,'/bin/b','h',6)",
+    );
+    // Not counted by the reports before it is complete.
+    assert_eq!(c.query(&Query::default()).unwrap()[0].samples, 12);
+    assert_eq!(c.export_part(&q).unwrap(), Exported::AlreadyThere);
+    assert_eq!(counts(&s, "once"), "4\t22\t2\n");
+    assert_eq!(c.export_part(&q).unwrap(), Exported::AlreadyThere);
+    assert_eq!(counts(&s, "once"), "4\t22\t2\n");
+    assert_eq!(c.query(&Query::default()).unwrap()[0].samples, 22);
+
+    // Half done, but what is stored is not this part: refused, nothing written.
+    sql(
+        &s,
+        "INSERT INTO once.profkit_samples (host, session, part, part_id, start, binary, samples) \
+         VALUES ('web-1','s1',2,'web-1/s1/2',1700000020,'/bin/a',1)",
+    );
+    let r = part(
+        "web-1",
+        "s1",
+        2,
+        1_700_000_020,
+        vec![row("/bin/a", "f", 2, &[])],
+    );
+    let e = c.export_part(&r).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Inconsistent {
+                stored_rows: 1,
+                stored_samples: 1,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("web-1/s1/2"), "{e}");
+    assert_eq!(counts(&s, "once"), "5\t23\t2\n");
+
+    // An empty part is listed (its totals count), no rows.
+    let empty = part("web-2", "s9", 0, 1_700_000_000, vec![]);
+    assert_eq!(
+        c.export_part(&empty).unwrap(),
+        Exported::Inserted {
+            rows: 0,
+            bytes_sent: 0
+        }
+    );
+    assert_eq!(c.export_part(&empty).unwrap(), Exported::AlreadyThere);
+    assert_eq!(c.totals(&Query::default()).unwrap().parts, 3);
+}
+
+#[test]
+fn hostile_strings_round_trip() {
+    let Some(s) = ClickHouseServer::start("hostile") else {
+        return;
+    };
+    let c = client(&s);
+    let nasty = [
+        "tab\there",
+        "new\nline\r\n",
+        "back\\slash\\",
+        "quote'\"`",
+        "\\N",
+        "nul\0byte",
+        "Code: 1, e.displayText() = DB::Exception: not one",
+        "[',']",
+        "ünïcødé 🔥",
+        "",
+    ];
+    let rows: Vec<_> = nasty
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let mut r = row(n, n, i as u64 + 1, &[n, "x\ty", n]);
+            r.comm = n.to_string();
+            r.cgroup = n.to_string();
+            r.build_id = n.to_string();
+            r
+        })
+        .collect();
+    let p = part("h'\t\\", "s\n1", 0, 1_700_000_000, rows);
+    assert!(matches!(
+        c.export_part(&p).unwrap(),
+        Exported::Inserted { rows: 10, .. }
+    ));
+    assert_eq!(c.export_part(&p).unwrap(), Exported::AlreadyThere);
+    let got = c
+        .query(&Query {
+            group: vec![
+                Key::Host,
+                Key::Comm,
+                Key::Cgroup,
+                Key::Binary,
+                Key::Function,
+            ],
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(got.len(), nasty.len());
+    for (i, n) in nasty.iter().enumerate() {
+        let want = Row {
+            keys: vec![
+                p.host.clone(),
+                n.to_string(),
+                n.to_string(),
+                n.to_string(),
+                n.to_string(),
+            ],
+            samples: i as u64 + 1,
+        };
+        assert!(got.contains(&want), "{want:?} not in {got:?}");
+    }
+    let stacks = c.stacks(&Query::default()).unwrap();
+    for (i, n) in nasty.iter().enumerate() {
+        let want = (
+            vec![n.to_string(), "x\ty".to_string(), n.to_string()],
+            i as u64 + 1,
+        );
+        assert!(stacks.contains(&want), "{want:?} not in {stacks:?}");
+    }
+    // A host glob with a LIKE metacharacter in it is literal.
+    let q = |g: &str| {
+        c.totals(&Query {
+            hosts: Some(g.into()),
+            ..Default::default()
+        })
+        .unwrap()
+        .parts
+    };
+    assert_eq!(q("h'\t\\"), 1);
+    assert_eq!(q("h'?\\"), 1);
+    assert_eq!(q("h*"), 1);
+    assert_eq!(q("h%"), 0);
+    assert_eq!(q("h_\t\\"), 0);
+}
+
+fn fleet(c: &Client) {
+    let a = vec![
+        row(
+            "/usr/lib/libc.so.6",
+            "memcpy",
+            10,
+            &["/usr/lib/libc.so.6\tmemcpy", "/bin/app\tmain"],
+        ),
+        row("/bin/app", "main", 3, &["/bin/app\tmain"]),
+        row("[kernel.kallsyms]", "do_syscall_64", 4, &[]),
+    ];
+    let b = vec![
+        row(
+            "/usr/lib/libc.so.6",
+            "memcpy",
+            20,
+            &["/usr/lib/libc.so.6\tmemcpy", "/bin/app\tmain"],
+        ),
+        row("/bin/db", "", 2, &[]),
+    ];
+    let mut unnamed = row("/bin/db", "", 1, &[]);
+    unnamed.offset = 0x1234;
+    let mut c3 = vec![row("/bin/app", "main", 5, &["/bin/app\tmain"]), unnamed];
+    c3[0].cpu = 3;
+    for p in [
+        part("web-1", "s1", 0, 1_700_000_000, a),
+        part("web-2", "s1", 0, 1_700_000_000, b),
+        part("db-1", "x", 7, 1_700_086_400, c3), // a day later
+    ] {
+        assert!(matches!(
+            c.export_part(&p).unwrap(),
+            Exported::Inserted { .. }
+        ));
+    }
+}
+
+fn keys(rows: &[Row]) -> Vec<(String, u64)> {
+    rows.iter().map(|r| (r.keys.join(" "), r.samples)).collect()
+}
+
+#[test]
+fn reports_are_computed_by_the_server() {
+    let Some(s) = ClickHouseServer::start("reports") else {
+        return;
+    };
+    let c = client(&s);
+    fleet(&c);
+    let l = Query {
+        group: vec![Key::Binary, Key::Function],
+        ..Default::default()
+    };
+    let want = [
+        ("/usr/lib/libc.so.6 memcpy", 30),
+        ("/bin/app main", 8),
+        ("[kernel.kallsyms] do_syscall_64", 4),
+        ("/bin/db ", 3),
+    ];
+    let want: Vec<_> = want.iter().map(|(k, n)| (k.to_string(), *n)).collect();
+    assert_eq!(keys(&c.query(&l).unwrap()), want);
+    let t = c.totals(&Query::default()).unwrap();
+    assert_eq!((t.samples, t.lost, t.parts, t.hosts), (45, 9, 3, 3));
+    assert_eq!(
+        c.query(&Query::default()).unwrap(),
+        vec![Row {
+            keys: vec![],
+            samples: 45
+        }]
+    );
+
+    // Ties are ordered by key; the limit keeps the largest.
+    let by_host = Query {
+        group: vec![Key::Host],
+        limit: Some(2),
+        ..Default::default()
+    };
+    assert_eq!(
+        keys(&c.query(&by_host).unwrap()),
+        [("web-2".into(), 22), ("web-1".into(), 17)]
+    );
+    let sep = Query {
+        group: vec![Key::Cpu, Key::Binary, Key::Function, Key::Offset],
+        hosts: Some("db-?".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        keys(&c.query(&sep).unwrap()),
+        [
+            ("3 /bin/app main 0".into(), 5),
+            ("1 /bin/db  4660".into(), 1)
+        ]
+    );
+
+    // Host globs.
+    let web = Query {
+        hosts: Some("web-*".into()),
+        group: vec![Key::Host],
+        ..Default::default()
+    };
+    assert_eq!(
+        keys(&c.query(&web).unwrap()),
+        [("web-2".into(), 22), ("web-1".into(), 17)]
+    );
+    assert_eq!(c.totals(&web).unwrap().hosts, 2);
+    let none = Query {
+        hosts: Some("web".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        c.query(&none).unwrap(),
+        vec![Row {
+            keys: vec![],
+            samples: 0
+        }]
+    );
+    assert_eq!(c.totals(&none).unwrap(), profkit_fleet::Totals::default());
+
+    // Time windows: parts overlapping [from, to).
+    let ns = |s: u64| Some(s * 1_000_000_000);
+    let day2 = Query {
+        from_unix_ns: ns(1_700_000_011),
+        group: vec![Key::Host],
+        ..Default::default()
+    };
+    assert_eq!(keys(&c.query(&day2).unwrap()), [("db-1".into(), 6)]);
+    let t = c.totals(&day2).unwrap();
+    assert_eq!((t.parts, t.start_unix_ns), (1, 1_700_086_400_000_000_000));
+    let day1 = Query {
+        from_unix_ns: ns(1_700_000_005),
+        to_unix_ns: ns(1_700_000_006),
+        ..Default::default()
+    };
+    assert_eq!(c.totals(&day1).unwrap().parts, 2);
+    assert_eq!(c.query(&day1).unwrap()[0].samples, 39);
+    let before = Query {
+        to_unix_ns: ns(1_700_000_000),
+        ..Default::default()
+    };
+    assert_eq!(c.totals(&before).unwrap().parts, 0);
+
+    // Binary globs: on the file name, or on the path with a '/'.
+    let bin = |g: &str| {
+        let q = Query {
+            binaries: Some(g.into()),
+            ..Default::default()
+        };
+        c.query(&q).unwrap()[0].samples
+    };
+    assert_eq!(bin("libc*"), 30);
+    assert_eq!(bin("/usr/lib/*"), 30);
+    assert_eq!(bin("/bin/*"), 11);
+    assert_eq!(bin("app"), 8);
+    assert_eq!(bin("lib"), 0);
+    assert_eq!(bin("[kernel.kallsyms]"), 4);
+
+    // Stacks, with their counts, leaf first as exported.
+    let st = c
+        .stacks(&Query {
+            hosts: Some("web-*".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        st,
+        vec![
+            (s(&["/usr/lib/libc.so.6\tmemcpy", "/bin/app\tmain"]), 30),
+            (s(&[]), 6),
+            (s(&["/bin/app\tmain"]), 3),
+        ]
+    );
+}
+
+#[test]
+fn passwords_work_and_wrong_ones_say_so() {
+    let Some(s) = ClickHouseServer::start_with_password("auth", "prof", "s3cr:et@/x") else {
+        return;
+    };
+    let good = Client::new(Target::parse(&s.url).unwrap());
+    good.ensure_schema().unwrap();
+    let p = part("h", "s", 0, 1_700_000_000, vec![row("/bin/a", "f", 1, &[])]);
+    assert!(matches!(
+        good.export_part(&p).unwrap(),
+        Exported::Inserted { .. }
+    ));
+    let bad = Target::parse(&format!(
+        "clickhouse://prof:wrongsecret@127.0.0.1:{}/auth",
+        s.port
+    ))
+    .unwrap();
+    let e = Client::new(bad).totals(&Query::default()).unwrap_err();
+    let shown = format!("{e} {e:?}");
+    assert!(matches!(e, Error::Auth { .. }), "{e:?}");
+    assert!(
+        shown.contains("authentication failed") && !shown.contains("wrongsecret"),
+        "{shown}"
+    );
+    let nobody = Target::parse(&format!("clickhouse://127.0.0.1:{}/auth", s.port)).unwrap();
+    let e = Client::new(nobody).totals(&Query::default()).unwrap_err();
+    assert!(matches!(e, Error::Auth { .. }), "{e:?}");
+}
+
+#[test]
+fn a_server_that_goes_away_and_comes_back() {
+    let Some(mut s) = ClickHouseServer::start("restart") else {
+        return;
+    };
+    let c = client(&s);
+    let p = part("h", "s", 0, 1_700_000_000, vec![row("/bin/a", "f", 1, &[])]);
+    let q = part("h", "s", 1, 1_700_000_010, vec![row("/bin/a", "f", 2, &[])]);
+    assert!(matches!(
+        c.export_part(&p).unwrap(),
+        Exported::Inserted { .. }
+    ));
+    s.stop();
+    let e = c.export_part(&q).unwrap_err();
+    assert!(e.is_unreachable(), "{e:?}");
+    s.restart();
+    assert!(matches!(
+        c.export_part(&q).unwrap(),
+        Exported::Inserted { .. }
+    ));
+    assert_eq!(c.export_part(&p).unwrap(), Exported::AlreadyThere);
+    assert_eq!(c.totals(&Query::default()).unwrap().samples, 3);
+}
+
+#[test]
+fn server_errors_are_clear() {
+    let Some(s) = ClickHouseServer::start("errs") else {
+        return;
+    };
+    // No schema: the tables are missing.
+    let c = Client::new(Target::parse(&s.url).unwrap());
+    match c.totals(&Query::default()) {
+        Err(Error::Server {
+            code: 60 | 81,
+            message,
+            ..
+        }) => assert!(message.contains("exist"), "{message}"),
+        r => panic!("{r:?}"),
+    }
+}

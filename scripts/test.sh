@@ -7,10 +7,12 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 # Tools the tests use that a fresh Debian machine may lack (the service
 # test: strace and systemd-analyze; the speedscope schema test: npm; the
-# debuginfod tests: elfutils' server, and openssl for their https server).
+# debuginfod tests: elfutils' server, and openssl for their https server;
+# the fleet tests: Debian's ClickHouse, started by the tests themselves).
 need=()
 command -v debuginfod >/dev/null || need+=(debuginfod)
 command -v openssl >/dev/null || need+=(openssl)
+[ -x /usr/sbin/clickhouse-server ] || need+=(clickhouse-server)
 command -v strace >/dev/null || need+=(strace)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v npm >/dev/null || need+=(npm)

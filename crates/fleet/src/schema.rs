@@ -20,7 +20,7 @@
 //!     build_id String,      -- hex, may be empty
 //!     function String,      -- empty: unnamed (then `offset` says where)
 //!     offset UInt64,
-//!     stack Array(String),  -- frames, leaf first; empty without call graphs
+//!     stack Array(String),  -- frames, leaf first (the sampled one alone without call graphs)
 //!     samples UInt64
 //! ) ENGINE = MergeTree()
 //! PARTITION BY toYYYYMMDD(start)

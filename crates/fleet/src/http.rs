@@ -3,6 +3,7 @@
 
 use crate::{tsv, Error, Target};
 use std::io::Read;
+use std::sync::OnceLock;
 use std::time::Duration;
 use ureq::tls::{RootCerts, TlsConfig};
 use ureq::Agent;
@@ -22,6 +23,8 @@ pub struct Client {
     max_response: u64,
     connect: Duration,
     read: Duration,
+    /// Settings an INSERT sends, as `&name=value`, found once per client.
+    insert_settings: OnceLock<String>,
 }
 
 impl std::fmt::Debug for Client {
@@ -64,6 +67,7 @@ impl Client {
             max_response: DEFAULT_MAX_RESPONSE,
             connect: CONNECT_TIMEOUT,
             read: READ_TIMEOUT,
+            insert_settings: OnceLock::new(),
         }
     }
 
@@ -89,13 +93,20 @@ impl Client {
 
     /// Runs `sql` (sent as the body) and returns the answer's body.
     pub(crate) fn run(&self, sql: &str, what: &'static str) -> Result<Vec<u8>, Error> {
-        self.post(None, sql.as_bytes(), what)
+        self.post(None, "", sql.as_bytes(), what)
     }
 
     /// Runs `INSERT … FORMAT …` (`sql`, sent in the URL) with `data` as the
     /// body.
     pub(crate) fn insert(&self, sql: &str, data: &[u8], what: &'static str) -> Result<(), Error> {
-        let body = self.post(Some(sql), data, what)?;
+        let settings = match self.insert_settings.get() {
+            Some(s) => s,
+            None => {
+                let s = self.find_insert_settings()?;
+                self.insert_settings.get_or_init(|| s)
+            }
+        };
+        let body = self.post(Some(sql), settings, data, what)?;
         if body.iter().all(u8::is_ascii_whitespace) {
             Ok(())
         } else {
@@ -104,6 +115,26 @@ impl Client {
                 format!("an INSERT answered text: {}", tsv::excerpt(&body)),
             ))
         }
+    }
+
+    /// `&input_format_parallel_parsing=0` where the server has the
+    /// setting (19.x and later; 18.16 refuses unknown settings): parsed in
+    /// parallel, an INSERT's rows may make several blocks (chunks of
+    /// about 10 MB), and the export's INSERT must stay one block.
+    fn find_insert_settings(&self) -> Result<String, Error> {
+        let what = "the settings query";
+        let rows = self.select(
+            "SELECT name FROM system.settings WHERE name = 'input_format_parallel_parsing' FORMAT TabSeparated",
+            1,
+            what,
+        )?;
+        Ok(match rows.as_slice() {
+            [] => String::new(),
+            [r] if r[0] == b"input_format_parallel_parsing" => {
+                "&input_format_parallel_parsing=0".to_owned()
+            }
+            _ => return Err(self.bad(what, format!("{} lines, at most 1 expected", rows.len()))),
+        })
     }
 
     /// A TabSeparated answer of `columns` columns to `sql`, split.
@@ -129,7 +160,13 @@ impl Client {
         }
     }
 
-    fn post(&self, query: Option<&str>, body: &[u8], what: &'static str) -> Result<Vec<u8>, Error> {
+    fn post(
+        &self,
+        query: Option<&str>,
+        settings: &str,
+        body: &[u8],
+        what: &'static str,
+    ) -> Result<Vec<u8>, Error> {
         // Tables are named with their database in every statement: no
         // `database=` (it fails while the database does not exist yet).
         // wait_end_of_query: the server answers once the query is done,
@@ -141,6 +178,7 @@ impl Client {
             "{}/?wait_end_of_query=1&insert_distributed_sync=1",
             self.target.base
         );
+        url.push_str(settings);
         if let Some(q) = query {
             url.push_str("&query=");
             url.push_str(&url_encode(q));

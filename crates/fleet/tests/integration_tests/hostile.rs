@@ -177,11 +177,13 @@ fn credentials_go_in_headers_only() {
 
 #[test]
 fn an_insert_that_did_not_land_is_caught() {
-    // parts check: none; samples check: none; the INSERT: 200; read back:
-    // nothing stored.
+    // parts check: none; samples check: none; the settings (a server
+    // that has input_format_parallel_parsing); the INSERT: 200; read
+    // back: nothing stored.
     let s = Server::start(vec![
         Reply::Ok(b"0\n"),
         Reply::Ok(b"0\t0\n"),
+        Reply::Ok(b"input_format_parallel_parsing\n"),
         Reply::Ok(b""),
         Reply::Ok(b"0\t0\n"),
     ]);
@@ -192,8 +194,16 @@ fn an_insert_that_did_not_land_is_caught() {
         }
         r => panic!("{r:?}"),
     }
+    let reqs = s.requests();
     // No parts row was written after the failed check.
-    assert_eq!(s.requests().len(), 4);
+    assert_eq!(reqs.len(), 5);
+    let insert = reqs[3].head.lines().next().unwrap();
+    assert!(
+        insert
+            .contains("&input_format_parallel_parsing=0&query=INSERT%20INTO%20db.profkit_samples"),
+        "{insert}"
+    );
+    assert!(reqs[3].body.starts_with(b"h\ts\t1\th/s/1\t"));
 }
 
 #[test]

@@ -455,3 +455,34 @@ fn server_errors_are_clear() {
         r => panic!("{r:?}"),
     }
 }
+
+#[test]
+fn a_large_part_goes_in_one_insert() {
+    let Some(s) = ClickHouseServer::start("large") else {
+        return;
+    };
+    let c = client(&s);
+    let rows: Vec<_> = (0..100_000u64)
+        .map(|i| {
+            let mut r = row(
+                "/usr/lib/libbig.so",
+                &format!("fn_{i}"),
+                i % 7 + 1,
+                &["a\tb", "c\td"],
+            );
+            r.tid = i as u32;
+            r
+        })
+        .collect();
+    let p = part("big", "s", 0, 1_700_000_000, rows);
+    let samples = p.samples;
+    assert!(matches!(
+        c.export_part(&p).unwrap(),
+        Exported::Inserted { rows: 100_000, .. }
+    ));
+    assert_eq!(c.export_part(&p).unwrap(), Exported::AlreadyThere);
+    assert_eq!(counts(&s, "large"), format!("100000\t{samples}\t1\n"));
+    // One INSERT, one block: one data part.
+    let parts = sql(&s, "SELECT count() FROM system.parts WHERE database = 'large' AND table = 'profkit_samples' AND active");
+    assert_eq!(parts, "1\n");
+}

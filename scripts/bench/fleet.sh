@@ -5,7 +5,9 @@
 #   export cost    `shares pinned` (both CPUs busy) recorded with -g at 4 kHz
 #                  for BENCH_SECONDS (60) in one part: `profctl export`'s
 #                  time, rows and bytes sent; the bytes per sample the store
-#                  keeps (system.parts, after OPTIMIZE ... FINAL)
+#                  keeps (system.parts, after OPTIMIZE ... FINAL); the same
+#                  for a real program: CPython's own tests (BENCH_PYTHON,
+#                  pyenv's 3.12), system-wide, for BENCH_SECONDS
 #   fleet scale    the same workload recorded BENCH_SECONDS in 1-second
 #                  parts, exported under BENCH_HOSTS (17) host names (about
 #                  1,000 parts), then timed (median of BENCH_RUNS, peak RSS):
@@ -52,7 +54,7 @@ EOF
 trap 'pkill -f "config-file=$ch/config.xml" || true' EXIT
 sql() { curl -sf "http://127.0.0.1:$port/" --data-binary "$1"; }
 for _ in $(seq 100); do sql "SELECT 1" >/dev/null 2>&1 && break; sleep 0.2; done
-units=$((secs * 33))   # shares pinned: ~30 units a second per thread
+units=$((secs * 420))  # shares pinned: ~420 units a second per thread here
 
 echo "== export cost: ${secs} s of shares pinned, -g, 4 kHz, one part"
 rm -rf "$dir/one"
@@ -69,6 +71,29 @@ rows=$(sql "SELECT count() FROM cost.profkit_samples")
 awk -v b="$stored" -v s="$samples" -v r="$rows" 'BEGIN { printf "   stored: %d bytes for %d samples in %d rows: %.2f bytes/sample\n", b, s, r, b / s }'
 session_bytes=$(stat -c %s "$dir/one/session.pkl")
 awk -v b="$session_bytes" -v s="$samples" 'BEGIN { printf "   (the session file: %d bytes, %.2f bytes/sample)\n", b, b / s }'
+
+py=${BENCH_PYTHON:-/root/.pyenv/versions/3.12.1/bin/python3.12}
+if [ -x "$py" ]; then
+    echo "== export cost, a real program: ${secs} s of CPython's own tests (-j2), system-wide, -g, 4 kHz"
+    rm -rf "$dir/real"
+    (cd "$dir" && "$profctl" record -a -g -F 4000 --session-dir real -- bash -c "
+        end=\$((SECONDS + $secs))
+        while [ \$SECONDS -lt \$end ]; do
+            '$py' -m test -j2 test_json test_decimal test_re test_statistics test_fractions >/dev/null 2>&1
+        done" | head -1)
+    t0=$(date +%s%N)
+    out=$("$profctl" export --session-dir "$dir/real" "clickhouse://127.0.0.1:$port/real" --host real-1)
+    t1=$(date +%s%N)
+    echo "   $out"
+    echo "   export took $(( (t1 - t0) / 1000000 )) ms"
+    sql "OPTIMIZE TABLE real.profkit_samples FINAL" >/dev/null
+    stored=$(sql "SELECT sum(bytes) FROM system.parts WHERE database = 'real' AND table = 'profkit_samples' AND active")
+    samples=$(sql "SELECT sum(samples) FROM real.profkit_samples")
+    rows=$(sql "SELECT count() FROM real.profkit_samples")
+    awk -v b="$stored" -v s="$samples" -v r="$rows" 'BEGIN { printf "   stored: %d bytes for %d samples in %d rows: %.2f bytes/sample\n", b, s, r, b / s }'
+    session_bytes=$(stat -c %s "$dir/real/session.pkl")
+    awk -v b="$session_bytes" -v s="$samples" 'BEGIN { printf "   (the session file: %d bytes, %.2f bytes/sample)\n", b, b / s }'
+fi
 
 echo "== fleet scale: ${secs} s in 1-second parts, exported under $hosts host names"
 rm -rf "$dir/parts"

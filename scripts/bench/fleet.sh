@@ -98,7 +98,7 @@ fi
 echo "== fleet scale: ${secs} s in 1-second parts, exported under $hosts host names"
 rm -rf "$dir/parts"
 (cd "$dir" && "$profctl" record -g -F 4000 --rotate 1s --session-dir parts -- ./shares pinned "$units" | head -1)
-n=$(( $(ls "$dir/parts"/session.*.pkl | wc -l) ))
+n=$(ls "$dir/parts"/session*.pkl | wc -l)
 url="clickhouse://127.0.0.1:$port/fleet"
 t0=$(date +%s%N)
 for h in $(seq "$hosts"); do

@@ -131,6 +131,45 @@ fn live_a_rotated_session_exported_reports_the_same_from_clickhouse() {
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
         .sum();
     assert_eq!(n, lt, "{}", folded.stdout);
+    // An image spec, a time window (parts overlapping its first second),
+    // cgroups by id; specs the store cannot answer are refused.
+    let only = profreport(&[
+        "--from",
+        &ch.url,
+        "--host",
+        "web-1",
+        "-l",
+        "image:loops",
+        "--format",
+        "json",
+    ])
+    .expect(0)
+    .json();
+    let (om, ot) = per_function(&only);
+    assert!(om.keys().all(|(i, _)| i == "loops"), "{om:?}");
+    assert_eq!(
+        om.values().sum::<u64>(),
+        lm.get(&("loops".to_owned(), "two_loops".to_owned()))
+            .copied()
+            .unwrap_or(0)
+    );
+    assert_eq!(ot, lt, "the total stays the store's");
+    let first = profreport(&[
+        "--from", &ch.url, "--host", "web-1", "--time", "0,1", "--format", "json",
+    ])
+    .expect(0)
+    .json();
+    let ft1 = first["total_samples"].as_u64().unwrap();
+    assert!(ft1 > 0 && ft1 < lt, "{ft1} of {lt}");
+    let cg = profreport(&["--from", &ch.url, "--separate=cgroup", "--format", "csv"]).expect(0);
+    assert!(
+        cg.stdout.contains("[cgroup ") || cg.stdout.contains("[none]"),
+        "{}",
+        cg.stdout
+    );
+    let refused = profreport(&["--from", &ch.url, "tgid:1"]);
+    assert_eq!(refused.code, 1);
+    assert!(refused.stderr.contains("image:GLOB"), "{}", refused.stderr);
     let svg = profreport(&["--from", &ch.url, "--format", "flamegraph"]).expect(0);
     assert!(svg.stdout.contains("<svg") && svg.stdout.contains("two_loops"));
 

@@ -200,6 +200,64 @@ pub struct FleetOptions {
     pub per_host: bool,
 }
 
+/// The store's query for `fleet` and the report options `opts`: the host
+/// glob, an `image:` spec (one glob: other specs are refused), and a
+/// `--time` window, resolved against the selected parts' first start and
+/// last end (`totals` of the query without it).
+fn base_query(
+    client: &profkit_fleet::Client,
+    fleet: &FleetOptions,
+    opts: &ReportOptions,
+) -> crate::Result<Query> {
+    let spec = &opts.spec;
+    if !spec.cpus.is_empty()
+        || !spec.tgids.is_empty()
+        || !spec.tids.is_empty()
+        || !spec.exclude_images.is_empty()
+        || !spec.cgroups.is_empty()
+        || spec.images.len() > 1
+    {
+        return Err(crate::Error::Fleet(
+            "a report from a fleet store takes one image:GLOB spec, no other (cpu:, tgid:, \
+             tid:, image-exclude:, cgroup: are not supported with --from)"
+                .to_owned(),
+        ));
+    }
+    let mut q = Query {
+        hosts: fleet.hosts.clone(),
+        from_unix_ns: fleet.window.map(|w| w.0),
+        to_unix_ns: fleet.window.map(|w| w.1),
+        group: Vec::new(),
+        binaries: spec.images.first().map(|g| g.to_string()),
+        limit: None,
+    };
+    if let Some(t) = &opts.time {
+        let all = client
+            .totals(&q)
+            .map_err(|e| crate::Error::Fleet(e.to_string()))?;
+        let (start, end) = (all.start_unix_ns, all.end_unix_ns);
+        let at = |s: f64| start.saturating_add((s.max(0.0) * 1e9) as u64);
+        let (from, to) = match *t {
+            crate::TimeSpec::Seconds(a, b) => (a.map(at), b.map(at)),
+            crate::TimeSpec::Wall(a, b) => (a, b),
+            crate::TimeSpec::TimeOfDay(a, b) => {
+                let day = start - start % 86_400_000_000_000;
+                (a.map(|a| day + a), b.map(|b| day + b))
+            }
+            crate::TimeSpec::Percent(p, r) => {
+                let len = end.saturating_sub(start) as f64;
+                (
+                    Some(start + (len * p / 100.0) as u64),
+                    Some(start + (len * r / 100.0) as u64),
+                )
+            }
+        };
+        q.from_unix_ns = from.or(q.from_unix_ns);
+        q.to_unix_ns = to.or(q.to_unix_ns);
+    }
+    Ok(q)
+}
+
 /// The report of the fleet store behind `client`: the rows `opts` asks for
 /// (`-l`: per binary and function, else per binary; threads, CPUs, hosts
 /// as `fleet` says), computed by the server.
@@ -221,17 +279,16 @@ pub fn fleet_report(
     if fleet.threads {
         group.extend([Key::Pid, Key::Tid, Key::Comm]);
     }
+    if opts.separate.cgroup {
+        group.push(Key::Cgroup);
+    }
     group.push(Key::Binary);
     if opts.symbols {
         group.push(Key::Function);
     }
     let query = Query {
-        hosts: fleet.hosts.clone(),
-        from_unix_ns: fleet.window.map(|w| w.0),
-        to_unix_ns: fleet.window.map(|w| w.1),
         group: group.clone(),
-        binaries: None,
-        limit: None,
+        ..base_query(client, fleet, opts)?
     };
     let fleet_err = |e: profkit_fleet::Error| crate::Error::Fleet(e.to_string());
     let totals = client.totals(&query).map_err(fleet_err)?;
@@ -280,7 +337,14 @@ pub fn fleet_report(
             comm: at(Key::Comm),
             ns_tgid: None,
             ns_tid: None,
-            cgroup: None,
+            // The cgroup's id: the store keeps ids, not paths.
+            cgroup: at(Key::Cgroup).map(|c| {
+                if c.is_empty() {
+                    "[none]".to_owned()
+                } else {
+                    format!("[cgroup {c}]")
+                }
+            }),
             children: Vec::new(),
             inclusive: Vec::new(),
             inclusive_percent: Vec::new(),
@@ -310,6 +374,7 @@ pub fn fleet_report(
             symbols: opts.symbols,
             app: fleet.per_host,
             thread: fleet.threads,
+            cgroup: opts.separate.cgroup,
             ..ShownColumns::default()
         },
         rows,
@@ -338,9 +403,10 @@ pub fn fleet_report(
 pub fn fleet_collapsed(
     client: &profkit_fleet::Client,
     fleet: &FleetOptions,
+    opts: &ReportOptions,
     out: &mut dyn std::io::Write,
 ) -> crate::Result<()> {
-    for line in folded(client, fleet)? {
+    for line in folded(client, fleet, opts)? {
         writeln!(out, "{line}").map_err(crate::Error::Output)?;
     }
     Ok(())
@@ -353,9 +419,10 @@ pub fn fleet_collapsed(
 pub fn fleet_flamegraph(
     client: &profkit_fleet::Client,
     fleet: &FleetOptions,
+    opts: &ReportOptions,
     out: &mut dyn std::io::Write,
 ) -> crate::Result<()> {
-    let lines = folded(client, fleet)?;
+    let lines = folded(client, fleet, opts)?;
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = format!(
         "Flame Graph: {}{}",
@@ -378,15 +445,12 @@ pub fn fleet_flamegraph(
 }
 
 /// The folded lines of the fleet's stacks.
-fn folded(client: &profkit_fleet::Client, fleet: &FleetOptions) -> crate::Result<Vec<String>> {
-    let query = Query {
-        hosts: fleet.hosts.clone(),
-        from_unix_ns: fleet.window.map(|w| w.0),
-        to_unix_ns: fleet.window.map(|w| w.1),
-        group: Vec::new(),
-        binaries: None,
-        limit: None,
-    };
+fn folded(
+    client: &profkit_fleet::Client,
+    fleet: &FleetOptions,
+    opts: &ReportOptions,
+) -> crate::Result<Vec<String>> {
+    let query = base_query(client, fleet, opts)?;
     let stacks = client
         .stacks(&query)
         .map_err(|e| crate::Error::Fleet(e.to_string()))?;

@@ -215,9 +215,9 @@ pub(super) struct Opt {
     session_dir: Option<PathBuf>,
     /// Report from a fleet store (ClickHouse) instead of a session:
     /// clickhouse://[USER[:PASS]@]HOST[:PORT]/DATABASE; the server computes the rows.
-    /// With -l, --separate=cpu,thread,host, --host, --format text|json|csv|collapsed|
-    /// flamegraph, and --diff HOSTS HOSTS (two host globs).
-    #[arg(long, value_name = "URL", conflicts_with_all = ["session_dir", "merge", "import", "timeline", "callgraph", "children", "annotate"])]
+    /// With -l, --separate=cpu,thread,cgroup,host, --host, an image:GLOB spec, --time,
+    /// --format text|json|csv|collapsed|flamegraph, and --diff HOSTS HOSTS (two host globs).
+    #[arg(long, value_name = "URL", conflicts_with_all = ["session_dir", "merge", "import", "timeline", "callgraph", "children", "annotate", "off_cpu", "wall"])]
     from: Option<String>,
     /// With --from: only hosts matching this glob (* and ?).
     #[arg(long, value_name = "GLOB", requires = "from")]

@@ -96,12 +96,12 @@ fn run_fleet(cfg: &Config, url: &str, fleet: &profkit_report::fleet::FleetOption
     let mut out = output(cfg.output.as_deref())?;
     match cfg.format {
         Format::Collapsed => {
-            profkit_report::fleet::fleet_collapsed(&client, fleet, &mut out)?;
+            profkit_report::fleet::fleet_collapsed(&client, fleet, &cfg.options, &mut out)?;
             out.flush()?;
             return Ok(());
         }
         Format::Flamegraph => {
-            profkit_report::fleet::fleet_flamegraph(&client, fleet, &mut out)?;
+            profkit_report::fleet::fleet_flamegraph(&client, fleet, &cfg.options, &mut out)?;
             out.flush()?;
             return Ok(());
         }

@@ -181,7 +181,7 @@ impl Client {
         url.push_str(settings);
         if let Some(q) = query {
             url.push_str("&query=");
-            url.push_str(&url_encode(q));
+            url.push_str(&crate::target::encode(q));
         }
         let mut req = self.agent.post(&url);
         if let Some(u) = &self.target.user {
@@ -313,16 +313,4 @@ impl Client {
             why: format!("the answer could not be read (cut short?): {e}"),
         }
     }
-}
-
-fn url_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3 / 2);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }

@@ -189,7 +189,9 @@ fn decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-fn encode(s: &str) -> String {
+/// `s` percent-encoded (RFC 3986 unreserved characters kept): user names
+/// in redacted URLs, query parameters.
+pub(crate) fn encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {

@@ -49,7 +49,7 @@ pub struct SampleRow {
     pub tid: u32,
     /// Thread name.
     pub comm: String,
-    /// Cgroup path.
+    /// Cgroup: profkit's export gives its id (empty without one).
     pub cgroup: String,
     /// Image path, or `[kernel.kallsyms]`.
     pub binary: String,
@@ -60,7 +60,8 @@ pub struct SampleRow {
     /// For unnamed rows the offset in the binary; 0 otherwise.
     pub offset: u64,
     /// Frames, leaf first (`binary\tfunction` or as the caller gives
-    /// them); empty without call graphs.
+    /// them; profkit's export gives the sampled frame alone without call
+    /// graphs).
     pub stack: Vec<String>,
     /// Samples.
     pub samples: u64,

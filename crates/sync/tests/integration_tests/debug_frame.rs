@@ -37,8 +37,9 @@ fn build(dir: &Path) -> (PathBuf, PathBuf, PathBuf, Vec<u8>) {
     (s.stripped, s.full, s.debug, s.build_id)
 }
 
-/// Records `bin` with `sources`: the leaf's samples, and how many of
-/// their stacks reach main through caller; the unwinder's counters.
+/// Records `bin` with `sources`: the leaf's samples of the second half of
+/// the run, and how many of their stacks reach main through caller; the
+/// unwinder's counters.
 fn record(
     dir: &Path,
     name: &str,
@@ -65,7 +66,8 @@ fn record(
     let s = decode(&session);
     let table = r.stack_table();
     let prog = user_cookie(&s, bin).expect("the program's cookie is defined");
-    let (mut leaf, mut through) = (0, 0);
+    // (time, reaches main through caller) of each leaf sample.
+    let mut leaves: Vec<(u64, bool)> = Vec::new();
     for x in s.samples.iter().filter(|x| {
         x.pid == run.pid
             && !x.kernel
@@ -73,19 +75,27 @@ fn record(
             && ranges[0].0 <= x.offset
             && x.offset < ranges[0].1
     }) {
-        leaf += 1;
-        let Some(frames) = x.stack.and_then(|id| table.get(id)) else {
-            continue;
-        };
         let ours = |i: usize| {
-            frames
-                .iter()
-                .any(|f| f.cookie == prog && !f.kernel && caller_in(f.offset, i))
+            x.stack.and_then(|id| table.get(id)).is_some_and(|frames| {
+                frames
+                    .iter()
+                    .any(|f| f.cookie == prog && !f.kernel && caller_in(f.offset, i))
+            })
         };
-        through += usize::from(ours(1) && ours(2));
+        leaves.push((x.time.unwrap_or(0), ours(1) && ours(2)));
     }
+    leaves.sort_unstable();
+    // The second half of the run: the binary's tables are read by then
+    // however loaded the machine (a CI run under the whole suite's load
+    // read them 0.4 s late: the samples before were stepped by frame
+    // pointer, which this program does not keep).
+    let late = &leaves[leaves.len() / 2..];
+    let (leaf, through) = (late.len(), late.iter().filter(|l| l.1).count());
     eprintln!(
-        "{name}: {leaf} leaf samples, {through} reach main through caller; {:?}",
+        "{name}: {} leaf samples, {} reach main through caller; of the second half {through} of \
+         {leaf}; {:?}",
+        leaves.len(),
+        leaves.iter().filter(|l| l.1).count(),
         run.unwind
     );
     Some((leaf, through, run.unwind))
@@ -109,7 +119,7 @@ fn dwarf_stacks_of_a_stripped_binary_unwind_with_its_separate_debug_file() {
     };
     assert!(leaf > 200, "only {leaf} leaf samples");
     assert!(
-        through as f64 >= leaf as f64 * 0.9,
+        through as f64 >= leaf as f64 * 0.95,
         "with the debug file: {through} of {leaf} leaf samples reach main"
     );
     assert!(unwind.from_debug_file >= 1, "{unwind:?}");

@@ -212,13 +212,11 @@ impl<S: WakeSource> LiveEngine<S> {
         self
     }
 
-    /// The closed parts' numbers on disk (for the exporter).
-    fn closed_numbers(&self) -> Vec<u64> {
-        self.session
-            .parent()
-            .and_then(|d| profkit_eventlog::parts::closed_parts(d).ok())
-            .map(|v| v.into_iter().map(|(n, _)| n).collect())
-            .unwrap_or_default()
+    /// The closed parts' numbers (for the exporter): retention deletes the
+    /// oldest, so they are the `closed` numbers before the current part's.
+    fn closed_numbers(&self) -> std::ops::Range<u64> {
+        let p = &self.parts_state;
+        p.part.saturating_sub(p.closed)..p.part
     }
 
     /// Status and stop: the parts, with the export's state.
@@ -459,7 +457,7 @@ impl<S: WakeSource> LiveEngine<S> {
         // The last part is closed: every part not in the store yet goes.
         let closed = self.closed_numbers();
         if let Some(e) = &mut self.exporter {
-            e.finish(crate::export::STOP_WAIT, &closed, self.parts_state.part);
+            e.finish(crate::export::STOP_WAIT, closed, self.parts_state.part);
         }
         if self.has_parts() || self.exporter.is_some() {
             s.parts = Some(self.parts_summary());
@@ -521,11 +519,9 @@ impl<S: WakeSource> Engine for LiveEngine<S> {
             .set_parts(self.parts_state.closed_bytes + rec.part_bytes());
         self.rec = Some(rec);
         self.parts_round();
-        if self.exporter.is_some() {
-            let closed = self.closed_numbers();
-            if let Some(e) = &mut self.exporter {
-                e.round(&closed);
-            }
+        let closed = self.closed_numbers();
+        if let Some(e) = &mut self.exporter {
+            e.round(closed);
         }
         Ok(())
     }

@@ -167,7 +167,7 @@ impl Exporter {
 
     /// After each round: how the running export ended, and a new one if
     /// one is due. `closed`: the closed parts' numbers now on disk.
-    pub fn round(&mut self, closed: &[u64]) {
+    pub fn round(&mut self, closed: std::ops::Range<u64>) {
         self.poll();
         if self.child.is_none() && self.wanted && Instant::now() >= self.next_try {
             self.spawn(false);
@@ -175,9 +175,10 @@ impl Exporter {
         self.count_waiting(closed);
     }
 
-    fn count_waiting(&mut self, closed: &[u64]) {
-        let through = self.state.through;
-        self.state.waiting = closed.iter().filter(|&&n| n > through).count() as u64;
+    fn count_waiting(&mut self, closed: std::ops::Range<u64>) {
+        self.state.waiting = closed
+            .end
+            .saturating_sub(closed.start.max(self.state.through + 1));
     }
 
     /// What status says.
@@ -196,7 +197,12 @@ impl Exporter {
     /// At stop, after the last part (number `last`) is closed: waits for a
     /// running export, then exports everything left, the last part
     /// included, within `wait`; returns what stop says.
-    pub fn finish(&mut self, wait: Duration, closed: &[u64], last: u64) -> ExportState {
+    pub fn finish(
+        &mut self,
+        wait: Duration,
+        closed: std::ops::Range<u64>,
+        last: u64,
+    ) -> ExportState {
         let deadline = Instant::now() + wait;
         if self.wait_until(deadline) {
             self.spawn(true);
@@ -273,8 +279,7 @@ impl Exporter {
                     self.backoff = Duration::from_secs(1);
                     self.state.last_error = None;
                 } else {
-                    let log =
-                        std::fs::read_to_string(self.dir.join(EXPORT_LOG_FILE)).unwrap_or_default();
+                    let log = log_tail(&self.dir.join(EXPORT_LOG_FILE));
                     let why = log
                         .lines()
                         .rev()
@@ -297,5 +302,53 @@ impl Exporter {
         self.wanted = true;
         self.next_try = Instant::now() + self.backoff;
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// The last 4 KiB of the export child's stderr (its last line is the
+/// error; what comes before is not read).
+fn log_tail(path: &Path) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(4096)));
+    let mut buf = Vec::new();
+    let _ = f.take(4096).read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Waiting parts are the closed ones past `export.state`; a part
+    /// deleted by retention before its export is counted as dropped; a
+    /// program that cannot run is a failure with a retry, and stop counts
+    /// the last part as waiting.
+    #[test]
+    fn waiting_dropped_and_a_failed_start_are_counted() {
+        let d = tempfile::tempdir().unwrap();
+        write_exported_through(d.path(), 2).unwrap();
+        let mut e = Exporter::new(
+            d.path().join("no-such-profctl"),
+            d.path().to_owned(),
+            ExportConfig::default(),
+            "clickhouse://127.0.0.1:9/x".into(),
+        );
+        assert_eq!(e.state().through, 2);
+        e.round(1..5);
+        assert_eq!(e.state().waiting, 2, "parts 3 and 4");
+        e.removed(&[1, 2, 3]);
+        assert_eq!(e.state().dropped, 1, "part 3 was not exported");
+        e.part_closed();
+        e.round(4..6);
+        let s = e.state();
+        assert_eq!((s.attempts, s.failures, s.waiting), (1, 1, 2));
+        assert!(s.last_error.unwrap().contains("cannot run"));
+        assert!(s.retry_in_ms.is_some());
+        let s = e.finish(Duration::from_millis(10), 4..6, 6);
+        assert_eq!(s.waiting, 3, "4, 5 and the last part");
     }
 }

@@ -21,28 +21,75 @@ use std::path::Path;
 use profkit_fleet::{Key, PartRows, Query, SampleRow};
 
 use crate::model::{Column, Header, Report, Row, ShownColumns};
-use crate::stream::{StreamInfo, StreamSample, StreamSink};
+use crate::stream::{FrameId, StreamInfo, StreamSample, StreamSink};
 use crate::{NoProgress, ReportOptions, Session, SymbolSources};
 
-/// One row's key while a part is counted.
+/// One row's key while a part is counted: the thread's name, the sampled
+/// frame's name and the stack's entries by their indexes in [`Counter`]'s
+/// interned tables (each frame of the stream named once, not once per
+/// sample; frames of one name count as one, as the rows show them).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct RowKey {
     cpu: u32,
     pid: u32,
     tid: u32,
-    comm: String,
+    comm: u32,
     cgroup: u64,
+    /// Into `Counter::leaves`; `u32::MAX`: no frame.
+    leaf: u32,
+    /// Into `Counter::entries`, innermost first.
+    stack: Vec<u32>,
+}
+
+/// The sampled frame as a row names it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Leaf {
+    /// Its binary's recorded path.
     binary: String,
     build_id: String,
+    /// Empty when unnamed.
     function: String,
+    /// The offset, when unnamed (0 otherwise).
     offset: u64,
-    stack: Vec<String>,
+}
+
+/// Strings (or names) stored once, by index.
+struct Interned<T> {
+    index: HashMap<T, u32>,
+    items: Vec<T>,
+}
+
+impl<T> Default for Interned<T> {
+    fn default() -> Self {
+        Interned {
+            index: HashMap::new(),
+            items: Vec::new(),
+        }
+    }
+}
+
+impl<T: Clone + Eq + std::hash::Hash> Interned<T> {
+    fn id(&mut self, v: T) -> u32 {
+        if let Some(&i) = self.index.get(&v) {
+            return i;
+        }
+        let i = self.items.len() as u32;
+        self.items.push(v.clone());
+        self.index.insert(v, i);
+        i
+    }
 }
 
 /// Counts a part's samples per [`RowKey`].
 #[derive(Default)]
 struct Counter {
     rows: HashMap<RowKey, u64>,
+    comms: Interned<String>,
+    leaves: Interned<Leaf>,
+    /// `NAME\tFUNCTION` (`NAME\t+0xOFFSET` unnamed): stack entries.
+    entries: Interned<String>,
+    /// Each frame met: its leaf and entry ids.
+    frames: HashMap<FrameId, (u32, u32)>,
     samples: u64,
     lost: u64,
 }
@@ -55,61 +102,104 @@ impl StreamSink for Counter {
 
     fn sample(&mut self, s: &StreamSample<'_>) -> std::io::Result<()> {
         let t = s.table;
-        let (binary, build_id, function, offset) = match s.frames.first() {
-            Some(&f) => {
-                let frame = t.frame(f);
-                let image = t.image(frame.image);
-                match frame.symbol {
-                    Some(id) => (
-                        image.path.clone(),
-                        image.build_id.clone().unwrap_or_default(),
-                        t.symbol(id).name.clone(),
-                        0,
-                    ),
-                    None => (
-                        image.path.clone(),
-                        image.build_id.clone().unwrap_or_default(),
-                        String::new(),
-                        frame.offset,
-                    ),
+        let mut stack = Vec::with_capacity(s.frames.len());
+        let mut leaf = u32::MAX;
+        for (i, &f) in s.frames.iter().enumerate() {
+            // A frame's name is fixed once the stream has met it.
+            let ids = match self.frames.get(&f) {
+                Some(&ids) => ids,
+                None => {
+                    let frame = t.frame(f);
+                    let image = t.image(frame.image);
+                    let (function, offset, entry) = match frame.symbol {
+                        Some(id) => {
+                            let name = &t.symbol(id).name;
+                            (name.clone(), 0, format!("{}\t{name}", image.name))
+                        }
+                        None => (
+                            String::new(),
+                            frame.offset,
+                            format!("{}\t+0x{:x}", image.name, frame.offset),
+                        ),
+                    };
+                    let ids = (
+                        self.leaves.id(Leaf {
+                            binary: image.path.clone(),
+                            build_id: image.build_id.clone().unwrap_or_default(),
+                            function,
+                            offset,
+                        }),
+                        self.entries.id(entry),
+                    );
+                    self.frames.insert(f, ids);
+                    ids
                 }
+            };
+            if i == 0 {
+                leaf = ids.0;
             }
-            None => (
-                crate::UNKNOWN_SYMBOL.to_owned(),
-                String::new(),
-                String::new(),
-                0,
-            ),
+            // The sampled frame alone without call graphs: folded stacks
+            // and flame graphs still have the function.
+            stack.push(ids.1);
+        }
+        let comm = match self.comms.index.get(s.comm) {
+            Some(&c) => c,
+            None => self.comms.id(s.comm.to_owned()),
         };
-        // The sampled frame alone without call graphs: folded stacks and
-        // flame graphs still have the function.
-        let stack = s
-            .frames
-            .iter()
-            .map(|&f| {
-                let frame = t.frame(f);
-                let image = t.image(frame.image);
-                match frame.symbol {
-                    Some(id) => format!("{}\t{}", image.name, t.symbol(id).name),
-                    None => format!("{}\t+0x{:x}", image.name, frame.offset),
-                }
-            })
-            .collect();
         let key = RowKey {
             cpu: s.cpu,
             pid: s.pid,
             tid: s.tid,
-            comm: s.comm.to_owned(),
+            comm,
             cgroup: s.cgroup,
-            binary,
-            build_id,
-            function,
-            offset,
+            leaf,
             stack,
         };
         *self.rows.entry(key).or_default() += s.weight;
         self.samples += s.weight;
         Ok(())
+    }
+}
+
+impl Counter {
+    /// The counted rows, most samples first.
+    fn into_rows(self) -> Vec<SampleRow> {
+        let unknown = Leaf {
+            binary: crate::UNKNOWN_SYMBOL.to_owned(),
+            build_id: String::new(),
+            function: String::new(),
+            offset: 0,
+        };
+        let mut rows: Vec<SampleRow> = self
+            .rows
+            .into_iter()
+            .map(|(k, samples)| {
+                let leaf = self.leaves.items.get(k.leaf as usize).unwrap_or(&unknown);
+                SampleRow {
+                    cpu: k.cpu,
+                    pid: k.pid,
+                    tid: k.tid,
+                    comm: self.comms.items[k.comm as usize].clone(),
+                    cgroup: if k.cgroup == 0 {
+                        String::new()
+                    } else {
+                        k.cgroup.to_string()
+                    },
+                    binary: leaf.binary.clone(),
+                    build_id: leaf.build_id.clone(),
+                    function: leaf.function.clone(),
+                    offset: leaf.offset,
+                    stack: k
+                        .stack
+                        .iter()
+                        .map(|&e| self.entries.items[e as usize].clone())
+                        .collect(),
+                    samples,
+                }
+            })
+            .collect();
+        rows.sort_by_key(|r| std::cmp::Reverse(r.samples));
+        rows
     }
 }
 
@@ -144,28 +234,8 @@ pub fn part_rows(part: &Path, host: &str, sources: &SymbolSources) -> crate::Res
         &NoProgress,
         &mut counter,
     )?;
-    let mut rows: Vec<SampleRow> = counter
-        .rows
-        .into_iter()
-        .map(|(k, samples)| SampleRow {
-            cpu: k.cpu,
-            pid: k.pid,
-            tid: k.tid,
-            comm: k.comm,
-            cgroup: if k.cgroup == 0 {
-                String::new()
-            } else {
-                k.cgroup.to_string()
-            },
-            binary: k.binary,
-            build_id: k.build_id,
-            function: k.function,
-            offset: k.offset,
-            stack: k.stack,
-            samples,
-        })
-        .collect();
-    rows.sort_by_key(|r| std::cmp::Reverse(r.samples));
+    let (samples, lost) = (counter.samples, counter.lost);
+    let rows = counter.into_rows();
     Ok(PartRows {
         host: if host.is_empty() {
             h.host.clone()
@@ -178,8 +248,8 @@ pub fn part_rows(part: &Path, host: &str, sources: &SymbolSources) -> crate::Res
         end_unix_ns: h
             .start_time_unix_ns
             .saturating_add(end_monotonic.saturating_sub(h.start_monotonic_ns)),
-        samples: counter.samples,
-        lost: counter.lost,
+        samples,
+        lost,
         rows,
     })
 }

@@ -385,15 +385,37 @@ fn live_a_stripped_binary_is_named_through_a_debuginfod_server() {
         ann.stderr
     );
     assert!(server.requests("source") > before_src);
+    // Without a server: the local debug file gives the lines, but the text
+    // is only the server's; once fetched, the cache shows it offline.
+    let debug_root_s = debug_root.to_str().unwrap();
     let no_src = report_env(
-        &["--session-dir", s, "--annotate=hot_two_thirds"],
-        &[("DEBUGINFOD_CACHE_PATH", &cache_str("a"))],
+        &[
+            "--session-dir",
+            s,
+            "--annotate=hot_two_thirds",
+            "--debug-dir",
+            debug_root_s,
+        ],
+        &[("DEBUGINFOD_CACHE_PATH", &cache_str("src-none"))],
     )
     .expect(0);
     assert!(
-        !no_src.stdout.contains("LINE_UNIT") || no_src.stdout.contains(&cache_str("a")),
-        "without a server the source is not shown unless cached: {}",
+        !no_src.stdout.contains("LINE_UNIT") && no_src.stdout.contains("stripped.c"),
+        "{}",
         no_src.stdout
+    );
+    let cached_src = report_env(
+        &["--session-dir", s, "--annotate=hot_two_thirds", "--offline"],
+        &[
+            ("DEBUGINFOD_URLS", &server.url()),
+            ("DEBUGINFOD_CACHE_PATH", &cache_str("a")),
+        ],
+    )
+    .expect(0);
+    assert!(
+        cached_src.stdout.contains("LINE_UNIT"),
+        "{}",
+        cached_src.stdout
     );
 
     // 7. A server that lies (serves another binary's debug file) is

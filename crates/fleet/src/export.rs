@@ -49,7 +49,10 @@ pub struct SampleRow {
     pub tid: u32,
     /// Thread name.
     pub comm: String,
-    /// Cgroup: profkit's export gives its id (empty without one).
+    /// The process's name (its main thread's).
+    pub process: String,
+    /// Cgroup: profkit's export gives its path (`/system.slice/x.service`;
+    /// `[cgroup ID]` when the session never named it; empty without one).
     pub cgroup: String,
     /// Image path, or `[kernel.kallsyms]`.
     pub binary: String,
@@ -59,8 +62,9 @@ pub struct SampleRow {
     pub function: String,
     /// For unnamed rows the offset in the binary; 0 otherwise.
     pub offset: u64,
-    /// Frames, leaf first (`binary\tfunction` or as the caller gives
-    /// them; profkit's export gives the sampled frame alone without call
+    /// Frames, leaf first (`NAME\tFUNCTION`: the binary's shown name and
+    /// the function, empty when unnamed, or as the caller gives them;
+    /// profkit's export gives the sampled frame alone without call
     /// graphs).
     pub stack: Vec<String>,
     /// Samples.
@@ -265,7 +269,14 @@ fn sample_rows(part: &PartRows, part_id: &str) -> String {
     for r in &part.rows {
         out.push_str(&head);
         out.push_str(&format!("{}\t{}\t{}\t", r.cpu, r.pid, r.tid));
-        for s in [&r.comm, &r.cgroup, &r.binary, &r.build_id, &r.function] {
+        for s in [
+            &r.comm,
+            &r.process,
+            &r.cgroup,
+            &r.binary,
+            &r.build_id,
+            &r.function,
+        ] {
             tsv::escape_into(&mut out, s);
             out.push('\t');
         }

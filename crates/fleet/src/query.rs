@@ -16,11 +16,76 @@ pub struct Query {
     pub to_unix_ns: Option<u64>,
     /// The keys rows are grouped by, in the order [`Row::keys`] has them.
     pub group: Vec<Key>,
-    /// Binaries matching this glob: one with a `/` against the path, any
-    /// other against the path or the file name (as `image:GLOB`).
-    pub binaries: Option<String>,
+    /// Binaries matching one of these globs: one with a `/` against the
+    /// path, any other against the path or the file name (as
+    /// `image:GLOB`). Empty: every binary.
+    pub binaries: Vec<String>,
+    /// Not the binaries matching one of these globs (`image-exclude:`).
+    pub exclude_binaries: Vec<String>,
+    /// Only these CPUs (`cpu:`; empty: all).
+    pub cpus: Vec<u32>,
+    /// Only these processes (`tgid:`; empty: all).
+    pub pids: Vec<u32>,
+    /// Only these threads (`tid:`; empty: all).
+    pub tids: Vec<u32>,
+    /// Only samples in a cgroup whose path matches one of these globs
+    /// (`cgroup:`; `[none]` stands for samples without a cgroup).
+    pub cgroups: Vec<String>,
+    /// Only samples in binaries whose build-id starts with one of these
+    /// (hex, any case; `--diff build:ID`).
+    pub build_ids: Vec<String>,
     /// At most this many rows (the largest).
     pub limit: Option<usize>,
+}
+
+impl Query {
+    /// Whether the query selects some samples of the parts and not others
+    /// (binaries, CPUs, processes, threads, cgroups, builds): then the
+    /// parts' totals are not the selection's.
+    pub fn filters_samples(&self) -> bool {
+        !(self.binaries.is_empty()
+            && self.exclude_binaries.is_empty()
+            && self.cpus.is_empty()
+            && self.pids.is_empty()
+            && self.tids.is_empty()
+            && self.cgroups.is_empty()
+            && self.build_ids.is_empty())
+    }
+}
+
+/// Which functions a call graph shows ([`Client::call_graph_frames`]): a
+/// frame's share of `total` samples (inclusive with `by_inclusive`, else
+/// its own) at least `threshold` percent, as a local report cuts them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cut {
+    /// Compare the inclusive samples (`--children`), else the frame's own.
+    pub by_inclusive: bool,
+    /// Percent.
+    pub threshold: f64,
+    /// The report's samples the percentages are of.
+    pub total: u64,
+}
+
+/// One function of a call graph: a distinct stack entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameTotal {
+    /// The stack entry (`NAME\tFUNCTION`).
+    pub frame: String,
+    /// Samples taken in it (it is the stack's first entry).
+    pub self_samples: u64,
+    /// Samples whose stack holds it (once per sample, recursive or not).
+    pub total: u64,
+}
+
+/// One row of [`Client::stacks`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StackRow {
+    /// The keys' values, in [`Query::group`] order.
+    pub keys: Vec<String>,
+    /// The frames, leaf first.
+    pub stack: Vec<String>,
+    /// Samples.
+    pub samples: u64,
 }
 
 /// A column to group by.
@@ -37,6 +102,8 @@ pub enum Key {
     Tid,
     /// The thread name.
     Comm,
+    /// The process's name.
+    Process,
     /// The cgroup.
     Cgroup,
     /// The binary's path (or `[kernel.kallsyms]`).
@@ -56,6 +123,7 @@ impl Key {
             Key::Pid => "pid",
             Key::Tid => "tid",
             Key::Comm => "comm",
+            Key::Process => "process",
             Key::Cgroup => "cgroup",
             Key::Binary => "binary",
             Key::Function => "function",
@@ -138,11 +206,32 @@ impl Client {
     /// Creates the database and the two tables if they do not exist
     /// ([`schema`](crate::schema)); running it again is fine.
     pub fn ensure_schema(&self) -> Result<(), Error> {
-        for s in crate::schema::statements(&self.target().database) {
-            let body = self.run(&s, "the schema")?;
+        let db = &self.target().database;
+        let run = |s: &str| {
+            let body = self.run(s, "the schema")?;
             if !body.iter().all(u8::is_ascii_whitespace) {
                 return Err(self.bad("the schema", format!("answered {}", tsv::excerpt(&body))));
             }
+            Ok(())
+        };
+        for s in crate::schema::statements(db) {
+            run(&s)?;
+        }
+        // Tables made before the process column (18.16 has no ADD COLUMN
+        // IF NOT EXISTS): their rows read '' there.
+        let has = self.select(
+            &format!(
+                "SELECT count() FROM system.columns WHERE database = {} AND table = '{SAMPLES}' \
+                 AND name = 'process' FORMAT TabSeparated",
+                tsv::quote(db)
+            ),
+            1,
+            "the schema",
+        )?;
+        if self.one_number(&has, "the schema")? == 0 {
+            run(&format!(
+                "ALTER TABLE {db}.{SAMPLES} ADD COLUMN process String AFTER comm"
+            ))?;
         }
         Ok(())
     }
@@ -150,13 +239,55 @@ impl Client {
     fn sample_where(&self, q: &Query) -> String {
         let db = &self.target().database;
         let mut c = part_conditions(q);
-        if let Some(b) = &q.binaries {
+        let binary = |b: &String| {
             let p = like(b);
-            c.push(if b.contains('/') {
+            if b.contains('/') {
                 format!("binary LIKE {p}")
             } else {
-                format!("(binary LIKE {p} OR replaceRegexpOne(binary, '^.*/', '') LIKE {p})")
-            });
+                format!("binary LIKE {p} OR replaceRegexpOne(binary, '^.*/', '') LIKE {p}")
+            }
+        };
+        let any = |v: Vec<String>| format!("({})", v.join(" OR "));
+        if !q.binaries.is_empty() {
+            c.push(any(q.binaries.iter().map(binary).collect()));
+        }
+        if !q.exclude_binaries.is_empty() {
+            c.push(format!(
+                "NOT {}",
+                any(q.exclude_binaries.iter().map(binary).collect())
+            ));
+        }
+        let numbers = |col: &str, v: &[u32]| {
+            let list: Vec<String> = v.iter().map(u32::to_string).collect();
+            format!("{col} IN ({})", list.join(", "))
+        };
+        if !q.cpus.is_empty() {
+            c.push(numbers("cpu", &q.cpus));
+        }
+        if !q.pids.is_empty() {
+            c.push(numbers("pid", &q.pids));
+        }
+        if !q.tids.is_empty() {
+            c.push(numbers("tid", &q.tids));
+        }
+        if !q.cgroups.is_empty() {
+            c.push(any(q
+                .cgroups
+                .iter()
+                .map(|g| format!("if(cgroup = '', '[none]', cgroup) LIKE {}", like(g)))
+                .collect()));
+        }
+        if !q.build_ids.is_empty() {
+            c.push(any(q
+                .build_ids
+                .iter()
+                .map(|b| {
+                    format!(
+                        "startsWith(build_id, {})",
+                        tsv::quote(&b.to_ascii_lowercase())
+                    )
+                })
+                .collect()));
         }
         // GLOBAL: the subquery runs once, also when the tables are Distributed.
         c.push(format!(
@@ -207,15 +338,25 @@ impl Client {
             .collect()
     }
 
-    /// The distinct stacks (frames leaf first, as exported; empty for
-    /// samples without a call graph) of the samples the query selects,
-    /// with their samples: ordered by samples (descending), at most
-    /// `limit`. `group` is ignored. For a folded flame graph, reverse
-    /// each stack and join it with `;`.
-    pub fn stacks(&self, q: &Query) -> Result<Vec<(Vec<String>, u64)>, Error> {
+    /// The distinct stacks (frames leaf first, as exported; the sampled
+    /// frame alone for samples without a call graph) of the samples the
+    /// query selects, per value of its `group` keys, with their samples:
+    /// ordered by samples (descending), then keys and stack; at most
+    /// `limit`. For a folded flame graph, reverse each stack and join it
+    /// with `;`.
+    pub fn stacks(&self, q: &Query) -> Result<Vec<StackRow>, Error> {
         let db = &self.target().database;
+        let n = q.group.len();
+        let keys: String = q
+            .group
+            .iter()
+            .enumerate()
+            .map(|(i, k)| format!(", {} AS k{i}", k.column()))
+            .collect();
+        let by: String = (0..n).map(|i| format!("k{i}, ")).collect();
         let mut sql = format!(
-            "SELECT stack, sum(samples) AS s FROM {db}.{SAMPLES} WHERE {} GROUP BY stack ORDER BY s DESC, stack",
+            "SELECT sum(samples) AS s, stack{keys} FROM {db}.{SAMPLES} WHERE {} \
+             GROUP BY {by}stack ORDER BY s DESC, {by}stack",
             self.sample_where(q)
         );
         if let Some(l) = q.limit {
@@ -223,16 +364,118 @@ impl Client {
         }
         sql.push_str(" FORMAT TabSeparated");
         let what = "the stacks query";
-        let rows = self.select(&sql, 2, what)?;
+        let rows = self.select(&sql, n + 2, what)?;
         rows.iter()
             .map(|r| {
-                let stack = tsv::parse_array(&r[0]).ok_or_else(|| {
+                let stack = tsv::parse_array(&r[1]).ok_or_else(|| {
                     self.bad(
                         what,
-                        format!("not an array of strings: {}", tsv::excerpt(&r[0])),
+                        format!("not an array of strings: {}", tsv::excerpt(&r[1])),
                     )
                 })?;
-                Ok((stack, tsv::number(&r[1]).map_err(|w| self.bad(what, w))?))
+                Ok(StackRow {
+                    keys: r[2..].iter().map(|f| tsv::unescape(f)).collect(),
+                    stack,
+                    samples: tsv::number(&r[0]).map_err(|w| self.bad(what, w))?,
+                })
+            })
+            .collect()
+    }
+
+    /// Each distinct stack entry of the selected samples, once per sample
+    /// at its innermost occurrence (`e`, its position `i`, 1 = the sampled
+    /// frame), as a subquery over `stack` and `samples`.
+    fn entries_sql(&self, q: &Query, extra: &str) -> String {
+        let db = &self.target().database;
+        format!(
+            "SELECT arrayJoin(arrayDistinct(stack)) AS e, indexOf(stack, e) AS i{extra}, samples \
+             FROM {db}.{SAMPLES} WHERE {}",
+            self.sample_where(q)
+        )
+    }
+
+    /// The condition on an entry's own (`s`) and inclusive (`t`) samples
+    /// that keeps it in a call graph cut by `cut`.
+    fn kept(cut: &Cut) -> String {
+        let x = if cut.by_inclusive { "t" } else { "s" };
+        let mut c = format!("{x} * 100. / {} >= {:?}", cut.total.max(1), cut.threshold);
+        if !cut.by_inclusive && cut.threshold > 0.0 {
+            c.push_str(" AND s > 0");
+        }
+        c
+    }
+
+    /// The functions of a call graph, computed by the server: each
+    /// distinct stack entry of the selected samples with its own and
+    /// inclusive samples, those `cut` keeps (most samples first), and how
+    /// many it left out. `group` and `limit` do not apply.
+    pub fn call_graph_frames(&self, q: &Query, cut: &Cut) -> Result<(Vec<FrameTotal>, u64), Error> {
+        let grouped = format!(
+            "SELECT e, sum(samples) AS t, sumIf(samples, i = 1) AS s FROM ({}) GROUP BY e",
+            self.entries_sql(q, "")
+        );
+        let kept = Self::kept(cut);
+        let what = "the call graph query";
+        let rows = self.select(
+            &format!("SELECT t, s, e FROM ({grouped}) WHERE {kept} ORDER BY t DESC, e FORMAT TabSeparated"),
+            3,
+            what,
+        )?;
+        let below = self.select(
+            &format!("SELECT count() FROM ({grouped}) WHERE NOT ({kept}) FORMAT TabSeparated"),
+            1,
+            what,
+        )?;
+        let below = self.one_number(&below, what)?;
+        let frames = rows
+            .iter()
+            .map(|r| {
+                Ok(FrameTotal {
+                    total: tsv::number(&r[0]).map_err(|w| self.bad(what, w))?,
+                    self_samples: tsv::number(&r[1]).map_err(|w| self.bad(what, w))?,
+                    frame: tsv::unescape(&r[2]),
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        Ok((frames, below))
+    }
+
+    /// The arcs of the functions `cut` keeps, computed by the server:
+    /// (function, caller, samples) with `callers`, the frame just outside
+    /// the function's innermost occurrence; else (function, callee,
+    /// samples), the frame just inside (none where it is the sampled
+    /// frame).
+    pub fn call_graph_arcs(
+        &self,
+        q: &Query,
+        cut: &Cut,
+        callers: bool,
+    ) -> Result<Vec<(String, String, u64)>, Error> {
+        let (other, cond) = if callers {
+            ("stack[i + 1]", "i < len")
+        } else {
+            ("stack[i - 1]", "i > 1")
+        };
+        let kept_frames = format!(
+            "SELECT e FROM (SELECT e, sum(samples) AS t, sumIf(samples, i = 1) AS s FROM ({}) \
+             GROUP BY e) WHERE {}",
+            self.entries_sql(q, ""),
+            Self::kept(cut)
+        );
+        let sql = format!(
+            "SELECT sum(samples) AS n, e, o FROM ({}) WHERE {cond} AND e IN ({kept_frames}) \
+             GROUP BY e, o ORDER BY e, n DESC, o FORMAT TabSeparated",
+            self.entries_sql(q, &format!(", {other} AS o, length(stack) AS len"))
+        );
+        let what = "the call graph query";
+        let rows = self.select(&sql, 3, what)?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    tsv::unescape(&r[1]),
+                    tsv::unescape(&r[2]),
+                    tsv::number(&r[0]).map_err(|w| self.bad(what, w))?,
+                ))
             })
             .collect()
     }

@@ -15,12 +15,15 @@
 //!     start_ns UInt64,      -- the part's start, Unix ns
 //!     end_ns UInt64,        -- the part's end, Unix ns
 //!     cpu UInt16, pid UInt32, tid UInt32,
-//!     comm String, cgroup String,
+//!     comm String,          -- the thread's name
+//!     process String,       -- the process's name (its main thread's)
+//!     cgroup String,        -- its path, '[cgroup ID]' unnamed, '' none
 //!     binary String,        -- image path, or '[kernel.kallsyms]'
 //!     build_id String,      -- hex, may be empty
 //!     function String,      -- empty: unnamed (then `offset` says where)
 //!     offset UInt64,
-//!     stack Array(String),  -- frames, leaf first (the sampled one alone without call graphs)
+//!     stack Array(String),  -- frames, leaf first, 'NAME\tFUNCTION' (function
+//!                           -- empty: unnamed); the sampled one alone without call graphs
 //!     samples UInt64
 //! ) ENGINE = MergeTree()
 //! PARTITION BY toYYYYMMDD(start)
@@ -121,7 +124,7 @@ pub const PARTS: &str = "profkit_parts";
 /// The columns of `profkit_samples`, in the order the export sends them.
 pub const SAMPLES_COLUMNS: &str = "host String, session String, part UInt32, part_id String, \
     start DateTime, start_ns UInt64, end_ns UInt64, cpu UInt16, pid UInt32, tid UInt32, \
-    comm String, cgroup String, binary String, build_id String, function String, \
+    comm String, process String, cgroup String, binary String, build_id String, function String, \
     offset UInt64, stack Array(String), samples UInt64";
 
 /// The columns of `profkit_parts`, in the order the export sends them.

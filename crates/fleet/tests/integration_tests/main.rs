@@ -31,6 +31,7 @@ pub fn row(binary: &str, function: &str, samples: u64, stack: &[&str]) -> Sample
         pid: 100,
         tid: 101,
         comm: "worker".into(),
+        process: "app".into(),
         cgroup: "/system.slice/app.service".into(),
         binary: binary.into(),
         build_id: "abcdef".into(),

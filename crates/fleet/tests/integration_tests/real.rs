@@ -1,7 +1,7 @@
 //! Against a real ClickHouse (18.16 here): each test its own server.
 
 use crate::{part, row};
-use profkit_fleet::{Client, Error, Exported, Key, Query, Row, Target};
+use profkit_fleet::{Client, Cut, Error, Exported, FrameTotal, Key, Query, Row, Target};
 use profkit_testsupport::ClickHouseServer;
 
 fn client(s: &ClickHouseServer) -> Client {
@@ -190,7 +190,12 @@ fn hostile_strings_round_trip() {
         };
         assert!(got.contains(&want), "{want:?} not in {got:?}");
     }
-    let stacks = c.stacks(&Query::default()).unwrap();
+    let stacks: Vec<(Vec<String>, u64)> = c
+        .stacks(&Query::default())
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.stack, r.samples))
+        .collect();
     for (i, n) in nasty.iter().enumerate() {
         let want = (
             vec![n.to_string(), "x\ty".to_string(), n.to_string()],
@@ -356,7 +361,7 @@ fn reports_are_computed_by_the_server() {
     // Binary globs: on the file name, or on the path with a '/'.
     let bin = |g: &str| {
         let q = Query {
-            binaries: Some(g.into()),
+            binaries: vec![g.into()],
             ..Default::default()
         };
         c.query(&q).unwrap()[0].samples
@@ -367,6 +372,130 @@ fn reports_are_computed_by_the_server() {
     assert_eq!(bin("app"), 8);
     assert_eq!(bin("lib"), 0);
     assert_eq!(bin("[kernel.kallsyms]"), 4);
+    let sum = |q: Query| c.query(&q).unwrap().first().map_or(0, |r| r.samples);
+    let q = Query::default();
+    assert!(!q.filters_samples());
+    let all = sum(q);
+    let q = Query {
+        exclude_binaries: vec!["libc*".into(), "app".into()],
+        ..Default::default()
+    };
+    assert!(q.filters_samples());
+    assert_eq!(sum(q), all - 38);
+    let q = Query {
+        binaries: vec!["libc*".into(), "app".into()],
+        ..Default::default()
+    };
+    assert_eq!(sum(q), 38);
+    for (q, want) in [
+        (
+            Query {
+                cpus: vec![1],
+                ..Default::default()
+            },
+            all - 5,
+        ),
+        (
+            Query {
+                cpus: vec![0, 2],
+                ..Default::default()
+            },
+            0,
+        ),
+        (
+            Query {
+                pids: vec![100],
+                ..Default::default()
+            },
+            all,
+        ),
+        (
+            Query {
+                tids: vec![7],
+                ..Default::default()
+            },
+            0,
+        ),
+        (
+            Query {
+                cgroups: vec!["/system.slice/*".into()],
+                ..Default::default()
+            },
+            all,
+        ),
+        (
+            Query {
+                cgroups: vec!["[none]".into()],
+                ..Default::default()
+            },
+            0,
+        ),
+        (
+            Query {
+                build_ids: vec!["ABC".into()],
+                ..Default::default()
+            },
+            all,
+        ),
+        (
+            Query {
+                build_ids: vec!["abd".into()],
+                ..Default::default()
+            },
+            0,
+        ),
+    ] {
+        assert_eq!(sum(q.clone()), want, "{q:?}");
+    }
+
+    // A call graph's functions and arcs, computed by the server.
+    let cut = Cut {
+        by_inclusive: false,
+        threshold: 0.0,
+        total: all,
+    };
+    let (frames, below) = c.call_graph_frames(&Query::default(), &cut).unwrap();
+    let f = |frame: &str, self_samples: u64, total: u64| FrameTotal {
+        frame: frame.to_owned(),
+        self_samples,
+        total,
+    };
+    assert_eq!(
+        frames,
+        [
+            f("/bin/app\tmain", 8, 38),
+            f("/usr/lib/libc.so.6\tmemcpy", 30, 30)
+        ]
+    );
+    assert_eq!(below, 0);
+    // 30 of 45 samples in memcpy itself: a 50 % cut keeps none, 60 %
+    // inclusive keeps main.
+    let half = Cut {
+        threshold: 50.0,
+        ..cut
+    };
+    let (frames, below) = c.call_graph_frames(&Query::default(), &half).unwrap();
+    assert_eq!((frames.len(), below), (1, 1));
+    let wide = Cut {
+        by_inclusive: true,
+        threshold: 80.0,
+        ..cut
+    };
+    let (frames, below) = c.call_graph_frames(&Query::default(), &wide).unwrap();
+    assert_eq!((frames, below), (vec![f("/bin/app\tmain", 8, 38)], 1));
+    let arc = |a: &str, b: &str, n: u64| (a.to_owned(), b.to_owned(), n);
+    assert_eq!(
+        c.call_graph_arcs(&Query::default(), &cut, true).unwrap(),
+        [arc("/usr/lib/libc.so.6\tmemcpy", "/bin/app\tmain", 30)]
+    );
+    assert_eq!(
+        c.call_graph_arcs(&Query::default(), &cut, false).unwrap(),
+        [arc("/bin/app\tmain", "/usr/lib/libc.so.6\tmemcpy", 30)]
+    );
+    assert!(c
+        .call_graph_arcs(&Query::default(), &wide, true)
+        .unwrap()
+        .is_empty());
 
     // Stacks, with their counts, leaf first as exported.
     let st = c
@@ -376,6 +505,7 @@ fn reports_are_computed_by_the_server() {
         })
         .unwrap();
     let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let st: Vec<(Vec<String>, u64)> = st.into_iter().map(|r| (r.stack, r.samples)).collect();
     assert_eq!(
         st,
         vec![
@@ -485,4 +615,41 @@ fn a_large_part_goes_in_one_insert() {
     // One INSERT, one block: one data part.
     let parts = sql(&s, "SELECT count() FROM system.parts WHERE database = 'large' AND table = 'profkit_samples' AND active");
     assert_eq!(parts, "1\n");
+}
+
+/// A samples table made before the `process` column gets it (18.16 has
+/// no `ADD COLUMN IF NOT EXISTS`), its old rows read '', and exports go
+/// on.
+#[test]
+fn tables_without_the_process_column_get_it() {
+    let Some(s) = ClickHouseServer::start("older") else {
+        return;
+    };
+    sql(&s, "CREATE DATABASE older");
+    let old_columns = profkit_fleet::schema::SAMPLES_COLUMNS.replace(" process String,", "");
+    assert_ne!(old_columns, profkit_fleet::schema::SAMPLES_COLUMNS);
+    sql(
+        &s,
+        &format!(
+            "CREATE TABLE older.profkit_samples ({old_columns}) ENGINE = MergeTree() \
+             PARTITION BY toYYYYMMDD(start) ORDER BY (host, start, binary, function)"
+        ),
+    );
+    let c = client(&s);
+    c.ensure_schema().unwrap(); // again: nothing to add
+    let names = sql(
+        &s,
+        "SELECT name FROM system.columns WHERE database = 'older' AND table = 'profkit_samples'",
+    );
+    assert!(names.contains("\nprocess\ncgroup\n"), "{names}");
+    let p = part("h", "s", 1, 1_700_000_000, vec![row("/bin/app", "main", 3, &[])]);
+    assert!(matches!(
+        c.export_part(&p).unwrap(),
+        Exported::Inserted { .. }
+    ));
+    let q = Query {
+        group: vec![Key::Process],
+        ..Default::default()
+    };
+    assert_eq!(keys(&c.query(&q).unwrap()), [("app".to_owned(), 3)]);
 }

@@ -470,6 +470,15 @@ fn export(dir: &DirArg, url: &str, host: Option<&str>, last: bool) -> Result<()>
             ""
         }
     );
+    if done.folded_rows > 0 {
+        println!(
+            "profkit: {} rows of parts past the store's {} rows per part were folded into \
+             coarser ones (their samples kept; threads or stacks merged as {})",
+            done.folded_rows,
+            profkit_fleet::MAX_ROWS,
+            profkit_report::fleet::FOLDED
+        );
+    }
     Ok(())
 }
 

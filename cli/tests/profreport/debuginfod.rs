@@ -716,7 +716,7 @@ fn lines_of(v: &serde_json::Value, image: &str) -> Vec<String> {
 }
 
 /// The build-id of the ELF file at `p`.
-fn build_id_of(p: &Path) -> Vec<u8> {
+pub(crate) fn build_id_of(p: &Path) -> Vec<u8> {
     let out = Command::new("readelf").arg("-n").arg(p).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let h = text

@@ -5,8 +5,11 @@
 //!   total and every function's samples;
 //! - `profctl export` of the same session again sends nothing and changes
 //!   nothing;
-//! - `--host`, `--separate=host`, `--format collapsed` and `json` answer
-//!   from the server;
+//! - `--host`, `--separate=host|cgroup`, specs, `--format collapsed`,
+//!   `flamegraph`, `pprof` and `json`, `-c` and `--children` answer from
+//!   the server, and equal the local reports (folded lines, call-graph
+//!   blocks and inclusive samples exactly);
+//! - `--diff` between hosts, time ranges and builds;
 //! - a server that lies (garbage answers) is an error, not a panic, and the
 //!   store's password never shows.
 
@@ -44,7 +47,7 @@ fn live_a_rotated_session_exported_reports_the_same_from_clickhouse() {
     };
     crate::live::record_with(
         d.path(),
-        &["--rotate", "1s"],
+        &["--rotate", "1s", "-g", "--cgroups"],
         &[loops.to_str().unwrap(), "500"],
     );
     let s = d.path().join("s");
@@ -131,29 +134,9 @@ fn live_a_rotated_session_exported_reports_the_same_from_clickhouse() {
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
         .sum();
     assert_eq!(n, lt, "{}", folded.stdout);
-    // An image spec, a time window (parts overlapping its first second),
-    // cgroups by id; specs the store cannot answer are refused.
-    let only = profreport(&[
-        "--from",
-        &ch.url,
-        "--host",
-        "web-1",
-        "-l",
-        "image:loops",
-        "--format",
-        "json",
-    ])
-    .expect(0)
-    .json();
-    let (om, ot) = per_function(&only);
-    assert!(om.keys().all(|(i, _)| i == "loops"), "{om:?}");
-    let local_loops: u64 = lm
-        .iter()
-        .filter(|((i, _), _)| i == "loops")
-        .map(|(_, n)| n)
-        .sum();
-    assert_eq!(om.values().sum::<u64>(), local_loops, "{om:?} {lm:?}");
-    assert_eq!(ot, lt, "the total stays the store's");
+    // Stack formats, call graphs, specs and cgroups: as the local reports.
+    same_as_local(&ch.url, sd, lt);
+    // A time window (parts overlapping its first second).
     let first = profreport(&[
         "--from", &ch.url, "--host", "web-1", "--time", "0,1", "--format", "json",
     ])
@@ -161,17 +144,55 @@ fn live_a_rotated_session_exported_reports_the_same_from_clickhouse() {
     .json();
     let ft1 = first["total_samples"].as_u64().unwrap();
     assert!(ft1 > 0 && ft1 < lt, "{ft1} of {lt}");
-    let cg = profreport(&["--from", &ch.url, "--separate=cgroup", "--format", "csv"]).expect(0);
-    assert!(
-        cg.stdout.contains("[cgroup ") || cg.stdout.contains("[none]"),
-        "{}",
-        cg.stdout
-    );
-    let refused = profreport(&["--from", &ch.url, "tgid:1"]);
+    let refused = profreport(&["--from", &ch.url, "-c", "--separate=host"]);
     assert_eq!(refused.code, 1);
-    assert!(refused.stderr.contains("image:GLOB"), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("per function"),
+        "{}",
+        refused.stderr
+    );
     let svg = profreport(&["--from", &ch.url, "--format", "flamegraph"]).expect(0);
     assert!(svg.stdout.contains("<svg") && svg.stdout.contains("two_loops"));
+
+    // Between builds: the loops binary of both hosts, no change.
+    let id: String = crate::debuginfod::build_id_of(&loops)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let web_build = format!("host:web-1 build:{}", &id[..12]);
+    let db_build = format!("host:db-1 build:{}", id.to_uppercase());
+    let diff = profreport(&[
+        "--from", &ch.url, "--diff", &web_build, &db_build, "--format", "json",
+    ])
+    .expect(0)
+    .json();
+    let symbols: Vec<&str> = diff["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["image"].as_str())
+        .collect();
+    assert!(
+        !symbols.is_empty() && symbols.iter().all(|i| *i == "loops"),
+        "{diff:#}"
+    );
+    // Between time ranges of one host: both halves ran the same loops.
+    let halves = profreport(&[
+        "--from",
+        &ch.url,
+        "--diff",
+        "host:web-1 time:0%-50%",
+        "host:web-1 time:50%-100%",
+    ])
+    .expect(0);
+    assert!(halves.stdout.contains("two_loops"), "{}", halves.stdout);
+    let bad = profreport(&["--from", &ch.url, "--diff", "web-1", "colour:red"]);
+    assert_eq!(bad.code, 1);
+    assert!(
+        bad.stderr.contains("host:GLOB, time:WINDOW"),
+        "{}",
+        bad.stderr
+    );
 
     // Between two hosts that ran the same: no change anywhere.
     let diff = profreport(&[
@@ -297,4 +318,157 @@ fn live_export_while_recording_survives_the_store_going_down() {
         warning.contains(&format!("{parts} parts of 1 host")),
         "{warning}"
     );
+}
+
+/// JSON of a `profreport` run.
+fn json(args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.extend(["--format", "json"]);
+    profreport(&all).expect(0).json()
+}
+
+/// The call graph of a JSON report: per (image, symbol), its self and
+/// inclusive samples and its arcs.
+type Arcs = Vec<(String, String, u64)>;
+fn call_graph(v: &serde_json::Value) -> BTreeMap<(String, String), (u64, u64, Arcs, Arcs)> {
+    let arcs = |a: &serde_json::Value| -> Arcs {
+        let mut v: Arcs = a
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| {
+                (
+                    x["image"].as_str().unwrap().to_owned(),
+                    x["symbol"].as_str().unwrap().to_owned(),
+                    x["samples"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    v["callgraph"]["entries"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no call graph: {v:#}"))
+        .iter()
+        .map(|e| {
+            (
+                (
+                    e["image"].as_str().unwrap().to_owned(),
+                    e["symbol"].as_str().unwrap().to_owned(),
+                ),
+                (
+                    e["self_samples"].as_u64().unwrap(),
+                    e["total"].as_u64().unwrap(),
+                    arcs(&e["callers"]),
+                    arcs(&e["callees"]),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Inclusive samples per (image, symbol) of a JSON `--children` report.
+fn inclusive(v: &serde_json::Value) -> BTreeMap<(String, String), (u64, u64)> {
+    rows(v)
+        .iter()
+        .map(|r| {
+            (
+                (
+                    r["image"].as_str().unwrap().to_owned(),
+                    r["symbol"].as_str().unwrap_or("(none)").to_owned(),
+                ),
+                (
+                    r["samples"].as_u64().unwrap(),
+                    r["inclusive"].as_u64().unwrap(),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn with<'a>(head: &[&'a str], args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = head.to_vec();
+    all.extend_from_slice(args);
+    all
+}
+
+/// Host web-1 of the store at `url` holds the session `sd` of `total`
+/// samples: the fleet's folded stacks, call graph, inclusive samples,
+/// specs, cgroups and pprof are the local ones.
+fn same_as_local(url: &str, sd: &str, total: u64) {
+    let lh = ["--session-dir", sd];
+    let fh = ["--from", url, "--host", "web-1"];
+    // Folded stacks: line for line (process, frames, counts).
+    let lc = profreport(&with(&lh, &["--format", "collapsed"]))
+        .expect(0)
+        .stdout;
+    let fc = profreport(&with(&fh, &["--format", "collapsed"]))
+        .expect(0)
+        .stdout;
+    assert!(lc.lines().count() > 3, "{lc}");
+    assert!(
+        lc.lines().any(|l| l.matches(';').count() >= 3),
+        "no stacks: {lc}"
+    );
+    assert_eq!(fc, lc, "folded stacks");
+    // Call graphs: every block, every arc.
+    let lg = call_graph(&json(&with(&lh, &["-c", "-t", "0"])));
+    let fg = call_graph(&json(&with(&fh, &["-c", "-t", "0"])));
+    assert!(lg.len() > 3, "{lg:?}");
+    assert_eq!(fg, lg, "call graphs");
+    let lg = call_graph(&json(&with(&lh, &["-c", "--children", "-t", "1"])));
+    let fg = call_graph(&json(&with(&fh, &["-c", "--children", "-t", "1"])));
+    assert_eq!(fg, lg, "call graphs by inclusive samples, cut at 1 %");
+    // --children: every function's own and inclusive samples.
+    let li = inclusive(&json(&with(&lh, &["--children", "-t", "0"])));
+    let fi = inclusive(&json(&with(&fh, &["--children", "-t", "0"])));
+    assert!(li.values().any(|(s, i)| *s == 0 && *i > 0), "{li:?}");
+    assert_eq!(fi, li, "inclusive samples");
+    // Specs, as locally: samples per function and the total.
+    for spec in ["image:loops", "image-exclude:loops", "cpu:0", "cgroup:/*"] {
+        let (lm, lt) = per_function(&json(&with(&lh, &["-l", spec])));
+        let (fm, ft) = per_function(&json(&with(&fh, &["-l", spec])));
+        assert_eq!((fm, ft), (lm, lt), "{spec}");
+    }
+    let pid = rows(&json(&with(&lh, &["--separate=thread", "image:loops"])))[0]["tgid"]
+        .as_u64()
+        .unwrap()
+        .to_string();
+    let spec = format!("tgid:{pid}");
+    assert_eq!(
+        per_function(&json(&with(&fh, &["-l", &spec]))),
+        per_function(&json(&with(&lh, &["-l", &spec]))),
+        "{spec}"
+    );
+    // Cgroups by path.
+    let cgroups = |v: &serde_json::Value| {
+        let mut c: Vec<(String, u64)> = rows(v)
+            .iter()
+            .map(|r| {
+                (
+                    r["cgroup"].as_str().unwrap().to_owned(),
+                    r["samples"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        c.sort();
+        c
+    };
+    let lcg = cgroups(&json(&with(&lh, &["--separate=cgroup", "image:loops"])));
+    let fcg = cgroups(&json(&with(&fh, &["--separate=cgroup", "image:loops"])));
+    assert!(lcg.iter().all(|(c, _)| c.starts_with('/')), "{lcg:?}");
+    assert_eq!(fcg, lcg, "cgroups");
+    // pprof: every sample, the same functions.
+    let out = tempdir();
+    let pb = out.path().join("fleet.pb.gz");
+    profreport(&with(
+        &fh,
+        &["--format", "pprof", "-o", pb.to_str().unwrap()],
+    ))
+    .expect(0);
+    let p = profkit_report::pprof::read_pprof(&std::fs::read(&pb).unwrap()).unwrap();
+    let n: i64 = p.sample.iter().map(|s| s.value[0]).sum();
+    assert_eq!(n as u64, total, "pprof samples");
+    assert!(p.string_table.iter().any(|s| s == "two_loops"));
 }

@@ -113,6 +113,9 @@ pub enum Key {
     Function,
     /// The offset of unnamed rows (0 for named ones).
     Offset,
+    /// The sampled frame's stack entry (the stack's first; empty for a
+    /// row without frames).
+    Leaf,
 }
 
 impl Key {
@@ -128,6 +131,7 @@ impl Key {
             Key::Binary => "binary",
             Key::Function => "function",
             Key::Offset => "offset",
+            Key::Leaf => "stack[1]",
         }
     }
 }

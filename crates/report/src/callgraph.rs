@@ -59,7 +59,8 @@ struct Builder<'a> {
     mapping_of: FxHashMap<Cookie, u32>,
     function_of: FxHashMap<(Cookie, Option<SymbolId>), u32>,
     inlined_of: FxHashMap<(Cookie, u32), u32>,
-    location_of: FxHashMap<(Cookie, u64), u32>,
+    /// (cookie, offset, the offset it is named at).
+    location_of: FxHashMap<(Cookie, u64, u64), u32>,
 }
 
 impl Builder<'_> {
@@ -93,12 +94,31 @@ impl Builder<'_> {
         i
     }
 
+    /// A caller's location, at its call instruction (`ret` − 1), named
+    /// there, or by its return address when the call instruction is in no
+    /// symbol (as the sample stream and perf name callers: the first user
+    /// frame of a kernel sample is the exact user ip, often a function's
+    /// first instruction).
+    fn caller(&mut self, cookie: Cookie, ret: u64) -> u32 {
+        let at = ret.saturating_sub(1);
+        let by_ret = self
+            .symbols
+            .get(&cookie)
+            .is_some_and(|r| r.symbol_of(at).is_none() && r.symbol_of(ret).is_some());
+        self.location_named(cookie, at, if by_ret { ret } else { at })
+    }
+
     fn location(&mut self, cookie: Cookie, offset: u64) -> u32 {
-        if let Some(&l) = self.location_of.get(&(cookie, offset)) {
+        self.location_named(cookie, offset, offset)
+    }
+
+    /// The location at `offset`, named by the symbol at `name_at`.
+    fn location_named(&mut self, cookie: Cookie, offset: u64, name_at: u64) -> u32 {
+        if let Some(&l) = self.location_of.get(&(cookie, offset, name_at)) {
             return l;
         }
         let resolved = self.symbols.get(&cookie);
-        let sym = resolved.and_then(|r| r.symbol_of(offset));
+        let sym = resolved.and_then(|r| r.symbol_of(name_at));
         let function = match self.function_of.get(&(cookie, sym)) {
             Some(&f) => f,
             None => {
@@ -123,7 +143,7 @@ impl Builder<'_> {
         // Its inline chain: one function per distinct inlined name.
         let mut inlined = Vec::new();
         if let Some(r) = resolved.filter(|_| sym.is_some()) {
-            for &i in r.inlined_at(offset) {
+            for &i in r.inlined_at(name_at) {
                 let f = match self.inlined_of.get(&(cookie, i)) {
                     Some(&f) => f,
                     None => {
@@ -149,7 +169,7 @@ impl Builder<'_> {
             function,
             inlined,
         });
-        self.location_of.insert((cookie, offset), l);
+        self.location_of.insert((cookie, offset, name_at), l);
         l
     }
 
@@ -215,7 +235,7 @@ pub(crate) fn build_stacks(
                     let f: Vec<u32> = match agg.stack_tables.get(&file).and_then(|t| t.get(stack)) {
                         Some(frames) => frames
                             .iter()
-                            .map(|f| b.location(f.cookie, f.offset.saturating_sub(1)))
+                            .map(|f| b.caller(f.cookie, f.offset))
                             .collect(),
                         None => {
                             undefined_ids.insert((file, stack));

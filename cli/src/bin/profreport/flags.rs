@@ -215,9 +215,10 @@ pub(super) struct Opt {
     session_dir: Option<PathBuf>,
     /// Report from a fleet store (ClickHouse) instead of a session:
     /// clickhouse://[USER[:PASS]@]HOST[:PORT]/DATABASE; the server computes the rows.
-    /// With -l, --separate=cpu,thread,cgroup,host, --host, an image:GLOB spec, --time,
-    /// --format text|json|csv|collapsed|flamegraph, and --diff HOSTS HOSTS (two host globs).
-    #[arg(long, value_name = "URL", conflicts_with_all = ["session_dir", "merge", "import", "timeline", "callgraph", "children", "annotate", "off_cpu", "wall"])]
+    /// With -l, -c, --children, --separate=cpu,thread,cgroup,host, --host, specs, --time,
+    /// every --format, and --diff OLD NEW where a side is words "host:GLOB time:WINDOW
+    /// build:HEX" (a bare word is a host glob).
+    #[arg(long, value_name = "URL", conflicts_with_all = ["session_dir", "merge", "import", "timeline", "annotate", "off_cpu", "wall"])]
     from: Option<String>,
     /// With --from: only hosts matching this glob (* and ?).
     #[arg(long, value_name = "GLOB", requires = "from")]
@@ -398,6 +399,7 @@ pub(super) fn validate(opt: Opt) -> Result<Config, String> {
             profkit_report::fleet::FleetOptions {
                 hosts: opt.host.clone(),
                 window: None,
+                build_ids: Vec::new(),
                 threads: separate_value.thread,
                 cpus: separate_value.cpu,
                 per_host,

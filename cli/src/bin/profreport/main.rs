@@ -105,24 +105,24 @@ fn run_fleet(cfg: &Config, url: &str, fleet: &profkit_report::fleet::FleetOption
             out.flush()?;
             return Ok(());
         }
+        Format::Pprof => {
+            profkit_report::fleet::fleet_pprof(&client, fleet, &cfg.options, &mut out)?;
+            out.flush()?;
+            return Ok(());
+        }
         Format::Text | Format::Json | Format::Csv => {}
-        f => anyhow::bail!(
-            "--from gives --format text, json, csv, collapsed or flamegraph (not {f:?})"
-        ),
     }
-    // --diff OLD NEW: between two host globs.
+    // --diff OLD NEW: between hosts, time ranges or builds.
     if let Some((old, new)) = &cfg.diff {
-        let of = |hosts: &Path| {
-            let f = profkit_report::fleet::FleetOptions {
-                hosts: Some(hosts.to_string_lossy().into_owned()),
-                ..fleet.clone()
-            };
+        let of = |side: &Path| -> Result<profkit_report::Report> {
+            let side = profkit_report::fleet::DiffSide::parse(&side.to_string_lossy())?;
+            let (f, opts) = side.apply(fleet, &cfg.options);
             let opts = ReportOptions {
                 symbols: true,
                 threshold: 0.0,
-                ..cfg.options.clone()
+                ..opts
             };
-            profkit_report::fleet::fleet_report(&client, &f, &opts)
+            Ok(profkit_report::fleet::fleet_report(&client, &f, &opts)?)
         };
         let d = diff_reports(&of(old)?, &of(new)?, cfg.options.threshold);
         write_diff(&d, cfg.format, &mut out)?;

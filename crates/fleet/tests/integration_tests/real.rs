@@ -642,7 +642,13 @@ fn tables_without_the_process_column_get_it() {
         "SELECT name FROM system.columns WHERE database = 'older' AND table = 'profkit_samples'",
     );
     assert!(names.contains("\nprocess\ncgroup\n"), "{names}");
-    let p = part("h", "s", 1, 1_700_000_000, vec![row("/bin/app", "main", 3, &[])]);
+    let p = part(
+        "h",
+        "s",
+        1,
+        1_700_000_000,
+        vec![row("/bin/app", "main", 3, &[])],
+    );
     assert!(matches!(
         c.export_part(&p).unwrap(),
         Exported::Inserted { .. }

@@ -5,7 +5,7 @@
 //! ([`rows::Placer`]), build the stacks and inclusive samples when asked,
 //! then percentages, rows, sort and cut ([`rows`]).
 
-mod rows;
+pub(crate) mod rows;
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;

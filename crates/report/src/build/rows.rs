@@ -359,7 +359,7 @@ fn compare(a: &Row, b: &Row, key: SortKey, inclusive: bool) -> Ordering {
 
 /// Sorts rows (and nested rows) by `opts.sort` and drops those below the
 /// threshold, counting them in `below`.
-pub(super) fn sort_and_cut(
+pub(crate) fn sort_and_cut(
     rows: &mut Vec<Row>,
     opts: &ReportOptions,
     inclusive: bool,

@@ -180,7 +180,11 @@ pub(crate) fn request(e: &CookieEntry, s: Option<&Session>) -> BinaryRequest {
     r
 }
 
-/// Symbolizes the distinct offsets of every binary the aggregate holds.
+/// Symbolizes the distinct offsets of every binary the aggregate holds:
+/// the samples', and each caller frame's call instruction (its return
+/// address − 1) and return address (a caller whose call instruction is in
+/// no symbol is named by its return address, as perf does: the call
+/// graphs' and the sample stream's rule).
 ///
 /// # Errors
 /// [`crate::Error::Symbols`] when a symbol source option is unusable.
@@ -191,25 +195,6 @@ pub(crate) fn symbolize(
     sources: &SymbolSources,
     progress: &dyn Progress,
     warnings: &mut Vec<String>,
-) -> Result<FxHashMap<Cookie, Resolved>> {
-    symbolize_frames(sessions, agg, opts, sources, progress, warnings, false)
-}
-
-/// [`symbolize`], and with `return_addresses` each caller frame's return
-/// address as well as its call instruction (the sample stream names a
-/// caller whose call instruction is in no symbol by its return address,
-/// as perf does).
-///
-/// # Errors
-/// As [`symbolize`].
-pub(crate) fn symbolize_frames(
-    sessions: &[Session],
-    agg: &Aggregate,
-    opts: &ReportOptions,
-    sources: &SymbolSources,
-    progress: &dyn Progress,
-    warnings: &mut Vec<String>,
-    return_addresses: bool,
 ) -> Result<FxHashMap<Cookie, Resolved>> {
     // Distinct offsets per binary.
     let mut offsets: FxHashMap<Cookie, Vec<u64>> = FxHashMap::default();
@@ -241,9 +226,7 @@ pub(crate) fn symbolize_frames(
             if known {
                 let v = offsets.entry(f.cookie).or_default();
                 v.push(f.offset.saturating_sub(1));
-                if return_addresses {
-                    v.push(f.offset);
-                }
+                v.push(f.offset);
             }
         }
     }

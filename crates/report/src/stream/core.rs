@@ -13,7 +13,7 @@ use crate::aggregate::{aggregate, Aggregate, KeyShape};
 use crate::error::{Error, Result};
 use crate::hash::FxHashMap;
 use crate::naming::apps::{Comms, Images};
-use crate::naming::symbolize::symbolize_frames;
+use crate::naming::symbolize::symbolize;
 use crate::options::{OffCpuMode, ReportOptions, SymbolSources};
 use crate::session::{check_merge, Session};
 use crate::spec::ProfileSpec;
@@ -277,14 +277,9 @@ impl Filters<'_> {
         if let Some(m) = &mut self.cgroups {
             let paths = self.cgroup_paths;
             let spec = self.spec;
-            let ok = *m.entry((sess, cgroup)).or_insert_with(|| {
-                let name = match (cgroup, paths.get(&(sess, cgroup))) {
-                    (0, _) => "[none]".to_owned(),
-                    (_, Some(p)) => p.clone(),
-                    (id, None) => format!("[cgroup {id}]"),
-                };
-                spec.wants_cgroup(&name)
-            });
+            let ok = *m
+                .entry((sess, cgroup))
+                .or_insert_with(|| spec.wants_cgroup(&cgroup_name(paths, sess, cgroup)));
             if !ok {
                 return false;
             }
@@ -495,14 +490,13 @@ pub(super) fn stream_with<S: StreamSink + ?Sized>(
     };
     // Callers at their call instruction, and at their return address
     // where that is in no symbol (as perf names them).
-    let symbols = symbolize_frames(
+    let symbols = symbolize(
         sessions,
         &agg,
         &names_opts,
         sources,
         progress,
         &mut warnings,
-        true,
     )?;
     if let Some(d) = &sources.debuginfod {
         let lines = crate::naming::debuginfod::fetch_lines(&d.outcome());
@@ -551,6 +545,7 @@ pub(super) fn stream_with<S: StreamSink + ?Sized>(
             off_cpu,
             frames: &namer.table,
             warnings: &warnings,
+            cgroup_paths: &agg.cgroups,
         })
         .map_err(Error::Output)?;
 
@@ -872,5 +867,14 @@ fn add_counts(agg: &mut Aggregate, off: Aggregate) {
     for (k, v) in off.counts {
         let c = agg.counts.entry(k).or_insert(0);
         *c = c.saturating_add(v);
+    }
+}
+
+/// A cgroup's name: its path, `[cgroup ID]` unnamed, `[none]` for 0.
+pub(crate) fn cgroup_name(paths: &FxHashMap<(u32, u64), String>, sess: u32, id: u64) -> String {
+    match (id, paths.get(&(sess, id))) {
+        (0, _) => "[none]".to_owned(),
+        (_, Some(p)) => p.clone(),
+        (id, None) => format!("[cgroup {id}]"),
     }
 }

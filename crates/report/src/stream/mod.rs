@@ -165,6 +165,18 @@ pub struct StreamInfo<'a> {
     /// The report's warnings so far (binaries not found, sessions still
     /// recording, ...).
     pub warnings: &'a [String],
+    /// The cgroups' paths per (session, id): see [`StreamInfo::cgroup_name`].
+    pub(crate) cgroup_paths: &'a crate::hash::FxHashMap<(u32, u64), String>,
+}
+
+impl StreamInfo<'_> {
+    /// The name of cgroup `id` of session `session` (a sample's
+    /// [`StreamSample::cgroup`]), as `--separate=cgroup` and the `cgroup:`
+    /// spec name it: its path (`/system.slice/x.service`), `[cgroup ID]`
+    /// when the session never named it, `[none]` for 0 (no cgroup).
+    pub fn cgroup_name(&self, session: u32, id: u64) -> String {
+        crate::stream::core::cgroup_name(self.cgroup_paths, session, id)
+    }
 }
 
 /// One sample, given to [`StreamSink::sample`]. Borrowed: a sink copies

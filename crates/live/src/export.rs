@@ -40,6 +40,12 @@ pub const EXPORT_LOG_FILE: &str = "export.log";
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// How long the stop waits for the last export.
 pub const STOP_WAIT: Duration = Duration::from_secs(30);
+/// The longest one export child may run: past it, it is killed, counted as
+/// a failure and tried again after the backoff (the parts it did export
+/// stay exported). Symbolizing a part is bounded per binary, but a host
+/// whose binaries stall every read must not hold every later part back
+/// unseen.
+pub const MAX_EXPORT_TIME: Duration = Duration::from_secs(600);
 
 /// `--export`: where the rows go is in [`EXPORT_URL_ENV`]; this is the
 /// rest.
@@ -126,6 +132,10 @@ pub struct Exporter {
     dir: PathBuf,
     config: ExportConfig,
     child: Option<Child>,
+    /// When the running child started.
+    started: Instant,
+    /// [`MAX_EXPORT_TIME`], shorter in tests.
+    max_time: Duration,
     /// A part closed since the last export that succeeded.
     wanted: bool,
     next_try: Instant,
@@ -144,6 +154,8 @@ impl Exporter {
             dir,
             config,
             child: None,
+            started: Instant::now(),
+            max_time: MAX_EXPORT_TIME,
             wanted: false,
             next_try: Instant::now(),
             backoff: Duration::from_secs(1),
@@ -152,6 +164,12 @@ impl Exporter {
                 ..ExportState::default()
             },
         }
+    }
+
+    /// Kills an export child after `max` instead of [`MAX_EXPORT_TIME`].
+    pub fn with_max_time(mut self, max: Duration) -> Exporter {
+        self.max_time = max;
+        self
     }
 
     /// A part was closed (a rotation): export at the next chance.
@@ -263,7 +281,10 @@ impl Exporter {
         self.state.attempts += 1;
         self.wanted = false;
         match cmd.spawn() {
-            Ok(c) => self.child = Some(c),
+            Ok(c) => {
+                self.child = Some(c);
+                self.started = Instant::now();
+            }
             Err(e) => self.failed(format!("cannot run {}: {e}", self.program.display())),
         }
     }
@@ -271,6 +292,18 @@ impl Exporter {
     fn poll(&mut self) {
         let Some(c) = self.child.as_mut() else { return };
         match c.try_wait() {
+            Ok(None) if self.started.elapsed() >= self.max_time => {
+                let _ = c.kill();
+                let _ = c.wait();
+                self.child = None;
+                self.state.through = exported_through(&self.dir).max(self.state.through);
+                self.failed(format!(
+                    "an export ran longer than {} s and was stopped; it is tried again later \
+                     (see {} in the session directory)",
+                    self.max_time.as_secs(),
+                    EXPORT_LOG_FILE
+                ));
+            }
             Ok(None) => {}
             Ok(Some(st)) => {
                 self.child = None;
@@ -350,5 +383,42 @@ mod tests {
         assert!(s.retry_in_ms.is_some());
         let s = e.finish(Duration::from_millis(10), 4..6, 6);
         assert_eq!(s.waiting, 3, "4, 5 and the last part");
+    }
+
+    /// An export child that hangs is killed after the time box, counted
+    /// as a failure with a retry, and the next one starts after the
+    /// backoff.
+    #[test]
+    fn a_hung_export_is_killed_and_tried_again() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let prog = d.path().join("hangs");
+        std::fs::write(&prog, "#!/bin/sh\nexec sleep 60\n").unwrap();
+        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut e = Exporter::new(
+            prog,
+            d.path().to_owned(),
+            ExportConfig::default(),
+            "clickhouse://127.0.0.1:9/x".into(),
+        )
+        .with_max_time(Duration::from_millis(200));
+        e.part_closed();
+        e.round(1..2);
+        assert_eq!(e.state().attempts, 1);
+        let t = Instant::now();
+        while e.state().failures == 0 {
+            assert!(t.elapsed() < Duration::from_secs(20), "never killed");
+            std::thread::sleep(Duration::from_millis(50));
+            e.round(1..2);
+        }
+        let s = e.state();
+        assert!(s.last_error.unwrap().contains("ran longer than"));
+        assert!(s.retry_in_ms.is_some());
+        assert_eq!(s.waiting, 1);
+        // After the backoff (1 s) it is tried again.
+        std::thread::sleep(Duration::from_millis(1100));
+        e.round(1..2);
+        assert_eq!(e.state().attempts, 2);
+        e.finish(Duration::from_millis(10), 1..2, 2);
     }
 }

@@ -13,6 +13,9 @@
 #                  1,000 parts), then timed (median of BENCH_RUNS, peak RSS):
 #                    profreport --from URL -l                    (every host)
 #                    profreport --from URL --host h1 --format flamegraph
+#                    profreport --from URL -c, -l --children (every host)
+#                    profreport --from URL --host h1 --format pprof
+#                  and -c of the CPython part, from the store and locally
 #                  against the same reports of BENCH_HOSTS local copies of
 #                  the session (`--merge`)
 #
@@ -115,5 +118,12 @@ done
 printf '%-44s %10s %10s\n' case median_s max_rss_mib
 measure "from: -l, every host" "$profreport" --from "$url" -l | awk '{ printf "%-44s %10s %10s\n", "fleet -l, all hosts", $(NF-1), $NF }'
 measure "from: flamegraph, one host" "$profreport" --from "$url" --host h1 --format flamegraph | awk '{ printf "%-44s %10s %10s\n", "fleet flamegraph, one host", $(NF-1), $NF }'
+measure "from: -c, every host" "$profreport" --from "$url" -c -t 0.5 | awk '{ printf "%-44s %10s %10s\n", "fleet -c (call graph), all hosts", $(NF-1), $NF }'
+measure "from: --children, every host" "$profreport" --from "$url" -l --children | awk '{ printf "%-44s %10s %10s\n", "fleet -l --children, all hosts", $(NF-1), $NF }'
+measure "from: pprof, one host" "$profreport" --from "$url" --host h1 --format pprof -o "$dir/h1.pb.gz" | awk '{ printf "%-44s %10s %10s\n", "fleet pprof, one host", $(NF-1), $NF }'
+if [ -x "$py" ]; then
+    measure "from: -c, CPython" "$profreport" --from "clickhouse://127.0.0.1:$port/real" -c -t 0.5 | awk '{ printf "%-44s %10s %10s\n", "fleet -c, the CPython part (deep stacks)", $(NF-1), $NF }'
+    measure "local: -c, CPython" "$profreport" --session-dir "$dir/real" -c -t 0.5 | awk '{ printf "%-44s %10s %10s\n", "local -c, the CPython session", $(NF-1), $NF }'
+fi
 measure "merge: -l" "$profreport" -l --merge "${merge[@]}" | awk '{ printf "%-44s %10s %10s\n", "--merge of the copies, -l", $(NF-1), $NF }'
 measure "local: flamegraph" "$profreport" --session-dir "$dir/parts" --format flamegraph | awk '{ printf "%-44s %10s %10s\n", "local flamegraph, one session", $(NF-1), $NF }'

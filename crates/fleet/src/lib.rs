@@ -70,5 +70,5 @@ mod tsv;
 pub use error::Error;
 pub use export::{Exported, PartRows, SampleRow, MAX_ROWS};
 pub use http::{Client, CONNECT_TIMEOUT, DEFAULT_MAX_RESPONSE, READ_TIMEOUT};
-pub use query::{Cut, FrameTotal, Key, Query, Row, StackRow, Totals};
+pub use query::{Arcs, Cut, FrameTotal, Key, Query, Row, StackRow, Totals};
 pub use target::{Target, DEFAULT_HTTPS_PORT, DEFAULT_HTTP_PORT};

@@ -66,6 +66,35 @@ pub struct Cut {
     pub total: u64,
 }
 
+impl Cut {
+    /// Whether a function's block is shown: its share at least the
+    /// threshold (and, cut by its own samples with a threshold, some own
+    /// samples), as a local report cuts them.
+    pub fn keeps(&self, f: &FrameTotal) -> bool {
+        let n = if self.by_inclusive {
+            f.total
+        } else {
+            f.self_samples
+        };
+        let share = if self.total == 0 {
+            0.0
+        } else {
+            n as f64 * 100.0 / self.total as f64
+        };
+        share >= self.threshold
+            && (self.by_inclusive || f.self_samples > 0 || self.threshold <= 0.0)
+    }
+}
+
+/// The arcs of a call graph's functions ([`Client::call_graph_arcs`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Arcs {
+    /// (function, caller, samples).
+    pub callers: Vec<(String, String, u64)>,
+    /// (function, callee, samples).
+    pub callees: Vec<(String, String, u64)>,
+}
+
 /// One function of a call graph: a distinct stack entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrameTotal {
@@ -398,90 +427,100 @@ impl Client {
         )
     }
 
-    /// The condition on an entry's own (`s`) and inclusive (`t`) samples
-    /// that keeps it in a call graph cut by `cut`.
-    fn kept(cut: &Cut) -> String {
-        let x = if cut.by_inclusive { "t" } else { "s" };
-        let mut c = format!("{x} * 100. / {} >= {:?}", cut.total.max(1), cut.threshold);
-        if !cut.by_inclusive && cut.threshold > 0.0 {
-            c.push_str(" AND s > 0");
-        }
-        c
-    }
-
     /// The functions of a call graph, computed by the server: each
     /// distinct stack entry of the selected samples with its own and
-    /// inclusive samples, those `cut` keeps (most samples first), and how
-    /// many it left out. `group` and `limit` do not apply.
+    /// inclusive samples (one pass over the rows), those `cut` keeps (most
+    /// inclusive samples first), and how many it left out. `group` and
+    /// `limit` do not apply.
     pub fn call_graph_frames(&self, q: &Query, cut: &Cut) -> Result<(Vec<FrameTotal>, u64), Error> {
-        let grouped = format!(
-            "SELECT e, sum(samples) AS t, sumIf(samples, i = 1) AS s FROM ({}) GROUP BY e",
-            self.entries_sql(q, "")
-        );
-        let kept = Self::kept(cut);
-        let what = "the call graph query";
-        let rows = self.select(
-            &format!("SELECT t, s, e FROM ({grouped}) WHERE {kept} ORDER BY t DESC, e FORMAT TabSeparated"),
-            3,
-            what,
-        )?;
-        let below = self.select(
-            &format!("SELECT count() FROM ({grouped}) WHERE NOT ({kept}) FORMAT TabSeparated"),
-            1,
-            what,
-        )?;
-        let below = self.one_number(&below, what)?;
-        let frames = rows
-            .iter()
-            .map(|r| {
-                Ok(FrameTotal {
-                    total: tsv::number(&r[0]).map_err(|w| self.bad(what, w))?,
-                    self_samples: tsv::number(&r[1]).map_err(|w| self.bad(what, w))?,
-                    frame: tsv::unescape(&r[2]),
-                })
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
-        Ok((frames, below))
-    }
-
-    /// The arcs of the functions `cut` keeps, computed by the server:
-    /// (function, caller, samples) with `callers`, the frame just outside
-    /// the function's innermost occurrence; else (function, callee,
-    /// samples), the frame just inside (none where it is the sampled
-    /// frame).
-    pub fn call_graph_arcs(
-        &self,
-        q: &Query,
-        cut: &Cut,
-        callers: bool,
-    ) -> Result<Vec<(String, String, u64)>, Error> {
-        let (other, cond) = if callers {
-            ("stack[i + 1]", "i < len")
-        } else {
-            ("stack[i - 1]", "i > 1")
-        };
-        let kept_frames = format!(
-            "SELECT e FROM (SELECT e, sum(samples) AS t, sumIf(samples, i = 1) AS s FROM ({}) \
-             GROUP BY e) WHERE {}",
-            self.entries_sql(q, ""),
-            Self::kept(cut)
-        );
         let sql = format!(
-            "SELECT sum(samples) AS n, e, o FROM ({}) WHERE {cond} AND e IN ({kept_frames}) \
-             GROUP BY e, o ORDER BY e, n DESC, o FORMAT TabSeparated",
-            self.entries_sql(q, &format!(", {other} AS o, length(stack) AS len"))
+            "SELECT t, s, e FROM (SELECT e, sum(samples) AS t, sumIf(samples, i = 1) AS s \
+             FROM ({}) GROUP BY e) ORDER BY t DESC, e FORMAT TabSeparated",
+            self.entries_sql(q, "")
         );
         let what = "the call graph query";
         let rows = self.select(&sql, 3, what)?;
-        rows.iter()
-            .map(|r| {
-                Ok((
-                    tsv::unescape(&r[1]),
-                    tsv::unescape(&r[2]),
-                    tsv::number(&r[0]).map_err(|w| self.bad(what, w))?,
-                ))
-            })
-            .collect()
+        let mut frames = Vec::new();
+        let mut below = 0u64;
+        for r in &rows {
+            let f = FrameTotal {
+                total: tsv::number(&r[0]).map_err(|w| self.bad(what, w))?,
+                self_samples: tsv::number(&r[1]).map_err(|w| self.bad(what, w))?,
+                frame: tsv::unescape(&r[2]),
+            };
+            if cut.keeps(&f) {
+                frames.push(f);
+            } else {
+                below += 1;
+            }
+        }
+        Ok((frames, below))
+    }
+
+    /// The arcs of the functions `frames`, computed by the server in one
+    /// pass: (function, caller, samples), the caller the frame just outside
+    /// the function's innermost occurrence; and (function, callee,
+    /// samples), the frame just inside (none where it is the sampled
+    /// frame). Each list is ordered by function, then samples (most
+    /// first).
+    pub fn call_graph_arcs(&self, q: &Query, frames: &[String]) -> Result<Arcs, Error> {
+        if frames.is_empty() {
+            return Ok(Arcs::default());
+        }
+        // The functions by name when the list is short enough for a query
+        // (ClickHouse's max_query_size is 256 KiB by default); else all,
+        // and the others dropped here.
+        let list: Vec<String> = frames.iter().map(|f| tsv::quote(f)).collect();
+        let bytes: usize = list.iter().map(|f| f.len() + 2).sum();
+        let filter = if bytes <= 128 << 10 {
+            format!(" WHERE e IN ({})", list.join(", "))
+        } else {
+            String::new()
+        };
+        let sql = format!(
+            "SELECT sum(samples) AS n, e, o, c FROM ({}){filter} GROUP BY e, o, c \
+             FORMAT TabSeparated",
+            self.entries_sql(
+                q,
+                ", if(i < length(stack), stack[i + 1], '') AS o, \
+                 if(i > 1, stack[i - 1], '') AS c"
+            )
+        );
+        let what = "the call graph query";
+        let rows = self.select(&sql, 4, what)?;
+        let wanted: std::collections::HashSet<&str> = frames.iter().map(String::as_str).collect();
+        let mut callers: std::collections::HashMap<(String, String), u64> = Default::default();
+        let mut callees: std::collections::HashMap<(String, String), u64> = Default::default();
+        for r in &rows {
+            let n = tsv::number(&r[0]).map_err(|w| self.bad(what, w))?;
+            let e = tsv::unescape(&r[1]);
+            if !wanted.contains(e.as_str()) {
+                continue;
+            }
+            // '' is no frame: the outermost (no caller), the sampled one
+            // (no callee). A stored frame is never '': it names its binary.
+            let (o, c) = (tsv::unescape(&r[2]), tsv::unescape(&r[3]));
+            if !o.is_empty() {
+                *callers.entry((e.clone(), o)).or_default() += n;
+            }
+            if !c.is_empty() {
+                *callees.entry((e, c)).or_default() += n;
+            }
+        }
+        let sorted = |m: std::collections::HashMap<(String, String), u64>| {
+            let mut v: Vec<(String, String, u64)> =
+                m.into_iter().map(|((a, b), n)| (a, b, n)).collect();
+            v.sort_by(|x, y| {
+                x.0.cmp(&y.0)
+                    .then(y.2.cmp(&x.2))
+                    .then_with(|| x.1.cmp(&y.1))
+            });
+            v
+        };
+        Ok(Arcs {
+            callers: sorted(callers),
+            callees: sorted(callees),
+        })
     }
 
     /// The parts the query's hosts and time window select (its `group`,

@@ -484,18 +484,23 @@ fn reports_are_computed_by_the_server() {
     let (frames, below) = c.call_graph_frames(&Query::default(), &wide).unwrap();
     assert_eq!((frames, below), (vec![f("/bin/app\tmain", 8, 38)], 1));
     let arc = |a: &str, b: &str, n: u64| (a.to_owned(), b.to_owned(), n);
+    let both = [
+        "/bin/app\tmain".to_owned(),
+        "/usr/lib/libc.so.6\tmemcpy".to_owned(),
+    ];
+    let arcs = c.call_graph_arcs(&Query::default(), &both).unwrap();
     assert_eq!(
-        c.call_graph_arcs(&Query::default(), &cut, true).unwrap(),
+        arcs.callers,
         [arc("/usr/lib/libc.so.6\tmemcpy", "/bin/app\tmain", 30)]
     );
     assert_eq!(
-        c.call_graph_arcs(&Query::default(), &cut, false).unwrap(),
+        arcs.callees,
         [arc("/bin/app\tmain", "/usr/lib/libc.so.6\tmemcpy", 30)]
     );
-    assert!(c
-        .call_graph_arcs(&Query::default(), &wide, true)
-        .unwrap()
-        .is_empty());
+    // Only main's: it has no caller.
+    let arcs = c.call_graph_arcs(&Query::default(), &both[..1]).unwrap();
+    assert!(arcs.callers.is_empty());
+    assert_eq!(arcs.callees.len(), 1);
 
     // Stacks, with their counts, leaf first as exported.
     let st = c

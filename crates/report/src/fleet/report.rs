@@ -233,12 +233,9 @@ fn call_graph(
         total,
     };
     let (frames, below) = client.call_graph_frames(base, &cut).map_err(fleet_err)?;
-    let callers = client
-        .call_graph_arcs(base, &cut, true)
-        .map_err(fleet_err)?;
-    let callees = client
-        .call_graph_arcs(base, &cut, false)
-        .map_err(fleet_err)?;
+    let names: Vec<String> = frames.iter().map(|f| f.frame.clone()).collect();
+    let profkit_fleet::Arcs { callers, callees } =
+        client.call_graph_arcs(base, &names).map_err(fleet_err)?;
     let mut arcs_in: HashMap<String, Vec<(String, u64)>> = HashMap::new();
     for (f, c, n) in callers {
         arcs_in.entry(f).or_default().push((c, n));

@@ -360,7 +360,34 @@ pub(crate) fn inclusive(b: &Built, ncols: usize) -> Vec<(u32, Vec<u64>)> {
         .collect()
 }
 
-fn pct(n: u64, of: u64) -> f64 {
+/// A block's callers or callees in print order: most samples first, then
+/// by name.
+pub(crate) fn sort_arcs(v: &mut [CallArc]) {
+    v.sort_by(|a, b| {
+        b.samples
+            .cmp(&a.samples)
+            .then_with(|| (&a.symbol, &a.image).cmp(&(&b.symbol, &b.image)))
+    });
+}
+
+/// The blocks in print order: most samples first (own, or inclusive with
+/// `by_inclusive`), then by name.
+pub(crate) fn sort_entries(entries: &mut [CallEntry], by_inclusive: bool) {
+    entries.sort_by(|a, b| {
+        let key = |e: &CallEntry| {
+            if by_inclusive {
+                (e.total, e.self_samples)
+            } else {
+                (e.self_samples, e.total)
+            }
+        };
+        key(b)
+            .cmp(&key(a))
+            .then_with(|| (&a.symbol, &a.image).cmp(&(&b.symbol, &b.image)))
+    });
+}
+
+pub(crate) fn pct(n: u64, of: u64) -> f64 {
     if of == 0 {
         0.0
     } else {
@@ -425,11 +452,7 @@ pub(crate) fn call_graph(b: &Built, total: u64, threshold: f64, by_inclusive: bo
                 }
             })
             .collect();
-        v.sort_by(|a, b| {
-            b.samples
-                .cmp(&a.samples)
-                .then_with(|| (&a.symbol, &a.image).cmp(&(&b.symbol, &b.image)))
-        });
+        sort_arcs(&mut v);
         v
     };
     let mut entries = Vec::new();
@@ -457,18 +480,7 @@ pub(crate) fn call_graph(b: &Built, total: u64, threshold: f64, by_inclusive: bo
             callees: arcs(arcs_out.remove(&f), t),
         });
     }
-    entries.sort_by(|a, b| {
-        let key = |e: &CallEntry| {
-            if by_inclusive {
-                (e.total, e.self_samples)
-            } else {
-                (e.self_samples, e.total)
-            }
-        };
-        key(b)
-            .cmp(&key(a))
-            .then_with(|| (&a.symbol, &a.image).cmp(&(&b.symbol, &b.image)))
-    });
+    sort_entries(&mut entries, by_inclusive);
     CallGraph {
         entries,
         below_threshold: below,

@@ -282,6 +282,36 @@ pub struct Row {
     pub inclusive_total_percent: f64,
 }
 
+impl Row {
+    /// A row of `image` with no samples, names or columns yet (fill in
+    /// the rest with struct update syntax).
+    pub fn of_image(image: String) -> Row {
+        Row {
+            samples: Vec::new(),
+            percent: Vec::new(),
+            total: 0,
+            total_percent: 0.0,
+            app: None,
+            image,
+            symbol: None,
+            inlined: false,
+            vma: None,
+            location: None,
+            tgid: None,
+            tid: None,
+            comm: None,
+            ns_tgid: None,
+            ns_tid: None,
+            cgroup: None,
+            children: Vec::new(),
+            inclusive: Vec::new(),
+            inclusive_percent: Vec::new(),
+            inclusive_total: 0,
+            inclusive_total_percent: 0.0,
+        }
+    }
+}
+
 /// One line of the timeline: a sync round, or a group of rounds.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TimelineLine {

@@ -94,23 +94,16 @@ fn run_fleet(cfg: &Config, url: &str, fleet: &profkit_report::fleet::FleetOption
     let target = profkit_fleet::Target::parse(url)?;
     let client = profkit_fleet::Client::new(target);
     let mut out = output(cfg.output.as_deref())?;
-    match cfg.format {
-        Format::Collapsed => {
-            profkit_report::fleet::fleet_collapsed(&client, fleet, &cfg.options, &mut out)?;
-            out.flush()?;
-            return Ok(());
-        }
-        Format::Flamegraph => {
-            profkit_report::fleet::fleet_flamegraph(&client, fleet, &cfg.options, &mut out)?;
-            out.flush()?;
-            return Ok(());
-        }
-        Format::Pprof => {
-            profkit_report::fleet::fleet_pprof(&client, fleet, &cfg.options, &mut out)?;
-            out.flush()?;
-            return Ok(());
-        }
-        Format::Text | Format::Json | Format::Csv => {}
+    if cfg.format.needs_stacks() {
+        profkit_report::fleet::fleet_write_stacks(
+            &client,
+            fleet,
+            &cfg.options,
+            cfg.format,
+            &mut out,
+        )?;
+        out.flush()?;
+        return Ok(());
     }
     // --diff OLD NEW: between hosts, time ranges or builds.
     if let Some((old, new)) = &cfg.diff {

@@ -282,23 +282,9 @@ impl RowMaker<'_> {
             total: samples.iter().sum(),
             total_percent: percent(samples.iter().sum(), denom.iter().sum()),
             samples,
-            app: None,
-            image: self.images.name(key.image),
             symbol: Some(format!("{name} (inlined)")),
-            vma: None,
-            location: None,
-            tgid: None,
-            tid: None,
-            comm: None,
-            ns_tgid: None,
-            ns_tid: None,
-            cgroup: None,
             inlined: true,
-            children: Vec::new(),
-            inclusive: Vec::new(),
-            inclusive_percent: Vec::new(),
-            inclusive_total: 0,
-            inclusive_total_percent: 0.0,
+            ..Row::of_image(self.images.name(key.image))
         };
         self.add_inclusive(&mut row, key, denom);
         row

@@ -8,7 +8,7 @@
 //! fleet ([`fleet_report`], [`fleet_stacks`]) is computed by the server
 //! (`GROUP BY` over those rows, call graphs by `arrayJoin` over the
 //! stacks): the client receives only the rows it prints, and builds the
-//! same [`Report`] a local report builds, so every renderer (text, JSON,
+//! same `Report` a local report builds, so every renderer (text, JSON,
 //! CSV, collapsed, flame graph, pprof) serves both.
 //!
 //! Names are the report's: the binary's recorded path (shown by its file
@@ -25,7 +25,7 @@ mod stacks;
 
 pub use report::fleet_report;
 pub use rows::{export_session, part_rows, ExportSummary, Folded, FOLDED};
-pub use stacks::{fleet_collapsed, fleet_flamegraph, fleet_pprof, fleet_stacks};
+pub use stacks::{fleet_stacks, fleet_write_stacks};
 
 use profkit_fleet::Query;
 

@@ -8,13 +8,7 @@ use super::{base_query, fleet_err, from_line, header, selected, FleetOptions};
 use crate::model::{CallArc, CallEntry, CallGraph, Column, Report, Row, ShownColumns};
 use crate::ReportOptions;
 
-fn pct(n: u64, of: u64) -> f64 {
-    if of == 0 {
-        0.0
-    } else {
-        n as f64 * 100.0 / of as f64
-    }
-}
+use crate::callgraph::pct;
 
 /// A stack entry (`NAME\tFUNCTION`) as (image, symbol): an empty
 /// function is [`crate::NO_SYMBOLS`] (`[unknown]` in a frame no binary
@@ -191,23 +185,7 @@ fn flat_row(image: String, samples: u64, percent: f64) -> Row {
         percent: vec![percent],
         total: samples,
         total_percent: percent,
-        app: None,
-        image,
-        symbol: None,
-        inlined: false,
-        vma: None,
-        location: None,
-        tgid: None,
-        tid: None,
-        comm: None,
-        ns_tgid: None,
-        ns_tid: None,
-        cgroup: None,
-        children: Vec::new(),
-        inclusive: Vec::new(),
-        inclusive_percent: Vec::new(),
-        inclusive_total: 0,
-        inclusive_total_percent: 0.0,
+        ..Row::of_image(image)
     }
 }
 
@@ -259,11 +237,7 @@ fn call_graph(
                 }
             })
             .collect();
-        v.sort_by(|a, b| {
-            b.samples
-                .cmp(&a.samples)
-                .then_with(|| (&a.symbol, &a.image).cmp(&(&b.symbol, &b.image)))
-        });
+        crate::callgraph::sort_arcs(&mut v);
         v
     };
     let mut entries: Vec<CallEntry> = frames
@@ -283,18 +257,7 @@ fn call_graph(
             }
         })
         .collect();
-    entries.sort_by(|a, b| {
-        let key = |e: &CallEntry| {
-            if opts.children {
-                (e.total, e.self_samples)
-            } else {
-                (e.self_samples, e.total)
-            }
-        };
-        key(b)
-            .cmp(&key(a))
-            .then_with(|| (&a.symbol, &a.image).cmp(&(&b.symbol, &b.image)))
-    });
+    crate::callgraph::sort_entries(&mut entries, opts.children);
     Ok(CallGraph {
         entries,
         below_threshold: usize::try_from(below).unwrap_or(usize::MAX),

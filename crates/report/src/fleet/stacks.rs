@@ -113,49 +113,30 @@ pub fn fleet_stacks(
     })
 }
 
-fn out_err(e: std::io::Error) -> crate::Error {
-    crate::Error::Output(e)
-}
-
-/// The fleet's stacks as folded lines (`process;frame;…;frame N`,
-/// outermost frame first), as a local report's `--format collapsed`.
+/// The fleet's stacks in a stack format, drawn by the local report's own
+/// writers: `collapsed` (`process;frame;…;frame N`, outermost frame first),
+/// `flamegraph` (inferno) or `pprof` (gzipped protobuf).
 ///
 /// # Errors
-/// As [`super::fleet_report`], or writing fails.
-pub fn fleet_collapsed(
+/// As [`super::fleet_report`], another format ([`crate::Error::Fleet`]), or
+/// writing fails.
+pub fn fleet_write_stacks(
     client: &Client,
     fleet: &FleetOptions,
     opts: &ReportOptions,
+    format: crate::Format,
     out: &mut dyn std::io::Write,
 ) -> crate::Result<()> {
+    if !format.needs_stacks() {
+        return Err(crate::Error::Fleet(format!(
+            "{format:?} is not a stack format (collapsed, flamegraph, pprof)"
+        )));
+    }
     let r = fleet_stacks(client, fleet, opts)?;
-    crate::export::write_collapsed(&r, None, out).map_err(out_err)
-}
-
-/// The fleet's stacks as a flame graph (inferno), as a local report's.
-///
-/// # Errors
-/// As [`fleet_collapsed`].
-pub fn fleet_flamegraph(
-    client: &Client,
-    fleet: &FleetOptions,
-    opts: &ReportOptions,
-    out: &mut dyn std::io::Write,
-) -> crate::Result<()> {
-    let r = fleet_stacks(client, fleet, opts)?;
-    crate::export::write_flamegraph(&r, None, out).map_err(out_err)
-}
-
-/// The fleet's stacks as a pprof profile (gzipped protobuf).
-///
-/// # Errors
-/// As [`fleet_collapsed`].
-pub fn fleet_pprof(
-    client: &Client,
-    fleet: &FleetOptions,
-    opts: &ReportOptions,
-    out: &mut dyn std::io::Write,
-) -> crate::Result<()> {
-    let r = fleet_stacks(client, fleet, opts)?;
-    crate::pprof::write_pprof(&r, out).map_err(out_err)
+    match format {
+        crate::Format::Collapsed => crate::export::write_collapsed(&r, None, out),
+        crate::Format::Flamegraph => crate::export::write_flamegraph(&r, None, out),
+        _ => crate::pprof::write_pprof(&r, out),
+    }
+    .map_err(crate::Error::Output)
 }

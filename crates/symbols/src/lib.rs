@@ -100,6 +100,7 @@ mod elf;
 mod elf_range;
 mod error;
 mod files;
+mod index;
 mod kallsyms;
 mod kallsyms_trim;
 mod perfmap;
@@ -126,9 +127,26 @@ pub mod fuzzing {
     pub fn kallsyms(text: &str) {
         let _ = crate::kallsyms::Kallsyms::parse(text);
     }
+
+    /// Decodes a symbol index entry and looks up a few addresses with their names; must
+    /// never panic. Returns the symbols found (0 for a refused entry).
+    pub fn symbol_index(data: &[u8], probes: &[u64]) -> usize {
+        let Ok(ix) = crate::index::format::decode(data.to_vec()) else {
+            return 0;
+        };
+        probes
+            .iter()
+            .filter_map(|&a| ix.lookup(a))
+            .filter(|&i| {
+                let _ = (ix.start(i), ix.end(i), ix.origin(i));
+                ix.raw(i).is_some() && ix.shown(i).is_some() && i < ix.len()
+            })
+            .count()
+    }
 }
 pub use demangle::demangle;
 pub use error::Error;
+pub use index::IndexCacheOptions;
 
 pub use kallsyms_trim::{trim_kallsyms, KallsymsInput, KallsymsWanted, TrimmedKallsyms};
 pub use symbolizer::Symbolizer;

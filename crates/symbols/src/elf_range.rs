@@ -648,7 +648,7 @@ fn parse_indexed(
                 return Ok(Some(image));
             }
         }
-        // Made with another debug file, or a name is not UTF-8: built anew.
+        // Made with another debug file, or a name read is damaged: built anew.
         store.count_rejected();
         if index.facts.stripped {
             looked_for = Some(ds);
@@ -745,7 +745,7 @@ fn build_indexed(
 
 /// The image of the file `path` (headers `h`) for `wanted` from its index
 /// entry: the entries the wanted addresses fall in, with their stored
-/// demangled names when `demangle`. `None` if a name is not UTF-8.
+/// demangled names when `demangle`. `None` if a name read is damaged.
 fn image_from_index(
     index: &Index,
     path: &Path,
@@ -762,17 +762,18 @@ fn image_from_index(
         .collect();
     hit.sort_unstable();
     hit.dedup();
+    let names = index.names(&hit).ok()?;
     let mut entries = Vec::with_capacity(hit.len());
     let mut shown = Vec::with_capacity(if demangle { hit.len() } else { 0 });
-    for &i in &hit {
+    for (&i, (raw, show)) in hit.iter().zip(names) {
         entries.push(Entry {
             start: index.start(i),
             end: index.end(i),
-            name: index.raw(i)?.into(),
+            name: raw,
             origin: index.origin(i),
         });
         if demangle {
-            shown.push(index.shown(i)?.into());
+            shown.push(show);
         }
     }
     let facts = &index.facts;

@@ -129,19 +129,18 @@ pub mod fuzzing {
     }
 
     /// Decodes a symbol index entry and looks up a few addresses with their names; must
-    /// never panic. Returns the symbols found (0 for a refused entry).
+    /// never panic. Returns the symbols named (0 for a refused entry).
     pub fn symbol_index(data: &[u8], probes: &[u64]) -> usize {
         let Ok(ix) = crate::index::format::decode(data.to_vec()) else {
             return 0;
         };
-        probes
-            .iter()
-            .filter_map(|&a| ix.lookup(a))
-            .filter(|&i| {
-                let _ = (ix.start(i), ix.end(i), ix.origin(i));
-                ix.raw(i).is_some() && ix.shown(i).is_some() && i < ix.len()
-            })
-            .count()
+        let mut hit: Vec<usize> = probes.iter().filter_map(|&a| ix.lookup(a)).collect();
+        hit.sort_unstable();
+        hit.dedup();
+        for &i in &hit {
+            let _ = (ix.start(i), ix.end(i), ix.origin(i));
+        }
+        ix.names(&hit).map_or(0, |n| n.len().min(ix.len()))
     }
 }
 pub use demangle::demangle;

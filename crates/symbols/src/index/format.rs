@@ -12,23 +12,29 @@
 //!       56    40  the merged debug file's identity (zero without one)
 //!       96     4  build-id length B
 //!      100     4  symbols N
-//!      104     4  string blob length S
+//!      104     4  name blob length S
 //!      108     4  zero
 //!      112     B  build-id, then zeros to a multiple of 8
 //!              8N starts (strictly increasing)
 //!              8N ends (each at least its start)
-//!             16N names: raw offset, raw length, shown offset, shown length (in the blob)
+//!             16N names: blob offset, raw length, shown length (u32::MAX: the raw name),
+//!                 CRC-32 of the symbol's name bytes (raw, then shown)
 //!               N origins (0 .symtab, 1 .dynsym, 2 debug file), then zeros to a multiple of 8
-//!               S string blob (UTF-8 names)
-//!              4  CRC-32 of every byte before it
+//!              4  CRC-32 of every byte before it (the head), then 4 zero bytes
+//!               S name blob: each symbol's raw name, then its shown name if not the raw one
 //! ```
 //!
-//! All integers are little-endian. [`decode`] checks every length and offset against the
-//! bytes it has and answers [`Bad`] for anything else (never a panic); the names' UTF-8 is
-//! checked when a name is used ([`Index::raw`]), so a report pays for the names it shows.
+//! All integers are little-endian. A reader takes the head (header and arrays: 37
+//! bytes a symbol) whole and checks its CRC, its length against the file's, and the
+//! arrays (sorted, ends at least starts, origins known); then reads only the names of
+//! the symbols an address falls in ([`Index::names`]: near ones in one read), each
+//! checked against its own CRC, its range in the blob and UTF-8. So every byte used is
+//! checksummed, and a report pays for the names it shows: Rust's libLLVM's entry is
+//! 54 MB, 49 MB of them names, of which a report of 20,000 offsets reads 3. Anything
+//! wrong is a [`Bad`], never a panic.
 
-use std::fs::Metadata;
-use std::os::unix::fs::MetadataExt;
+use std::fs::{File, Metadata};
+use std::os::unix::fs::{FileExt, MetadataExt};
 
 use crate::types::SymbolOrigin;
 
@@ -38,6 +44,10 @@ pub(crate) const MAGIC: [u8; 8] = *b"PKSYMIDX";
 pub(crate) const VERSION: u32 = 1;
 /// Bytes before the build-id.
 const HEADER: usize = 112;
+/// Bytes of a symbol's name record.
+const NAME: usize = 16;
+/// A shown length saying "the raw name".
+const SAME: u32 = u32::MAX;
 /// The largest entry written or read (and the blob's offsets fit `u32`).
 pub(crate) const MAX_ENTRY_BYTES: u64 = 256 << 20;
 
@@ -155,6 +165,12 @@ fn pad8(n: usize) -> usize {
     n.next_multiple_of(8)
 }
 
+/// The length of the head (header, build-id and arrays) of an entry of `n` symbols
+/// with a build-id of `id_len` bytes; its CRC and 4 zero bytes follow.
+fn head_len(id_len: usize, n: usize) -> usize {
+    HEADER + pad8(id_len) + n * (8 + 8 + NAME) + pad8(n)
+}
+
 /// The entry for `facts` and `symbols` (sorted by start, one per start). `None` when
 /// it would be over [`MAX_ENTRY_BYTES`] or a symbol cannot be stored.
 pub(crate) fn encode(facts: &Facts, symbols: &[Symbol<'_>]) -> Option<Vec<u8>> {
@@ -164,7 +180,8 @@ pub(crate) fn encode(facts: &Facts, symbols: &[Symbol<'_>]) -> Option<Vec<u8>> {
         .iter()
         .map(|s| s.raw.len() + s.shown.map_or(0, str::len))
         .sum();
-    let total = HEADER + pad8(id.len()) + n * (8 + 8 + 16) + pad8(n) + blob_len + 4;
+    let head = head_len(id.len(), n);
+    let total = head + 8 + blob_len;
     if total as u64 > MAX_ENTRY_BYTES {
         return None;
     }
@@ -200,32 +217,33 @@ pub(crate) fn encode(facts: &Facts, symbols: &[Symbol<'_>]) -> Option<Vec<u8>> {
     }
     let mut at = 0u32;
     for s in symbols {
-        let raw = (at, s.raw.len() as u32);
-        at += raw.1;
-        let shown = match s.shown {
-            Some(d) => {
-                let d = (at, d.len() as u32);
-                at += d.1;
-                d
-            }
-            None => raw,
+        let raw_len = u32::try_from(s.raw.len()).ok()?;
+        let shown_len = match s.shown {
+            Some(d) => u32::try_from(d.len()).ok().filter(|&l| l != SAME)?,
+            None => SAME,
         };
-        for v in [raw.0, raw.1, shown.0, shown.1] {
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(s.raw.as_bytes());
+        crc.update(s.shown.unwrap_or_default().as_bytes());
+        for v in [at, raw_len, shown_len, crc.finalize()] {
             out.extend_from_slice(&v.to_le_bytes());
         }
+        at += raw_len + if shown_len == SAME { 0 } else { shown_len };
     }
     for s in symbols {
         out.push(origin_code(s.origin)?);
     }
     out.resize(pad8(out.len()), 0);
+    debug_assert_eq!(out.len(), head);
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
     for s in symbols {
         out.extend_from_slice(s.raw.as_bytes());
         if let Some(d) = s.shown {
             out.extend_from_slice(d.as_bytes());
         }
     }
-    let crc = crc32fast::hash(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
     debug_assert_eq!(out.len(), total);
     Some(out)
 }
@@ -238,16 +256,28 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
-/// A decoded entry: its bytes, checked, and where each array is in them.
+/// A symbol's raw name and the name to show (the raw one unless demangled names are
+/// stored).
+pub(crate) type Names = (Box<str>, Box<str>);
+
+/// Where the name blob is.
+enum Blob {
+    /// In the head's bytes (the whole entry was given), from this offset.
+    Held(usize),
+    /// In this file, from this position.
+    File(File, u64),
+}
+
+/// A decoded entry: its head, checked, where each array is in it, and its names' blob.
 pub(crate) struct Index {
-    data: Vec<u8>,
+    head: Vec<u8>,
+    blob: Blob,
     pub facts: Facts,
     n: usize,
     starts: usize,
     ends: usize,
     names: usize,
     origins: usize,
-    blob: usize,
     blob_len: usize,
     /// The running maximum of ends (see `table.rs`).
     max_end: Vec<u64>,
@@ -262,24 +292,63 @@ impl std::fmt::Debug for Index {
     }
 }
 
-/// Checks the entry `data` (its length, magic, version, checksum, and every array and
-/// name range against its length; starts strictly increasing, ends at least their
-/// starts, origins known) and decodes its header.
-pub(crate) fn decode(data: Vec<u8>) -> Result<Index, Bad> {
-    if data.len() < HEADER + 4 {
+/// The head's length and the blob's for an entry whose first [`HEADER`] bytes are
+/// `header` and whose length is `total`: magic, version, and lengths that add up.
+fn lengths(header: &[u8], total: u64) -> Result<(usize, usize), Bad> {
+    if header.len() < HEADER || total < (HEADER + 8) as u64 {
         return Err(Bad::Truncated);
     }
-    if data[..8] != MAGIC {
+    if header[..8] != MAGIC {
         return Err(Bad::Magic);
     }
-    let version = u32_at(&data, 8);
+    let version = u32_at(header, 8);
     if version != VERSION {
         return Err(Bad::Version(version));
     }
-    let body = data.len() - 4;
-    if crc32fast::hash(&data[..body]) != u32_at(&data, body) {
+    // Every count is below 2^32, so these cannot overflow a 64-bit usize.
+    let head = head_len(u32_at(header, 96) as usize, u32_at(header, 100) as usize);
+    let blob = u32_at(header, 104) as usize;
+    match ((head + 8 + blob) as u64).cmp(&total) {
+        std::cmp::Ordering::Equal => Ok((head, blob)),
+        std::cmp::Ordering::Greater => Err(Bad::Truncated),
+        std::cmp::Ordering::Less => Err(Bad::Layout("length")),
+    }
+}
+
+/// Checks the whole entry `data` (as [`read`] does a file) and decodes it.
+pub(crate) fn decode(data: Vec<u8>) -> Result<Index, Bad> {
+    let (head, blob_len) = lengths(&data, data.len() as u64)?;
+    check_head(&data[..head + 8])?;
+    parse(data, Blob::Held(head + 8), head, blob_len)
+}
+
+/// Reads the entry `file` of `len` bytes: its head (checked), not its names (read
+/// when asked, [`Index::names`]).
+pub(crate) fn read(file: File, len: u64) -> Result<Index, Bad> {
+    let mut header = [0u8; HEADER];
+    if len < HEADER as u64 || file.read_exact_at(&mut header, 0).is_err() {
+        return Err(Bad::Truncated);
+    }
+    let (head, blob_len) = lengths(&header, len)?;
+    let mut data = vec![0u8; head + 8];
+    file.read_exact_at(&mut data, 0)
+        .map_err(|_| Bad::Truncated)?;
+    check_head(&data)?;
+    parse(data, Blob::File(file, (head + 8) as u64), head, blob_len)
+}
+
+/// The head's CRC (`data`: the head, its CRC and 4 zero bytes).
+fn check_head(data: &[u8]) -> Result<(), Bad> {
+    let head = data.len() - 8;
+    if crc32fast::hash(&data[..head]) != u32_at(data, head) || u32_at(data, head + 4) != 0 {
         return Err(Bad::Checksum);
     }
+    Ok(())
+}
+
+/// Decodes a head whose lengths and CRC are checked: the header's fields, and the
+/// arrays (starts strictly increasing, ends at least their starts, origins known).
+fn parse(data: Vec<u8>, blob: Blob, head: usize, blob_len: usize) -> Result<Index, Bad> {
     let flags = u32_at(&data, 12);
     if flags & !(DEMANGLED | STRIPPED | ANY_FUNCTION | DEBUG | HAS_BUILD_ID) != 0 {
         return Err(Bad::Layout("flags"));
@@ -288,20 +357,11 @@ pub(crate) fn decode(data: Vec<u8>) -> Result<Index, Bad> {
     let (binary, debug) = (identity(16), identity(56));
     let id_len = u32_at(&data, 96) as usize;
     let n = u32_at(&data, 100) as usize;
-    let blob_len = u32_at(&data, 104) as usize;
-    // Every size is at most 2^32 - 1, so these sums cannot overflow a 64-bit usize.
     let starts = HEADER + pad8(id_len);
     let ends = starts + 8 * n;
     let names = ends + 8 * n;
-    let origins = names + 16 * n;
-    let blob = origins + pad8(n);
-    if blob + blob_len != body {
-        return Err(if blob + blob_len > body {
-            Bad::Truncated
-        } else {
-            Bad::Layout("length")
-        });
-    }
+    let origins = names + NAME * n;
+    debug_assert_eq!(origins + pad8(n), head);
     let build_id = (flags & HAS_BUILD_ID != 0).then(|| data[HEADER..HEADER + id_len].to_vec());
     if build_id.is_none() && id_len != 0 {
         return Err(Bad::Layout("build-id"));
@@ -321,13 +381,6 @@ pub(crate) fn decode(data: Vec<u8>) -> Result<Index, Bad> {
         last = Some(start);
         running = running.max(end);
         max_end.push(running);
-        for pair in [0, 8] {
-            let off = u32_at(&data, names + 16 * i + pair) as usize;
-            let len = u32_at(&data, names + 16 * i + pair + 4) as usize;
-            if off + len > blob_len {
-                return Err(Bad::Layout("names"));
-            }
-        }
         if origin_of(data[origins + i]).is_none() {
             return Err(Bad::Layout("origin"));
         }
@@ -341,18 +394,23 @@ pub(crate) fn decode(data: Vec<u8>) -> Result<Index, Bad> {
         demangled: flags & DEMANGLED != 0,
     };
     Ok(Index {
-        data,
+        head: data,
+        blob,
         facts,
         n,
         starts,
         ends,
         names,
         origins,
-        blob,
         blob_len,
         max_end,
     })
 }
+
+/// Names of near symbols are read together when the gap between them is at most this.
+const NEAR: usize = 16 << 10;
+/// ... and the read at most this long (unless one symbol's names are longer).
+const MAX_READ: usize = 1 << 20;
 
 impl Index {
     /// How many symbols.
@@ -361,33 +419,85 @@ impl Index {
     }
 
     pub fn start(&self, i: usize) -> u64 {
-        u64_at(&self.data, self.starts + 8 * i)
+        u64_at(&self.head, self.starts + 8 * i)
     }
 
     pub fn end(&self, i: usize) -> u64 {
-        u64_at(&self.data, self.ends + 8 * i)
+        u64_at(&self.head, self.ends + 8 * i)
     }
 
     pub fn origin(&self, i: usize) -> SymbolOrigin {
-        // Checked by `decode`.
-        origin_of(self.data[self.origins + i]).unwrap_or(SymbolOrigin::Symtab)
+        // Checked by `parse`.
+        origin_of(self.head[self.origins + i]).unwrap_or(SymbolOrigin::Symtab)
     }
 
-    fn name(&self, i: usize, pair: usize) -> Option<&str> {
-        let off = u32_at(&self.data, self.names + 16 * i + pair) as usize;
-        let len = u32_at(&self.data, self.names + 16 * i + pair + 4) as usize;
-        let blob = &self.data[self.blob..self.blob + self.blob_len];
-        std::str::from_utf8(blob.get(off..off + len)?).ok()
+    /// Symbol `i`'s names' range in the blob, the raw name's length, the shown name's
+    /// (`None`: the raw one) and their CRC; checked to be in the blob.
+    #[allow(clippy::type_complexity)]
+    fn name_record(&self, i: usize) -> Result<(usize, usize, usize, Option<usize>, u32), Bad> {
+        let at = self.names + NAME * i;
+        let off = u32_at(&self.head, at) as usize;
+        let raw = u32_at(&self.head, at + 4) as usize;
+        let shown = u32_at(&self.head, at + 8);
+        let shown = (shown != SAME).then_some(shown as usize);
+        let end = off + raw + shown.unwrap_or(0);
+        if end > self.blob_len {
+            return Err(Bad::Layout("names"));
+        }
+        Ok((off, end, raw, shown, u32_at(&self.head, at + 12)))
     }
 
-    /// The raw name of symbol `i`; `None` if it is not UTF-8 (a damaged entry).
-    pub fn raw(&self, i: usize) -> Option<&str> {
-        self.name(i, 0)
+    /// The blob's bytes `from..to` (checked to be in the blob).
+    fn blob_bytes(&self, from: usize, to: usize) -> Result<std::borrow::Cow<'_, [u8]>, Bad> {
+        match &self.blob {
+            Blob::Held(at) => Ok(self.head[at + from..at + to].into()),
+            Blob::File(file, at) => {
+                let mut buf = vec![0u8; to - from];
+                file.read_exact_at(&mut buf, at + from as u64)
+                    .map_err(|_| Bad::Truncated)?;
+                Ok(buf.into())
+            }
+        }
     }
 
-    /// The name to show of symbol `i` (the raw one unless demangled names are stored).
-    pub fn shown(&self, i: usize) -> Option<&str> {
-        self.name(i, 8)
+    /// The (raw, shown) names of the symbols `which` (ascending), each checked against
+    /// its CRC and to be UTF-8; names of near symbols read at once.
+    pub fn names(&self, which: &[usize]) -> Result<Vec<Names>, Bad> {
+        let mut out = Vec::with_capacity(which.len());
+        let mut k = 0;
+        while k < which.len() {
+            let (lo, mut hi, ..) = self.name_record(which[k])?;
+            let mut j = k + 1;
+            while let Some(&next) = which.get(j) {
+                let (from, to, ..) = self.name_record(next)?;
+                if from < hi || from - hi > NEAR || to - lo > MAX_READ {
+                    break;
+                }
+                hi = to;
+                j += 1;
+            }
+            let bytes = self.blob_bytes(lo, hi)?;
+            for &i in &which[k..j] {
+                let (from, to, raw, shown, crc) = self.name_record(i)?;
+                let b = &bytes[from - lo..to - lo];
+                if crc32fast::hash(b) != crc {
+                    return Err(Bad::Checksum);
+                }
+                let text = |b: &[u8]| {
+                    std::str::from_utf8(b)
+                        .map(Box::<str>::from)
+                        .map_err(|_| Bad::Layout("UTF-8"))
+                };
+                let raw_name = text(&b[..raw])?;
+                let shown_name = match shown {
+                    Some(_) => text(&b[raw..])?,
+                    None => raw_name.clone(),
+                };
+                out.push((raw_name, shown_name));
+            }
+            k = j;
+        }
+        Ok(out)
     }
 
     /// The innermost symbol containing `addr`: the one `SymbolTable::lookup` would give.
@@ -474,24 +584,53 @@ mod tests {
         encode(&facts(), &syms).unwrap()
     }
 
+    fn names(ix: &Index, which: &[usize]) -> Vec<(String, String)> {
+        ix.names(which)
+            .unwrap()
+            .into_iter()
+            .map(|(r, s)| (r.into(), s.into()))
+            .collect()
+    }
+
+    fn pair(r: &str, s: &str) -> (String, String) {
+        (r.to_owned(), s.to_owned())
+    }
+
+    /// The position of the head's CRC in an entry of `n` symbols, 20-byte build-id.
+    fn head_crc_at(n: usize) -> usize {
+        head_len(20, n)
+    }
+
+    fn fix_head_crc(e: &mut [u8], n: usize) {
+        let at = head_crc_at(n);
+        let crc = crc32fast::hash(&e[..at]);
+        e[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+    }
+
     #[test]
     fn an_entry_decodes_to_what_was_encoded_and_looks_up_as_the_table() {
         let ix = decode(sample()).unwrap();
         assert_eq!(ix.facts, facts());
         assert_eq!(ix.len(), 4);
-        assert_eq!(ix.raw(0), Some("_ZN2ns1fEv"));
-        assert_eq!(ix.shown(0), Some("ns::f()"));
-        assert_eq!(ix.shown(1), Some("g"));
-        assert_eq!(ix.raw(2), Some("hé"));
+        assert_eq!(
+            names(&ix, &[0, 1, 2, 3]),
+            [
+                pair("_ZN2ns1fEv", "ns::f()"),
+                pair("g", "g"),
+                pair("hé", "hé"),
+                pair("i", "i")
+            ]
+        );
+        assert_eq!(names(&ix, &[1, 3]), [pair("g", "g"), pair("i", "i")]);
         assert_eq!(ix.origin(2), SymbolOrigin::DebugFile);
         // The layout drawn in table.rs.
-        let name = |a| ix.lookup(a).and_then(|i| ix.raw(i));
+        let name = |a| ix.lookup(a).map(|i| names(&ix, &[i])[0].0.clone());
         assert_eq!(name(0x0f), None);
-        assert_eq!(name(0x22), Some("g"));
-        assert_eq!(name(0x2a), Some("hé"));
-        assert_eq!(name(0x34), Some("_ZN2ns1fEv"));
+        assert_eq!(name(0x22).as_deref(), Some("g"));
+        assert_eq!(name(0x2a).as_deref(), Some("hé"));
+        assert_eq!(name(0x34).as_deref(), Some("_ZN2ns1fEv"));
         assert_eq!(name(0x3c), None);
-        assert_eq!(name(u64::MAX - 1), Some("i"));
+        assert_eq!(name(u64::MAX - 1).as_deref(), Some("i"));
         let empty = Facts {
             build_id: None,
             debug: None,
@@ -500,6 +639,34 @@ mod tests {
         let ix = decode(encode(&empty, &[]).unwrap()).unwrap();
         assert_eq!(ix.facts, empty);
         assert_eq!(ix.lookup(0), None);
+    }
+
+    #[test]
+    fn an_entry_read_from_a_file_reads_only_its_head_and_the_names_asked() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("e.idx");
+        let mut e = sample();
+        // A name no one asks for, damaged: not noticed.
+        let last = e.len() - 1;
+        e[last] ^= 1;
+        std::fs::write(&path, &e).unwrap();
+        let f = File::open(&path).unwrap();
+        let ix = read(f, e.len() as u64).unwrap();
+        assert_eq!(ix.head.len(), head_crc_at(4) + 8);
+        assert_eq!(
+            names(&ix, &[0, 2]),
+            [pair("_ZN2ns1fEv", "ns::f()"), pair("hé", "hé")]
+        );
+        assert_eq!(ix.names(&[3]).unwrap_err(), Bad::Checksum);
+        // Another length than its header says.
+        let f = File::open(&path).unwrap();
+        assert_eq!(
+            read(f, e.len() as u64 + 1).unwrap_err(),
+            Bad::Layout("length")
+        );
+        std::fs::write(&path, &e[..e.len() - 1]).unwrap();
+        let f = File::open(&path).unwrap();
+        assert_eq!(read(f, e.len() as u64 - 1).unwrap_err(), Bad::Truncated);
     }
 
     #[test]
@@ -517,22 +684,34 @@ mod tests {
         // Another version, its checksum made right.
         let mut v2 = good.clone();
         v2[8..12].copy_from_slice(&2u32.to_le_bytes());
-        let body = v2.len() - 4;
-        let crc = crc32fast::hash(&v2[..body]);
-        v2[body..].copy_from_slice(&crc.to_le_bytes());
+        fix_head_crc(&mut v2, 4);
         assert_eq!(decode(v2).unwrap_err(), Bad::Version(2));
-        // A name out of the blob, checksum right: refused by the layout check.
+        // Unsorted starts, checksum right.
+        let mut unsorted = good.clone();
+        let starts = HEADER + 24;
+        unsorted[starts..starts + 8].copy_from_slice(&0x30u64.to_le_bytes());
+        fix_head_crc(&mut unsorted, 4);
+        assert_eq!(decode(unsorted).unwrap_err(), Bad::Layout("starts"));
+        // A name out of the blob, checksum right: refused when it is asked for.
         let mut far = good.clone();
-        let names = HEADER + 24 + 16 * 4;
-        far[names..names + 4].copy_from_slice(&u32::MAX.to_le_bytes());
-        let crc = crc32fast::hash(&far[..body]);
-        far[body..].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(decode(far).unwrap_err(), Bad::Layout("names"));
+        let names_at = starts + 16 * 4;
+        far[names_at..names_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        fix_head_crc(&mut far, 4);
+        let ix = decode(far).unwrap();
+        assert_eq!(ix.names(&[0]).unwrap_err(), Bad::Layout("names"));
+        assert!(ix.names(&[1]).is_ok());
+        // A name's byte changed: its CRC says so.
+        let mut name = good.clone();
+        let at = head_crc_at(4) + 8;
+        name[at] = b'X';
+        let ix = decode(name).unwrap();
+        assert_eq!(ix.names(&[0]).unwrap_err(), Bad::Checksum);
     }
 
     proptest::proptest! {
-        /// Any bytes, and any damage to a good entry with its checksum made right
-        /// again: an error or an entry whose lookups stay in bounds, never a panic.
+        /// Any bytes, and any damage to a good entry with its head's checksum made right
+        /// again: an error or an entry whose lookups and names stay in bounds, never a
+        /// panic.
         #[test]
         fn decoding_never_panics(
             junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400),
@@ -542,15 +721,14 @@ mod tests {
         ) {
             let _ = decode(junk);
             let mut e = sample();
-            let body = e.len() - 4;
-            let at = at % body;
+            let at = at % e.len();
             e[at] = byte;
-            let crc = crc32fast::hash(&e[..body]);
-            e[body..].copy_from_slice(&crc.to_le_bytes());
+            fix_head_crc(&mut e, 4);
             if let Ok(ix) = decode(e) {
                 if let Some(i) = ix.lookup(addr) {
-                    let _ = (ix.raw(i), ix.shown(i), ix.origin(i), ix.start(i), ix.end(i));
+                    let _ = (ix.names(&[i]), ix.origin(i), ix.start(i), ix.end(i));
                 }
+                let _ = ix.names(&[0, 1, 2, 3]);
             }
         }
     }

@@ -25,7 +25,7 @@
 pub(crate) mod format;
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -202,11 +202,9 @@ impl IndexStore {
         if meta.mode() & 0o022 != 0 {
             return reject();
         }
-        let mut data = Vec::with_capacity(meta.len() as usize);
-        if (&file).take(meta.len()).read_to_end(&mut data).is_err() {
-            return reject();
-        }
-        let index = match format::decode(data) {
+        // Recently used: the last to be evicted.
+        let _ = file.set_modified(SystemTime::now());
+        let index = match format::read(file, meta.len()) {
             Ok(ix) => ix,
             Err(_) => return reject(),
         };
@@ -214,8 +212,6 @@ impl IndexStore {
         if f.binary != *id || f.build_id.as_deref() != build_id || (self.demangle && !f.demangled) {
             return reject();
         }
-        // Recently used: the last to be evicted.
-        let _ = file.set_modified(SystemTime::now());
         Found::Hit(Box::new(index))
     }
 

@@ -441,12 +441,19 @@ fn rustix_euid() -> u32 {
     std::fs::metadata("/proc/self").unwrap().uid()
 }
 
-/// Replaces the entry's checksum by the right one for its bytes (so that only the
-/// damage done is wrong).
-fn fix_checksum(bytes: &mut [u8]) {
-    let body = bytes.len() - 4;
-    let crc = crc32(&bytes[..body]);
-    bytes[body..].copy_from_slice(&crc.to_le_bytes());
+/// The length of the head of the entry `bytes` (112 bytes, the build-id padded to 8,
+/// then 33 bytes a symbol, padded to 8), where its CRC is.
+fn head_of(bytes: &[u8]) -> usize {
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    let (id, n) = (u32_at(96), u32_at(100));
+    112 + id.next_multiple_of(8) + 32 * n + n.next_multiple_of(8)
+}
+
+/// Replaces the CRC of the head (of length `head`) by the right one for its bytes (so
+/// that only the damage done is wrong).
+fn fix_checksum(bytes: &mut [u8], head: usize) {
+    let crc = crc32(&bytes[..head]);
+    bytes[head..head + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// CRC-32 (IEEE), bit by bit: the tests' own, not the crate's.
@@ -471,12 +478,14 @@ fn damaged_entries_are_rejected_and_rebuilt() {
     let e = only_entry(&s.dir);
     let good = std::fs::read(&e).unwrap();
     assert_eq!(&good[..8], b"PKSYMIDX");
-    // A byte flipped in the names.
-    let mut b = good.clone();
-    let at = b.len() - 10;
-    b[at] ^= 0x20;
-    std::fs::write(&e, &b).unwrap();
-    s.rejected_then_rebuilt("flipped byte");
+    // A byte flipped in the head (a start), and in the names (of a symbol asked for:
+    // they all are).
+    for at in [120, good.len() - 10] {
+        let mut b = good.clone();
+        b[at] ^= 0x20;
+        std::fs::write(&e, &b).unwrap();
+        s.rejected_then_rebuilt(&format!("flipped byte at {at}"));
+    }
     // Truncated, at several places.
     for cut in [0, 7, 100, good.len() / 2, good.len() - 1] {
         std::fs::write(&e, &good[..cut]).unwrap();
@@ -485,20 +494,20 @@ fn damaged_entries_are_rejected_and_rebuilt() {
     // Another version (its checksum right).
     let mut b = good.clone();
     b[8..12].copy_from_slice(&999u32.to_le_bytes());
-    fix_checksum(&mut b);
+    fix_checksum(&mut b, head_of(&good));
     std::fs::write(&e, &b).unwrap();
     s.rejected_then_rebuilt("version 999");
     // Counts far past the end (checksum right): bounds-checked.
     let mut b = good.clone();
     b[100..104].copy_from_slice(&u32::MAX.to_le_bytes());
-    fix_checksum(&mut b);
+    fix_checksum(&mut b, head_of(&good));
     std::fs::write(&e, &b).unwrap();
     s.rejected_then_rebuilt("huge count");
     // Another identity (a mtime one off, checksum right).
     let mut b = good.clone();
     let m = i64::from_le_bytes(b[40..48].try_into().unwrap()) + 1;
     b[40..48].copy_from_slice(&m.to_le_bytes());
-    fix_checksum(&mut b);
+    fix_checksum(&mut b, head_of(&good));
     std::fs::write(&e, &b).unwrap();
     s.rejected_then_rebuilt("identity");
     // Junk of the right name.

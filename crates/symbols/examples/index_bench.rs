@@ -3,8 +3,10 @@
 //! a new symbolizer, as each report makes its own.
 //!
 //! ```text
-//! cargo run --release -p profkit-symbols --example index_bench -- [--offsets N] [--runs R] [BINARY...]
+//! cargo run --release -p profkit-symbols --example index_bench -- [--offsets N] [--runs R] [--warm-only] [BINARY...]
 //! ```
+//!
+//! `--warm-only` times the warm runs only (the entry made once first), for a profiler.
 //!
 //! Default binaries: the largest libLLVM in /usr/lib/x86_64-linux-gnu if there is one, and
 //! libc and libstdc++. N offsets (default 2,000) are spread evenly over each binary's
@@ -73,7 +75,7 @@ fn ms(d: Duration) -> String {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let (mut n, mut runs, mut bins) = (2_000usize, 7usize, Vec::new());
+    let (mut n, mut runs, mut bins, mut warm_only) = (2_000usize, 7usize, Vec::new(), false);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--offsets" => {
@@ -83,6 +85,7 @@ fn main() {
                     .expect("--offsets N")
             }
             "--runs" => runs = args.next().and_then(|v| v.parse().ok()).expect("--runs R"),
+            "--warm-only" => warm_only = true,
             _ => bins.push(PathBuf::from(a)),
         }
     }
@@ -113,11 +116,11 @@ fn main() {
         let size = std::fs::metadata(bin).map(|m| m.len()).unwrap_or(0);
         // Page cache warm; the answer to compare with.
         let (_, want, _) = once(&base, &req, &offs);
-        let named = want.offsets.iter().filter(|o| o.symbol.is_some()).count();
-        let plain = median((0..runs).map(|_| once(&base, &req, &offs).0).collect());
+        let timed = if warm_only { 1 } else { runs };
+        let plain = median((0..timed).map(|_| once(&base, &req, &offs).0).collect());
         let dir = tmp.join(bin.file_name().unwrap_or_default());
         let cold = median(
-            (0..runs)
+            (0..timed)
                 .map(|_| {
                     let _ = std::fs::remove_dir_all(&dir);
                     let (t, r, s) = once(&indexed(&dir), &req, &offs);
@@ -155,7 +158,6 @@ fn main() {
             plain.as_secs_f64() / warm.as_secs_f64(),
             entry as f64 / 1e6,
         );
-        let _ = named;
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }

@@ -6,7 +6,10 @@
 //! tables are read by range for each request's offsets (`elf_range.rs`). With it, an ELF64
 //! little-endian file's headers and its DWARF (its own or its debug file's), read by range
 //! when lookups ask (`dwarf_reader.rs`), are kept, and its symbol tables are read by range for
-//! each request as without. Other files are read whole and parsed once.
+//! each request as without. Other files are read whole and parsed once. With a symbol index
+//! ([`crate::SymbolizerOptions::index_cache`]), the symbol tables of an ELF64 file are
+//! read from its index entry when there is one for that very file (`index/`), else read
+//! whole once and written there; in memory nothing more is kept.
 //!
 //! Each key owns a `OnceLock`: when two rayon tasks want the same file, one parses and the
 //! other waits for its result instead of parsing it again.

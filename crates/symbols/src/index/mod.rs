@@ -44,8 +44,11 @@ pub struct IndexCacheOptions {
     /// The directory of entries: created 0700 when missing, and not used at all when it
     /// is not owned by the effective uid or is writable by group or others.
     pub dir: PathBuf,
-    /// At most this many bytes of entries: after a write the oldest entries (by mtime)
-    /// are deleted until the rest fit, and an entry larger than this is not written.
+    /// At most this many bytes of entries: after a write the oldest entries (by mtime,
+    /// which a read refreshes) are deleted until the rest fit, and an entry larger than
+    /// this is not written (so built again by the next report: entries are about 37
+    /// bytes a function plus its raw and demangled names, 0.2 MB for libc, 33 MB for
+    /// librustc_driver, 54 MB for Rust's libLLVM).
     pub max_bytes: u64,
 }
 

@@ -304,6 +304,15 @@ fn index_answers_as_without_it_for_a_stripped_binary_and_its_debug_file() {
     assert_eq!(want[0].debug_file_used.as_deref(), Some(at.as_path()));
     assert!(want[0].symbols.iter().any(|s| s.name == "alpha"));
     cold_then_warm(&base, &dir, &reqs, "stripped, debug file by build-id");
+    let dbg = SymbolizerOptions {
+        debug_info: true,
+        ..base.clone()
+    };
+    let few = vec![(
+        reqs[0].0.clone(),
+        reqs[0].1.iter().step_by(7).copied().collect(),
+    )];
+    cold_then_warm(&dbg, &f.dir.join("ix-dbg"), &few, "stripped, --debug-info");
     let opts = with_index(&base, &dir, IndexCacheOptions::DEFAULT_MAX_BYTES);
 
     // Another debug file there now (a copy: another inode): the entry is not used.
@@ -750,72 +759,140 @@ fn entries_past_the_size_bound_are_evicted_oldest_first() {
 
 /// Mounts a tmpfs (options `opts`) on `dir`; false if this machine does not let us.
 fn mount_tmpfs(dir: &Path, opts: &str) -> bool {
-    Command::new("mount")
-        .args(["-t", "tmpfs", "-o", opts, "tmpfs"])
-        .arg(dir)
+    quiet(
+        Command::new("mount")
+            .args(["-t", "tmpfs", "-o", opts, "tmpfs"])
+            .arg(dir),
+    )
+}
+
+fn quiet(cmd: &mut Command) -> bool {
+    cmd.stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
 }
 
-struct Unmount(PathBuf);
+/// Undoes what made a directory read-only, when dropped.
+enum ReadOnly {
+    Mount(PathBuf),
+    Immutable(PathBuf),
+    Mode(PathBuf),
+}
 
-impl Drop for Unmount {
+impl Drop for ReadOnly {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
+        match self {
+            ReadOnly::Mount(d) => {
+                quiet(Command::new("umount").arg(&*d));
+            }
+            ReadOnly::Immutable(d) => {
+                quiet(Command::new("chattr").arg("-i").arg(&*d));
+            }
+            ReadOnly::Mode(d) => {
+                let _ = std::fs::set_permissions(&*d, std::fs::Permissions::from_mode(0o700));
+            }
+        }
     }
 }
 
+/// Makes the directory `dir` (ours, 0700, entries kept) read-only even for root: bound
+/// read-only on itself, else immutable (`chattr +i`), else (not root) mode 0500. `None`
+/// (after saying why) when this machine allows none of them.
+fn make_read_only(dir: &Path) -> Option<ReadOnly> {
+    let bound = quiet(Command::new("mount").arg("--bind").arg(dir).arg(dir));
+    if bound {
+        let ro = ReadOnly::Mount(dir.to_owned());
+        if quiet(
+            Command::new("mount")
+                .args(["-o", "remount,bind,ro"])
+                .arg(dir),
+        ) {
+            return Some(ro);
+        }
+    }
+    if quiet(Command::new("chattr").arg("+i").arg(dir)) {
+        return Some(ReadOnly::Immutable(dir.to_owned()));
+    }
+    if rustix_euid() != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o500)).unwrap();
+        return Some(ReadOnly::Mode(dir.to_owned()));
+    }
+    eprintln!("SKIP: root, and neither a read-only bind mount nor chattr +i works here");
+    None
+}
+
 #[test]
-fn a_read_only_or_full_directory_still_symbolizes() {
+fn a_read_only_directory_still_symbolizes() {
     let f = Fixture::new();
     let libc = Path::new(LIBC);
     let reqs = vec![
         (BinaryRequest::elf(libc), offsets(libc, 5_000)),
         (
             BinaryRequest::elf(f.build("ro", &["-O1"])),
-            vec![0x1000, 0x1100],
+            offsets(libc, 100),
         ),
     ];
     let (want, _) = run_once(&isolated(), &reqs);
     let dir = f.dir.join("ix");
-    std::fs::create_dir(&dir).unwrap();
-    if !mount_tmpfs(&dir, "mode=0700,size=4m") {
-        assert_ne!(rustix_euid(), 0, "root cannot mount a tmpfs here");
-        eprintln!("SKIP: cannot mount a tmpfs (not root)");
-        return;
-    }
-    let _unmount = Unmount(dir.clone());
     let opts = with_index(&isolated(), &dir, 1 << 30);
-    let s = same(&want, &opts, &reqs, "tmpfs");
+    let s = same(&want, &opts, &reqs, "writable");
     assert_eq!(s.index_written, 2, "{s:?}");
     // Read-only now: entries are read, none written.
-    assert!(Command::new("mount")
-        .args(["-o", "remount,ro"])
-        .arg(&dir)
-        .status()
-        .unwrap()
-        .success());
+    let Some(ro) = make_read_only(&dir) else {
+        return;
+    };
     let s = same(&want, &opts, &reqs, "read-only, warm");
     assert_eq!((s.index_hits, s.index_written), (2, 0), "{s:?}");
-    drop(_unmount);
-    // An empty read-only directory: nothing written, all answered.
-    assert!(mount_tmpfs(&dir, "mode=0700,ro"));
-    let _unmount = Unmount(dir.clone());
+    // A damaged entry cannot be replaced: the answers are still the same.
+    drop(ro);
+    let e = entries(&dir);
+    std::fs::write(&e[0], b"junk").unwrap();
+    let Some(ro) = make_read_only(&dir) else {
+        return;
+    };
+    let s = same(&want, &opts, &reqs, "read-only, damaged");
+    assert_eq!((s.index_hits, s.index_rejected), (1, 1), "{s:?}");
+    assert_eq!((s.index_written, s.index_not_written), (0, 1), "{s:?}");
+    drop(ro);
+    // An empty read-only directory: nothing written, all answered, the first failure
+    // stops this symbolizer's building.
+    let empty = f.dir.join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let Some(_ro) = make_read_only(&empty) else {
+        return;
+    };
+    let opts = with_index(&isolated(), &empty, 1 << 30);
     let s = same(&want, &opts, &reqs, "read-only, empty");
     assert_eq!((s.index_hits, s.index_written), (0, 0), "{s:?}");
-    assert!(s.index_not_written >= 1, "{s:?}");
-    drop(_unmount);
-    // A full one (8 KiB: no room for libc's entry).
-    assert!(mount_tmpfs(&dir, "mode=0700,size=8k"));
-    let _unmount = Unmount(dir.clone());
+    assert!((1..=2).contains(&s.index_not_written), "{s:?}");
+    assert!(others(&empty).is_empty() && entries(&empty).is_empty());
+}
+
+#[test]
+fn a_full_directory_still_symbolizes() {
+    let f = Fixture::new();
+    let libc = Path::new(LIBC);
+    let reqs = vec![(BinaryRequest::elf(libc), offsets(libc, 5_000))];
+    let (want, _) = run_once(&isolated(), &reqs);
+    let dir = f.dir.join("ix");
+    std::fs::create_dir(&dir).unwrap();
+    // 8 KiB: no room for libc's entry.
+    if !mount_tmpfs(&dir, "mode=0700,size=8k") {
+        eprintln!("SKIP: cannot mount a tmpfs here");
+        return;
+    }
+    let _unmount = ReadOnly::Mount(dir.clone());
+    let opts = with_index(&isolated(), &dir, 1 << 30);
     let s = same(&want, &opts, &reqs, "full");
-    assert!(s.index_not_written >= 1, "{s:?}");
+    assert_eq!((s.index_written, s.index_not_written), (0, 1), "{s:?}");
     assert!(
         others(&dir).is_empty(),
         "temporaries removed: {:?}",
         others(&dir)
     );
+    assert!(entries(&dir).is_empty());
 }
 
 #[test]

@@ -23,7 +23,13 @@
 //!
 //! So a binary costs 8 bytes per function while it is read, plus the
 //! symbols sampled, whatever its size; the image answers only for the
-//! offsets it was read for and is not cached. Files this does not cover
+//! offsets it was read for and is not cached. With a symbol index
+//! (`index/`), a binary without an entry is read once whole instead
+//! ([`parse_full`]: one pass over each table, its string table read whole,
+//! every name kept), and the entry written from that table answers the
+//! next reports ([`parse_indexed`]); a table of every function answers each
+//! address as the table read for it would (the same symbol wins at each
+//! start, and a lookup takes the innermost symbol containing the address). Files this does not cover
 //! (not ELF64 little-endian, relocatable `.ko`, extended section indices,
 //! a debug file that is not ELF64) return `None` and are read whole as
 //! before. Names are looked at only for the symbols kept:

@@ -118,6 +118,7 @@ pub(crate) enum Found {
 
 /// Temporaries older than this are left-overs of a crash, deleted by eviction.
 const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
+/// Entries are `ID-IDENTITY.idx`; temporaries `.tmp-PID-N`.
 const SUFFIX: &str = ".idx";
 const TEMP_PREFIX: &str = ".tmp-";
 
@@ -238,7 +239,7 @@ impl IndexStore {
             return not_written();
         };
         let temp = format!(
-            "{TEMP_PREFIX}{}-{}{SUFFIX}",
+            "{TEMP_PREFIX}{}-{}",
             std::process::id(),
             self.seq.fetch_add(1, Ordering::Relaxed)
         );
@@ -277,11 +278,8 @@ impl IndexStore {
     /// Deletes the oldest entries (by mtime) while the entries (regular files of ours
     /// named as entries) hold more than `max_bytes`; and temporaries left by a crash.
     fn evict(&self, dir: &File) {
-        let Ok(listing) = dir
-            .try_clone()
-            .map_err(drop)
-            .and_then(|d| rustix::fs::Dir::read_from(&d).map_err(drop))
-        else {
+        // (Its own open of the directory: its own position in the listing.)
+        let Ok(listing) = rustix::fs::Dir::read_from(dir) else {
             return;
         };
         let now = SystemTime::now();
@@ -291,7 +289,8 @@ impl IndexStore {
             let Ok(name) = e.file_name().to_str().map(str::to_owned) else {
                 continue;
             };
-            if !name.ends_with(SUFFIX) {
+            let temporary = name.starts_with(TEMP_PREFIX);
+            if !temporary && (name.starts_with('.') || !name.ends_with(SUFFIX)) {
                 continue;
             }
             let Ok(st) = rustix::fs::statat(dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) else {
@@ -303,7 +302,7 @@ impl IndexStore {
                 continue;
             }
             let mtime = (st.st_mtime, st.st_mtime_nsec);
-            if name.starts_with(TEMP_PREFIX) {
+            if temporary {
                 let at = SystemTime::UNIX_EPOCH
                     + Duration::from_secs(u64::try_from(mtime.0).unwrap_or(0));
                 if now

@@ -713,6 +713,27 @@ fn entries_past_the_size_bound_are_evicted_oldest_first() {
     // Room for the last two.
     let max = sizes[1] + sizes[2];
     let opts = with_index(&isolated(), &dir, max);
+    // A temporary left by a crash two hours ago goes; one being written stays; a file
+    // of another user's is neither counted nor deleted.
+    std::fs::create_dir(&dir).unwrap();
+    let (stale, fresh, theirs) = (
+        dir.join(".tmp-1-1"),
+        dir.join(".tmp-2-2"),
+        dir.join("ffff-0000000000000000.idx"),
+    );
+    for t in [&stale, &fresh, &theirs] {
+        std::fs::write(t, vec![0u8; 4096]).unwrap();
+    }
+    std::fs::File::options()
+        .write(true)
+        .open(&stale)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(7200))
+        .unwrap();
+    let foreign = std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY)).is_ok();
+    if !foreign {
+        std::fs::remove_file(&theirs).unwrap();
+    }
     let mut evicted = 0;
     for (i, b) in bins.iter().enumerate() {
         let reqs = one_req(b, 1_000);
@@ -721,8 +742,8 @@ fn entries_past_the_size_bound_are_evicted_oldest_first() {
         assert_eq!(s.index_written, 1);
         evicted += s.index_evicted;
         if i == 0 {
-            // Older by a whole second than the others (mtime order is what counts).
-            let e = only_entry(&dir);
+            // Older by a minute than the others (mtime order is what counts).
+            let e = entries(&dir).into_iter().find(|e| *e != theirs).unwrap();
             let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
             std::fs::File::options()
                 .write(true)
@@ -733,6 +754,12 @@ fn entries_past_the_size_bound_are_evicted_oldest_first() {
         }
     }
     assert_eq!(evicted, 1);
+    assert!(!stale.exists() && fresh.exists());
+    std::fs::remove_file(&fresh).unwrap();
+    if foreign {
+        assert!(theirs.exists());
+        std::fs::remove_file(&theirs).unwrap();
+    }
     let left = entries(&dir);
     assert_eq!(left.len(), 2, "{left:?}");
     let total: u64 = left

@@ -55,8 +55,9 @@
 //!   first report instead reads the binary's whole table once (one pass over each symbol
 //!   table, its string table whole), demangles every name and writes it as an entry;
 //!   later reports read the entry's head (37 bytes a symbol) and the names of the symbols
-//!   hit, and demangle nothing: Rust's libLLVM with 20,000 sampled offsets, 78-110 ms
-//!   without, 14 ms warm. The answers are the ones without the index, entry for entry.
+//!   hit, and demangle nothing: Rust's libLLVM with 20,000 sampled offsets, 78 ms
+//!   without, 10 ms warm (0.6 s once, to build its 54 MB entry; `examples/index_bench.rs`).
+//!   The answers are the ones without the index, entry for entry.
 //!   An entry is used only for the file it was made from (build-id and `fstat` identity,
 //!   after the checks above), only if it is ours and intact; see `index/mod.rs`. With `--debug-info` the DWARF is read by
 //!   range too, as addr2line asks for it (`dwarf_reader.rs`: a lazy `gimli::Reader` over a

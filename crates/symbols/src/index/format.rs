@@ -29,9 +29,9 @@
 //! arrays (sorted, ends at least starts, origins known); then reads only the names of
 //! the symbols an address falls in ([`Index::names`]: near ones in one read), each
 //! checked against its own CRC, its range in the blob and UTF-8. So every byte used is
-//! checksummed, and a report pays for the names it shows: Rust's libLLVM's entry is
-//! 54 MB, 49 MB of them names, of which a report of 20,000 offsets reads 3. Anything
-//! wrong is a [`Bad`], never a panic.
+//! checksummed, and a report reads the names around the ones it shows, not all: Rust's
+//! libLLVM's entry is 54 MB, 49 MB of them names, and read whole it cost a report of
+//! 20,000 offsets 45 ms, against 10 ms so. Anything wrong is a [`Bad`], never a panic.
 
 use std::fs::{File, Metadata};
 use std::os::unix::fs::{FileExt, MetadataExt};

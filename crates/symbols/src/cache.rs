@@ -6,7 +6,10 @@
 //! tables are read by range for each request's offsets (`elf_range.rs`). With it, an ELF64
 //! little-endian file's headers and its DWARF (its own or its debug file's), read by range
 //! when lookups ask (`dwarf_reader.rs`), are kept, and its symbol tables are read by range for
-//! each request as without. Other files are read whole and parsed once.
+//! each request as without. Other files are read whole and parsed once. With a symbol index
+//! ([`crate::SymbolizerOptions::index_cache`]), the symbol tables of an ELF64 file are
+//! read from its index entry when there is one for that very file (`index/`), else read
+//! whole once and written there; in memory nothing more is kept.
 //!
 //! Each key owns a `OnceLock`: when two rayon tasks want the same file, one parses and the
 //! other waits for its result instead of parsing it again.
@@ -23,6 +26,7 @@ use crate::dwarf_reader::{PagedFile, PagedFileHandle};
 use crate::elf::{build_id_of, no_dwarf_note, ElfImage, LoadConfig};
 use crate::elf_range::{self, DebugFile, DebugLookup, Headers};
 use crate::error::Error;
+use crate::index::IndexStore;
 
 /// Identity of a file on disk as far as `stat` can tell.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -106,6 +110,29 @@ pub struct CacheStats {
     pub files_cached: usize,
     /// Bytes of DWARF read from files by range (through the page cache), all files together.
     pub dwarf_bytes_read: u64,
+    /// With a symbol index ([`SymbolizerOptions::index_cache`]): requests whose binary's
+    /// symbols came from its index entry (no symbol table read, no demangling; not
+    /// counted in `binaries_parsed`).
+    ///
+    /// [`SymbolizerOptions::index_cache`]: crate::SymbolizerOptions::index_cache
+    pub index_hits: usize,
+    /// Index entries written (a binary's whole table, read and demangled once).
+    pub index_written: usize,
+    /// Index entries found but not used, and built again: damaged (checksum, layout,
+    /// truncated), of another version, of another file (identity, build-id, debug file),
+    /// without the demangled names asked for, not a regular file of ours (a link, another
+    /// owner), or writable by group or others.
+    pub index_rejected: usize,
+    /// Index entries deleted to keep the directory within its `max_bytes`.
+    pub index_evicted: usize,
+    /// Index entries not written: larger than `max_bytes` (or the format's 256 MiB), or
+    /// the write failed (a full disk, a read-only directory: then this symbolizer stops
+    /// building entries, and answers as without an index).
+    pub index_not_written: usize,
+    /// The index directory was refused (not owned by the effective uid, writable by
+    /// group or others, a link, or it could not be made): no index read or written;
+    /// [`Symbolizer::index_cache_warning`](crate::Symbolizer::index_cache_warning) says why.
+    pub index_dir_refused: bool,
 }
 
 /// A build-id and a digest of the file's bytes.
@@ -117,6 +144,8 @@ type SharedKey = (Vec<u8>, bool, (u64, u64, u64, i64, i64));
 
 #[derive(Default)]
 pub(crate) struct Cache {
+    /// The symbol index, when the options ask for one.
+    index: Option<IndexStore>,
     by_file: Mutex<HashMap<FileKey, Arc<OnceLock<Cached>>>>,
     /// Parsed images shared between files of one content: by (build-id, digest of the
     /// bytes). A build-id alone is a claim any file can make.
@@ -130,6 +159,19 @@ pub(crate) struct Cache {
 }
 
 impl Cache {
+    /// A cache with the symbol index `index`, if any.
+    pub fn new(index: Option<IndexStore>) -> Cache {
+        Cache {
+            index,
+            ..Cache::default()
+        }
+    }
+
+    /// The symbol index, if there is one.
+    pub fn index(&self) -> Option<&IndexStore> {
+        self.index.as_ref()
+    }
+
     /// Loads `path` for the file offsets `wanted`, when `expect` is given only if it has
     /// that build-id. An ELF64 file's symbol tables are read by range for just the symbols
     /// `wanted` needs (`elf_range.rs`), for each request; with `--debug-info` its headers
@@ -389,6 +431,7 @@ impl Cache {
             cfg,
             wanted,
             lookup,
+            self.index.as_ref(),
         ) {
             Ok(Some(mut image)) => {
                 if image.debug_file.is_none() {
@@ -425,9 +468,21 @@ impl Cache {
                 return Some(Cached::BuildIdOnly(headers.build_id));
             }
         }
-        match crate::elf_range::parse(path, file, meta, headers, cfg, wanted, DebugLookup::Search) {
+        let index = self.index.as_ref();
+        match crate::elf_range::parse(
+            path,
+            file,
+            meta,
+            headers,
+            cfg,
+            wanted,
+            DebugLookup::Search,
+            index,
+        ) {
             Ok(Some(image)) => {
-                self.parses.fetch_add(1, Ordering::Relaxed);
+                if !image.from_index {
+                    self.parses.fetch_add(1, Ordering::Relaxed);
+                }
                 Some(Cached::Parsed(Arc::new(image)))
             }
             Ok(None) => None,
@@ -460,7 +515,7 @@ impl Cache {
     }
 
     pub fn stats(&self) -> CacheStats {
-        CacheStats {
+        let mut stats = CacheStats {
             binaries_parsed: self.parses.load(Ordering::Relaxed),
             files_cached: self
                 .by_file
@@ -468,7 +523,18 @@ impl Cache {
                 .unwrap_or_else(PoisonError::into_inner)
                 .len(),
             dwarf_bytes_read: self.dwarf_read.load(Ordering::Relaxed),
+            ..CacheStats::default()
+        };
+        if let Some(ix) = &self.index {
+            let c = &ix.counters;
+            stats.index_hits = c.hits.load(Ordering::Relaxed);
+            stats.index_written = c.written.load(Ordering::Relaxed);
+            stats.index_rejected = c.rejected.load(Ordering::Relaxed);
+            stats.index_evicted = c.evicted.load(Ordering::Relaxed);
+            stats.index_not_written = c.not_written.load(Ordering::Relaxed);
+            stats.index_dir_refused = ix.dir_checked_and_refused();
         }
+        stats
     }
 }
 

@@ -61,6 +61,8 @@ pub(crate) struct ElfImage {
     pub notes: Vec<String>,
     /// Shared with the cache (by range, with `--debug-info`) or owned (file read whole).
     pub dwarf: Option<Arc<dwarf::Dwarf>>,
+    /// Its symbols came from a symbol index entry (no symbol table was read).
+    pub from_index: bool,
 }
 
 impl std::fmt::Debug for ElfImage {
@@ -215,6 +217,7 @@ impl ElfImage {
             sparse_note,
             notes,
             dwarf,
+            from_index: false,
         })
     }
 

@@ -23,7 +23,13 @@
 //!
 //! So a binary costs 8 bytes per function while it is read, plus the
 //! symbols sampled, whatever its size; the image answers only for the
-//! offsets it was read for and is not cached. Files this does not cover
+//! offsets it was read for and is not cached. With a symbol index
+//! (`index/`), a binary without an entry is read once whole instead
+//! ([`parse_full`]: one pass over each table, its string table read whole,
+//! every name kept), and the entry written from that table answers the
+//! next reports ([`parse_indexed`]); a table of every function answers each
+//! address as the table read for it would (the same symbol wins at each
+//! start, and a lookup takes the innermost symbol containing the address). Files this does not cover
 //! (not ELF64 little-endian, relocatable `.ko`, extended section indices,
 //! a debug file that is not ELF64) return `None` and are read whole as
 //! before. Names are looked at only for the symbols kept:
@@ -42,7 +48,8 @@ use object::{Endianness, ReadCache};
 use crate::dwarf::DwarfSection;
 use crate::elf::{debug_candidates, DebugCheck, ElfImage, LoadConfig, Sections};
 use crate::error::Error;
-use crate::table::{Candidate, SymbolTable};
+use crate::index::{self, Facts, Found, Identity, Index, IndexStore};
+use crate::table::{Candidate, Entry, SymbolTable};
 use crate::types::SymbolOrigin;
 use profkit_elf::{Sections as SectionHeaders, Segments};
 
@@ -145,6 +152,7 @@ pub(crate) struct DebugFile {
 }
 
 /// How [`parse`] gets a stripped binary's debug file.
+#[derive(Clone, Copy)]
 pub(crate) enum DebugLookup<'a> {
     /// Look for it ([`find_debug_path`]).
     Search,
@@ -227,11 +235,11 @@ pub(crate) fn headers(file: &File) -> Option<Headers> {
 /// `debug` says. `None` when it is a kind of file this does not cover (the
 /// caller reads it whole).
 ///
-/// Three streamed passes over the tables: every function's start (an
-/// unsized symbol ends at the next start, so all are needed), then the
-/// starts of the symbols covering a wanted address, then every symbol at
-/// one of those starts (among aliases the lowest rank wins, and that
-/// needs their names).
+/// With a symbol index (`index`, its directory usable), the binary's whole
+/// table is read from its entry when there is one for this very file
+/// ([`parse_indexed`]), else built once ([`parse_full`]) and written there;
+/// the answers are the same.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn parse(
     path: &Path,
     file: &File,
@@ -240,10 +248,141 @@ pub(crate) fn parse(
     cfg: &LoadConfig<'_>,
     wanted: &[u64],
     debug: DebugLookup<'_>,
+    index: Option<&IndexStore>,
 ) -> Result<Option<ElfImage>, Error> {
     if !h.by_range() {
         return Ok(None);
     }
+    match index.filter(|store| store.usable()) {
+        Some(store) => parse_indexed(store, path, file, meta, h, cfg, wanted, debug),
+        None => parse_ranged(path, file, meta, h, cfg, wanted, debug),
+    }
+}
+
+/// A stripped binary's debug file, and its `.symtab` to read.
+struct DebugSymbols {
+    found: Option<DebugFile>,
+    /// The debug file's `.symtab` (origin [`SymbolOrigin::DebugFile`]) and its
+    /// sections, when it has one.
+    table: Option<(Sections, Table)>,
+}
+
+impl DebugSymbols {
+    const NONE: DebugSymbols = DebugSymbols {
+        found: None,
+        table: None,
+    };
+
+    /// The identity of the debug file whose `.symtab` is read, if one is
+    /// (`Err` when it cannot be told).
+    fn identity(&self) -> Result<Option<Identity>, ()> {
+        match (&self.found, &self.table) {
+            (Some(d), Some(_)) => d
+                .file
+                .metadata()
+                .map(|m| Some(Identity::of(&m)))
+                .map_err(drop),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// A stripped binary's debug file, looked for or taken as `debug` says;
+/// `None` when the whole-file path must read the binary (the debug file is
+/// not ELF64 little-endian, or, looked for here, has no `.symtab`).
+fn debug_symbols(
+    path: &Path,
+    build_id: Option<&[u8]>,
+    debuglink: Option<&(Vec<u8>, u32)>,
+    loads: &[(u64, u64)],
+    cfg: &LoadConfig<'_>,
+    debug: DebugLookup<'_>,
+) -> Option<DebugSymbols> {
+    let searched = matches!(debug, DebugLookup::Search);
+    let found = match debug {
+        DebugLookup::Search => {
+            let link = debuglink.map(|(name, crc)| (name.as_slice(), *crc));
+            find_debug_path(
+                path,
+                build_id,
+                link,
+                loads,
+                cfg.debug_dirs,
+                cfg.debuginfod_cache,
+            )
+        }
+        DebugLookup::Found(d) => d.cloned(),
+    };
+    let Some(found) = found else {
+        return Some(DebugSymbols::NONE);
+    };
+    // Not ELF64 LE: the whole-file path reads both.
+    let dh = found.headers.as_ref()?;
+    let table = match dh.tables.iter().find(|t| t.origin == SymbolOrigin::Symtab) {
+        Some(t) => {
+            let mut t = t.clone();
+            t.origin = SymbolOrigin::DebugFile;
+            Some((dh.layout.clone(), t))
+        }
+        // The whole-file path words a debug file without symbols.
+        None if searched => return None,
+        // Found for its DWARF: no symbols from it.
+        None => None,
+    };
+    Some(DebugSymbols {
+        found: Some(found),
+        table,
+    })
+}
+
+/// The end of a table's string table (names at or past it are not read).
+fn names_end(t: &Table) -> u64 {
+    t.str_at.saturating_add(t.str_size)
+}
+
+/// The candidate for the function `f` named `name`, ending at `end` (from
+/// all starts), unless the name is one the whole-file path drops.
+fn candidate(f: &Func, name: String, end: u64) -> Option<Candidate> {
+    if name.is_empty() || name.starts_with('$') || name.starts_with(".L") {
+        return None;
+    }
+    let underscores = name.bytes().take_while(|&b| b == b'_').count().min(255) as u64;
+    Some(Candidate {
+        start: f.start,
+        // The end the whole table gives it, from all starts.
+        size: Some(end - f.start),
+        limit: Some(f.limit),
+        rank: f.rank | (underscores << 24) | (name.len().min(0xff_ffff) as u64),
+        name: name.into_boxed_str(),
+        origin: f.origin,
+    })
+}
+
+/// The end of `f`: its own, or (unsized) the next of `starts` (sorted,
+/// distinct), at most its section's end, at least one byte.
+fn end_of(starts: &[u64], f: &Func) -> u64 {
+    if f.size > 0 {
+        return f.start.saturating_add(f.size);
+    }
+    let i = starts.partition_point(|&s| s <= f.start);
+    let next = starts.get(i).copied().unwrap_or(u64::MAX);
+    next.min(f.limit).max(f.start.saturating_add(1))
+}
+
+/// [`parse`] without an index: three streamed passes over the tables:
+/// every function's start (an unsized symbol ends at the next start, so
+/// all are needed), then the starts of the symbols covering a wanted
+/// address, then every symbol at one of those starts (among aliases the
+/// lowest rank wins, and that needs their names).
+fn parse_ranged(
+    path: &Path,
+    file: &File,
+    meta: &std::fs::Metadata,
+    h: Headers,
+    cfg: &LoadConfig<'_>,
+    wanted: &[u64],
+    debug: DebugLookup<'_>,
+) -> Result<Option<ElfImage>, Error> {
     let io = |e| Error::io(path, e);
     let Headers {
         build_id,
@@ -266,67 +405,35 @@ pub(crate) fn parse(
         .map_err(io)?;
     }
     // Stripped: a debug file's .symtab, read by range the same way.
-    let mut found_debug = None;
-    let mut debug_table = None;
+    let mut ds = DebugSymbols::NONE;
     if from_symtab == 0 {
-        let searched = matches!(debug, DebugLookup::Search);
-        let found = match debug {
-            DebugLookup::Search => {
-                let link = debuglink
-                    .as_ref()
-                    .map(|(name, crc)| (name.as_slice(), *crc));
-                find_debug_path(
-                    path,
-                    build_id.as_deref(),
-                    link,
-                    &loads,
-                    cfg.debug_dirs,
-                    cfg.debuginfod_cache,
-                )
-            }
-            DebugLookup::Found(d) => d.cloned(),
+        let Some(d) = debug_symbols(
+            path,
+            build_id.as_deref(),
+            debuglink.as_ref(),
+            &loads,
+            cfg,
+            debug,
+        ) else {
+            return Ok(None);
         };
-        if let Some(found) = found {
-            let Some(dh) = &found.headers else {
-                return Ok(None); // not ELF64 LE: the whole-file path reads both
-            };
-            match dh.tables.iter().find(|t| t.origin == SymbolOrigin::Symtab) {
-                Some(t) => {
-                    let mut t = t.clone();
-                    t.origin = SymbolOrigin::DebugFile;
-                    for_each_function(&found.file, &t, &dh.layout, found.len, |f| {
-                        starts.push(f.start);
-                    })
-                    .map_err(io)?;
-                    debug_table = Some((dh.layout.clone(), t));
-                }
-                // The whole-file path words a debug file without symbols.
-                None if searched => return Ok(None),
-                // Found for its DWARF: no symbols from it.
-                None => {}
-            }
-            found_debug = Some(found);
+        if let (Some(found), Some((l, t))) = (&d.found, &d.table) {
+            for_each_function(&found.file, t, l, found.len, |f| starts.push(f.start))
+                .map_err(io)?;
         }
+        ds = d;
     }
     // Every table to look in: (file, its section layout, its length, table).
     let mut sources: Vec<(&File, &Sections, u64, &Table)> = tables
         .iter()
         .map(|t| (file, &layout, meta.len(), t))
         .collect();
-    if let (Some(d), Some((l, t))) = (&found_debug, &debug_table) {
+    if let (Some(d), Some((l, t))) = (&ds.found, &ds.table) {
         sources.push((&d.file, l, d.len, t));
     }
     let any_function = !starts.is_empty();
     starts.sort_unstable();
     starts.dedup();
-    let end_of = |f: &Func| -> u64 {
-        if f.size > 0 {
-            return f.start.saturating_add(f.size);
-        }
-        let i = starts.partition_point(|&s| s <= f.start);
-        let next = starts.get(i).copied().unwrap_or(u64::MAX);
-        next.min(f.limit).max(f.start.saturating_add(1))
-    };
     let mut want: Vec<u64> = wanted
         .iter()
         .filter_map(|&o| segments.to_vaddr(o))
@@ -339,7 +446,7 @@ pub(crate) fn parse(
     for &(file, layout, len, t) in &sources {
         for_each_function(file, t, layout, len, |f| {
             let i = want.partition_point(|&w| w < f.start);
-            if want.get(i).is_some_and(|&w| w < end_of(&f)) {
+            if want.get(i).is_some_and(|&w| w < end_of(&starts, &f)) {
                 covering.push(f.start);
             }
         })
@@ -353,29 +460,16 @@ pub(crate) fn parse(
     for &(file, layout, len, t) in &sources {
         let names = NameReader { file };
         for_each_function(file, t, layout, len, |f| {
-            if covering.binary_search(&f.start).is_err() || f.name_at >= t.str_at + t.str_size {
+            if covering.binary_search(&f.start).is_err() || f.name_at >= names_end(t) {
                 return;
             }
-            let name = names.read(f.name_at);
-            if name.is_empty() || name.starts_with('$') || name.starts_with(".L") {
-                return;
-            }
-            let underscores = name.bytes().take_while(|&b| b == b'_').count().min(255) as u64;
-            cands.push(Candidate {
-                start: f.start,
-                // The end the whole table gives it, from all starts.
-                size: Some(end_of(&f) - f.start),
-                limit: Some(f.limit),
-                name: name.as_str().into(),
-                origin: f.origin,
-                rank: f.rank | (underscores << 24) | (name.len().min(0xff_ffff) as u64),
-            });
+            cands.extend(candidate(&f, names.read(f.name_at), end_of(&starts, &f)));
         })
         .map_err(io)?;
     }
     drop(starts);
     let symbols = SymbolTable::build(cands);
-    let sparse_note = (from_symtab == 0 && found_debug.is_none())
+    let sparse_note = (from_symtab == 0 && ds.found.is_none())
         .then(|| crate::elf::stripped_note(path, build_id.as_deref(), !any_function, cfg));
     Ok(Some(ElfImage {
         path: path.to_owned(),
@@ -383,11 +477,326 @@ pub(crate) fn parse(
         relocatable: false,
         segments,
         symbols,
-        debug_file: found_debug.map(|d| d.path),
+        debug_file: ds.found.map(|d| d.path),
         sparse_note,
         notes: Vec::new(),
         dwarf: None,
+        from_index: false,
     }))
+}
+
+/// A binary's whole function table, as [`parse_ranged`] would build it if
+/// every address were wanted: what a symbol index entry holds.
+pub(crate) struct FullTable {
+    /// Every function (aliases chosen, ends fixed), raw names.
+    pub symbols: SymbolTable,
+    /// No function in a `.symtab` of the binary's own.
+    pub stripped: bool,
+    /// Some table had a function.
+    pub any_function: bool,
+    debug: DebugSymbols,
+}
+
+/// Names of a string table held in memory (up to this many bytes of it).
+const MAX_HELD_NAMES: u64 = 1 << 30;
+
+/// A string table read whole, to name every symbol of a table at once;
+/// a name it does not hold to its end is read as [`NameReader`] reads it.
+struct HeldNames<'a> {
+    file: &'a File,
+    at: u64,
+    held: Vec<u8>,
+}
+
+impl<'a> HeldNames<'a> {
+    fn load(file: &'a File, t: &Table, file_len: u64) -> HeldNames<'a> {
+        let len = t.str_size.min(file_len.saturating_sub(t.str_at));
+        let mut held = Vec::new();
+        if len <= MAX_HELD_NAMES {
+            held = vec![0u8; len as usize];
+            if file.read_exact_at(&mut held, t.str_at).is_err() {
+                held = Vec::new();
+            }
+        }
+        HeldNames {
+            file,
+            at: t.str_at,
+            held,
+        }
+    }
+
+    /// The name at file position `pos`, as [`NameReader::read`] gives it.
+    fn read(&self, pos: u64) -> String {
+        let rest = pos
+            .checked_sub(self.at)
+            .and_then(|o| usize::try_from(o).ok())
+            .and_then(|o| self.held.get(o..));
+        if let Some(rest) = rest {
+            let window = &rest[..rest.len().min(MAX_NAME)];
+            let end = memchr::memchr(0, window)
+                .or_else(|| (window.len() == MAX_NAME).then_some(MAX_NAME));
+            if let Some(end) = end {
+                return String::from_utf8_lossy(&window[..end]).into_owned();
+            }
+        }
+        NameReader { file: self.file }.read(pos)
+    }
+}
+
+/// Every function of the binary `file` (and, stripped, of its debug file
+/// as `debug` says) with its name: one streamed pass over each table and
+/// its string table read whole. `None` where [`parse_ranged`] says `None`.
+pub(crate) fn parse_full(
+    path: &Path,
+    file: &File,
+    meta: &std::fs::Metadata,
+    h: &Headers,
+    cfg: &LoadConfig<'_>,
+    debug: DebugLookup<'_>,
+) -> Result<Option<FullTable>, Error> {
+    let io = |e| Error::io(path, e);
+    // (which source, the function), in table order.
+    let mut funcs: Vec<(usize, Func)> = Vec::new();
+    let mut from_symtab = 0;
+    for (k, t) in h.tables.iter().enumerate() {
+        for_each_function(file, t, &h.layout, meta.len(), |f| {
+            funcs.push((k, f));
+            from_symtab += usize::from(t.origin == SymbolOrigin::Symtab);
+        })
+        .map_err(io)?;
+    }
+    let mut ds = DebugSymbols::NONE;
+    if from_symtab == 0 {
+        let Some(d) = debug_symbols(
+            path,
+            h.build_id.as_deref(),
+            h.debuglink.as_ref(),
+            &h.loads,
+            cfg,
+            debug,
+        ) else {
+            return Ok(None);
+        };
+        if let (Some(found), Some((l, t))) = (&d.found, &d.table) {
+            let k = h.tables.len();
+            for_each_function(&found.file, t, l, found.len, |f| funcs.push((k, f))).map_err(io)?;
+        }
+        ds = d;
+    }
+    let mut sources: Vec<(&File, u64, &Table)> =
+        h.tables.iter().map(|t| (file, meta.len(), t)).collect();
+    if let (Some(d), Some((_, t))) = (&ds.found, &ds.table) {
+        sources.push((&d.file, d.len, t));
+    }
+    let mut starts: Vec<u64> = funcs.iter().map(|(_, f)| f.start).collect();
+    let any_function = !starts.is_empty();
+    starts.sort_unstable();
+    starts.dedup();
+    let names: Vec<HeldNames<'_>> = sources
+        .iter()
+        .map(|&(file, len, t)| HeldNames::load(file, t, len))
+        .collect();
+    let mut cands = Vec::new();
+    for (k, f) in &funcs {
+        if f.name_at >= names_end(sources[*k].2) {
+            continue;
+        }
+        cands.extend(candidate(f, names[*k].read(f.name_at), end_of(&starts, f)));
+    }
+    drop((funcs, starts, names));
+    Ok(Some(FullTable {
+        symbols: SymbolTable::build(cands),
+        stripped: from_symtab == 0,
+        any_function,
+        debug: ds,
+    }))
+}
+
+/// [`parse`] with a symbol index: the entry of this very file (identity and
+/// build-id; a stripped binary's, with the debug file found now), binary
+/// searched for `wanted`; else the whole table built, written as the entry,
+/// and looked up. Answers as [`parse_ranged`] would.
+#[allow(clippy::too_many_arguments)]
+fn parse_indexed(
+    store: &IndexStore,
+    path: &Path,
+    file: &File,
+    meta: &std::fs::Metadata,
+    h: Headers,
+    cfg: &LoadConfig<'_>,
+    wanted: &[u64],
+    debug: DebugLookup<'_>,
+) -> Result<Option<ElfImage>, Error> {
+    let id = Identity::of(meta);
+    let name = IndexStore::entry_name(path, h.build_id.as_deref(), &id);
+    // A stripped binary's debug file, when found to check an entry not used after all.
+    let mut looked_for: Option<DebugSymbols> = None;
+    if let Found::Hit(index) = store.read(&name, &id, h.build_id.as_deref()) {
+        let ds = if index.facts.stripped {
+            let Some(d) = debug_symbols(
+                path,
+                h.build_id.as_deref(),
+                h.debuglink.as_ref(),
+                &h.loads,
+                cfg,
+                debug,
+            ) else {
+                return Ok(None);
+            };
+            d
+        } else {
+            DebugSymbols::NONE
+        };
+        if ds.identity() == Ok(index.facts.debug) {
+            let image = image_from_index(&index, path, &h, cfg, wanted, &ds, store.demangle);
+            if let Some(image) = image {
+                store.count_hit();
+                return Ok(Some(image));
+            }
+        }
+        // Made with another debug file, or a name read is damaged: built anew.
+        store.count_rejected();
+        if index.facts.stripped {
+            looked_for = Some(ds);
+        }
+    }
+    let debug = match &looked_for {
+        Some(d) => DebugLookup::Found(d.found.as_ref()),
+        None => debug,
+    };
+    build_indexed(store, &name, path, file, meta, h, cfg, wanted, debug)
+}
+
+/// The cold side of [`parse_indexed`]: the whole table built and written
+/// as the entry `name` (when the directory takes writes; else the table
+/// is read for `wanted` only, as without an index).
+#[allow(clippy::too_many_arguments)]
+fn build_indexed(
+    store: &IndexStore,
+    name: &str,
+    path: &Path,
+    file: &File,
+    meta: &std::fs::Metadata,
+    h: Headers,
+    cfg: &LoadConfig<'_>,
+    wanted: &[u64],
+    debug: DebugLookup<'_>,
+) -> Result<Option<ElfImage>, Error> {
+    if !store.writable() {
+        return parse_ranged(path, file, meta, h, cfg, wanted, debug);
+    }
+    let Some(full) = parse_full(path, file, meta, &h, cfg, debug)? else {
+        return Ok(None);
+    };
+    let FullTable {
+        symbols,
+        stripped,
+        any_function,
+        debug: ds,
+    } = full;
+    // Demangled once, here, for every report after.
+    let shown: Option<Vec<Box<str>>> = store.demangle.then(|| {
+        use rayon::prelude::*;
+        symbols
+            .entries()
+            .par_iter()
+            .map(|e| crate::demangle::display_name(&e.name, true).into_boxed_str())
+            .collect()
+    });
+    let bytes = ds.identity().ok().and_then(|debug_id| {
+        let facts = Facts {
+            binary: Identity::of(meta),
+            build_id: h.build_id.clone(),
+            stripped,
+            any_function,
+            debug: debug_id,
+            demangled: store.demangle,
+        };
+        let list: Vec<index::format::Symbol<'_>> = symbols
+            .entries()
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let shown = shown.as_ref().map(|s| &*s[i]);
+                index::format::Symbol {
+                    start: e.start,
+                    end: e.end,
+                    raw: &e.name,
+                    shown: shown.filter(|&s| s != &*e.name),
+                    origin: e.origin,
+                }
+            })
+            .collect();
+        index::format::encode(&facts, &list)
+    });
+    store.write(name, bytes.as_deref());
+    drop(bytes);
+    // The whole table answers every offset as the table read for them would.
+    let symbols = SymbolTable::from_sorted(symbols.entries().to_vec(), shown);
+    let sparse_note = (stripped && ds.found.is_none())
+        .then(|| crate::elf::stripped_note(path, h.build_id.as_deref(), !any_function, cfg));
+    Ok(Some(ElfImage {
+        path: path.to_owned(),
+        build_id: h.build_id,
+        relocatable: false,
+        segments: h.segments,
+        symbols,
+        debug_file: ds.found.map(|d| d.path),
+        sparse_note,
+        notes: Vec::new(),
+        dwarf: None,
+        from_index: false,
+    }))
+}
+
+/// The image of the file `path` (headers `h`) for `wanted` from its index
+/// entry: the entries the wanted addresses fall in, with their stored
+/// demangled names when `demangle`. `None` if a name read is damaged.
+fn image_from_index(
+    index: &Index,
+    path: &Path,
+    h: &Headers,
+    cfg: &LoadConfig<'_>,
+    wanted: &[u64],
+    ds: &DebugSymbols,
+    demangle: bool,
+) -> Option<ElfImage> {
+    let mut hit: Vec<usize> = wanted
+        .iter()
+        .filter_map(|&o| h.segments.to_vaddr(o))
+        .filter_map(|a| index.lookup(a))
+        .collect();
+    hit.sort_unstable();
+    hit.dedup();
+    let names = index.names(&hit).ok()?;
+    let mut entries = Vec::with_capacity(hit.len());
+    let mut shown = Vec::with_capacity(if demangle { hit.len() } else { 0 });
+    for (&i, (raw, show)) in hit.iter().zip(names) {
+        entries.push(Entry {
+            start: index.start(i),
+            end: index.end(i),
+            name: raw,
+            origin: index.origin(i),
+        });
+        if demangle {
+            shown.push(show);
+        }
+    }
+    let facts = &index.facts;
+    let sparse_note = (facts.stripped && ds.found.is_none())
+        .then(|| crate::elf::stripped_note(path, h.build_id.as_deref(), !facts.any_function, cfg));
+    Some(ElfImage {
+        path: path.to_owned(),
+        build_id: h.build_id.clone(),
+        relocatable: false,
+        segments: h.segments.clone(),
+        symbols: SymbolTable::from_sorted(entries, demangle.then_some(shown)),
+        debug_file: ds.found.as_ref().map(|d| d.path.clone()),
+        sparse_note,
+        notes: Vec::new(),
+        dwarf: None,
+        from_index: true,
+    })
 }
 
 /// The binary's separate debug file ([`debug_candidates`]), checked by
@@ -552,6 +961,7 @@ mod tests {
             cfg,
             &wanted,
             DebugLookup::Search,
+            None,
         )
         .unwrap()
         .expect("an ELF64 file");
@@ -622,6 +1032,7 @@ mod tests {
             &cfg(),
             &some,
             DebugLookup::Search,
+            None,
         )
         .unwrap()
         .unwrap();
@@ -639,6 +1050,7 @@ mod tests {
             &cfg(),
             &[],
             DebugLookup::Search,
+            None,
         )
         .unwrap()
         .unwrap();

@@ -29,6 +29,36 @@ pub fn open_bounded(path: &Path, max: u64) -> io::Result<(std::fs::File, std::fs
     Ok((o.file, o.meta))
 }
 
+/// Opens `name` in the held directory `dir` (the directory `dir_path`, for messages)
+/// for reading, as [`open_untrusted`] would: non-blocking, not a symbolic link
+/// (`O_NOFOLLOW`), then checked on the descriptor to be a regular file of at most `max`
+/// bytes owned by `owner` (the symbol index's entries, `index/`).
+pub fn open_in_dir(
+    dir: &std::fs::File,
+    dir_path: &Path,
+    name: &str,
+    max: u64,
+    owner: u32,
+) -> io::Result<(std::fs::File, std::fs::Metadata)> {
+    use rustix::fs::{Mode, OFlags};
+    let flags =
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let file = match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(e) if e == rustix::io::Errno::LOOP => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a symbolic link (not followed)",
+            ))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let meta = file.metadata()?;
+    let path = dir_path.join(name);
+    profkit_untrusted::check(&path, &meta, &Policy::regular().max_bytes(max).owner(owner))?;
+    Ok((file, meta))
+}
+
 /// Reads the regular file `path` whole, if [`open_bounded`] accepts it.
 pub fn read_regular(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     let (f, m) = open_bounded(path, max)?;

@@ -10,6 +10,7 @@ use crate::cache::{Cache, CacheStats, Loaded};
 use crate::demangle::display_name;
 use crate::elf::{hex, ElfImage, LoadConfig};
 use crate::error::Error;
+use crate::index::IndexStore;
 use crate::kallsyms::Kallsyms;
 use crate::perfmap::PerfMap;
 use crate::table::SymbolTable;
@@ -111,7 +112,10 @@ impl Builder {
         self.intern(key, || {
             let e = table.entry(index);
             SymbolInfo {
-                name: display_name(&e.name, demangle),
+                name: match table.shown(index) {
+                    Some(shown) if demangle => shown.to_owned(),
+                    _ => display_name(&e.name, demangle),
+                },
                 raw_name: e.name.to_string(),
                 start: e.start,
                 size: e.size(),
@@ -187,9 +191,13 @@ impl Symbolizer {
                 }
             }
         }
+        let index = opts
+            .index_cache
+            .clone()
+            .map(|o| IndexStore::new(o, opts.demangle));
         Ok(Symbolizer {
             opts,
-            cache: Cache::default(),
+            cache: Cache::new(index),
             kernel: OnceLock::new(),
             perf_maps: Mutex::default(),
             vdso: OnceLock::new(),
@@ -204,6 +212,14 @@ impl Symbolizer {
     /// How much parsing the cache has saved so far.
     pub fn cache_stats(&self) -> CacheStats {
         self.cache.stats()
+    }
+
+    /// With [`SymbolizerOptions::index_cache`]: why the index directory is not used, if
+    /// it is not (not owned by the effective uid, writable by group or others, a link, or
+    /// it could not be made), to be said once per report. Looks at the directory (making
+    /// it) if no symbolization has yet.
+    pub fn index_cache_warning(&self) -> Option<String> {
+        self.cache.index()?.refused().map(str::to_owned)
     }
 
     /// Symbolizes every request, one rayon task per binary. Results are in request order.

@@ -61,6 +61,9 @@ impl Entry {
 pub(crate) struct SymbolTable {
     entries: Vec<Entry>,
     max_end: Vec<u64>,
+    /// The names to show when demangling is on, one per entry, when they were
+    /// demangled ahead (a symbol index's); else the raw names are demangled when shown.
+    shown: Option<Vec<Box<str>>>,
 }
 
 impl SymbolTable {
@@ -88,13 +91,25 @@ impl SymbolTable {
                 origin: c.origin,
             });
         }
-        let mut max_end = Vec::with_capacity(n);
+        Self::from_sorted(entries, None)
+    }
+
+    /// A table of entries already built (sorted by start, one per start), with their
+    /// names to show when demangling is on (`shown`, one per entry) if known.
+    pub fn from_sorted(entries: Vec<Entry>, shown: Option<Vec<Box<str>>>) -> Self {
+        debug_assert!(entries.windows(2).all(|w| w[0].start < w[1].start));
+        debug_assert!(shown.as_ref().is_none_or(|s| s.len() == entries.len()));
+        let mut max_end = Vec::with_capacity(entries.len());
         let mut running = 0u64;
         for e in &entries {
             running = running.max(e.end);
             max_end.push(running);
         }
-        SymbolTable { entries, max_end }
+        SymbolTable {
+            entries,
+            max_end,
+            shown,
+        }
     }
 
     /// The index of the innermost entry containing `addr`.
@@ -115,6 +130,16 @@ impl SymbolTable {
     /// The entry at `index` (from [`SymbolTable::lookup`]).
     pub fn entry(&self, index: usize) -> &Entry {
         &self.entries[index]
+    }
+
+    /// The demangled name of entry `index`, when it was demangled ahead.
+    pub fn shown(&self, index: usize) -> Option<&str> {
+        self.shown.as_ref().and_then(|s| s.get(index)).map(|s| &**s)
+    }
+
+    /// Every entry, in start order.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
     }
 
     pub fn len(&self) -> usize {

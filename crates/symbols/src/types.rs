@@ -3,6 +3,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::index::IndexCacheOptions;
+
 /// What a cookie names, and so what a sample offset means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -215,6 +217,14 @@ pub struct SymbolizerOptions {
     /// Directories searched for a file of the same name when the recorded path is missing or
     /// changed; a candidate is used only if it has the recorded build-id.
     pub search_dirs: Vec<PathBuf>,
+    /// A symbol index kept across reports ([`IndexCacheOptions`]; e.g. in
+    /// [`IndexCacheOptions::default_dir`]): the first symbolization that reads an ELF64
+    /// binary's function table by range (its own, or a stripped binary's debug file's)
+    /// writes the whole table, demangled, as one checksummed entry for that very file
+    /// (build-id and `fstat` identity); later ones binary-search the entry instead of
+    /// streaming the symbol tables and demangling. The answers are the same as without.
+    /// Default: none (nothing written).
+    pub index_cache: Option<IndexCacheOptions>,
 }
 
 impl Default for SymbolizerOptions {
@@ -228,6 +238,7 @@ impl Default for SymbolizerOptions {
             debuginfod_cache: None,
             sysroot: None,
             search_dirs: Vec::new(),
+            index_cache: None,
         }
     }
 }

@@ -5,6 +5,7 @@ mod claims;
 mod current_exe;
 mod debuginfod_cache;
 mod elf;
+mod index;
 mod kernel;
 mod mangled;
 mod perf_map;

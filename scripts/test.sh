@@ -26,6 +26,12 @@ fi
 # and read no cache of the user's; the debuginfod tests set their own.
 export DEBUGINFOD_URLS=
 export DEBUGINFOD_CACHE_PATH="$PWD/${CARGO_TARGET_DIR:-target}/tmp/debuginfod-none"
+# The reports' symbol indexes (issue 32) go to a fresh directory of this
+# run, shared by every test (reports at once share it as users' do), not
+# to the user's ~/.cache.
+export XDG_CACHE_HOME="$PWD/${CARGO_TARGET_DIR:-target}/tmp/xdg-cache"
+rm -rf "$XDG_CACHE_HOME"
+mkdir -p -m 0700 "$XDG_CACHE_HOME"
 
 # speedscope's npm package, whose dist/release/file-format-schema.json the
 # viewers test validates `--format speedscope` against: fetched once into

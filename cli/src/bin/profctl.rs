@@ -439,7 +439,13 @@ fn export(dir: &DirArg, url: &str, host: Option<&str>, last: bool) -> Result<()>
             profkit_daemon::daemon_state(&dir.session_dir)?,
             profkit_daemon::DaemonState::Running { .. }
         );
-    let sources = profkit_report::SymbolSources::default();
+    // Each rotation meets the same binaries: their symbol indexes make the
+    // later parts' exports cheap.
+    let sources = profkit_report::SymbolSources {
+        index_cache: profkit_report::IndexCacheOptions::default_dir()
+            .map(profkit_report::IndexCacheOptions::new),
+        ..profkit_report::SymbolSources::default()
+    };
     let done = profkit_report::fleet::export_session(
         &client,
         &dir.session_dir,

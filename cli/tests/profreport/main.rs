@@ -25,6 +25,7 @@ mod offcpu_live;
 mod parts;
 mod rotation;
 mod script;
+mod symindex;
 mod times;
 mod util;
 mod viewers;

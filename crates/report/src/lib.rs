@@ -307,6 +307,8 @@ pub use model::{
 };
 pub use naming::debuginfod::{Debuginfod, DebuginfodOutcome};
 pub use options::{AnnotateOptions, OffCpuMode, ReportOptions, SymbolSources};
+/// Where [`SymbolSources::index_cache`] keeps binaries' symbol indexes.
+pub use profkit_symbols::IndexCacheOptions;
 pub use render::{
     flat_rows, format_utc, printable, render, render_colored, write_csv, write_json, write_text,
     Format, Printable, NO_SYMBOLS, UNKNOWN_SYMBOL,

@@ -205,4 +205,9 @@ pub struct SymbolSources {
     /// binaries by build-id, and what the local files leave unnamed is
     /// fetched from its servers (unless it is offline).
     pub debuginfod: Option<crate::Debuginfod>,
+    /// Where binaries' symbol indexes are kept and read
+    /// (`profkit_symbols::IndexCacheOptions`: made by the first report that
+    /// needs a binary's symbols, binary-searched by the next; `None`: every
+    /// report reads the symbol tables, and nothing is written).
+    pub index_cache: Option<profkit_symbols::IndexCacheOptions>,
 }

@@ -355,6 +355,13 @@ pub(super) struct Opt {
     /// before (its cache) are still used.
     #[arg(long)]
     offline: bool,
+    /// Read every binary's symbol tables, as if for the first time: neither use nor write the
+    /// symbol indexes kept in $XDG_CACHE_HOME/profkit/symbols (~/.cache/profkit/symbols).
+    #[arg(long)]
+    no_cache: bool,
+    /// The symbol indexes' total size (512M, 2G); the oldest are deleted past it [default: 1G].
+    #[arg(long, value_name = "SIZE", value_parser = profkit_live::parse_size, conflicts_with = "no_cache")]
+    cache_size: Option<u64>,
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
@@ -548,6 +555,7 @@ pub(super) fn validate(opt: Opt) -> Result<Config, String> {
             search_dirs: opt.search_dirs,
             debug_dirs: opt.debug_dirs,
             debuginfod: Some(debuginfod(opt.offline)?),
+            index_cache: index_cache(opt.no_cache, opt.cache_size),
         },
         format,
         stream,
@@ -555,6 +563,23 @@ pub(super) fn validate(opt: Opt) -> Result<Config, String> {
         progress: !opt.no_progress,
         verbose: opt.verbose,
     })
+}
+
+/// Where symbol indexes are kept (none with `--no-cache`, or without a
+/// home or XDG cache directory).
+pub(super) fn index_cache(
+    no_cache: bool,
+    size: Option<u64>,
+) -> Option<profkit_report::IndexCacheOptions> {
+    if no_cache {
+        return None;
+    }
+    let mut c =
+        profkit_report::IndexCacheOptions::new(profkit_report::IndexCacheOptions::default_dir()?);
+    if let Some(s) = size {
+        c.max_bytes = s;
+    }
+    Some(c)
 }
 
 /// The report's debuginfod client, configured as elfutils' is (the

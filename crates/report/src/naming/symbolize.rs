@@ -308,8 +308,19 @@ pub(crate) fn symbolize(
         };
         // What the local files leave unnamed is fetched and symbolized again.
         let other_requests = sources.debuginfod.as_ref().map(|_| other.clone());
+        let index_note = std::sync::Mutex::new(None);
         let (kernel_done, other_done) = rayon::join(
-            || run_group(kernel_cfg, kernel, false, false, &jit, progress),
+            || {
+                run_group(
+                    kernel_cfg,
+                    kernel,
+                    false,
+                    false,
+                    &jit,
+                    progress,
+                    &index_note,
+                )
+            },
             || {
                 run_group(
                     Ok(other_cfg.clone()),
@@ -318,6 +329,7 @@ pub(crate) fn symbolize(
                     inline,
                     &jit,
                     progress,
+                    &index_note,
                 )
             },
         );
@@ -338,9 +350,15 @@ pub(crate) fn symbolize(
                         inline,
                         &jit,
                         progress,
+                        &index_note,
                     )
                 },
             )?;
+        }
+        if let Some(w) = index_note.into_inner().ok().flatten() {
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
         }
         for (cookie, resolved) in kernel_done?.into_iter().chain(other_done) {
             for w in &resolved.result.warnings {
@@ -449,6 +467,7 @@ pub(crate) fn symbolizer_options(
             .collect(),
         sysroot: sources.sysroot.clone(),
         search_dirs: sources.search_dirs.clone(),
+        index_cache: sources.index_cache.clone(),
     }
 }
 
@@ -522,6 +541,7 @@ fn run_group(
     inline: bool,
     jit: &JitNaming<'_>,
     progress: &dyn Progress,
+    index_note: &std::sync::Mutex<Option<String>>,
 ) -> Result<Vec<(Cookie, Resolved)>> {
     if group.is_empty() {
         return Ok(Vec::new());
@@ -532,6 +552,11 @@ fn run_group(
         .map(|(c, r, o)| ((c, r.clone()), (r, o)))
         .unzip();
     let results = sym.symbolize_all(reqs);
+    if let Some(w) = sym.index_cache_warning() {
+        if let Ok(mut n) = index_note.lock() {
+            *n = Some(w);
+        }
+    }
     progress.advance(keys.len() as u64);
     let mut out = Vec::with_capacity(keys.len());
     for ((cookie, req), result) in keys.into_iter().zip(results) {

@@ -3,10 +3,14 @@
 # `cargo build --release` of a scratch crate with a few dependencies from the
 # local registry cache (rustc, librustc_driver, libLLVM, cc, the linker),
 # recorded system-wide with call graphs by both tools at once
-# (profctl start -a -g -F 4000, perf record -a -g -e cpu-clock -F 4000).
-#  1. reports: profreport -l, -c and --format flamegraph against
-#     perf report --sort dso,sym -g none and perf report -g (median wall of
-#     BENCH_RUNS runs, largest peak RSS), ratios beside the targets;
+# (profctl start -a -g -F 4000, perf record -a -g -e cpu-clock -F 4000),
+# and again without -g (a flat recording).
+#  1. reports: profreport -l of the flat recording (without symbol indexes,
+#     cold: an empty index cache each run, warm) against perf report --sort
+#     dso,sym -g none; -c and --format flamegraph of the -g one against
+#     perf report -g (median wall of BENCH_RUNS runs, largest peak RSS),
+#     ratios beside issue 32's targets; with BENCH_PROFILE=1 also where
+#     profreport -l spends its time, profiled by profkit (folded stacks);
 #  2. session size: the whole session directory per sample (kallsyms copy and
 #     all), against perf.data, and for two recordings without -g of both CPUs
 #     busy (shares pinned) for 8 s and BENCH_LONG_SECONDS;
@@ -161,64 +165,104 @@ step="resolving the scratch crate's dependencies offline (from ~/.cargo/registry
 (cd "$crate" && cargo generate-lockfile --offline --quiet && cargo fetch --offline --quiet)
 ncrates=$(grep -c '^name = ' "$crate/Cargo.lock")
 
-step="recording the scratch build with profctl and perf"
-rec=$work/rec
-mkdir -p "$rec"
-"$P" start -a -g -F 4000 --session-dir "$rec/pk" >/dev/null
-pk_open=$rec/pk
-"$PERF" record -a -g -e cpu-clock -F 4000 --no-buildid --no-bpf-event -o "$rec/perf.data" \
-    >"$rec/perf.log" 2>&1 &
-perf_pid=$!
-for _ in $(seq 100); do # perf is live once it has written its header
-    [ -s "$rec/perf.data" ] && break
-    kill -0 "$perf_pid" 2>/dev/null || { cat "$rec/perf.log" >&2; die "perf record exited early"; }
-    sleep 0.1
-done
-sleep 0.5
-step="building the scratch crate under both profilers (cargo build --release --offline)"
-b0=$(date +%s%N)
-(cd "$crate" && CARGO_TARGET_DIR="$rec/target" cargo build --release --offline --quiet)
-b1=$(date +%s%N)
-step="stopping profctl"
-pk_stop=$("$P" stop --session-dir "$rec/pk" 2>&1) || { echo "$pk_stop" >&2; die "profctl stop failed"; }
-pk_open=""
-step="stopping perf record"
-kill -INT "$perf_pid"
-rc=0
-wait "$perf_pid" || rc=$?
-perf_pid=""
-if { [ "$rc" -ne 0 ] && [ "$rc" -ne 130 ]; } || ! grep -q 'Captured and wrote' "$rec/perf.log"; then
-    cat "$rec/perf.log" >&2
-    die "perf record failed (exit $rc)"
-fi
-step="counting samples"
-read -r pk_n pk_lost <<<"$(echo "$pk_stop" | pk_summary_samples)"
-read -r perf_n perf_lost <<<"$(perf_samples "$rec/perf.data")"
-[ "${pk_n:-0}" -gt 0 ] || { echo "$pk_stop" >&2; die "no profkit sample count in profctl stop's summary"; }
-[ "$perf_n" -gt 0 ] || die "perf.data holds no samples"
+# record_build NAME FLAGS...: the scratch crate built (cargo build --release)
+# under `profctl start -a FLAGS` and `perf record -a FLAGS` at once, into
+# $work/NAME/pk and $work/NAME/perf.data; sets pk_n pk_lost perf_n perf_lost
+# build_s and pk_stop.
+record_build() {
+    local name=$1 rec b0 b1 rc
+    shift
+    rec=$work/$name
+    mkdir -p "$rec"
+    step="recording the scratch build with profctl and perf ($name: $*)"
+    "$P" start -a "$@" -F 4000 --session-dir "$rec/pk" >/dev/null
+    pk_open=$rec/pk
+    "$PERF" record -a "$@" -e cpu-clock -F 4000 --no-buildid --no-bpf-event -o "$rec/perf.data" \
+        >"$rec/perf.log" 2>&1 &
+    perf_pid=$!
+    for _ in $(seq 100); do # perf is live once it has written its header
+        [ -s "$rec/perf.data" ] && break
+        kill -0 "$perf_pid" 2>/dev/null || { cat "$rec/perf.log" >&2; die "perf record exited early"; }
+        sleep 0.1
+    done
+    sleep 0.5
+    step="building the scratch crate under both profilers ($name, cargo build --release --offline)"
+    b0=$(date +%s%N)
+    (cd "$crate" && CARGO_TARGET_DIR="$rec/target" cargo build --release --offline --quiet)
+    b1=$(date +%s%N)
+    build_s=$(awk -v a="$b0" -v b="$b1" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
+    step="stopping profctl"
+    pk_stop=$("$P" stop --session-dir "$rec/pk" 2>&1) || { echo "$pk_stop" >&2; die "profctl stop failed"; }
+    pk_open=""
+    step="stopping perf record"
+    kill -INT "$perf_pid"
+    rc=0
+    wait "$perf_pid" || rc=$?
+    perf_pid=""
+    if { [ "$rc" -ne 0 ] && [ "$rc" -ne 130 ]; } || ! grep -q 'Captured and wrote' "$rec/perf.log"; then
+        cat "$rec/perf.log" >&2
+        die "perf record failed (exit $rc)"
+    fi
+    rm -rf "$rec/target"
+    step="counting samples"
+    read -r pk_n pk_lost <<<"$(echo "$pk_stop" | pk_summary_samples)"
+    read -r perf_n perf_lost <<<"$(perf_samples "$rec/perf.data")"
+    [ "${pk_n:-0}" -gt 0 ] || { echo "$pk_stop" >&2; die "no profkit sample count in profctl stop's summary"; }
+    [ "$perf_n" -gt 0 ] || die "perf.data holds no samples"
+    echo "$name: the build took $build_s s wall under both profilers, system-wide, ${*:-flat}, cpu-clock 4000 Hz;" \
+        "profkit $pk_n samples ($pk_lost lost), perf $perf_n samples ($perf_lost lost)$(differ "$pk_n" "$perf_n")"
+    echo "$pk_stop" | grep -i 'warning' || true
+}
+
 echo
 echo "-- reports: cargo build --release of a scratch crate ($ncrates crates: anyhow, clap, regex, serde, serde_json and their deps)"
-echo "build: $(awk -v a="$b0" -v b="$b1" 'BEGIN { printf "%.1f", (b - a) / 1e9 }') s wall under both profilers, system-wide, -g, cpu-clock 4000 Hz"
-echo "recorded: profkit $pk_n samples ($pk_lost lost), perf $perf_n samples ($perf_lost lost)$(differ "$pk_n" "$perf_n")"
-echo "$pk_stop" | grep -i 'warning' || true
-
+record_build flat
+record_build rec -g
+rec=$work/rec
 step="timing the reports"
-bench pk_l "$R" --session-dir "$rec/pk" -l
-bench perf_l "$PERF" report -i "$rec/perf.data" --stdio --sort dso,sym -g none
-bench pk_c "$R" --session-dir "$rec/pk" -c
-bench pk_fg "$R" --session-dir "$rec/pk" --format flamegraph
+flat=$work/flat
+cache=$work/xdg-cache
+# Symbol indexes (issue 32): cold runs each start from an empty cache (its
+# removal and a bash are timed too: a few ms), warm runs find every
+# binary's index (made by the warm-up run), --no-cache reads every symbol
+# table as every report did before.
+bench pk_l_none env XDG_CACHE_HOME="$cache" "$R" --session-dir "$flat/pk" -l --no-cache
+bench pk_l_cold bash -c 'rm -rf "$1"; XDG_CACHE_HOME=$1 exec "${@:2}"' cold "$cache" "$R" --session-dir "$flat/pk" -l
+bench pk_l env XDG_CACHE_HOME="$cache" "$R" --session-dir "$flat/pk" -l
+bench perf_l "$PERF" report -i "$flat/perf.data" --stdio --sort dso,sym -g none
+bench pk_c env XDG_CACHE_HOME="$cache" "$R" --session-dir "$rec/pk" -c
+bench pk_c_none env XDG_CACHE_HOME="$cache" "$R" --session-dir "$rec/pk" -c --no-cache
+bench pk_fg env XDG_CACHE_HOME="$cache" "$R" --session-dir "$rec/pk" --format flamegraph
 bench perf_g "$PERF" report -i "$rec/perf.data" --stdio -g
 echo "(wall: median of $BENCH_RUNS runs after a warm-up run; RSS: the largest)"
 row command "wall (s)" "RSS (MiB)"
-row "profreport -l" "${W[pk_l]}" "${M[pk_l]}"
-row "perf report --stdio --sort dso,sym -g none" "${W[perf_l]}" "${M[perf_l]}"
-row "profreport -c" "${W[pk_c]}" "${M[pk_c]}"
-row "profreport --format flamegraph" "${W[pk_fg]}" "${M[pk_fg]}"
-row "perf report --stdio -g" "${W[perf_g]}" "${M[perf_g]}"
+row "flat: profreport -l --no-cache (symbol tables read)" "${W[pk_l_none]}" "${M[pk_l_none]}"
+row "flat: profreport -l, cold (empty index cache)" "${W[pk_l_cold]}" "${M[pk_l_cold]}"
+row "flat: profreport -l, warm (every index made)" "${W[pk_l]}" "${M[pk_l]}"
+row "flat: perf report --stdio --sort dso,sym -g none" "${W[perf_l]}" "${M[perf_l]}"
+row "-g: profreport -c, warm" "${W[pk_c]}" "${M[pk_c]}"
+row "-g: profreport -c --no-cache" "${W[pk_c_none]}" "${M[pk_c_none]}"
+row "-g: profreport --format flamegraph, warm" "${W[pk_fg]}" "${M[pk_fg]}"
+row "-g: perf report --stdio -g" "${W[perf_g]}" "${M[perf_g]}"
 echo "ratios (perf wall / profkit wall, profkit RSS / perf RSS):"
-printf '%-44s %s\n' "profreport -l vs perf --sort dso,sym -g none" "$(verdict pk_l perf_l 10 1/4)"
-printf '%-44s %s\n' "profreport -c vs perf report -g" "$(verdict pk_c perf_g 5 1/3)"
-printf '%-44s %s\n' "profreport flamegraph vs perf report -g" "$(verdict pk_fg perf_g 5 1/3)"
+printf '%-44s %s\n' "profreport -l cold vs perf -g none" "$(verdict pk_l_cold perf_l 10 1/4)"
+printf '%-44s %s\n' "profreport -l warm vs perf -g none" "$(verdict pk_l perf_l 20 1/8)"
+printf '%-44s %s\n' "profreport -c warm vs perf report -g" "$(verdict pk_c perf_g 40 1/3)"
+printf '%-44s %s\n' "profreport flamegraph warm vs perf report -g" "$(verdict pk_fg perf_g 40 1/3)"
+if [ -n "${BENCH_PROFILE:-}" ]; then
+    # Where profreport -l spends its time, by profkit itself (DWARF stacks,
+    # folded; the heaviest 25 lines), without and with the indexes.
+    for mode in none warm; do
+        step="profiling profreport -l ($mode)"
+        extra=()
+        [ "$mode" = none ] && extra=(--no-cache)
+        (cd "$work" && XDG_CACHE_HOME=$cache "$P" record --call-graph dwarf -F 4000 --session-dir "prof-$mode" -- \
+            "$R" --session-dir "$flat/pk" -l "${extra[@]}" >/dev/null 2>&1)
+        echo "profile of profreport -l ($mode): the heaviest folded stacks"
+        "$R" --session-dir "$work/prof-$mode" --format collapsed 2>/dev/null | sort -t' ' -k2 -n -r | head -25 |
+            sed 's/^/    /'
+    done
+fi
 
 # ---------------------------------------------------------------- 2. session size
 step="session size"
@@ -229,7 +273,6 @@ size_row() { printf '%-40s %9s %11s %9s %15s %13s %s\n' "$@"; }
 size_row recording samples "dir bytes" "B/sample" "session.pkl B/s" "perf.data B/s"
 size_row "cargo build, -g, 4000 Hz, -a" "$pk_n" "$(bytes "$rec/pk")" "$(per "$(bytes "$rec/pk")" "$pk_n")" \
     "$(per "$(stat -c %s "$rec/pk/session.pkl")" "$pk_n")" "$(per "$(stat -c %s "$rec/perf.data")" "$perf_n")"
-rm -rf "$rec/target"
 for size_spec in "$SHORT:7" "$LONG:3"; do
     IFS=: read -r secs goal <<<"$size_spec"
     step="recording ${secs} s without -g (shares pinned on both CPUs)"

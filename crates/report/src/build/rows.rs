@@ -351,10 +351,7 @@ pub(crate) fn sort_and_cut(
     inclusive: bool,
     below: &mut usize,
 ) {
-    rows.sort_by(|a, b| compare(a, b, opts.sort, inclusive));
-    if opts.reverse {
-        rows.reverse();
-    }
+    // Cut first: only what is printed is sorted.
     if opts.threshold > 0.0 {
         let before = rows.len();
         rows.retain(|r| {
@@ -366,6 +363,10 @@ pub(crate) fn sort_and_cut(
             p >= opts.threshold
         });
         *below += before - rows.len();
+    }
+    rows.sort_by(|a, b| compare(a, b, opts.sort, inclusive));
+    if opts.reverse {
+        rows.reverse();
     }
     for r in rows.iter_mut() {
         if !r.children.is_empty() {

@@ -259,8 +259,10 @@ if [ -n "${BENCH_PROFILE:-}" ]; then
         (cd "$work" && XDG_CACHE_HOME=$cache "$P" record --call-graph dwarf -F 4000 --session-dir "prof-$mode" -- \
             "$R" --session-dir "$flat/pk" -l "${extra[@]}" >/dev/null 2>&1)
         echo "profile of profreport -l ($mode): the heaviest folded stacks"
-        "$R" --session-dir "$work/prof-$mode" --format collapsed 2>/dev/null | sort -t' ' -k2 -n -r | head -25 |
-            sed 's/^/    /'
+        # awk reads to the end: no SIGPIPE for sort under pipefail.
+        "$R" --session-dir "$work/prof-$mode" --format collapsed 2>/dev/null |
+            awk '{ n = $NF; $NF = ""; s[$0] += n } END { for (k in s) print s[k], k }' |
+            sort -n -r | awk 'NR <= 25 { print "    " $0 }'
     done
 fi
 

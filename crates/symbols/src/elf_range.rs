@@ -694,15 +694,9 @@ fn build_indexed(
         any_function,
         debug: ds,
     } = full;
-    // Demangled once, here, for every report after.
-    let shown: Option<Vec<Box<str>>> = store.demangle.then(|| {
-        use rayon::prelude::*;
-        symbols
-            .entries()
-            .par_iter()
-            .map(|e| crate::demangle::display_name(&e.name, true).into_boxed_str())
-            .collect()
-    });
+    // Raw names only: a report demangles the names it shows (a few
+    // hundred), never a whole table (libLLVM's 100,000 C++ names cost more
+    // than the rest of a cold report).
     let bytes = ds.identity().ok().and_then(|debug_id| {
         let facts = Facts {
             binary: Identity::of(meta),
@@ -710,21 +704,17 @@ fn build_indexed(
             stripped,
             any_function,
             debug: debug_id,
-            demangled: store.demangle,
+            demangled: false,
         };
         let list: Vec<index::format::Symbol<'_>> = symbols
             .entries()
             .iter()
-            .enumerate()
-            .map(|(i, e)| {
-                let shown = shown.as_ref().map(|s| &*s[i]);
-                index::format::Symbol {
-                    start: e.start,
-                    end: e.end,
-                    raw: &e.name,
-                    shown: shown.filter(|&s| s != &*e.name),
-                    origin: e.origin,
-                }
+            .map(|e| index::format::Symbol {
+                start: e.start,
+                end: e.end,
+                raw: &e.name,
+                shown: None,
+                origin: e.origin,
             })
             .collect();
         index::format::encode(&facts, &list)
@@ -732,7 +722,7 @@ fn build_indexed(
     store.write(name, bytes.as_deref());
     drop(bytes);
     // The whole table answers every offset as the table read for them would.
-    let symbols = SymbolTable::from_sorted(symbols.entries().to_vec(), shown);
+    let symbols = SymbolTable::from_sorted(symbols.entries().to_vec(), None);
     let sparse_note = (stripped && ds.found.is_none())
         .then(|| crate::elf::stripped_note(path, h.build_id.as_deref(), !any_function, cfg));
     Ok(Some(ElfImage {
@@ -790,7 +780,12 @@ fn image_from_index(
         build_id: h.build_id.clone(),
         relocatable: false,
         segments: h.segments.clone(),
-        symbols: SymbolTable::from_sorted(entries, demangle.then_some(shown)),
+        // Names demangled ahead (an entry written so) are used; raw ones
+        // are demangled when shown, as without the index.
+        symbols: SymbolTable::from_sorted(
+            entries,
+            (demangle && index.facts.demangled).then_some(shown),
+        ),
         debug_file: ds.found.as_ref().map(|d| d.path.clone()),
         sparse_note,
         notes: Vec::new(),

@@ -31,7 +31,7 @@
 //! - a parse cache so a report with `--debug-info` reuses each parsed binary, and one rayon
 //!   task per binary;
 //! - the symbol index ([`SymbolizerOptions::index_cache`], [`IndexCacheOptions`]): each
-//!   ELF64 binary's whole function table, demangled, written once to a cache directory as
+//!   ELF64 binary's whole function table (raw names), written once to a cache directory as
 //!   one checksummed entry for that very file, and binary-searched by later reports.
 //!
 //! # Design constraints
@@ -53,11 +53,11 @@
 //!   Such a table answers only for the offsets it was read for, so it is not cached;
 //!   each binary is one request per report. With a symbol index (issue 32, `index/`) the
 //!   first report instead reads the binary's whole table once (one pass over each symbol
-//!   table, its string table whole), demangles every name and writes it as an entry;
-//!   later reports read the entry's head (37 bytes a symbol) and the names of the symbols
-//!   hit, and demangle nothing: Rust's libLLVM with 20,000 sampled offsets, 78 ms
-//!   without, 10 ms warm (0.6 s once, to build its 54 MB entry; `examples/index_bench.rs`).
-//!   The answers are the ones without the index, entry for entry.
+//!   table, its string table whole) and writes it as an entry of raw names; later reports
+//!   read the entry's head (37 bytes a symbol) and the names of the symbols hit, and
+//!   demangle those only, when shown (demangling a whole table, libLLVM's 100,000 C++
+//!   names, cost a cold report more than the rest of it). The answers are the ones
+//!   without the index, entry for entry; `examples/index_bench.rs` times it.
 //!   An entry is used only for the file it was made from (build-id and `fstat` identity,
 //!   after the checks above), only if it is ours and intact; see `index/mod.rs`. With `--debug-info` the DWARF is read by
 //!   range too, as addr2line asks for it (`dwarf_reader.rs`: a lazy `gimli::Reader` over a

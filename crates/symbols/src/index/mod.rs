@@ -1,4 +1,4 @@
-//! The symbol index: each binary's whole function table, read and demangled once, kept in
+//! The symbol index: each binary's whole function table, read once, kept in
 //! a cache directory so that later reports of the same file binary-search it instead of
 //! streaming its symbol tables and demangling (issue 32).
 //!
@@ -47,8 +47,8 @@ pub struct IndexCacheOptions {
     /// At most this many bytes of entries: after a write the oldest entries (by mtime,
     /// which a read refreshes) are deleted until the rest fit, and an entry larger than
     /// this is not written (so built again by the next report: entries are about 37
-    /// bytes a function plus its raw and demangled names, 0.2 MB for libc, 33 MB for
-    /// librustc_driver, 54 MB for Rust's libLLVM).
+    /// bytes a function plus its raw name: a few hundred KB for libc, tens of MB for
+    /// librustc_driver and Rust's libLLVM).
     pub max_bytes: u64,
 }
 
@@ -182,7 +182,8 @@ impl IndexStore {
     }
 
     /// Reads the entry `name` and checks it is the one for the file of identity `id` and
-    /// build-id `build_id`, with demangled names if they are wanted.
+    /// build-id `build_id` (raw names serve demangled reports too: the names shown are
+    /// demangled then).
     pub fn read(&self, name: &str, id: &Identity, build_id: Option<&[u8]>) -> Found {
         let Ok(dir) = self.dir() else {
             return Found::Miss;
@@ -213,7 +214,7 @@ impl IndexStore {
             Err(_) => return reject(),
         };
         let f = &index.facts;
-        if f.binary != *id || f.build_id.as_deref() != build_id || (self.demangle && !f.demangled) {
+        if f.binary != *id || f.build_id.as_deref() != build_id {
             return reject();
         }
         Found::Hit(Box::new(index))

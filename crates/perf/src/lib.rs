@@ -68,6 +68,7 @@ mod cgroup;
 mod config;
 mod encode;
 mod error;
+mod plan;
 mod record;
 mod ring;
 mod sampler;
@@ -78,13 +79,18 @@ pub use cgroup::{
     CGROUP2_SUPER_MAGIC,
 };
 pub use config::{
-    format_cpu_list, online_cpus, parse_cpu_list, EventSpec, Rate, SamplerConfig, Target,
-    DEFAULT_DATA_PAGES, KNOWN_EVENTS, MAX_USER_STACK,
+    format_cpu_list, online_cpus, online_cpus_in, parse_cpu_list, CpuTopology, EventSpec, Rate,
+    SamplerConfig, Target, DEFAULT_DATA_PAGES, KNOWN_EVENTS, MAX_USER_STACK, SYSFS_CPU_DIR,
 };
 pub use encode::{SampleParts, UserParts};
 pub use error::{
     explain_mmap_error, explain_open_error, monotonic_ns, page_size, read_sysctl, Error,
     OpenContext, Result,
+};
+pub use plan::{
+    ring_plan, LockLimit, RingMode, RingNeed, RingPlan, RingReason, DEFAULT_MLOCK_KB,
+    DWARF_SAMPLE_OVERHEAD, FLAT_SAMPLE_BYTES, FP_FRAMES, MAX_RING_BYTES, MIN_DRAIN_MS,
+    ROOT_LOCK_BUDGET,
 };
 pub use record::{
     kind, misc, Callchain, Comm, FileId, Layout, Mmap, ParseError, RawRecord, Record, Sample,

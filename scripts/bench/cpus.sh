@@ -8,14 +8,14 @@
 #   cpus N MODE: round MS ms (p99 MS), CPU% of one core, RSS +MiB, B/sample; ...
 #
 # Usage: scripts/bench/cpus.sh [N ...]   (CPU counts; 2 16 64 256 by default)
-# Knobs: CPUS_MODES ("flat fp dwarf idle churn"), PROFKIT_CPUS_SECONDS
+# Knobs: CPUS_MODES ("flat fp dwarf idle churn quiet"), PROFKIT_CPUS_SECONDS
 # (simulated seconds per case, 10), PROFKIT_CPUS_RATE (Hz per CPU, 4000).
 # See crates/sync/benches/cpus.rs for what each figure is.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 counts=("$@")
 [ ${#counts[@]} -gt 0 ] || counts=(2 16 64 256)
-modes=${CPUS_MODES:-flat fp dwarf idle churn}
+modes=${CPUS_MODES:-flat fp dwarf idle churn quiet}
 cargo bench --quiet -p profkit-sync --bench cpus --no-run 2>/dev/null
 for mode in $modes; do
     for n in "${counts[@]}"; do

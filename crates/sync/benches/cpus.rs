@@ -29,8 +29,9 @@
 //! call chains, the sync bench's call-graph stream), `dwarf` (8 KiB user
 //! stacks, the gdb-recorded stack of testdata/unwind unwound for every
 //! sample), `idle` (a quarter of the CPUs busy, flat; the others one
-//! kernel sample a second), `churn` (flat, and each CPU starts a process
-//! with 6 mappings every 100 ms, which exits 100 ms later).
+//! kernel sample a second, as a halted CPU gives a PMU event), `churn`
+//! (flat, and each CPU starts a process with 6 mappings every 100 ms,
+//! which exits 100 ms later), `quiet` (every CPU idle so).
 //!
 //! Run: `scripts/bench.sh cpus`, or one case per process:
 //! `PROFKIT_CPUS_CASES=256:flat cargo bench -p profkit-sync --bench cpus`.
@@ -56,9 +57,17 @@ enum Mode {
     Dwarf,
     Idle,
     Churn,
+    Quiet,
 }
 
-const MODES: [Mode; 5] = [Mode::Flat, Mode::Fp, Mode::Dwarf, Mode::Idle, Mode::Churn];
+const MODES: [Mode; 6] = [
+    Mode::Flat,
+    Mode::Fp,
+    Mode::Dwarf,
+    Mode::Idle,
+    Mode::Churn,
+    Mode::Quiet,
+];
 
 impl Mode {
     fn name(self) -> &'static str {
@@ -68,6 +77,7 @@ impl Mode {
             Mode::Dwarf => "dwarf",
             Mode::Idle => "idle",
             Mode::Churn => "churn",
+            Mode::Quiet => "quiet",
         }
     }
 
@@ -184,7 +194,11 @@ impl Gen {
     }
 
     fn busy(&self, cpu: usize) -> bool {
-        self.mode != Mode::Idle || cpu % 4 == 0
+        match self.mode {
+            Mode::Idle => cpu % 4 == 0,
+            Mode::Quiet => false,
+            _ => true,
+        }
     }
 
     /// Pushes `count` samples of CPU `cpu`, spread over `span` ns from
@@ -242,7 +256,7 @@ impl Gen {
                 }
                 self.flat(ring, cpu, n, time)
             }
-            Mode::Flat | Mode::Idle => self.flat(ring, cpu, n, time),
+            Mode::Flat | Mode::Idle | Mode::Quiet => self.flat(ring, cpu, n, time),
         }
     }
 

@@ -9,7 +9,8 @@
 #
 # Usage: scripts/bench/cpus.sh [N ...]   (CPU counts; 2 16 64 256 by default)
 # Knobs: CPUS_MODES ("flat fp dwarf idle churn quiet"), PROFKIT_CPUS_SECONDS
-# (simulated seconds per case, 10), PROFKIT_CPUS_RATE (Hz per CPU, 4000).
+# (simulated seconds per case, 10), PROFKIT_CPUS_RATE (Hz per CPU, 4000),
+# PROFKIT_CPUS_BUDGET_MIB (locked-memory budget, 512).
 # See crates/sync/benches/cpus.rs for what each figure is.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

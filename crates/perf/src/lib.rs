@@ -11,6 +11,14 @@
 //! - [`Sampler`]: one event per online CPU (per CPU and process with
 //!   `-p`), opened disabled and enabled together, each with its own mmap
 //!   ring ([`PerfRing`]); lost counts read back with `PERF_FORMAT_LOST`.
+//! - [`ring_plan`]: how large each CPU's ring is ([`RingPlan`]), from
+//!   the CPUs, the rate, what a sample carries ([`RingMode`]) and the
+//!   locked-memory limit ([`LockLimit`]: `perf_event_mlock_kb` per CPU, or
+//!   [`ROOT_LOCK_BUDGET`] for a user the kernel does not limit); a plan
+//!   that would drain more often than every [`MIN_DRAIN_MS`] is refused
+//!   with what to raise.
+//! - [`CpuTopology`], [`online_cpus_in`]: the CPUs sysfs lists, under a
+//!   root a test can fake (`online`, `possible`).
 //! - [`RecordRing`]: the consumer API shared by [`PerfRing`] and
 //!   [`SimRing`], handing out whole records and advancing the tail only past
 //!   what the caller consumed.

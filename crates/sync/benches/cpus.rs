@@ -37,7 +37,9 @@
 //! `PROFKIT_CPUS_CASES=256:flat cargo bench -p profkit-sync --bench cpus`.
 //! Knobs: `PROFKIT_CPUS_CASES` (`N:MODE,...`; every N of 2, 16, 64, 256
 //! with every mode by default), `PROFKIT_CPUS_SECONDS` (simulated seconds
-//! per case, 10), `PROFKIT_CPUS_RATE` (Hz per CPU, 4000).
+//! per case, 10), `PROFKIT_CPUS_RATE` (Hz per CPU, 4000),
+//! `PROFKIT_CPUS_BUDGET_MIB` (the locked-memory budget planned within,
+//! root's 512 MiB by default).
 
 use common::{kernel_maps, mmaps, recorded_stack, CallGraphStream, Rng, KTEXT};
 use profkit_eventlog::{EventConfigDesc, SessionHeader};
@@ -484,7 +486,7 @@ fn run(cpus: u32, mode: Mode, rate: u64, plan: &RingPlan, seconds: f64) -> Outco
     let line = format!(
         "cpus {cpus} {name}: round {:.2} ms (p99 {:.2}), {:.2}% of one core (writer {:.2}%), \
          RSS +{:.1} MiB, {:.2} B/sample; {} samples/round, {} rounds of {:.1} ms, rings {} KiB \
-         (loss if a round > {:.0} ms), lost {lost} of {received}",
+         ({:.1} MiB locked; loss if a round > {:.0} ms), lost {lost} of {received}",
         percentile(&sorted, 0.5),
         percentile(&sorted, 0.99),
         cpu.as_secs_f64() * 100.0 / sim_s,
@@ -495,6 +497,7 @@ fn run(cpus: u32, mode: Mode, rate: u64, plan: &RingPlan, seconds: f64) -> Outco
         rounds,
         interval_ns as f64 / 1e6,
         ring_bytes / 1024,
+        plan.locked_bytes() as f64 / (1u64 << 20) as f64,
         plan.loss_after_round_ms(),
     );
     Outcome { line }
@@ -509,6 +512,9 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10.0);
+    let budget_mib: Option<u64> = std::env::var("PROFKIT_CPUS_BUDGET_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok());
     let cases: Vec<(u32, Mode)> = match std::env::var("PROFKIT_CPUS_CASES") {
         Ok(list) => list
             .split(',')
@@ -536,7 +542,7 @@ fn main() {
             page_size: profkit_perf::page_size(),
         };
         let limit = LockLimit::Budget {
-            bytes: ROOT_LOCK_BUDGET,
+            bytes: budget_mib.map_or(ROOT_LOCK_BUDGET, |m| m << 20),
         };
         let (rate, plan) = match ring_plan(need(rate), limit) {
             Ok(p) => (rate, p),

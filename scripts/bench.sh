@@ -5,6 +5,8 @@
 #                               with the date and commit to docs/PERFORMANCE.md
 #   scripts/bench.sh report     profreport against perf report on the same workload
 #   scripts/bench.sh NAME ...   runs scripts/bench/NAME.sh (overhead, record, realsys, ...)
+#   scripts/bench.sh cpus       many CPUs by simulation (2 to 256 SimRings through the
+#                               real recorder): round time, CPU share, RSS, bytes/sample
 #
 # `report` records testdata/workloads/shares.c (`shares pinned`: both CPUs
 # busy in two functions) once under `perf record` and once under
@@ -24,7 +26,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 usage() {
-    sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 }
 

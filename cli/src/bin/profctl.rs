@@ -10,7 +10,7 @@ use profkit_daemon::{
 };
 use profkit_live::{
     control, finalize_dead, parse_keep, parse_size, perf_is_usage, run_daemon, BudgetLimit,
-    CallGraph, DwarfRing, ExtrasSources, PartsConfig, Rate, RecordRun, Rotate, StartConfig,
+    CallGraph, ExtrasSources, PartsConfig, Rate, RecordRun, RingChoice, Rotate, StartConfig,
     Summary, DEFAULT_FREQUENCY, SYSTEM_DEBUG_DIR,
 };
 use profkit_perf::parse_cpu_list;
@@ -68,8 +68,9 @@ struct StartArgs {
     /// Milliseconds between sync rounds.
     #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(10..=60000))]
     sync_interval: u64,
-    /// Data pages per CPU ring (power of two) [default: 128; with --call-graph
-    /// dwarf, room for two sync intervals of samples, at most 64 MiB].
+    /// Data pages per CPU ring (power of two) [default: room for two sync
+    /// intervals of samples, at least 128 pages, at most 64 MiB, within the
+    /// locked-memory limit shared by the CPUs (root: 512 MiB); said at start].
     #[arg(long, value_name = "N")]
     buffer_pages: Option<usize>,
     /// Data pages of each CPU's off-CPU ring (power of two) [default: 4x
@@ -230,25 +231,16 @@ fn call_graph(s: &str) -> Result<CallGraph, String> {
 
 /// The domain configuration of `start`/`record`: everything the daemon
 /// child needs, validated here where the user sees the message; and the
-/// ring chosen for DWARF call graphs when `--buffer-pages` is not given.
+/// rings chosen when `--buffer-pages` is not given.
 fn start_config(
     a: &StartArgs,
     pid_override: Option<u32>,
-) -> Result<(StartConfig, Option<DwarfRing>)> {
+) -> Result<(StartConfig, Option<RingChoice>)> {
     let call_graph = CallGraph::resolve(a.callgraph, a.call_graph)?;
     let rate = match (a.freq, a.period) {
         (_, Some(p)) => Rate::Period(p),
         (Some(f), None) => Rate::Frequency(f),
         (None, None) => Rate::Frequency(DEFAULT_FREQUENCY),
-    };
-    let ring = match (a.buffer_pages, call_graph) {
-        (None, Some(CallGraph::Dwarf { stack_size })) => Some(DwarfRing::choose(
-            rate,
-            a.sync_interval,
-            stack_size,
-            profkit_perf::page_size(),
-        )),
-        _ => None,
     };
     let mut c = StartConfig {
         session_dir: a.dir.session_dir.clone(),
@@ -261,10 +253,7 @@ fn start_config(
         callgraph: call_graph.is_some() || a.off_cpu,
         user_stack: call_graph.map_or(0, CallGraph::user_stack),
         sync_interval_ms: a.sync_interval,
-        buffer_pages: a
-            .buffer_pages
-            .or(ring.map(|r| r.pages))
-            .unwrap_or(profkit_perf::DEFAULT_DATA_PAGES),
+        buffer_pages: a.buffer_pages.unwrap_or(profkit_perf::DEFAULT_DATA_PAGES),
         user_only: a.user_only,
         kernel_only: a.kernel_only,
         enable_on_exec: a.enable_on_exec,
@@ -287,6 +276,13 @@ fn start_config(
         c.enable_on_exec = true;
     }
     c.sampler_config()?;
+    let ring = match a.buffer_pages {
+        None => Some(RingChoice::for_start(&c)?),
+        Some(_) => None,
+    };
+    if let Some(r) = &ring {
+        c.buffer_pages = r.pages();
+    }
     Ok((c, ring))
 }
 
@@ -346,9 +342,7 @@ fn prepare(a: &StartArgs, pid_override: Option<u32>) -> Result<StartConfig> {
     }
     let note = match (c.probe(), ring) {
         (Err(e), Some(r)) if e.is_locked_memory() => {
-            let mlock_kb = profkit_perf::read_sysctl("kernel.perf_event_mlock_kb")
-                .and_then(|kb| u64::try_from(kb).ok());
-            return Err(anyhow::Error::new(e).context(r.mlock_advice(mlock_kb)));
+            return Err(anyhow::Error::new(e).context(r.kernel_refused()));
         }
         (probed, _) => probed?,
     };

@@ -1,9 +1,9 @@
 //! Call-graph modes (`-g`, `--call-graph fp|dwarf[,SIZE]`, perf's
-//! syntax) and the ring a DWARF call graph needs.
+//! syntax) and the rings a session gets ([`RingChoice`]).
 
-use crate::config::{Rate, DEFAULT_FREQUENCY};
+use crate::config::{Rate, StartConfig, DEFAULT_FREQUENCY};
 use crate::error::{Error, Result};
-use profkit_perf::{DEFAULT_DATA_PAGES, MAX_USER_STACK};
+use profkit_perf::{ring_plan, LockLimit, RingMode, RingNeed, RingPlan, MAX_USER_STACK};
 use std::fmt;
 
 /// How call graphs are recorded.
@@ -25,15 +25,6 @@ pub enum CallGraph {
 
 /// The stack bytes copied per sample by `--call-graph dwarf` (as perf).
 pub const DEFAULT_DWARF_STACK: u32 = 8192;
-
-/// What a sample carries besides its stack copy in a DWARF call graph
-/// (header, ids, time, registers, kernel callchain), rounded up: the
-/// ring-size estimate's per-sample overhead.
-pub const DWARF_SAMPLE_OVERHEAD: u64 = 160;
-
-/// The largest ring [`DwarfRing::choose`] picks per CPU: 64 MiB (it is
-/// locked memory, on every CPU).
-pub const MAX_DWARF_RING_BYTES: u64 = 64 << 20;
 
 impl CallGraph {
     /// Parses a `--call-graph` value: `fp`, `dwarf` (8192 bytes of stack)
@@ -141,153 +132,98 @@ fn stack_size(text: &str) -> Result<u32> {
     Ok(n as u32)
 }
 
-/// The ring chosen per CPU for DWARF call graphs when `--buffer-pages` is
-/// not given: room for two sync intervals of samples, each its stack copy
-/// plus [`DWARF_SAMPLE_OVERHEAD`] bytes, in a power of two of pages, at
-/// least [`DEFAULT_DATA_PAGES`] and otherwise at most
-/// [`MAX_DWARF_RING_BYTES`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DwarfRing {
-    /// Data pages per CPU (a power of two).
-    pub pages: usize,
-    /// The page size the pages are counted in.
-    pub page_size: usize,
-    /// Bytes of user stack per sample.
-    pub stack_size: u32,
-    /// Samples per second per CPU the ring is sized for.
-    pub frequency: u64,
-    /// The rate is a period (`-c`): `frequency` is the default rate,
+/// The rings chosen at start when `--buffer-pages` is not given
+/// ([`profkit_perf::ring_plan`]): from the CPUs opened, the rate (with a
+/// period, `-c`, [`DEFAULT_FREQUENCY`] is assumed), what a sample carries
+/// (flat, frame pointers, DWARF with its stack copy) and this user's
+/// locked-memory limit. Its `Display` is the line `start` says.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RingChoice {
+    /// The plan.
+    pub plan: RingPlan,
+    /// The rate is a period (`-c`): the plan's rate is the default rate,
     /// assumed.
     pub frequency_assumed: bool,
-    /// Milliseconds between sync rounds.
-    pub sync_interval_ms: u64,
-    /// Two sync intervals of samples need more than
-    /// [`MAX_DWARF_RING_BYTES`]: the ring is that cap, and may fill.
-    pub capped: bool,
 }
 
-impl DwarfRing {
-    /// The ring for `stack_size`-byte stacks at `rate` with a sync round
-    /// every `sync_interval_ms` ms; with a period (`-c`) the rate is
-    /// assumed to be [`DEFAULT_FREQUENCY`].
-    pub fn choose(rate: Rate, sync_interval_ms: u64, stack_size: u32, page_size: usize) -> Self {
-        let (frequency, frequency_assumed) = match rate {
+impl RingChoice {
+    /// The rings for `config` on this machine: its CPUs (`-C`, or every
+    /// online one), rate and layout, within this process's locked-memory
+    /// limit ([`LockLimit::of_process`]).
+    pub fn for_start(config: &StartConfig) -> Result<Self> {
+        let online = profkit_perf::online_cpus()?.len();
+        let online = u32::try_from(online).unwrap_or(u32::MAX);
+        Self::for_start_within(config, LockLimit::of_process(online))
+    }
+
+    /// [`RingChoice::for_start`] within `limit`.
+    pub fn for_start_within(config: &StartConfig, limit: LockLimit) -> Result<Self> {
+        let sampler = config.sampler_config()?;
+        let cpus = u32::try_from(sampler.cpu_list()?.len()).unwrap_or(u32::MAX);
+        Self::choose(
+            config.rate,
+            config.sync_interval_ms,
+            RingMode::of(sampler.layout()),
+            cpus,
+            limit,
+            profkit_perf::page_size(),
+        )
+    }
+
+    /// The rings for `cpus` CPUs sampled at `rate`, `mode` samples, a
+    /// round every `sync_interval_ms`, within `limit`; refused
+    /// ([`profkit_perf::Error::LockedMemory`]) with what to raise or lower.
+    pub fn choose(
+        rate: Rate,
+        sync_interval_ms: u64,
+        mode: RingMode,
+        cpus: u32,
+        limit: LockLimit,
+        page_size: usize,
+    ) -> Result<Self> {
+        let (rate_hz, frequency_assumed) = match rate {
             Rate::Frequency(f) => (f, false),
             Rate::Period(_) => (DEFAULT_FREQUENCY, true),
         };
-        let page = page_size.max(1) as u128;
-        let bytes = 2
-            * u128::from(frequency)
-            * u128::from(sync_interval_ms)
-            * (u128::from(stack_size) + u128::from(DWARF_SAMPLE_OVERHEAD))
-            / 1000;
-        let need = bytes.div_ceil(page).max(1);
-        let max = max_pages(page_size);
-        let capped = need > max as u128;
-        let pages = (need.min(max as u128) as usize)
-            .next_power_of_two()
-            .max(DEFAULT_DATA_PAGES);
-        DwarfRing {
-            pages,
-            page_size,
-            stack_size,
-            frequency,
-            frequency_assumed,
+        let need = RingNeed {
+            cpus,
+            rate_hz,
+            mode,
             sync_interval_ms,
-            capped,
-        }
-    }
-
-    /// The ring's data bytes per CPU.
-    pub fn bytes(&self) -> u64 {
-        self.pages as u64 * self.page_size as u64
-    }
-
-    /// The highest rate whose samples over two sync intervals fit in
-    /// `pages` pages (0 if not even one sample a second does).
-    pub fn frequency_fitting(&self, pages: usize) -> u64 {
-        let per_interval = 2
-            * u128::from(self.sync_interval_ms)
-            * (u128::from(self.stack_size) + u128::from(DWARF_SAMPLE_OVERHEAD));
-        let room = pages as u128 * self.page_size as u128 * 1000;
-        (room / per_interval.max(1)).min(u128::from(u64::MAX)) as u64
-    }
-
-    /// What to do when this ring cannot be locked in memory (a user
-    /// without root, `CAP_IPC_LOCK` or `perf_event_paranoid` -1 may lock
-    /// `kernel.perf_event_mlock_kb`, given as `mlock_kb`, per CPU): the
-    /// largest ring within that allowance and a rate it holds.
-    pub fn mlock_advice(&self, mlock_kb: Option<u64>) -> String {
-        let allowance = match mlock_kb {
-            Some(kb) => format!("kernel.perf_event_mlock_kb is {kb} KiB per CPU"),
-            None => "kernel.perf_event_mlock_kb could not be read".to_owned(),
+            page_size,
         };
-        // The allowance covers the ring's control page too.
-        let fit = mlock_kb
-            .map(|kb| (kb.saturating_mul(1024) / self.page_size.max(1) as u64).saturating_sub(1))
-            .filter(|&p| p > 0)
-            .map(|p| 1usize << (63 - p.leading_zeros()).min(16));
-        let example = match fit {
-            Some(pages) => match self.frequency_fitting(pages) {
-                0 => format!(
-                    "e.g. --buffer-pages {pages} with a smaller --call-graph dwarf,SIZE and -F"
-                ),
-                f => format!("e.g. --buffer-pages {pages} -F {f}"),
-            },
-            None => "a smaller --buffer-pages and a lower -F".to_owned(),
-        };
+        Ok(RingChoice {
+            plan: ring_plan(need, limit)?,
+            frequency_assumed,
+        })
+    }
+
+    /// Data pages per ring.
+    pub fn pages(&self) -> usize {
+        self.plan.pages
+    }
+
+    /// What to say when the kernel refused these rings all the same: the
+    /// plan counted on the whole allowance, which this user's other rings
+    /// (another profkit or perf) share.
+    pub fn kernel_refused(&self) -> String {
         format!(
-            "dwarf call graphs: the {} ring per CPU chosen for {}-byte stacks at {} Hz is more \
-             memory than this user may lock ({allowance} without root or CAP_IPC_LOCK): run as \
-             root, or choose a ring that fits and a rate it holds, {example}",
-            size_text(self.bytes()),
-            self.stack_size,
-            self.frequency
+            "the kernel refused the {}; this user's other perf rings (another profkit or perf \
+             session) share {}: stop them, or give a smaller --buffer-pages",
+            self.plan, self.plan.limit
         )
     }
 }
 
-/// `dwarf call graphs: 16 MiB ring per CPU (4096 pages) for 8192-byte
-/// stacks at 4000 Hz`, and when the rate was assumed or the ring capped,
-/// what that means.
-impl fmt::Display for DwarfRing {
+/// `rings of 16 MiB × 2 CPUs = 32.0 MiB locked, because ...`, and when
+/// the rate was assumed, that.
+impl fmt::Display for RingChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "dwarf call graphs: {} ring per CPU ({} pages) for {}-byte stacks at {} Hz",
-            size_text(self.bytes()),
-            self.pages,
-            self.stack_size,
-            self.frequency
-        )?;
+        write!(f, "{}", self.plan)?;
         if self.frequency_assumed {
-            f.write_str(" (assumed: -c gives a period, not a rate)")?;
-        }
-        if self.capped {
-            write!(
-                f,
-                "; that is the {} cap, less than two sync rounds of samples need: if samples \
-                 are lost, lower -F or --sync-interval, or copy less with dwarf,SIZE",
-                size_text(MAX_DWARF_RING_BYTES)
-            )?;
+            f.write_str(" (the rate is assumed: -c gives a period, not a rate)")?;
         }
         Ok(())
-    }
-}
-
-/// The most pages [`DwarfRing::choose`] picks: [`MAX_DWARF_RING_BYTES`]
-/// in pages (a power of two), and at most the perf layer's 65536.
-fn max_pages(page_size: usize) -> usize {
-    let pages = (MAX_DWARF_RING_BYTES / page_size.max(1) as u64).clamp(1, 1 << 16);
-    1 << (63 - pages.leading_zeros())
-}
-
-/// `16 MiB`, `512 KiB`.
-fn size_text(bytes: u64) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
-        format!("{} MiB", bytes >> 20)
-    } else {
-        format!("{} KiB", bytes.div_ceil(1024))
     }
 }
 
@@ -393,94 +329,97 @@ mod tests {
         );
     }
 
+    const ROOT: LockLimit = LockLimit::Budget {
+        bytes: profkit_perf::ROOT_LOCK_BUDGET,
+    };
+
     #[test]
-    fn the_dwarf_ring_holds_two_sync_intervals() {
-        // 2 × 4000 × 0.25 × (8192 + 160) / 4096 = 4078.1 → 4096 pages.
-        let r = DwarfRing::choose(Rate::Frequency(4000), 250, 8192, 4096);
-        assert_eq!((r.pages, r.bytes(), r.capped), (4096, 16 << 20, false));
+    fn the_rings_said_at_start() {
+        let dwarf = RingMode::Dwarf { stack_bytes: 8192 };
+        let r = RingChoice::choose(Rate::Frequency(4000), 250, dwarf, 2, ROOT, 4096).unwrap();
+        assert_eq!((r.pages(), r.frequency_assumed), (4096, false));
         assert_eq!(
             r.to_string(),
-            "dwarf call graphs: 16 MiB ring per CPU (4096 pages) for 8192-byte stacks at 4000 Hz"
+            "rings of 16 MiB × 2 CPUs = 32.0 MiB locked, because dwarf,8192 samples (8352 \
+             bytes each) at 4000 Hz fill a 16 MiB ring in 502.2 ms, two 250 ms sync intervals \
+             or more, within profkit's budget of 512 MiB for a user the kernel does not limit"
         );
-        // Exactly 4096 pages (2 × 2048 × 1 s × 4096 bytes), and 8 bytes
-        // more per sample: the next power of two.
-        let r = DwarfRing::choose(Rate::Frequency(2048), 1000, 4096 - 160, 4096);
-        assert_eq!(r.pages, 4096);
-        let r = DwarfRing::choose(Rate::Frequency(2048), 1000, 4096 - 152, 4096);
-        assert_eq!(r.pages, 8192);
-        let r = DwarfRing::choose(Rate::Frequency(4000), 500, 8192, 4096);
-        assert_eq!(r.pages, 8192); // 8156.3 pages
-                                   // Low rates keep the default ring.
-        let r = DwarfRing::choose(Rate::Frequency(10), 250, 8192, 4096);
-        assert_eq!(r.pages, DEFAULT_DATA_PAGES);
-        assert_eq!(
-            r.to_string(),
-            "dwarf call graphs: 512 KiB ring per CPU (128 pages) for 8192-byte stacks at 10 Hz"
-        );
-        let r = DwarfRing::choose(Rate::Frequency(100), 250, 8192, 4096);
-        assert_eq!(r.pages, 128); // 102 pages
-        let r = DwarfRing::choose(Rate::Frequency(200), 250, 8192, 4096);
-        assert_eq!(r.pages, 256); // 204 pages
-                                  // Other page sizes count the same bytes.
-        let r = DwarfRing::choose(Rate::Frequency(4000), 250, 8192, 65536);
-        assert_eq!((r.pages, r.bytes()), (256, 16 << 20));
-    }
-
-    #[test]
-    fn a_period_assumes_the_default_rate() {
-        let r = DwarfRing::choose(Rate::Period(100_000), 250, 8192, 4096);
-        assert_eq!(
-            (r.frequency, r.frequency_assumed, r.pages),
-            (4000, true, 4096)
-        );
-        assert!(r.to_string().contains("at 4000 Hz (assumed: -c"), "{r}");
-    }
-
-    #[test]
-    fn the_dwarf_ring_is_capped_at_64_mib() {
-        let r = DwarfRing::choose(Rate::Frequency(4000), 250, 65528, 4096);
-        assert_eq!((r.pages, r.bytes(), r.capped), (16384, 64 << 20, true));
-        assert!(r.to_string().contains("64 MiB cap"), "{r}");
-        // No overflow at absurd rates.
-        let r = DwarfRing::choose(Rate::Frequency(u64::MAX), 60_000, MAX_USER_STACK, 4096);
-        assert_eq!((r.pages, r.capped), (16384, true));
-        // Never below the default ring, even where that is above the cap
-        // (1 MiB pages).
-        let r = DwarfRing::choose(Rate::Frequency(4000), 250, 8192, 1 << 20);
-        assert_eq!((r.pages, r.bytes()), (DEFAULT_DATA_PAGES, 128 << 20));
-        assert_eq!(max_pages(4096), 16384);
-        assert_eq!(max_pages(16384), 4096);
-        assert_eq!(max_pages(1), 1 << 16);
-    }
-
-    #[test]
-    fn mlock_advice_names_a_ring_within_the_allowance_and_a_rate_it_holds() {
-        let r = DwarfRing::choose(Rate::Frequency(4000), 250, 8192, 4096);
-        // 516 KiB = 129 pages: the control page and 128 data pages; 128
-        // pages hold 2 × 0.25 s × 125 Hz × 8352 bytes.
-        assert_eq!(r.frequency_fitting(128), 125);
-        assert_eq!(r.frequency_fitting(r.pages), 4017);
-        let a = r.mlock_advice(Some(516));
+        // A period: the default rate assumed, and said.
+        let r = RingChoice::choose(Rate::Period(100_000), 250, dwarf, 2, ROOT, 4096).unwrap();
+        assert_eq!((r.plan.need.rate_hz, r.frequency_assumed), (4000, true));
         assert!(
-            a.contains("16 MiB ring per CPU chosen for 8192-byte stacks at 4000 Hz")
-                && a.contains("kernel.perf_event_mlock_kb is 516 KiB per CPU")
-                && a.contains("run as root")
-                && a.ends_with("e.g. --buffer-pages 128 -F 125"),
-            "{a}"
+            r.to_string()
+                .ends_with("(the rate is assumed: -c gives a period, not a rate)"),
+            "{r}"
         );
+        // Without call graphs, on 256 CPUs: the default rings.
+        let r = RingChoice::choose(Rate::Frequency(4000), 250, RingMode::Flat, 256, ROOT, 4096)
+            .unwrap();
+        assert_eq!(r.pages(), profkit_perf::DEFAULT_DATA_PAGES);
         assert!(r
-            .mlock_advice(Some(2052))
-            .ends_with("--buffer-pages 512 -F 502"));
-        let a = r.mlock_advice(None);
+            .to_string()
+            .starts_with("rings of 512 KiB × 256 CPUs = 129 MiB locked"));
+        // The sync interval counts: 1 s rounds want four times the ring.
+        let r = RingChoice::choose(Rate::Frequency(4000), 1000, dwarf, 2, ROOT, 4096).unwrap();
+        assert_eq!(r.pages(), 16384);
+    }
+
+    #[test]
+    fn rings_past_the_allowance_are_refused_with_what_fits() {
+        let dwarf = RingMode::Dwarf { stack_bytes: 8192 };
+        let mlock = LockLimit::Mlock {
+            kb_per_cpu: 516,
+            online_cpus: 2,
+        };
+        let e = RingChoice::choose(Rate::Frequency(4000), 250, dwarf, 2, mlock, 4096).unwrap_err();
+        assert!(!e.is_usage());
+        let e = e.to_string();
         assert!(
-            a.contains("could not be read")
-                && a.ends_with("a smaller --buffer-pages and a lower -F"),
-            "{a}"
+            e.contains("kernel.perf_event_mlock_kb = 516 KiB per CPU allows rings of 512 KiB")
+                && e.contains("raise kernel.perf_event_mlock_kb to 2052")
+                && e.contains("lower -F to 1255"),
+            "{e}"
         );
-        assert!(r.mlock_advice(Some(4)).ends_with("a lower -F"));
-        let big = DwarfRing::choose(Rate::Frequency(4000), 60_000, MAX_USER_STACK, 4096);
-        assert!(big
-            .mlock_advice(Some(8))
-            .ends_with("--buffer-pages 1 with a smaller --call-graph dwarf,SIZE and -F"));
+        let r = RingChoice::choose(Rate::Frequency(1255), 250, dwarf, 2, mlock, 4096).unwrap();
+        assert_eq!(r.pages(), 128);
+        assert!(r
+            .kernel_refused()
+            .starts_with("the kernel refused the rings of 512 KiB × 2 CPUs"));
+    }
+
+    #[test]
+    fn the_rings_of_a_start_configuration() {
+        let mut c = StartConfig {
+            cgroups: false,
+            cgroup: None,
+            session_dir: "profkit_data".into(),
+            event: "cpu-clock".into(),
+            rate: Rate::Frequency(DEFAULT_FREQUENCY),
+            pids: vec![],
+            cpus: None,
+            callgraph: true,
+            user_stack: 8192,
+            sync_interval_ms: 250,
+            buffer_pages: profkit_perf::DEFAULT_DATA_PAGES,
+            user_only: false,
+            kernel_only: false,
+            enable_on_exec: false,
+            parts: Default::default(),
+            disk_budget: None,
+            off_cpu: false,
+            off_cpu_pages: None,
+            export: None,
+        };
+        let r = RingChoice::for_start_within(&c, ROOT).unwrap();
+        let online = profkit_perf::online_cpus().unwrap().len() as u32;
+        assert_eq!(r.plan.need.cpus, online);
+        assert_eq!(r.plan.need.mode, RingMode::Dwarf { stack_bytes: 8192 });
+        c.cpus = Some(vec![0]);
+        c.user_stack = 0;
+        let r = RingChoice::for_start_within(&c, ROOT).unwrap();
+        assert_eq!(
+            (r.plan.need.cpus, r.plan.need.mode),
+            (1, RingMode::FramePointers)
+        );
     }
 }

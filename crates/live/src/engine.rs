@@ -321,6 +321,10 @@ impl<S: WakeSource> LiveEngine<S> {
         let Some(dir) = self.session.parent().map(Path::to_path_buf) else {
             return Vec::new();
         };
+        // The recorder counts the rounds written; the part's file holds its
+        // header too (all of it right after a rotation).
+        let current_bytes =
+            std::fs::metadata(&self.session).map_or(current_bytes, |m| m.len().max(current_bytes));
         let r = apply_retention(&dir, &self.parts_rules(), current_bytes);
         self.budget
             .set_parts(r.closed_bytes().saturating_add(current_bytes));

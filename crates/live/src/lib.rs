@@ -7,8 +7,9 @@
 //!   daemon process as one JSON argument (paths as bytes: a non-UTF-8
 //!   session directory arrives unchanged).
 //! - [`CallGraph`]: `-g` and `--call-graph fp|dwarf[,SIZE]` (perf's
-//!   syntax), and [`DwarfRing`], the ring a DWARF call graph gets when
-//!   `--buffer-pages` is not given.
+//!   syntax), and [`RingChoice`], the rings a session gets when
+//!   `--buffer-pages` is not given (`profkit_perf::ring_plan` for its
+//!   CPUs, rate, call graphs and locked-memory limit), said at start.
 //! - [`LiveEngine`]: `profkit-sync`'s [`Recorder`](profkit_sync::Recorder)
 //!   behind `profkit-daemon`'s [`Engine`](profkit_daemon::Engine), generic
 //!   over the ring source ([`WakeSource`]: the live `Sampler`, or
@@ -114,9 +115,7 @@ pub use budget::{
     BudgetLimit, DiskBudget, DiskSummary, Refusal, DEFAULT_BUDGET_MAX, DEFAULT_BUDGET_PERCENT,
     NAMED_REFUSALS,
 };
-pub use callgraph::{
-    CallGraph, DwarfRing, DEFAULT_DWARF_STACK, DWARF_SAMPLE_OVERHEAD, MAX_DWARF_RING_BYTES,
-};
+pub use callgraph::{CallGraph, RingChoice, DEFAULT_DWARF_STACK};
 pub use config::{Rate, StartConfig, DEFAULT_FREQUENCY};
 pub use engine::{
     run_daemon, run_daemon_exporting, run_daemon_with, LiveEngine, ReservedSink, WakeSource,

@@ -2,6 +2,7 @@
 
 use crate::error::{read_sysctl, Error, Result};
 use perf_event_open_sys::bindings as b;
+use std::path::Path;
 
 /// A parsed event name: the `type`/`config` pair of `perf_event_attr`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -251,8 +252,15 @@ impl SamplerConfig {
         }
     }
 
-    /// Checks everything that can be checked without opening an event.
+    /// Checks everything that can be checked without opening an event
+    /// (a `-C` list against this machine's CPUs).
     pub fn validate(&self) -> Result<()> {
+        self.validate_in(Path::new("/"))
+    }
+
+    /// [`SamplerConfig::validate`] with the CPU lists read under
+    /// `sysfs_root` (`/` for this machine): tests give a fake topology.
+    pub fn validate_in(&self, sysfs_root: &Path) -> Result<()> {
         match self.rate {
             Rate::Frequency(0) => {
                 return Err(Error::Config("frequency must be at least 1 Hz".into()))
@@ -342,25 +350,26 @@ impl SamplerConfig {
             }
         }
         if let Some(cpus) = &self.cpus {
-            let online = online_cpus().unwrap_or_default();
             if cpus.is_empty() {
                 return Err(Error::Config("empty CPU list".into()));
             }
-            if let Some(c) = cpus.iter().find(|c| !online.contains(c)) {
-                return Err(Error::Config(format!(
-                    "cpu {c} is not online; online CPUs: {}",
-                    format_cpu_list(&online)
-                )));
-            }
+            CpuTopology::read_in(sysfs_root)?.check(cpus)?;
         }
         Ok(())
     }
 
-    /// The CPUs this configuration opens on.
+    /// The CPUs this configuration opens on: `-C`'s list, or every online
+    /// CPU of this machine.
     pub fn cpu_list(&self) -> Result<Vec<u32>> {
+        self.cpu_list_in(Path::new("/"))
+    }
+
+    /// [`SamplerConfig::cpu_list`] with the online list read under
+    /// `sysfs_root`.
+    pub fn cpu_list_in(&self, sysfs_root: &Path) -> Result<Vec<u32>> {
         match &self.cpus {
             Some(c) => Ok(c.clone()),
-            None => online_cpus(),
+            None => online_cpus_in(sysfs_root),
         }
     }
 }
@@ -377,16 +386,138 @@ pub fn format_cpu_list(cpus: &[u32]) -> String {
     profkit_eventlog::format_id_list(cpus)
 }
 
+/// Where the kernel lists its CPUs, under a sysfs root.
+pub const SYSFS_CPU_DIR: &str = "sys/devices/system/cpu";
+
 /// The online CPUs, from `/sys/devices/system/cpu/online`.
 pub fn online_cpus() -> Result<Vec<u32>> {
-    let s = std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .map_err(|e| Error::Config(format!("cannot read /sys/devices/system/cpu/online: {e}")))?;
+    online_cpus_in(Path::new("/"))
+}
+
+/// The online CPUs listed under `sysfs_root` (`/` for this machine;
+/// tests give a directory holding a fake `sys/devices/system/cpu/online`).
+pub fn online_cpus_in(sysfs_root: &Path) -> Result<Vec<u32>> {
+    read_cpu_file(sysfs_root, "online")
+}
+
+fn read_cpu_file(sysfs_root: &Path, name: &str) -> Result<Vec<u32>> {
+    let path = sysfs_root.join(SYSFS_CPU_DIR).join(name);
+    let s = std::fs::read_to_string(&path)
+        .map_err(|e| Error::Config(format!("cannot read {}: {e}", path.display())))?;
     parse_cpu_list(&s)
+}
+
+/// The machine's CPUs as the kernel lists them: those online now (the
+/// ones profkit opens an event on by default) and those that may ever be
+/// (`possible`: online, offline and hot-pluggable), so that a `-C` list
+/// naming an offline CPU and one naming a CPU this machine cannot have
+/// are told apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuTopology {
+    /// `online`, ascending.
+    pub online: Vec<u32>,
+    /// `possible`, ascending (the online list when the kernel has no
+    /// `possible` file).
+    pub possible: Vec<u32>,
+}
+
+impl CpuTopology {
+    /// This machine's CPUs.
+    pub fn read() -> Result<Self> {
+        Self::read_in(Path::new("/"))
+    }
+
+    /// The CPUs listed under `sysfs_root` (see [`online_cpus_in`]).
+    pub fn read_in(sysfs_root: &Path) -> Result<Self> {
+        let online = online_cpus_in(sysfs_root)?;
+        let possible = match read_cpu_file(sysfs_root, "possible") {
+            Ok(p) => p,
+            Err(_) => online.clone(),
+        };
+        Ok(CpuTopology { online, possible })
+    }
+
+    /// Checks a `-C` list: every CPU in it online. The error names the
+    /// first that is not, whether it is offline or not on this machine,
+    /// and the online list.
+    pub fn check(&self, cpus: &[u32]) -> Result<()> {
+        let Some(&c) = cpus.iter().find(|c| self.online.binary_search(c).is_err()) else {
+            return Ok(());
+        };
+        let online = format_cpu_list(&self.online);
+        Err(Error::Config(if self.possible.binary_search(&c).is_ok() {
+            format!("cpu {c} is not online (offline now); online CPUs: {online}")
+        } else {
+            format!(
+                "cpu {c} is not online: this machine has no cpu {c} (possible: {}); online \
+                 CPUs: {online}",
+                format_cpu_list(&self.possible)
+            )
+        }))
+    }
+}
+
+/// A fake sysfs root whose `sys/devices/system/cpu` lists `online` and
+/// (if given) `possible`, in a directory of its own under the temporary
+/// directory (removed by the caller).
+#[cfg(test)]
+pub(crate) fn fake_sysfs(name: &str, online: &str, possible: Option<&str>) -> std::path::PathBuf {
+    let root = std::env::temp_dir().join(format!("profkit-{name}-{}", std::process::id()));
+    let dir = root.join(SYSFS_CPU_DIR);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("online"), format!("{online}\n")).unwrap();
+    if let Some(p) = possible {
+        std::fs::write(dir.join("possible"), format!("{p}\n")).unwrap();
+    }
+    root
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fake_256_cpu_topology_with_an_offline_hole() {
+        let root = fake_sysfs("topology", "0-63,65-255", Some("0-255"));
+        let t = CpuTopology::read_in(&root).unwrap();
+        assert_eq!((t.online.len(), t.possible.len()), (255, 256));
+        assert!(!t.online.contains(&64) && t.online.contains(&255));
+        assert_eq!(online_cpus_in(&root).unwrap(), t.online);
+        // No -C: every online CPU, the hole left out.
+        let mut c = SamplerConfig::new(EventSpec::parse("cpu-clock").unwrap());
+        c.validate_in(&root).unwrap();
+        assert_eq!(c.cpu_list_in(&root).unwrap(), t.online);
+        // -C lists: online ones are kept as given.
+        c.cpus = Some(parse_cpu_list("0-3,128-255").unwrap());
+        c.validate_in(&root).unwrap();
+        assert_eq!(c.cpu_list_in(&root).unwrap().len(), 132);
+        // The hole is offline, 256 is not on this machine at all.
+        c.cpus = Some(parse_cpu_list("60-70").unwrap());
+        assert_eq!(
+            c.validate_in(&root).unwrap_err().to_string(),
+            "invalid sampling configuration: cpu 64 is not online (offline now); online CPUs: \
+             0-63,65-255"
+        );
+        c.cpus = Some(parse_cpu_list("250-300").unwrap());
+        assert_eq!(
+            c.validate_in(&root).unwrap_err().to_string(),
+            "invalid sampling configuration: cpu 256 is not online: this machine has no cpu 256 \
+             (possible: 0-255); online CPUs: 0-63,65-255"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+
+        // Without a `possible` file, the online list stands for it.
+        let root = fake_sysfs("topology-old", "0-255", None);
+        let t = CpuTopology::read_in(&root).unwrap();
+        assert_eq!(t.possible, t.online);
+        std::fs::remove_dir_all(&root).unwrap();
+        // Without sysfs, the path is named.
+        let e = CpuTopology::read_in(&root).unwrap_err().to_string();
+        assert!(e.contains("sys/devices/system/cpu/online"), "{e}");
+        c.cpus = Some(vec![0]);
+        assert!(c.validate_in(&root).is_err());
+        assert!(c.cpu_list_in(&root).is_ok(), "-C needs no sysfs read");
+    }
 
     #[test]
     fn parses_known_raw_and_typed_events() {

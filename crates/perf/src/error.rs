@@ -29,6 +29,21 @@ pub enum Error {
         /// The human explanation: cause and fix.
         message: String,
     },
+    /// The rings the locked-memory limit allows would fill faster than the
+    /// daemon can drain them ([`crate::ring_plan`]); `message` says what to
+    /// raise or lower.
+    #[error("{message}")]
+    LockedMemory {
+        /// CPUs the rings were planned for.
+        cpus: u32,
+        /// Ring bytes per CPU the limit allows.
+        allowed_bytes: u64,
+        /// Ring bytes per CPU that would drain no more often than
+        /// [`crate::MIN_DRAIN_MS`].
+        needed_bytes: u64,
+        /// Cause and fix.
+        message: String,
+    },
     /// An ioctl or read on an event fd failed.
     #[error("{op} on the event for cpu {cpu} failed: {source}")]
     Io {

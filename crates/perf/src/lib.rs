@@ -11,6 +11,14 @@
 //! - [`Sampler`]: one event per online CPU (per CPU and process with
 //!   `-p`), opened disabled and enabled together, each with its own mmap
 //!   ring ([`PerfRing`]); lost counts read back with `PERF_FORMAT_LOST`.
+//! - [`ring_plan`]: how large each CPU's ring is ([`RingPlan`]), from
+//!   the CPUs, the rate, what a sample carries ([`RingMode`]) and the
+//!   locked-memory limit ([`LockLimit`]: `perf_event_mlock_kb` per CPU, or
+//!   [`ROOT_LOCK_BUDGET`] for a user the kernel does not limit); a plan
+//!   that would drain more often than every [`MIN_DRAIN_MS`] is refused
+//!   with what to raise.
+//! - [`CpuTopology`], [`online_cpus_in`]: the CPUs sysfs lists, under a
+//!   root a test can fake (`online`, `possible`).
 //! - [`RecordRing`]: the consumer API shared by [`PerfRing`] and
 //!   [`SimRing`], handing out whole records and advancing the tail only past
 //!   what the caller consumed.
@@ -68,6 +76,7 @@ mod cgroup;
 mod config;
 mod encode;
 mod error;
+mod plan;
 mod record;
 mod ring;
 mod sampler;
@@ -78,13 +87,18 @@ pub use cgroup::{
     CGROUP2_SUPER_MAGIC,
 };
 pub use config::{
-    format_cpu_list, online_cpus, parse_cpu_list, EventSpec, Rate, SamplerConfig, Target,
-    DEFAULT_DATA_PAGES, KNOWN_EVENTS, MAX_USER_STACK,
+    format_cpu_list, online_cpus, online_cpus_in, parse_cpu_list, CpuTopology, EventSpec, Rate,
+    SamplerConfig, Target, DEFAULT_DATA_PAGES, KNOWN_EVENTS, MAX_USER_STACK, SYSFS_CPU_DIR,
 };
 pub use encode::{SampleParts, UserParts};
 pub use error::{
     explain_mmap_error, explain_open_error, monotonic_ns, page_size, read_sysctl, Error,
     OpenContext, Result,
+};
+pub use plan::{
+    ring_plan, LockLimit, RingMode, RingNeed, RingPlan, RingReason, DEFAULT_MLOCK_KB,
+    DWARF_SAMPLE_OVERHEAD, FLAT_SAMPLE_BYTES, FP_FRAMES, MAX_RING_BYTES, MIN_DRAIN_MS,
+    ROOT_LOCK_BUDGET,
 };
 pub use record::{
     kind, misc, Callchain, Comm, FileId, Layout, Mmap, ParseError, RawRecord, Record, Sample,

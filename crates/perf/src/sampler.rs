@@ -626,3 +626,62 @@ fn read_lost(fd: BorrowedFd<'_>) -> io::Result<u64> {
     }
     Ok(buf[1])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The per-CPU open loop over a fake 256-CPU topology with an offline
+    /// CPU (64): one open and one ring per online CPU, in CPU order, each
+    /// ring knowing its CPU. The "events" are a file of a control page and
+    /// one data page (mapped as the kernel's ring would be, and empty).
+    #[test]
+    fn one_ring_per_online_cpu_of_a_fake_256_cpu_topology() {
+        let root = crate::config::fake_sysfs("opens", "0-63,65-255", Some("0-255"));
+        let config = SamplerConfig::new(crate::EventSpec::parse("cpu-clock").unwrap());
+        let cpus = config.cpu_list_in(&root).unwrap();
+        let ring_file = root.join("ring");
+        std::fs::File::create(&ring_file)
+            .unwrap()
+            .set_len(2 * page_size() as u64)
+            .unwrap();
+        let mut opened = Vec::new();
+        let (mut rings, extra) = per_cpu_rings(&cpus, &[-1], 1, |pid, cpu| {
+            opened.push((pid, cpu));
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&ring_file)
+                .map_err(|source| Error::Io {
+                    op: "open a fake ring",
+                    cpu,
+                    source,
+                })?;
+            Ok(OwnedFd::from(f))
+        })
+        .unwrap();
+        assert_eq!(opened.len(), 255);
+        assert!(opened.iter().all(|&(pid, _)| pid == -1));
+        assert!(extra.is_empty());
+        let ring_cpus: Vec<u32> = rings.iter().map(|r| r.cpu()).collect();
+        assert_eq!(ring_cpus, cpus);
+        assert!(!ring_cpus.contains(&64) && ring_cpus[254] == 255);
+        for r in &mut rings {
+            assert_eq!((r.data_size(), r.pending()), (page_size(), 0));
+            assert_eq!(r.read_records(|_| true).records, 0);
+        }
+        // An open failing on one CPU is that CPU's error, not a panic or
+        // a ring short.
+        let e = per_cpu_rings(&cpus, &[-1], 1, |_, cpu| {
+            Err(Error::Io {
+                op: "open",
+                cpu,
+                source: io::Error::from_raw_os_error(libc::ENODEV),
+            })
+        })
+        .unwrap_err();
+        assert!(matches!(e, Error::Io { cpu: 0, .. }), "{e}");
+        drop(rings);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}

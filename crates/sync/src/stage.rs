@@ -16,7 +16,10 @@
 //!  Lost(NoMapping / NoTask) per CPU, then end_round(R)                ─┘
 //! ```
 //!
-//! Only the ring's tail is touched (the kernel keeps writing at the head).
+//! A ring with nothing to read (an idle CPU) adds nothing to the chunk,
+//! not even its `CpuSwitch`: per round, idle CPUs cost a look at their
+//! ring's head. Only the ring's tail is touched (the kernel keeps writing
+//! at the head).
 //! Task, mode and cookie switches are written only when they change (the
 //! encoder tracks them); cookie definitions and thread names are written
 //! lazily, the first time a chunk needs them after a switch, so a session
@@ -300,9 +303,16 @@ impl SyncStage {
         }
     }
 
-    /// Drains one ring completely.
+    /// Drains one ring completely. An empty ring (an idle CPU) writes
+    /// nothing, not even its CPU-switch marker: on 256 CPUs of which most
+    /// are idle, a round costs what the busy ones hold. Its accounting
+    /// exists from its first drain on (the footer lists every CPU).
     pub fn drain<R: RecordRing>(&mut self, ring: &mut R) {
         let cpu = ring.cpu();
+        if ring.pending() == 0 {
+            self.acct(cpu);
+            return;
+        }
         self.begin_cpu(cpu);
         let layout = self.opts.layout;
         let stats = ring.read_records(|raw: RawRecord<'_>| {

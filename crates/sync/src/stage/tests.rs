@@ -683,3 +683,58 @@ fn a_child_renamed_after_fork_keeps_its_name_whatever_the_ring_order() {
         );
     }
 }
+
+/// 256 CPUs of which 4 hold records: the round's chunk has a CPU-switch
+/// marker for those 4 only, each before its CPU's events, and a round of
+/// empty rings writes nothing at all; every CPU is in the accounting.
+#[test]
+fn idle_cpus_write_nothing_in_a_round() {
+    let layout = Layout::default();
+    let mut stage = SyncStage::new(SyncOptions::new(layout));
+    let mut rings: Vec<SimRing> = (0..256).map(|c| SimRing::new(c, 4096, layout)).collect();
+    let busy = [0u32, 64, 128, 255];
+    rings[0].push(&SimRecord::Mmap2 {
+        pid: 10,
+        tid: 10,
+        addr: 0x400000,
+        len: 0x1000,
+        pgoff: 0,
+        ino: 5,
+        build_id: None,
+        prot: 5,
+        filename: "/bin/x".into(),
+        time: 1,
+    });
+    for (i, &c) in busy.iter().enumerate() {
+        rings[c as usize].push(&SimRecord::Sample {
+            ip: 0x400100 + i as u64,
+            pid: 10,
+            tid: 10,
+            time: 2 + i as u64,
+            kernel: false,
+            period: 1,
+            callchain: vec![],
+        });
+    }
+    let chunk = stage.round(&mut rings, 10);
+    assert_eq!(chunk.samples(), 4);
+    let mut switches = Vec::new();
+    let mut cur = None;
+    let mut samples_on = Vec::new();
+    profkit_eventlog::decode_events(&chunk.bytes, |e| match e {
+        Event::CpuSwitch { cpu } => {
+            switches.push(cpu);
+            cur = Some(cpu);
+        }
+        Event::Sample { .. } => samples_on.push(cur),
+        _ => {}
+    })
+    .unwrap();
+    assert_eq!(switches, busy);
+    assert_eq!(samples_on, busy.map(Some));
+    assert_eq!(stage.accounting().len(), 256);
+    // Nothing to read anywhere: nothing written.
+    let chunk = stage.round(&mut rings, 20);
+    assert!(chunk.bytes.is_empty(), "{:?}", chunk.bytes);
+    assert_eq!(stage.accounting().len(), 256);
+}

@@ -117,6 +117,7 @@ pub fn write_flamegraph(
     let h = &report.header;
     let what = match column.and_then(|c| report.columns.get(c)) {
         Some(Column::Cpu(cpu)) => format!(" on CPU {cpu}"),
+        Some(Column::Cpus(a, b)) => format!(" on CPUs {a}-{b}"),
         _ => String::new(),
     };
     let samples: u64 = lines.iter().fold(0, |a, (_, n)| a.saturating_add(*n));

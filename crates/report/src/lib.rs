@@ -311,7 +311,7 @@ pub use options::{AnnotateOptions, OffCpuMode, ReportOptions, SymbolSources};
 pub use profkit_symbols::IndexCacheOptions;
 pub use render::{
     flat_rows, format_utc, printable, render, render_colored, write_csv, write_json, write_text,
-    Format, Printable, NO_SYMBOLS, UNKNOWN_SYMBOL,
+    Format, Printable, NO_SYMBOLS, TEXT_CPU_COLUMNS, UNKNOWN_SYMBOL,
 };
 pub use session::{
     Liveness, Part, Rotation, Session, ARCHIVE_DEBUG_DIR, JIT_DEFINITIONS_AFTER_NS, KALLSYMS_FILE,

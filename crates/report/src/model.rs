@@ -204,6 +204,10 @@ pub enum Column {
     All,
     /// One CPU (`--separate=cpu`).
     Cpu(u32),
+    /// The CPUs from the first to the last (those of the report in that
+    /// range) added up: `--separate=cpu` on more CPUs than
+    /// [`crate::ReportOptions::cpu_columns`].
+    Cpus(u32, u32),
 }
 
 /// Which optional columns rows carry (not a record layout: that is

@@ -73,6 +73,13 @@ pub struct ReportOptions {
     /// nanoseconds, at its switch-out's (cookie, offset) and stack. Needs a
     /// session recorded with `profctl start --off-cpu`.
     pub off_cpu: Option<OffCpuMode>,
+    /// With `--separate=cpu`: at most this many CPU columns; past it the
+    /// CPUs (in order) are added up in contiguous ranges
+    /// ([`crate::Column::Cpus`]) of equal count, and a warning says so.
+    /// `None`: one column per CPU. For text: JSON and CSV name one CPU
+    /// per record, so they keep every CPU (`profreport` sets it for text
+    /// only).
+    pub cpu_columns: Option<usize>,
 }
 
 /// Which off-CPU intervals a report counts (`--off-cpu[=blocked|runnable|all]`).
@@ -183,6 +190,7 @@ impl Default for ReportOptions {
             annotate: None,
             time: None,
             off_cpu: None,
+            cpu_columns: None,
         }
     }
 }

@@ -548,6 +548,9 @@ pub(super) fn validate(opt: Opt) -> Result<Config, String> {
             }),
             time: opt.time,
             off_cpu: opt.off_cpu,
+            // Text stays readable on many CPUs; JSON and CSV keep each.
+            cpu_columns: (format == Format::Text && stream.is_none())
+                .then_some(profkit_report::TEXT_CPU_COLUMNS),
         },
         sources: SymbolSources {
             kallsyms: opt.kallsyms,

@@ -126,6 +126,7 @@ pub fn build_report(
 
     // Rows before names.
     let (columns, col_of) = columns(sessions, &agg, opts);
+    warnings.extend(cpu_groups_note(&columns));
     let cgroup_names = CgroupNames::new(&agg.cgroups);
     let ncols = columns.len();
     let placer = Placer {
@@ -175,6 +176,7 @@ pub fn build_report(
         .map(|c| match c {
             Column::All => read_per_cpu.values().sum(),
             Column::Cpu(cpu) => read_per_cpu.get(cpu).copied().unwrap_or(0),
+            Column::Cpus(a, b) => read_per_cpu.range(a..=b).map(|(_, n)| n).sum(),
         })
         .collect();
     let denom = if opts.global_percent { &global } else { &local };
@@ -493,7 +495,25 @@ fn columns(
         if !opts.spec.cpus.is_empty() {
             cpus.retain(|c| opts.spec.cpus.contains(c));
         }
-        cpus.into_iter().map(Column::Cpu).collect()
+        match opts.cpu_columns {
+            Some(max) if cpus.len() > max.max(1) => {
+                let cpus: Vec<u32> = cpus.into_iter().collect();
+                let per = cpus.len().div_ceil(max.max(1));
+                let mut col_of = FxHashMap::default();
+                let columns = cpus
+                    .chunks(per)
+                    .enumerate()
+                    .map(|(i, group)| {
+                        for &c in group {
+                            col_of.insert(c, i);
+                        }
+                        Column::Cpus(group[0], group[group.len() - 1])
+                    })
+                    .collect();
+                return (columns, col_of);
+            }
+            _ => cpus.into_iter().map(Column::Cpu).collect(),
+        }
     } else {
         vec![Column::All]
     };
@@ -502,10 +522,29 @@ fn columns(
         .enumerate()
         .filter_map(|(i, c)| match c {
             Column::Cpu(cpu) => Some((*cpu, i)),
-            Column::All => None,
+            _ => None,
         })
         .collect();
     (columns, col_of)
+}
+
+/// The note of a report whose CPUs were added up in ranges.
+fn cpu_groups_note(columns: &[Column]) -> Option<String> {
+    let ranges: Vec<String> = columns
+        .iter()
+        .filter_map(|c| match c {
+            Column::Cpus(a, b) => Some(format!("{a}-{b}")),
+            _ => None,
+        })
+        .collect();
+    (!ranges.is_empty()).then(|| {
+        format!(
+            "{} CPU columns, each CPUs added up ({}): give cpu:LIST (or record with -C) for one \
+             column per CPU, or --format json or csv, which keep every CPU",
+            ranges.len(),
+            ranges.join(", ")
+        )
+    })
 }
 
 /// The symbolized stacks (and a warning when the session has none but the

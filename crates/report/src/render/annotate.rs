@@ -38,6 +38,7 @@ fn heads(columns: &[Column]) -> String {
         .map(|c| match c {
             Column::All => format!("{:>8} {:>7}", "samples", "%"),
             Column::Cpu(n) => format!("{:>8} {:>7}", format!("cpu{n}"), "%"),
+            Column::Cpus(a, b) => format!("{:>8} {:>7}", format!("cpu{a}-{b}"), "%"),
         })
         .collect::<Vec<_>>()
         .join(" ")
@@ -262,8 +263,9 @@ pub(crate) fn json_rows(report: &Report, list: &[Annotation]) -> Vec<JsonAnnotat
     let mut rows = Vec::new();
     for a in list {
         for (c, col) in report.columns.iter().enumerate() {
+            // A range of CPUs (text only) has no one CPU to name.
             let cpu = match col {
-                Column::All => None,
+                Column::All | Column::Cpus(..) => None,
                 Column::Cpu(n) => Some(*n),
             };
             let of = a.samples.get(c).copied().unwrap_or(0);

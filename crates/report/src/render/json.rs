@@ -115,8 +115,9 @@ pub fn flat_rows(report: &Report) -> Vec<(Row, Option<u32>)> {
     let mut out = Vec::new();
     let mut push = |r: &Row, app: Option<&str>| {
         for (i, col) in report.columns.iter().enumerate() {
+            // A range of CPUs (text only) has no one CPU to name.
             let cpu = match col {
-                Column::All => None,
+                Column::All | Column::Cpus(..) => None,
                 Column::Cpu(c) => Some(*c),
             };
             let incl = r.inclusive.get(i).copied().unwrap_or(0);

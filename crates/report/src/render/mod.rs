@@ -88,6 +88,11 @@ impl std::fmt::Display for Symbol {
     }
 }
 
+/// The most CPU columns a text report prints (`--separate=cpu`,
+/// `--timeline`): past it, contiguous CPUs are added up in ranges; JSON
+/// and CSV keep every CPU.
+pub const TEXT_CPU_COLUMNS: usize = 8;
+
 /// Output formats.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Format {

@@ -128,11 +128,24 @@ pub(crate) fn header_lines(h: &Header) -> String {
             );
         }
     }
-    let per_cpu: Vec<String> = h
-        .cpus
-        .iter()
-        .map(|c| format!("cpu{} {} ({:.3} %)", c.cpu, c.lost, c.percent))
-        .collect();
+    // Every CPU on a few; on many, the ones that lost most (at most
+    // TEXT_CPU_COLUMNS) and a count of the rest (JSON keeps each).
+    let shown = |c: &crate::model::CpuLoss| format!("cpu{} {} ({:.3} %)", c.cpu, c.lost, c.percent);
+    let per_cpu: Vec<String> = if h.cpus.len() <= super::TEXT_CPU_COLUMNS {
+        h.cpus.iter().map(shown).collect()
+    } else {
+        let mut worst: Vec<&crate::model::CpuLoss> = h.cpus.iter().filter(|c| c.lost > 0).collect();
+        worst.sort_by(|a, b| b.lost.cmp(&a.lost).then(a.cpu.cmp(&b.cpu)));
+        worst.truncate(super::TEXT_CPU_COLUMNS);
+        worst.sort_by_key(|c| c.cpu);
+        let rest = h.cpus.len() - worst.len();
+        let lost_rest: u64 =
+            h.cpus.iter().map(|c| c.lost).sum::<u64>() - worst.iter().map(|c| c.lost).sum::<u64>();
+        let other = if worst.is_empty() { "" } else { "other " };
+        let mut v: Vec<String> = worst.into_iter().map(shown).collect();
+        v.push(format!("{rest} {other}CPUs {lost_rest}"));
+        v
+    };
     let _ = writeln!(
         s,
         "Lost:     {} ({:.3} %, from the {}): {}",
@@ -336,8 +349,10 @@ fn table(report: &Report, rows: &[Row], image_head: &str) -> (Vec<Col>, Vec<(usi
         cols.push(c);
     }
     for (i, column) in report.columns.iter().enumerate() {
-        if let Column::Cpu(cpu) = column {
-            labels.push((cols.len(), format!("cpu:{cpu}")));
+        match column {
+            Column::Cpu(cpu) => labels.push((cols.len(), format!("cpu:{cpu}"))),
+            Column::Cpus(a, b) => labels.push((cols.len(), format!("cpu:{a}-{b}"))),
+            Column::All => {}
         }
         let mut s = Col::new(head, true);
         let mut p = Col::new("%", true);
@@ -625,18 +640,30 @@ fn write_timeline_text(t: &Timeline, w: &mut dyn Write) -> io::Result<()> {
         if t.sessions.len() > 1 {
             writeln!(w, "\nSession {}", profkit_eventlog::shown(&s.session))?;
         }
+        // At most TEXT_CPU_COLUMNS CPU columns: past it, contiguous CPUs
+        // added up (JSON keeps every CPU).
+        let per = t.cpus.len().div_ceil(super::TEXT_CPU_COLUMNS).max(1);
+        let groups: Vec<std::ops::Range<usize>> = (0..t.cpus.len())
+            .step_by(per)
+            .map(|i| i..(i + per).min(t.cpus.len()))
+            .collect();
         let mut cols = vec![Col::new("round", true), Col::new("time (s)", true)];
-        for cpu in &t.cpus {
-            cols.push(Col::new(&format!("cpu{cpu} samples"), true));
-            cols.push(Col::new(&format!("cpu{cpu} lost"), true));
+        for g in &groups {
+            let name = match (t.cpus[g.start], t.cpus[g.end - 1]) {
+                (a, b) if a == b => format!("cpu{a}"),
+                (a, b) => format!("cpu{a}-{b}"),
+            };
+            cols.push(Col::new(&format!("{name} samples"), true));
+            cols.push(Col::new(&format!("{name} lost"), true));
         }
         cols.push(Col::new("note", false));
         for l in &s.lines {
             cols[0].cells.push(rounds_label(l));
             cols[1].cells.push(format!("{:.3}", l.time_s));
-            for (i, _) in t.cpus.iter().enumerate() {
-                cols[2 + 2 * i].cells.push(l.samples[i].to_string());
-                cols[3 + 2 * i].cells.push(l.lost[i].to_string());
+            for (i, g) in groups.iter().enumerate() {
+                let sum = |v: &[u64]| v[g.clone()].iter().sum::<u64>().to_string();
+                cols[2 + 2 * i].cells.push(sum(&l.samples));
+                cols[3 + 2 * i].cells.push(sum(&l.lost));
             }
             let note = if l.unreadable_chunks.is_empty() {
                 String::new()

@@ -74,10 +74,21 @@ fn write_session_of(
     chunks: &[(Vec<Event>, Vec<S>)],
     footer: Option<SessionFooter>,
 ) -> PathBuf {
+    write_session_on(dir, vec![0, 1], event, chunks, footer)
+}
+
+/// [`write_session_of`] recorded on `cpus`.
+fn write_session_on(
+    dir: &std::path::Path,
+    cpus: Vec<u32>,
+    event: EventConfigDesc,
+    chunks: &[(Vec<Event>, Vec<S>)],
+    footer: Option<SessionFooter>,
+) -> PathBuf {
     let header = SessionHeader {
         host: "test".into(),
         event,
-        cpus: vec![0, 1],
+        cpus,
         start_time_unix_ns: 1_795_379_395_000_000_000,
         start_monotonic_ns: 1_000_000_000,
         sync_interval_ms: 250,
@@ -204,6 +215,7 @@ fn text(r: &Report) -> String {
 
 mod annotate;
 mod callgraph;
+mod cpus;
 mod flat;
 mod inline;
 mod jit;

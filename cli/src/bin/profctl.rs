@@ -277,11 +277,22 @@ fn start_config(
     }
     c.sampler_config()?;
     let ring = match a.buffer_pages {
-        None => Some(RingChoice::for_start(&c)?),
+        None => {
+            let r = RingChoice::for_start(&c)?;
+            // The off-CPU rings share the limit with the sample rings.
+            Some(if c.off_cpu && c.off_cpu_pages.is_none() {
+                r.with_off_cpu()?
+            } else {
+                r
+            })
+        }
         Some(_) => None,
     };
     if let Some(r) = &ring {
         c.buffer_pages = r.pages();
+        if r.off_cpu_pages.is_some() {
+            c.off_cpu_pages = r.off_cpu_pages;
+        }
     }
     Ok((c, ring))
 }

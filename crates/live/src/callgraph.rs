@@ -144,6 +144,9 @@ pub struct RingChoice {
     /// The rate is a period (`-c`): the plan's rate is the default rate,
     /// assumed.
     pub frequency_assumed: bool,
+    /// With `--off-cpu` (and no `--off-cpu-pages`): data pages of each
+    /// CPU's off-CPU ring ([`RingChoice::with_off_cpu`]).
+    pub off_cpu_pages: Option<usize>,
 }
 
 impl RingChoice {
@@ -195,7 +198,50 @@ impl RingChoice {
         Ok(RingChoice {
             plan: ring_plan(need, limit)?,
             frequency_assumed,
+            off_cpu_pages: None,
         })
+    }
+
+    /// Adds the off-CPU rings (`--off-cpu`): four times the sample rings
+    /// (a switch storm fills a ring that much faster), halved until they
+    /// fit in what the sample rings leave of the same limit (on 256 CPUs
+    /// as root: 1 MiB rings, 386 MiB locked in all, where four times the
+    /// sample rings would be 641 MiB); refused when not one page fits.
+    /// Within a user's `perf_event_mlock_kb` the off-CPU rings are left as
+    /// they were (four times the sample rings): the kernel charges what
+    /// passes that allowance to the user's `RLIMIT_MEMLOCK`, which the
+    /// plan does not know, and an unprivileged `--off-cpu` is refused
+    /// for its want of kernel rights first.
+    pub fn with_off_cpu(mut self) -> Result<Self> {
+        if !matches!(self.plan.limit, LockLimit::Budget { .. }) {
+            return Ok(self);
+        }
+        let plan = &self.plan;
+        let page = plan.need.page_size.max(1) as u64;
+        let cpus = u64::from(plan.need.cpus.max(1));
+        let left = plan.limit.total_bytes().saturating_sub(plan.locked_bytes());
+        // Each ring has a control page besides its data pages.
+        let fits = (left / cpus / page).saturating_sub(1);
+        let mut pages = (plan.pages as u64).saturating_mul(4).max(1);
+        while pages > fits && pages > 1 {
+            pages /= 2;
+        }
+        if pages > fits {
+            return Err(profkit_perf::Error::LockedMemory {
+                cpus: plan.need.cpus,
+                allowed_bytes: left / cpus,
+                needed_bytes: 2 * page,
+                message: format!(
+                    "--off-cpu needs a ring per CPU beside the sample rings, and the {} leaves \
+                     no page for them after the {}: give a smaller --buffer-pages, or \
+                     --off-cpu-pages N",
+                    plan.limit, plan
+                ),
+            }
+            .into());
+        }
+        self.off_cpu_pages = Some(pages as usize);
+        Ok(self)
     }
 
     /// Data pages per ring.
@@ -220,6 +266,18 @@ impl RingChoice {
 impl fmt::Display for RingChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.plan)?;
+        if let Some(p) = self.off_cpu_pages {
+            let bytes = p as u64 * self.plan.need.page_size as u64;
+            let total =
+                (p as u64 + 1) * self.plan.need.page_size as u64 * u64::from(self.plan.need.cpus);
+            write!(
+                f,
+                "; off-CPU rings of {} KiB × {} CPUs = {:.1} MiB locked",
+                bytes / 1024,
+                self.plan.need.cpus,
+                total as f64 / (1024.0 * 1024.0)
+            )?;
+        }
         if self.frequency_assumed {
             f.write_str(" (the rate is assumed: -c gives a period, not a rate)")?;
         }
@@ -421,5 +479,61 @@ mod tests {
             (r.plan.need.cpus, r.plan.need.mode),
             (1, RingMode::FramePointers)
         );
+    }
+
+    /// `--off-cpu` on 256 CPUs as root: the off-CPU rings are halved from
+    /// four times the sample rings until both fit in the 512 MiB budget;
+    /// with no room left they are refused with what to do.
+    #[test]
+    fn off_cpu_rings_fit_beside_the_sample_rings() {
+        let budget = LockLimit::Budget { bytes: 512 << 20 };
+        let r = RingChoice::choose(
+            Rate::Frequency(4000),
+            250,
+            RingMode::Flat,
+            256,
+            budget,
+            4096,
+        )
+        .unwrap()
+        .with_off_cpu()
+        .unwrap();
+        let sample = r.plan.locked_bytes();
+        let off = (r.off_cpu_pages.unwrap() as u64 + 1) * 4096 * 256;
+        assert!(sample + off <= 512 << 20, "{sample} + {off}");
+        assert_eq!(r.off_cpu_pages, Some(256), "1 MiB, not 4 x 512 KiB");
+        assert!(
+            r.to_string()
+                .contains("off-CPU rings of 1024 KiB × 256 CPUs"),
+            "{r}"
+        );
+        // Two CPUs: four times the sample rings, as before.
+        let r = RingChoice::choose(Rate::Frequency(4000), 250, RingMode::Flat, 2, budget, 4096)
+            .unwrap()
+            .with_off_cpu()
+            .unwrap();
+        assert_eq!(r.off_cpu_pages, Some(4 * r.pages()));
+        // A budget the sample rings take whole: refused, saying what to do.
+        let tight = LockLimit::Budget {
+            bytes: 2 * (128 + 1) * 4096,
+        };
+        let r =
+            RingChoice::choose(Rate::Frequency(4000), 250, RingMode::Flat, 2, tight, 4096).unwrap();
+        let e = r.with_off_cpu().unwrap_err().to_string();
+        assert!(
+            e.contains("--off-cpu-pages") && e.contains("--buffer-pages"),
+            "{e}"
+        );
+        // A user's perf_event_mlock_kb: left as before (the kernel charges
+        // the rest to RLIMIT_MEMLOCK).
+        let user = LockLimit::Mlock {
+            kb_per_cpu: 516,
+            online_cpus: 2,
+        };
+        let r = RingChoice::choose(Rate::Frequency(4000), 250, RingMode::Flat, 2, user, 4096)
+            .unwrap()
+            .with_off_cpu()
+            .unwrap();
+        assert_eq!(r.off_cpu_pages, None);
     }
 }

@@ -19,7 +19,12 @@
 //! - the kernel and modules: perf's `[kernel.kallsyms]_text` mapping
 //!   (`pgoff` = the address of `_text`) and its pid −1 module mappings give
 //!   the kernel maps that a live session reads from `/proc`, with the same
-//!   cookies for the same kernel and modules;
+//!   cookies for the same kernel and modules; a file without the kernel
+//!   mapping (perf without access to kernel addresses, another machine's
+//!   recording) gets one before its first kernel sample, `_text` taken as
+//!   0 and the build-id perf's table gives the kernel, so that its kernel
+//!   samples are `[kernel.kallsyms]`'s, unnamed, not lost (with a line in
+//!   [`ImportSummary::warnings`]);
 //! - anonymous (JIT) code, `/memfd:` and perf-map code: the absolute
 //!   address, owned by its process (`profkit_eventlog::is_anonymous_code`);
 //! - a sample that resolves to nothing is counted as the live path counts

@@ -390,6 +390,9 @@ pub(crate) fn read<R: Read + Seek>(
     let mut tgids = Tgids::default();
     // Per CPU, the task the last sched_switch sample switched in.
     let mut cpu_next: HashMap<u32, u32> = HashMap::new();
+    // A `[kernel.kallsyms]` mapping was queued (the file's, or the one put
+    // before the first kernel sample of a file without one).
+    let mut kernel_mapped = false;
     // A panic inside linux-perf-data (it asserts on some malformed
     // records) ends the read like a truncated file: keep what was read.
     let whole = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -424,6 +427,7 @@ pub(crate) fn read<R: Read + Seek>(
                 let little = record.parse_info.endian == Endianness::LittleEndian;
                 match parse_mmap2(&record.data.as_slice(), record.misc, little) {
                     Some((m, path)) => {
+                        kernel_mapped |= path.starts_with(KERNEL_MAP);
                         tell_build_id(
                             &mut |p, b| sink.build_id(p, b),
                             &path,
@@ -478,6 +482,17 @@ pub(crate) fn read<R: Read + Seek>(
                     };
                     tgids.note(id.pid, id.tid);
                     sink.before(id.time, queues);
+                    if !kernel_mapped && is_kernel_mode(cpumode) {
+                        kernel_mapped = true;
+                        tell_build_id(&mut |p, b| sink.build_id(p, b), KERNEL_MAP, CpuMode::Kernel);
+                        queues.map(&unknown_kernel_map(), &id);
+                        summary.warnings.push(
+                            "the file has no kernel mapping ([kernel.kallsyms]_text): its kernel \
+                             samples are counted as [kernel.kallsyms], at their addresses, unnamed \
+                             unless a kallsyms of that kernel is given"
+                                .into(),
+                        );
+                    }
                     let to = if role.is_offcpu() {
                         summary.offcpu_samples += 1;
                         Queue::OffCpu
@@ -581,6 +596,7 @@ pub(crate) fn read<R: Read + Seek>(
                 }
                 EventRecord::Mmap(m) => {
                     let path = m.path.as_slice();
+                    kernel_mapped |= path.starts_with(KERNEL_MAP);
                     tell_build_id(&mut |p, b| sink.build_id(p, b), &path, m.cpu_mode);
                     sink.before(id.time, queues);
                     queues.map(
@@ -651,6 +667,40 @@ pub(crate) fn read<R: Read + Seek>(
     }));
     if whole.is_err() {
         summary.bad_records += 1;
+    }
+}
+
+/// perf's name of the kernel image (its mapping is `[kernel.kallsyms]_text`).
+const KERNEL_MAP: &[u8] = b"[kernel.kallsyms]";
+
+/// A sample `cpumode` the sync stage resolves among the kernel maps.
+fn is_kernel_mode(cpumode: u16) -> bool {
+    use profkit_perf::misc;
+    matches!(
+        cpumode,
+        misc::KERNEL | misc::HYPERVISOR | misc::GUEST_KERNEL
+    )
+}
+
+/// The kernel image of a file that maps none (perf recorded without access
+/// to the kernel's addresses, or the mappings were left out): pid −1,
+/// `_text` (its `pgoff`) unknown and taken as 0, so that a kernel sample's
+/// offset is its address, and all of the upper half of the address space.
+/// Its samples are the kernel's, unnamed (unless a kallsyms of the same
+/// kernel is given), rather than lost for want of a mapping.
+fn unknown_kernel_map() -> MapRecord<'static> {
+    const UPPER_HALF: u64 = 1 << 63;
+    MapRecord {
+        pid: u32::MAX,
+        tid: u32::MAX,
+        addr: UPPER_HALF,
+        len: u64::MAX - UPPER_HALF,
+        pgoff: 0,
+        file_id: None,
+        prot: PROT_EXEC,
+        flags: 0,
+        filename: KERNEL_MAP,
+        cpumode: profkit_perf::misc::KERNEL,
     }
 }
 
@@ -1328,9 +1378,11 @@ mod tests {
             (2, 2, 5)
         );
         assert_eq!(summary.bad_records, 0);
-        // Nothing on the sampled events' queue; the file's records, in
-        // file order, on the off-CPU one.
-        assert!(q.records(0).is_empty());
+        // On the sampled events' queue, only the kernel mapping put
+        // before the first kernel sample (the file has none); the file's
+        // records, in file order, on the off-CPU one.
+        let kinds: Vec<u32> = q.records(0).iter().map(|(k, _, _)| *k).collect();
+        assert_eq!(kinds, [kind::MMAP]);
         let parsed = |recs: Vec<(u32, u16, Vec<u8>)>| -> Vec<String> {
             recs.iter()
                 .map(|(kind, misc, body)| {
@@ -1479,7 +1531,9 @@ mod tests {
             ),
             ("tracepoint:372", 2, 372)
         );
-        assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
+        // Only that the file has no kernel mapping.
+        assert_eq!(summary.warnings.len(), 1, "{:?}", summary.warnings);
+        assert!(summary.warnings[0].contains("no kernel mapping"));
         assert_eq!(
             (
                 summary.offcpu_samples,
@@ -1535,7 +1589,7 @@ mod tests {
         let (facts, _) = sink.0.unwrap();
         assert!(facts.offcpu);
         assert_eq!(facts.event.name, "sched:sched_switch");
-        assert_eq!(summary.warnings.len(), 1, "{:?}", summary.warnings);
+        assert_eq!(summary.warnings.len(), 2, "{:?}", summary.warnings);
         assert!(summary.warnings[0].contains("sched_switch"));
         assert_eq!(summary.switches, 13);
         // Neither named nor described: another tracepoint, on-CPU samples.
@@ -1543,6 +1597,7 @@ mod tests {
         let (q, sink, summary) = import(&file);
         assert!(!sink.0.unwrap().0.offcpu);
         assert_eq!((summary.offcpu_samples, summary.switches), (0, 0));
-        assert_eq!((q.records(0).len(), q.offcpu_records(0).len()), (2, 0));
+        // (Two samples and the kernel mapping before them.)
+        assert_eq!((q.records(0).len(), q.offcpu_records(0).len()), (3, 0));
     }
 }

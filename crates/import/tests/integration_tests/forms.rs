@@ -1,0 +1,131 @@
+//! Forms of perf.data that `perf record` writes beyond a plain file of
+//! this machine: a recording without kernel mappings (another machine's,
+//! or made without access to the kernel's addresses).
+
+use crate::perf_data::{self, RawRec};
+use profkit_eventlog::{kernel_entry, SessionReader};
+use profkit_perf::{Layout, SimRecord};
+
+const KTEXT: u64 = 0xffff_ffff_8100_0000;
+const APP: u64 = 0x40_0000;
+
+fn sample(ip: u64, kernel: bool, time: u64) -> SimRecord {
+    SimRecord::Sample {
+        ip,
+        pid: 100,
+        tid: 100,
+        time,
+        kernel,
+        period: 1,
+        callchain: vec![],
+    }
+}
+
+fn app_map() -> SimRecord {
+    SimRecord::Mmap2 {
+        pid: 100,
+        tid: 100,
+        addr: APP,
+        len: 0x10000,
+        pgoff: 0,
+        ino: 5,
+        build_id: None,
+        prot: 5,
+        filename: "/bin/app".into(),
+        time: 1,
+    }
+}
+
+/// The (cookie, offset) of every sample of a session.
+fn samples(session: &std::path::Path) -> Vec<(u64, u64)> {
+    let r = SessionReader::open(session).unwrap();
+    let mut got = Vec::new();
+    for c in r.chunks() {
+        r.for_each_sample(c, |s| got.push((s.cookie, s.offset)), |_| {})
+            .unwrap();
+    }
+    got
+}
+
+/// A file without a `[kernel.kallsyms]` mapping (perf's fixture
+/// `sleep.data` of linux-perf-data: 5 of its 7 samples in the kernel):
+/// its kernel samples are the kernel image's, at their addresses (`_text`
+/// unknown), with the build-id perf's table gives the kernel, and none is
+/// lost for want of a mapping; the summary says why they are unnamed.
+#[test]
+fn kernel_samples_of_a_file_without_kernel_mappings_are_the_kernels() {
+    let layout = Layout::default();
+    let kernel_id = [0x11u8; 20];
+    let recs: Vec<RawRec> = [
+        app_map(),
+        sample(KTEXT + 0x20, true, 2),
+        sample(APP + 0x10, false, 3),
+        sample(KTEXT + 0x40, true, 4),
+    ]
+    .iter()
+    .map(|r| r.encode(0, layout))
+    .collect();
+    let d = tempfile::tempdir().unwrap();
+    for (name, ids) in [
+        (
+            "with-id",
+            vec![(
+                profkit_perf::misc::KERNEL,
+                &kernel_id[..],
+                "[kernel.kallsyms]",
+            )],
+        ),
+        ("without-id", vec![]),
+    ] {
+        let data = d.path().join(format!("{name}.data"));
+        perf_data::write_with_build_ids(&data, layout.sample_type(), &recs, &ids);
+        let session = d.path().join(format!("{name}.pkl"));
+        let summary = profkit_import::import_perf_data(&data, &session).unwrap();
+        assert_eq!(
+            (summary.samples, summary.written, summary.no_mapping),
+            (3, 3, 0),
+            "{name}"
+        );
+        assert_eq!(summary.warnings.len(), 1, "{:?}", summary.warnings);
+        assert!(
+            summary.warnings[0].contains("[kernel.kallsyms]"),
+            "{:?}",
+            summary.warnings
+        );
+        let kernel = kernel_entry(0, ids.first().map(|(_, id, _)| id.to_vec())).cookie;
+        let got = samples(&session);
+        assert_eq!(got[0], (kernel, KTEXT + 0x20), "{name}");
+        assert_ne!(got[1].0, kernel);
+        assert_eq!(got[2], (kernel, KTEXT + 0x40), "{name}");
+        let acct = SessionReader::open(&session)
+            .unwrap()
+            .footer()
+            .unwrap()
+            .accounting
+            .clone();
+        assert_eq!(acct.iter().map(|a| a.lost_no_mapping).sum::<u64>(), 0);
+    }
+
+    // With perf's kernel mapping, its `_text` as before, and no warning.
+    let mut with_map: Vec<RawRec> = vec![SimRecord::Mmap2 {
+        pid: u32::MAX,
+        tid: u32::MAX,
+        addr: KTEXT,
+        len: 0x100_0000,
+        pgoff: KTEXT,
+        ino: 0,
+        build_id: None,
+        prot: 5,
+        filename: "[kernel.kallsyms]_text".into(),
+        time: 1,
+    }
+    .encode(0, layout)];
+    with_map.extend(recs.iter().cloned());
+    let data = d.path().join("mapped.data");
+    perf_data::write(&data, layout.sample_type(), &with_map);
+    let session = d.path().join("mapped.pkl");
+    let summary = profkit_import::import_perf_data(&data, &session).unwrap();
+    assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
+    let got = samples(&session);
+    assert_eq!(got[0], (kernel_entry(KTEXT, None).cookie, 0x20));
+}

@@ -75,8 +75,11 @@
 //!
 //! The result is a session file like a recorded one: a header from perf's
 //! feature sections, one chunk per round, a footer with the stage's
-//! per-CPU accounting. perf.data has no wall-clock start: it is taken as
-//! the file's modification time less the sampled time span.
+//! per-CPU accounting. The session's wall-clock start is the recording's
+//! own when the file has it (`HEADER_CLOCK_DATA`, which `perf record -k
+//! CLOCK` writes: the wall clock and the sample clock at one instant),
+//! else the file's modification time (what `perf report --header` shows
+//! as "captured on") less the sampled time span.
 //!
 //! # Design constraints
 //!
@@ -392,6 +395,14 @@ pub fn import_perf_data_with(
 
     let first = imp.first_time.unwrap_or(0);
     let span = imp.last_time.saturating_sub(first);
+    // The recording's own time when the file has it (`perf record -k`
+    // writes the wall clock beside the sample clock), else the file's
+    // modification time (perf's "captured on") less the sampled span.
+    let start_time_unix_ns = imp
+        .facts
+        .wall_time(first)
+        .unwrap_or_else(|| mtime_unix_ns.saturating_sub(span));
+    let end_time_unix_ns = start_time_unix_ns.saturating_add(span);
     let mut cpus: Vec<u32> = accounting.iter().map(|a| a.cpu).collect();
     cpus.extend(0..imp.facts.online_cpus);
     cpus.sort_unstable();
@@ -402,7 +413,7 @@ pub fn import_perf_data_with(
         kernel_release: std::mem::take(&mut imp.facts.kernel_release),
         event: std::mem::take(&mut imp.facts.event),
         cpus,
-        start_time_unix_ns: mtime_unix_ns.saturating_sub(span),
+        start_time_unix_ns,
         start_monotonic_ns: first,
         sync_interval_ms: (ROUND_NS / 1_000_000) as u32,
         target: if cmdline.is_empty() {
@@ -430,7 +441,7 @@ pub fn import_perf_data_with(
         w.append_chunk(*round, (*time).max(first), bytes)?;
     }
     w.write_footer(&SessionFooter {
-        end_time_unix_ns: mtime_unix_ns,
+        end_time_unix_ns,
         end_monotonic_ns: imp.last_time,
         rounds: summary.rounds,
         accounting,

@@ -36,6 +36,20 @@ pub(crate) struct FileFacts {
     /// switch-out stacks (`context-switches`, `sched:sched_switch`) or
     /// switch records (`--switch-events`).
     pub offcpu: bool,
+    /// perf's `HEADER_CLOCK_DATA` (`perf record -k CLOCK`): the wall-clock
+    /// time and the sample clock's time at one instant, in nanoseconds,
+    /// when the main event's times are of that clock.
+    pub clock: Option<(u64, u64)>,
+}
+
+impl FileFacts {
+    /// The wall-clock time (Unix nanoseconds) of sample time `time`, by
+    /// the file's clock data; `None` without it.
+    pub fn wall_time(&self, time: u64) -> Option<u64> {
+        let (wall, at) = self.clock?;
+        let t = i128::from(wall) + i128::from(time) - i128::from(at);
+        Some(u64::try_from(t.max(0)).unwrap_or(u64::MAX))
+    }
 }
 
 /// One record of the file, handed on in profkit's layout.
@@ -340,6 +354,14 @@ pub(crate) fn read<R: Read + Seek>(
                 .contains(SampleFormat::CALLCHAIN)
         }),
         offcpu: has_switch_records || roles.iter().any(|r| r.is_offcpu()),
+        clock: perf_file
+            .clock_data()
+            .ok()
+            .flatten()
+            .filter(|_| {
+                main_attr.is_some_and(|a| a.attributes().flags.contains(AttrFlags::USE_CLOCKID))
+            })
+            .map(|c| (c.wall_clock_ns, c.clockid_time_ns)),
         host: perf_file.hostname().ok().flatten().unwrap_or("").to_owned(),
         kernel_release: perf_file
             .os_release()

@@ -21,7 +21,7 @@ fn sample(ip: u64, kernel: bool, time: u64) -> SimRecord {
     }
 }
 
-fn app_map() -> SimRecord {
+fn app_map(time: u64) -> SimRecord {
     SimRecord::Mmap2 {
         pid: 100,
         tid: 100,
@@ -32,7 +32,7 @@ fn app_map() -> SimRecord {
         build_id: None,
         prot: 5,
         filename: "/bin/app".into(),
-        time: 1,
+        time,
     }
 }
 
@@ -57,7 +57,7 @@ fn kernel_samples_of_a_file_without_kernel_mappings_are_the_kernels() {
     let layout = Layout::default();
     let kernel_id = [0x11u8; 20];
     let recs: Vec<RawRec> = [
-        app_map(),
+        app_map(1),
         sample(KTEXT + 0x20, true, 2),
         sample(APP + 0x10, false, 3),
         sample(KTEXT + 0x40, true, 4),
@@ -128,4 +128,71 @@ fn kernel_samples_of_a_file_without_kernel_mappings_are_the_kernels() {
     assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
     let got = samples(&session);
     assert_eq!(got[0], (kernel_entry(KTEXT, None).cookie, 0x20));
+}
+
+/// `HEADER_CLOCK_DATA`'s bit in perf's feature bitmap.
+const CLOCK_DATA: u32 = 29;
+/// `perf_event_attr.use_clockid`.
+const USE_CLOCKID: u64 = 1 << 25;
+
+/// The session's wall-clock start and end: the recording's own when the
+/// file has perf's clock data (`perf record -k monotonic`: the wall clock
+/// and the sample clock at one instant), else the file's modification
+/// time less the sampled span; never the time of the import.
+#[test]
+fn the_session_keeps_the_recordings_own_time() {
+    let layout = Layout::default();
+    const S: u64 = 1_000_000_000;
+    let recs: Vec<RawRec> = [
+        app_map(50 * S),
+        sample(APP + 0x10, false, 50 * S),
+        sample(APP + 0x20, false, 52 * S),
+    ]
+    .iter()
+    .map(|r| r.encode(0, layout))
+    .collect();
+    // At sample-clock time 40 s, the wall clock said 1,700,000,000 s.
+    const WALL: u64 = 1_700_000_000 * S;
+    let mut clock = Vec::new();
+    clock.extend_from_slice(&1u32.to_le_bytes()); // version
+    clock.extend_from_slice(&1u32.to_le_bytes()); // CLOCK_MONOTONIC
+    clock.extend_from_slice(&WALL.to_le_bytes());
+    clock.extend_from_slice(&(40 * S).to_le_bytes());
+    let attr = perf_data::Attr {
+        flags: perf_data::CPU_CLOCK.flags | USE_CLOCKID,
+        ..perf_data::CPU_CLOCK
+    };
+    let d = tempfile::tempdir().unwrap();
+    let times = |name: &str, attr, features: &[(u32, Vec<u8>)]| {
+        let data = d.path().join(format!("{name}.data"));
+        perf_data::write_event(&data, attr, layout.sample_type(), &recs, features);
+        // Written an hour after the recording's clock data says.
+        let mtime = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_003_600);
+        std::fs::File::options()
+            .write(true)
+            .open(&data)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        let session = d.path().join(format!("{name}.pkl"));
+        profkit_import::import_perf_data(&data, &session).unwrap();
+        let r = SessionReader::open(&session).unwrap();
+        (
+            r.header().start_time_unix_ns,
+            r.footer().unwrap().end_time_unix_ns,
+        )
+    };
+    let with_clock = times("clock", attr, &[(CLOCK_DATA, clock.clone())]);
+    assert_eq!(with_clock, (WALL + 10 * S, WALL + 12 * S));
+    // Without clock data, or with times of another clock than its own:
+    // the modification time ends the span.
+    let end = 1_700_003_600 * S;
+    assert_eq!(
+        times("mtime", perf_data::CPU_CLOCK, &[]),
+        (end - 2 * S, end)
+    );
+    assert_eq!(
+        times("other-clock", perf_data::CPU_CLOCK, &[(CLOCK_DATA, clock)]),
+        (end - 2 * S, end)
+    );
 }

@@ -99,6 +99,12 @@
 //!   at 64 MiB of user stacks queued ([`ROUND_USER_STACK_BYTES`]): perf's
 //!   8 KiB copies end a round at 8,192 samples, where 65 536 would hold
 //!   512 MiB. Files without user stacks never reach that limit.
+//! - **Compressed records** (`perf record -z`, see `compressed.rs`): the
+//!   file is read from an unnamed temporary copy with its zstd stream
+//!   expanded in place, at most [`MAX_RATIO`] times its data section and
+//!   [`MAX_EXPANDED`] bytes in all (a zstd window at most [`MAX_WINDOW`]):
+//!   past a bound the import is refused ([`Error::Compressed`]), the bound
+//!   named.
 //! - **Bad input is counted, not fatal, and costs what the file holds.**
 //!   The file is opened non-blocking and must be a regular file; before
 //!   linux-perf-data sees it, every header section and feature section
@@ -129,19 +135,20 @@
 //! # Not for
 //!
 //! Reports (profkit-report reads the session written here like any
-//! other), pipe-mode perf output and compressed (`-z`) records (not read),
-//! or telling on-CPU events apart: the samples of every on-CPU event are
+//! other), pipe-mode perf output (not read), or telling on-CPU events apart: the samples of every on-CPU event are
 //! imported as the main one's (the layout, call chains included, follows
 //! the main event's `sample_type`).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod compressed;
 mod error;
 mod layout;
 mod offcpu;
 mod perf_data;
 
+pub use compressed::{ExpandError, MAX_EXPANDED, MAX_RATIO, MAX_WINDOW};
 pub use error::{Error, Result};
 
 use layout::CpuQueues;
@@ -340,7 +347,8 @@ impl Sink for Importer {
 /// # Errors
 /// [`Error::Read`] when the file cannot be read, [`Error::NotPerfData`]
 /// when it is not a perf.data file this import reads (pipe-mode output,
-/// another format), [`Error::SessionDir`] or [`Error::Session`] when the
+/// another format), [`Error::Compressed`] when its compressed records are
+/// not zstd data or expand past a bound, [`Error::SessionDir`] or [`Error::Session`] when the
 /// session cannot be written.
 pub fn import_perf_data(perf_data: &Path, session: &Path) -> Result<ImportSummary> {
     import_perf_data_with(perf_data, session, &ImportOptions::default())

@@ -87,6 +87,17 @@ pub(crate) fn open(path: &Path) -> Result<PerfFileReader<BufReader<std::fs::File
             Err(e) => return Err(read_err(e)),
         };
     check_sections(&mut file, meta.len()).map_err(not_perf)?;
+    if let Some((h, big)) = compressed_header(&mut file).map_err(read_err)? {
+        // perf record -z: read from a copy with its records expanded.
+        file = crate::compressed::expand(&mut file, meta.len(), &h, big).map_err(|source| {
+            Error::Compressed {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
+        let len = file.metadata().map_err(read_err)?.len();
+        check_sections(&mut file, len).map_err(not_perf)?;
+    }
     file.seek(std::io::SeekFrom::Start(0)).map_err(read_err)?;
     // linux-perf-data asserts on some malformed input: a panic there is a
     // file we cannot read, not a crash.
@@ -95,6 +106,22 @@ pub(crate) fn open(path: &Path) -> Result<PerfFileReader<BufReader<std::fs::File
     }))
     .map_err(|_| not_perf("malformed header or feature sections".into()))?
     .map_err(|e| not_perf(e.to_string()))
+}
+
+/// The header of a perf.data file whose feature bitmap says it has
+/// compressed records (`HEADER_COMPRESSED`), and whether it is big-endian.
+fn compressed_header(f: &mut std::fs::File) -> std::io::Result<Option<([u8; 104], bool)>> {
+    let mut h = [0u8; 104];
+    f.seek(std::io::SeekFrom::Start(0))?;
+    f.read_exact(&mut h)?;
+    let big = match &h[..8] {
+        b"PERFILE2" => false,
+        b"2ELIFREP" => true,
+        _ => return Ok(None),
+    };
+    let bit = crate::compressed::COMPRESSED_BIT;
+    let word = uint_at::<8>(&h, 72 + 8 * (bit / 64) as usize, big).unwrap_or(0);
+    Ok((word >> (bit % 64) & 1 == 1).then_some((h, big)))
 }
 
 /// `PERF_RECORD_AUXTRACE`: its body says how many bytes of trace data

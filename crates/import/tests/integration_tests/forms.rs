@@ -196,3 +196,142 @@ fn the_session_keeps_the_recordings_own_time() {
         (end - 2 * S, end)
     );
 }
+
+/// `PERF_RECORD_COMPRESSED2`, `PERF_RECORD_FINISHED_ROUND`.
+const COMPRESSED2: u32 = 83;
+const FINISHED_ROUND: u32 = 68;
+/// `HEADER_COMPRESSED`'s bit.
+const COMPRESSED_BIT: u32 = 27;
+
+/// `records` as perf writes them, one after another.
+fn raw_bytes(records: &[RawRec]) -> Vec<u8> {
+    let mut v = Vec::new();
+    for (kind, misc, body) in records {
+        v.extend_from_slice(&kind.to_le_bytes());
+        v.extend_from_slice(&misc.to_le_bytes());
+        v.extend_from_slice(&u16::try_from(8 + body.len()).unwrap().to_le_bytes());
+        v.extend_from_slice(body);
+    }
+    v
+}
+
+/// A `COMPRESSED2` record of `zstd` (its size, the data, padding).
+fn compressed2(zstd: &[u8]) -> RawRec {
+    let mut body = (zstd.len() as u64).to_le_bytes().to_vec();
+    body.extend_from_slice(zstd);
+    body.resize(body.len().next_multiple_of(8), 0);
+    (COMPRESSED2, 0, body)
+}
+
+/// `parts` compressed as perf does: one zstd stream, flushed at the end
+/// of each part, each part's output one record.
+fn compress_stream(parts: &[&[u8]]) -> Vec<RawRec> {
+    use std::io::Write;
+    let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+    let mut recs = Vec::new();
+    for part in parts {
+        enc.write_all(part).unwrap();
+        enc.flush().unwrap();
+        recs.push(compressed2(&std::mem::take(enc.get_mut())));
+    }
+    recs
+}
+
+/// `perf record -z`: the records perf compressed (one stream, a record
+/// cut across two compressed records, a FINISHED_ROUND after a round) give
+/// the session the same records uncompressed give.
+#[test]
+fn compressed_records_give_what_the_same_records_give_uncompressed() {
+    let layout = Layout::default();
+    let recs: Vec<RawRec> = [
+        app_map(1),
+        sample(APP + 0x10, false, 2),
+        sample(KTEXT + 0x20, true, 3),
+        sample(APP + 0x30, false, 4),
+        sample(APP + 0x40, false, 5),
+    ]
+    .iter()
+    .map(|r| r.encode(0, layout))
+    .collect();
+    let d = tempfile::tempdir().unwrap();
+    let plain = d.path().join("plain.data");
+    perf_data::write(&plain, layout.sample_type(), &recs);
+    let plain_session = d.path().join("plain.pkl");
+    let want = profkit_import::import_perf_data(&plain, &plain_session).unwrap();
+    assert_eq!(want.written, 4);
+
+    let bytes = raw_bytes(&recs);
+    // perf's rounds end between records, its compressed records anywhere.
+    let cut = raw_bytes(&recs[..2]).len() + 12; // within the third record
+    let round = raw_bytes(&recs[..4]).len();
+    let mut z = compress_stream(&[&bytes[..cut], &bytes[cut..round], &bytes[round..]]);
+    z.insert(2, (FINISHED_ROUND, 0, vec![]));
+    let compressed = d.path().join("z.data");
+    // perf's HEADER_COMPRESSED: version, type (zstd), level, ratio, mmap length.
+    let info: Vec<u8> = [1u32, 1, 1, 10]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .chain(65536u64.to_le_bytes())
+        .collect();
+    perf_data::write_with_features(
+        &compressed,
+        layout.sample_type(),
+        &z,
+        &[(COMPRESSED_BIT, info.clone())],
+    );
+    let session = d.path().join("z.pkl");
+    let got = profkit_import::import_perf_data(&compressed, &session).unwrap();
+    assert_eq!(
+        (got.samples, got.written, got.bad_records, got.no_mapping),
+        (want.samples, want.written, 0, want.no_mapping)
+    );
+    assert_eq!(samples(&session), samples(&plain_session));
+
+    // Not zstd data: refused, the record named.
+    let junk = d.path().join("junk.data");
+    perf_data::write_with_features(
+        &junk,
+        layout.sample_type(),
+        &[compressed2(&[0x55; 40])],
+        &[(COMPRESSED_BIT, info)],
+    );
+    let e = profkit_import::import_perf_data(&junk, &d.path().join("j.pkl")).unwrap_err();
+    assert!(
+        matches!(e, profkit_import::Error::Compressed { .. }),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("does not decode"), "{e}");
+}
+
+/// A zstd bomb (a few hundred bytes that expand to 64 MiB of zeros) is
+/// refused with the bound it passed named: 256 times the data section,
+/// at most 4 GiB.
+#[test]
+fn a_compressed_record_expanding_past_its_bound_is_refused() {
+    let layout = Layout::default();
+    let zeros = vec![0u8; 64 << 20];
+    let z = compress_stream(&[&zeros]);
+    let data_size = raw_bytes(&z).len() as u64;
+    assert!(data_size < 16 << 10, "{data_size}");
+    let d = tempfile::tempdir().unwrap();
+    let bomb = d.path().join("bomb.data");
+    perf_data::write_with_features(
+        &bomb,
+        layout.sample_type(),
+        &z,
+        &[(COMPRESSED_BIT, vec![0; 24])],
+    );
+    let e = profkit_import::import_perf_data(&bomb, &d.path().join("b.pkl")).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        matches!(e, profkit_import::Error::Compressed { .. }),
+        "{e:?}"
+    );
+    let limit = profkit_import::MAX_RATIO * data_size;
+    assert!(
+        text.contains(&format!("expand past {limit} bytes"))
+            && text.contains(&format!("{} times", profkit_import::MAX_RATIO))
+            && text.contains(&profkit_import::MAX_EXPANDED.to_string()),
+        "{text}"
+    );
+}

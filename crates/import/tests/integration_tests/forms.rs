@@ -335,3 +335,40 @@ fn a_compressed_record_expanding_past_its_bound_is_refused() {
         "{text}"
     );
 }
+
+/// linux-perf-data's fixtures (another machine's `perf record sleep 1`,
+/// no kernel mapping), in `testdata/perf-data`.
+fn fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/perf-data")
+        .join(name)
+}
+
+/// Another machine's recordings, as perf 6.x writes them: every sample
+/// imported (the kernel's unnamed, none lost), the recording's own time
+/// (its clock data: `-k monotonic`), compressed or not.
+#[test]
+fn linux_perf_data_fixtures_import_whole() {
+    let d = tempfile::tempdir().unwrap();
+    // Samples, and the first record's wall-clock second by the file's
+    // clock data (2025-11-08 12:23:01 UTC for sleep.data).
+    for (name, samples, start) in [
+        ("sleep.data", 7, 1_762_604_581),
+        ("sleep.compressed.data", 8, 1_767_545_149),
+        ("sleep.compressed2.data", 7, 1_762_604_578),
+    ] {
+        let session = d.path().join(format!("{name}.pkl"));
+        let s = profkit_import::import_perf_data(&fixture(name), &session).unwrap();
+        assert_eq!(
+            (s.samples, s.written, s.no_mapping, s.no_task, s.bad_records),
+            (samples, samples, 0, 0, 0),
+            "{name}"
+        );
+        let r = SessionReader::open(&session).unwrap();
+        assert_eq!(
+            r.header().start_time_unix_ns / 1_000_000_000,
+            start,
+            "{name}"
+        );
+    }
+}

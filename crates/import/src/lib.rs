@@ -105,6 +105,15 @@
 //!   [`MAX_EXPANDED`] bytes in all (a zstd window at most [`MAX_WINDOW`]):
 //!   past a bound the import is refused ([`Error::Compressed`]), the bound
 //!   named.
+//! - **Pipe mode** (`perf record -o -`, a 16-byte header, the attributes
+//!   and features as HEADER_ATTR and HEADER_FEATURE records): read as a
+//!   stream, from a file or from standard input (the path `-`), its
+//!   memory one record, perf's rounds and the decoder's window; compressed
+//!   records are expanded as they come, at most [`MAX_RATIO`] times the
+//!   compressed bytes read so far (and 1 MiB); AUXTRACE and
+//!   HEADER_TRACING_DATA records, whose data follows them in a pipe, are
+//!   read past and counted ([`ImportSummary::records_skipped`]). A stream
+//!   without clock data ends at the time of the import.
 //! - **Bad input is counted, not fatal, and costs what the file holds.**
 //!   The file is opened non-blocking and must be a regular file; before
 //!   linux-perf-data sees it, every header section and feature section
@@ -135,7 +144,7 @@
 //! # Not for
 //!
 //! Reports (profkit-report reads the session written here like any
-//! other), pipe-mode perf output (not read), or telling on-CPU events apart: the samples of every on-CPU event are
+//! other), or telling on-CPU events apart: the samples of every on-CPU event are
 //! imported as the main one's (the layout, call chains included, follows
 //! the main event's `sample_type`).
 
@@ -203,6 +212,10 @@ pub struct ImportSummary {
     pub lost: u64,
     /// Records that could not be read.
     pub bad_records: u64,
+    /// Records left out, well-formed but not read: AUXTRACE and a pipe's
+    /// tracing data (with the data after them), and record types newer
+    /// than this import knows.
+    pub records_skipped: u64,
     /// Rounds (chunks) written.
     pub rounds: u64,
     /// Samples written with user registers and a user stack
@@ -340,13 +353,14 @@ impl Sink for Importer {
     }
 }
 
-/// Reads `perf_data` (a file written by `perf record`) and writes it as a
-/// profkit session file at `session` (which must not exist; its directory
-/// is created).
+/// Reads `perf_data` (a file written by `perf record`, in file or pipe
+/// mode; `-`: standard input, in pipe mode) and writes it as a profkit
+/// session file at `session` (which must not exist; its directory is
+/// created).
 ///
 /// # Errors
 /// [`Error::Read`] when the file cannot be read, [`Error::NotPerfData`]
-/// when it is not a perf.data file this import reads (pipe-mode output,
+/// when it is not a perf.data file this import reads (a pipe-mode stream without attributes,
 /// another format), [`Error::Compressed`] when its compressed records are
 /// not zstd data or expand past a bound, [`Error::SessionDir`] or [`Error::Session`] when the
 /// session cannot be written.
@@ -365,11 +379,6 @@ pub fn import_perf_data_with(
     options: &ImportOptions,
 ) -> Result<ImportSummary> {
     let reader = perf_data::open(perf_data)?;
-    let mtime_unix_ns = std::fs::metadata(perf_data)
-        .ok()
-        .and_then(|m| m.modified().ok())
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos() as u64);
     let mut imp = Importer::new();
     imp.debug_frame = options.debug_frame.clone();
     imp.jit_dirs.extend(perf_data.parent().map(|d| {
@@ -382,7 +391,38 @@ pub fn import_perf_data_with(
     }));
     let mut queues = CpuQueues::default();
     let mut summary = ImportSummary::default();
-    perf_data::read(reader, &mut queues, &mut imp, &mut summary);
+    match reader {
+        perf_data::Opened::File(r) => perf_data::read(r, &mut queues, &mut imp, &mut summary),
+        perf_data::Opened::Pipe(r, report) => {
+            perf_data::read(r, &mut queues, &mut imp, &mut summary);
+            let mut report = report.borrow_mut();
+            if let Some(source) = report.failure.take() {
+                return Err(Error::Compressed {
+                    path: perf_data.to_path_buf(),
+                    source,
+                });
+            }
+            summary.records_skipped += report.skipped;
+        }
+    }
+    if summary.records_skipped > 0 {
+        summary.warnings.push(format!(
+            "{} records not read (AUXTRACE, tracing data in a pipe, record types \
+             newer than this import): skipped",
+            summary.records_skipped
+        ));
+    }
+    // The file's modification time (perf's "captured on"); a stream's
+    // (standard input's) ends now.
+    let mtime_unix_ns = if perf_data.as_os_str() == perf_data::STDIN {
+        Some(std::time::SystemTime::now())
+    } else {
+        std::fs::metadata(perf_data)
+            .ok()
+            .and_then(|m| m.modified().ok())
+    }
+    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+    .map_or(0, |d| d.as_nanos() as u64);
     imp.end_round(&mut queues, true);
     summary.bad_records += imp.bad_records;
     let Some(stage) = imp.stage.take() else {

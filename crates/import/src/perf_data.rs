@@ -10,8 +10,12 @@ use linux_perf_data::linux_perf_event_reader::{
 use linux_perf_data::{AttributeDescription, DsoKey, Feature, PerfFileReader, PerfFileRecord};
 use profkit_eventlog::EventConfigDesc;
 use profkit_perf::{Layout, SampleId, MAX_USER_STACK, USER_REGS_MASK};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io::{BufReader, Read, Seek};
+use std::rc::Rc;
+
+use crate::compressed::{Stream, StreamReport};
 use std::path::Path;
 
 use crate::layout::{CpuQueues, FileId, MapRecord, PerfUser, Queue, PROT_EXEC};
@@ -67,7 +71,65 @@ pub(crate) trait Sink {
 /// largest `NR_CPUS` is 8192).
 const MAX_CLAIMED_CPUS: u32 = 8192;
 
-pub(crate) fn open(path: &Path) -> Result<PerfFileReader<BufReader<std::fs::File>>> {
+/// A perf.data file opened: file mode (seekable, its header and feature
+/// sections checked), or pipe mode (`perf record -o -`: a stream, from a
+/// file or standard input), with what its stream met.
+pub(crate) enum Opened {
+    /// File mode.
+    File(PerfFileReader<BufReader<std::fs::File>>),
+    /// Pipe mode.
+    Pipe(
+        PerfFileReader<BufReader<Stream<Box<dyn Read>>>>,
+        Rc<RefCell<StreamReport>>,
+    ),
+}
+
+/// The path that names standard input.
+pub(crate) const STDIN: &str = "-";
+
+/// A stream in pipe mode (its 16-byte header read from it again).
+fn open_pipe(path: &Path, inner: Box<dyn Read>) -> Result<Opened> {
+    let report = Rc::new(RefCell::new(StreamReport::default()));
+    let stream = Stream::new(inner, report.clone()).map_err(|source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        PerfFileReader::parse_pipe(BufReader::new(stream))
+    }));
+    if let Some(source) = report.borrow_mut().failure.take() {
+        return Err(Error::Compressed {
+            path: path.to_path_buf(),
+            source,
+        });
+    }
+    let not_perf = |message: String| Error::NotPerfData {
+        path: path.to_path_buf(),
+        message,
+    };
+    let reader = parsed
+        .map_err(|_| not_perf("malformed pipe-mode header records".into()))?
+        .map_err(|e| not_perf(format!("pipe mode: {e}")))?;
+    Ok(Opened::Pipe(reader, report))
+}
+
+pub(crate) fn open(path: &Path) -> Result<Opened> {
+    if path.as_os_str() == STDIN {
+        return open_pipe(path, Box::new(std::io::stdin().lock()));
+    }
+    let file = open_file(path)?;
+    match file {
+        Ok(reader) => Ok(Opened::File(reader)),
+        Err(pipe) => open_pipe(path, Box::new(pipe)),
+    }
+}
+
+/// A file: file mode's reader, or the file at its start when it is in
+/// pipe mode (a 16-byte header).
+#[allow(clippy::type_complexity)]
+fn open_file(
+    path: &Path,
+) -> Result<std::result::Result<PerfFileReader<BufReader<std::fs::File>>, std::fs::File>> {
     let read_err = |source| Error::Read {
         path: path.to_path_buf(),
         source,
@@ -86,6 +148,15 @@ pub(crate) fn open(path: &Path) -> Result<PerfFileReader<BufReader<std::fs::File
             }
             Err(e) => return Err(read_err(e)),
         };
+    let mut h = [0u8; 16];
+    if file.read_exact(&mut h).is_ok() {
+        let big = &h[..8] == b"2ELIFREP";
+        if (big || &h[..8] == b"PERFILE2") && uint_at::<8>(&h, 8, big) == Some(16) {
+            file.seek(std::io::SeekFrom::Start(0)).map_err(read_err)?;
+            return Ok(Err(file));
+        }
+    }
+    file.seek(std::io::SeekFrom::Start(0)).map_err(read_err)?;
     check_sections(&mut file, meta.len()).map_err(not_perf)?;
     if let Some((h, big)) = compressed_header(&mut file).map_err(read_err)? {
         // perf record -z: read from a copy with its records expanded.
@@ -106,6 +177,7 @@ pub(crate) fn open(path: &Path) -> Result<PerfFileReader<BufReader<std::fs::File
     }))
     .map_err(|_| not_perf("malformed header or feature sections".into()))?
     .map_err(|e| not_perf(e.to_string()))
+    .map(Ok)
 }
 
 /// The header of a perf.data file whose feature bitmap says it has
@@ -319,7 +391,7 @@ fn check_sections(f: &mut std::fs::File, len: u64) -> std::result::Result<(), St
 
 /// Reads every record of `reader` into `queues` (through `sink` for round
 /// ends and build-ids), counting what could not be read in `summary`.
-pub(crate) fn read<R: Read + Seek>(
+pub(crate) fn read<R: Read>(
     reader: PerfFileReader<R>,
     queues: &mut CpuQueues,
     sink: &mut impl Sink,
@@ -1069,7 +1141,10 @@ mod tests {
         let path = d.path().join("perf.data");
         std::fs::write(&path, file).unwrap();
         let (mut q, mut sink, mut summary) = Default::default();
-        read(open(&path).unwrap(), &mut q, &mut sink, &mut summary);
+        let Ok(Opened::File(reader)) = open(&path) else {
+            panic!("not a file-mode perf.data")
+        };
+        read(reader, &mut q, &mut sink, &mut summary);
         (q, sink, summary)
     }
 

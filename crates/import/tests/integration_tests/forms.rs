@@ -372,3 +372,124 @@ fn linux_perf_data_fixtures_import_whole() {
         );
     }
 }
+
+/// A pipe-mode stream (`perf record -o -`): the 16-byte header, the
+/// event's attribute as a HEADER_ATTR record (cpu-clock at 4000 Hz with
+/// `sample_type`, one id), then `records`.
+fn pipe_stream(sample_type: u64, records: &[RawRec]) -> Vec<u8> {
+    let mut v = b"PERFILE2".to_vec();
+    v.extend_from_slice(&16u64.to_le_bytes());
+    let mut attr = Vec::new();
+    attr.extend_from_slice(&1u32.to_le_bytes()); // PERF_TYPE_SOFTWARE
+    attr.extend_from_slice(&64u32.to_le_bytes()); // PERF_ATTR_SIZE_VER0
+    for w in [0u64, 4000, sample_type, 0, 1 << 10 | 1 << 18, 0, 0] {
+        attr.extend_from_slice(&w.to_le_bytes());
+    }
+    attr.extend_from_slice(&7u64.to_le_bytes()); // its one id
+    let mut all = vec![(64u32, 0u16, attr)]; // PERF_RECORD_HEADER_ATTR
+    all.extend(records.iter().cloned());
+    v.extend_from_slice(&raw_bytes(&all));
+    v
+}
+
+/// Pipe mode, from a file: the records a file-mode file gives, compressed
+/// or not; AUXTRACE and HEADER_TRACING_DATA records (with the data that
+/// follows them in a pipe) skipped and counted; a zstd bomb refused with
+/// the stream's bound named. linux-perf-data's `-z -o -` fixture gives
+/// what its file-mode twin gives.
+#[test]
+fn pipe_mode_streams_give_what_files_give() {
+    let layout = Layout::default();
+    let recs: Vec<RawRec> = [
+        app_map(1),
+        sample(APP + 0x10, false, 2),
+        sample(KTEXT + 0x20, true, 3),
+        sample(APP + 0x30, false, 4),
+    ]
+    .iter()
+    .map(|r| r.encode(0, layout))
+    .collect();
+    let d = tempfile::tempdir().unwrap();
+    let plain = d.path().join("plain.data");
+    perf_data::write(&plain, layout.sample_type(), &recs);
+    let plain_session = d.path().join("plain.pkl");
+    profkit_import::import_perf_data(&plain, &plain_session).unwrap();
+    let want = samples(&plain_session);
+    assert_eq!(want.len(), 3);
+
+    // AUXTRACE (size 24 of trace data after it), HEADER_TRACING_DATA
+    // (13 bytes, padded to 16, after it): their data is not records.
+    let mut aux = 24u64.to_le_bytes().to_vec();
+    aux.resize(40, 0);
+    let with_extras = |mut v: Vec<u8>| {
+        v.extend_from_slice(&raw_bytes(&[(71, 0, aux.clone())]));
+        v.extend_from_slice(&[0xff; 24]);
+        v.extend_from_slice(&raw_bytes(&[(66, 0, 13u64.to_le_bytes().to_vec())]));
+        v.extend_from_slice(&[0xee; 16]);
+        v
+    };
+    let bytes = raw_bytes(&recs);
+    let cut = raw_bytes(&recs[..2]).len() + 12;
+    let zrecs = compress_stream(&[&bytes[..cut], &bytes[cut..]]);
+    for (name, stream) in [
+        (
+            "pipe",
+            with_extras(pipe_stream(layout.sample_type(), &recs)),
+        ),
+        (
+            "zpipe",
+            with_extras(pipe_stream(layout.sample_type(), &zrecs)),
+        ),
+    ] {
+        let path = d.path().join(format!("{name}.data"));
+        std::fs::write(&path, stream).unwrap();
+        let session = d.path().join(format!("{name}.pkl"));
+        let s = profkit_import::import_perf_data(&path, &session).unwrap();
+        assert_eq!(
+            (s.written, s.bad_records, s.records_skipped),
+            (3, 0, 2),
+            "{name}"
+        );
+        assert!(
+            s.warnings.iter().any(|w| w.contains("2 records not read")),
+            "{:?}",
+            s.warnings
+        );
+        assert_eq!(samples(&session), want, "{name}");
+    }
+
+    // 64 MiB of FINISHED_ROUND records (well-formed, so the reader reads
+    // on) from a few kilobytes.
+    let rounds = raw_bytes(&[(FINISHED_ROUND, 0, vec![])]).repeat(8 << 20);
+    let bomb = compress_stream(&[&rounds]);
+    assert!(raw_bytes(&bomb).len() < 16 << 10);
+    let path = d.path().join("bomb.data");
+    std::fs::write(&path, pipe_stream(layout.sample_type(), &bomb)).unwrap();
+    let e = profkit_import::import_perf_data(&path, &d.path().join("b.pkl")).unwrap_err();
+    assert!(
+        matches!(e, profkit_import::Error::Compressed { .. }),
+        "{e:?}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains("expand past") && text.contains("256 times the"),
+        "{text}"
+    );
+
+    // The fixtures: two runs of `perf record -z sleep 1` on one machine,
+    // one to a pipe; both 8 samples in the kernel (one image: its cookie
+    // by the same build-id), none lost.
+    let twin = |name: &str| {
+        let session = d.path().join(format!("{name}.fixture.pkl"));
+        let s = profkit_import::import_perf_data(&fixture(name), &session).unwrap();
+        let mut cookies: Vec<u64> = samples(&session).iter().map(|&(c, _)| c).collect();
+        cookies.dedup();
+        (s.samples, s.written, s.no_mapping, s.bad_records, cookies)
+    };
+    let pipe = twin("sleep.compressed.pipe.data");
+    assert_eq!(
+        (pipe.0, pipe.1, pipe.2, pipe.3, pipe.4.len()),
+        (8, 8, 0, 0, 1)
+    );
+    assert_eq!(pipe, twin("sleep.compressed.data"));
+}

@@ -14,8 +14,8 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
-    /// The file is not a perf.data file this import reads (pipe-mode
-    /// output, no event attributes, another format).
+    /// The file is not a perf.data file this import reads (no event
+    /// attributes, another format).
     #[error("{}: not a perf.data file: {message}", path.display())]
     NotPerfData {
         /// The file.

@@ -115,13 +115,44 @@ fn open_pipe(path: &Path, inner: Box<dyn Read>) -> Result<Opened> {
 
 pub(crate) fn open(path: &Path) -> Result<Opened> {
     if path.as_os_str() == STDIN {
-        return open_pipe(path, Box::new(std::io::stdin().lock()));
+        // Only pipe mode can be read from a pipe: file mode seeks.
+        let mut stdin = std::io::stdin().lock();
+        let mut h = [0u8; 16];
+        let n = fill(&mut stdin, &mut h).map_err(|source| Error::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let big = &h[..8] == b"2ELIFREP";
+        if n == 16 && (big || &h[..8] == b"PERFILE2") && uint_at::<8>(&h, 8, big) != Some(16) {
+            return Err(Error::NotPerfData {
+                path: path.to_path_buf(),
+                message: "a file-mode perf.data cannot be read from standard input \
+                          (give its path, or record with `perf record -o -`)"
+                    .into(),
+            });
+        }
+        let head = std::io::Cursor::new(h[..n].to_vec());
+        return open_pipe(path, Box::new(head.chain(stdin)));
     }
     let file = open_file(path)?;
     match file {
         Ok(reader) => Ok(Opened::File(reader)),
         Err(pipe) => open_pipe(path, Box::new(pipe)),
     }
+}
+
+/// Reads up to `buf.len()` bytes of `r` (fewer only at its end).
+fn fill(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }
 
 /// A file: file mode's reader, or the file at its start when it is in

@@ -336,8 +336,8 @@ fn a_compressed_record_expanding_past_its_bound_is_refused() {
     );
 }
 
-/// linux-perf-data's fixtures (another machine's `perf record sleep 1`,
-/// no kernel mapping), in `testdata/perf-data`.
+/// linux-perf-data's fixtures (another machine's `perf record sleep 1`),
+/// in `testdata/perf-data`.
 fn fixture(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../testdata/perf-data")

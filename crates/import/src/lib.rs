@@ -114,6 +114,11 @@
 //!   HEADER_TRACING_DATA records, whose data follows them in a pipe, are
 //!   read past and counted ([`ImportSummary::records_skipped`]). A stream
 //!   without clock data ends at the time of the import.
+//! - **Newer than this import**: kernel record types linux-perf-data does
+//!   not know, perf record types after `COMPRESSED2` (83) and header
+//!   features after `HEADER_PMU_CAPS` (31) are skipped, never read as
+//!   something else, and counted ([`ImportSummary::records_skipped`],
+//!   [`ImportSummary::features_skipped`], with a warning).
 //! - **Bad input is counted, not fatal, and costs what the file holds.**
 //!   The file is opened non-blocking and must be a regular file; before
 //!   linux-perf-data sees it, every header section and feature section
@@ -216,6 +221,9 @@ pub struct ImportSummary {
     /// tracing data (with the data after them), and record types newer
     /// than this import knows.
     pub records_skipped: u64,
+    /// Header features (feature sections, or a pipe's HEADER_FEATURE
+    /// records) newer than this import knows, not read.
+    pub features_skipped: u64,
     /// Rounds (chunks) written.
     pub rounds: u64,
     /// Samples written with user registers and a user stack

@@ -514,6 +514,21 @@ pub(crate) fn read<R: Read>(
             .map_or(0, |n| n.nr_cpus_online)
             .min(MAX_CLAIMED_CPUS),
     };
+    // Header features newer than this import (perf's bits end at
+    // HEADER_PMU_CAPS, 31): sections it does not read, said.
+    let newer: Vec<u32> = perf_file
+        .features()
+        .iter()
+        .map(|f| f.0)
+        .filter(|&b| b > LAST_KNOWN_FEATURE)
+        .collect();
+    if !newer.is_empty() {
+        summary.features_skipped = newer.len() as u64;
+        summary.warnings.push(format!(
+            "{} header features newer than this import not read (bits {newer:?})",
+            newer.len()
+        ));
+    }
     let layout = Layout {
         callchain: facts.callchain,
         user_stack: facts.user_stack,
@@ -558,8 +573,18 @@ pub(crate) fn read<R: Read>(
                     break;
                 }
             };
-            let PerfFileRecord::EventRecord { record, attr_index } = record else {
-                continue;
+            let (record, attr_index) = match record {
+                PerfFileRecord::EventRecord { record, attr_index } => (record, attr_index),
+                PerfFileRecord::UserRecord(u) => {
+                    // perf's own types end at COMPRESSED2 (83); simpleperf's
+                    // start at 32768: between, a newer perf's, skipped.
+                    if (LAST_PERF_USER_TYPE + 1..SIMPLEPERF_USER_TYPES)
+                        .contains(&u.record_type.record_type().0)
+                    {
+                        summary.records_skipped += 1;
+                    }
+                    continue;
+                }
             };
             let role = roles.get(attr_index).copied().unwrap_or(Role::OnCpu);
             // The reader's parsers assert on some malformed input: a panic
@@ -811,6 +836,9 @@ pub(crate) fn read<R: Read>(
                     sink.before(id.time, queues);
                     queues.throttle(throttled, t.id, &id);
                 }
+                // A kernel record type newer than the reader knows: its
+                // layout unknown, skipped, counted.
+                EventRecord::Raw(_) => summary.records_skipped += 1,
                 // Records profkit does not use (KSYMBOL, BPF_EVENT,
                 // CGROUP, ...): well-formed, nothing to do.
                 _ => {}
@@ -855,6 +883,13 @@ fn unknown_kernel_map() -> MapRecord<'static> {
         cpumode: profkit_perf::misc::KERNEL,
     }
 }
+
+/// perf's last user record type this import knows: `COMPRESSED2`.
+const LAST_PERF_USER_TYPE: u32 = 83;
+/// simpleperf's user record types start here.
+const SIMPLEPERF_USER_TYPES: u32 = 32768;
+/// perf's last header feature this import knows: `HEADER_PMU_CAPS`.
+const LAST_KNOWN_FEATURE: u32 = 31;
 
 /// The process (thread group) of each thread the file has named so far
 /// (COMM, FORK, samples): a `sched_switch` sample names the tasks it

@@ -493,3 +493,49 @@ fn pipe_mode_streams_give_what_files_give() {
     );
     assert_eq!(pipe, twin("sleep.compressed.data"));
 }
+
+/// Record types and header features newer than this import (a kernel
+/// record type 30, a perf record type 90, feature bit 40) are skipped and
+/// counted, said in a warning, never read as something else: the samples
+/// around them import as without them.
+#[test]
+fn newer_record_types_and_features_are_skipped_with_a_count() {
+    let layout = Layout::default();
+    let known: Vec<RawRec> = [
+        app_map(1),
+        sample(APP + 0x10, false, 2),
+        sample(APP + 0x20, false, 4),
+    ]
+    .iter()
+    .map(|r| r.encode(0, layout))
+    .collect();
+    let mut recs = known.clone();
+    recs.insert(2, (30, 0, vec![0; 32]));
+    recs.insert(2, (90, 0, vec![0xab; 16]));
+    let d = tempfile::tempdir().unwrap();
+    let plain = d.path().join("plain.data");
+    perf_data::write(&plain, layout.sample_type(), &known);
+    let plain_session = d.path().join("plain.pkl");
+    profkit_import::import_perf_data(&plain, &plain_session).unwrap();
+
+    let newer = d.path().join("newer.data");
+    perf_data::write_with_features(&newer, layout.sample_type(), &recs, &[(40, vec![7; 24])]);
+    let session = d.path().join("newer.pkl");
+    let s = profkit_import::import_perf_data(&newer, &session).unwrap();
+    assert_eq!(
+        (
+            s.written,
+            s.bad_records,
+            s.records_skipped,
+            s.features_skipped
+        ),
+        (2, 0, 2, 1)
+    );
+    assert!(
+        s.warnings.iter().any(|w| w.contains("2 records not read"))
+            && s.warnings.iter().any(|w| w.contains("(bits [40])")),
+        "{:?}",
+        s.warnings
+    );
+    assert_eq!(samples(&session), samples(&plain_session));
+}

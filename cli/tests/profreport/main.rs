@@ -23,6 +23,7 @@ mod namespaces;
 mod offcpu;
 mod offcpu_live;
 mod parts;
+mod perfdata_forms;
 mod rotation;
 mod script;
 mod symindex;

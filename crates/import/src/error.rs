@@ -14,14 +14,23 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
-    /// The file is not a perf.data file this import reads (pipe-mode
-    /// output, compressed records, no event attributes, another format).
+    /// The file is not a perf.data file this import reads (no event
+    /// attributes, another format).
     #[error("{}: not a perf.data file: {message}", path.display())]
     NotPerfData {
         /// The file.
         path: PathBuf,
         /// The reader's complaint.
         message: String,
+    },
+    /// The file's compressed records (`perf record -z`) could not be
+    /// expanded: not zstd data, or past a bound (named in the message).
+    #[error("{}: {source}", path.display())]
+    Compressed {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: crate::compressed::ExpandError,
     },
     /// The session directory could not be made.
     #[error("{}: cannot create the session directory: {source}", path.display())]

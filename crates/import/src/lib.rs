@@ -19,7 +19,12 @@
 //! - the kernel and modules: perf's `[kernel.kallsyms]_text` mapping
 //!   (`pgoff` = the address of `_text`) and its pid −1 module mappings give
 //!   the kernel maps that a live session reads from `/proc`, with the same
-//!   cookies for the same kernel and modules;
+//!   cookies for the same kernel and modules; a file without the kernel
+//!   mapping (perf without access to kernel addresses, another machine's
+//!   recording) gets one before its first kernel sample, `_text` taken as
+//!   0 and the build-id perf's table gives the kernel, so that its kernel
+//!   samples are `[kernel.kallsyms]`'s, unnamed, not lost (with a line in
+//!   [`ImportSummary::warnings`]);
 //! - anonymous (JIT) code, `/memfd:` and perf-map code: the absolute
 //!   address, owned by its process (`profkit_eventlog::is_anonymous_code`);
 //! - a sample that resolves to nothing is counted as the live path counts
@@ -70,8 +75,11 @@
 //!
 //! The result is a session file like a recorded one: a header from perf's
 //! feature sections, one chunk per round, a footer with the stage's
-//! per-CPU accounting. perf.data has no wall-clock start: it is taken as
-//! the file's modification time less the sampled time span.
+//! per-CPU accounting. The session's wall-clock start is the recording's
+//! own when the file has it (`HEADER_CLOCK_DATA`, which `perf record -k
+//! CLOCK` writes: the wall clock and the sample clock at one instant),
+//! else the file's modification time (what `perf report --header` shows
+//! as "captured on") less the sampled time span.
 //!
 //! # Design constraints
 //!
@@ -91,6 +99,26 @@
 //!   at 64 MiB of user stacks queued ([`ROUND_USER_STACK_BYTES`]): perf's
 //!   8 KiB copies end a round at 8,192 samples, where 65 536 would hold
 //!   512 MiB. Files without user stacks never reach that limit.
+//! - **Compressed records** (`perf record -z`, see `compressed.rs`): the
+//!   file is read from an unnamed temporary copy with its zstd stream
+//!   expanded in place, at most [`MAX_RATIO`] times its data section and
+//!   [`MAX_EXPANDED`] bytes in all (a zstd window at most [`MAX_WINDOW`]):
+//!   past a bound the import is refused ([`Error::Compressed`]), the bound
+//!   named.
+//! - **Pipe mode** (`perf record -o -`, a 16-byte header, the attributes
+//!   and features as HEADER_ATTR and HEADER_FEATURE records): read as a
+//!   stream, from a file or from standard input (the path `-`), its
+//!   memory one record, perf's rounds and the decoder's window; compressed
+//!   records are expanded as they come, at most [`MAX_RATIO`] times the
+//!   compressed bytes read so far (and 1 MiB); AUXTRACE and
+//!   HEADER_TRACING_DATA records, whose data follows them in a pipe, are
+//!   read past and counted ([`ImportSummary::records_skipped`]). A stream
+//!   without clock data ends at the time of the import.
+//! - **Newer than this import**: kernel record types linux-perf-data does
+//!   not know, perf record types after `COMPRESSED2` (83) and header
+//!   features after `HEADER_PMU_CAPS` (31) are skipped, never read as
+//!   something else, and counted ([`ImportSummary::records_skipped`],
+//!   [`ImportSummary::features_skipped`], with a warning).
 //! - **Bad input is counted, not fatal, and costs what the file holds.**
 //!   The file is opened non-blocking and must be a regular file; before
 //!   linux-perf-data sees it, every header section and feature section
@@ -121,19 +149,20 @@
 //! # Not for
 //!
 //! Reports (profkit-report reads the session written here like any
-//! other), pipe-mode perf output and compressed (`-z`) records (not read),
-//! or telling on-CPU events apart: the samples of every on-CPU event are
+//! other), or telling on-CPU events apart: the samples of every on-CPU event are
 //! imported as the main one's (the layout, call chains included, follows
 //! the main event's `sample_type`).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod compressed;
 mod error;
 mod layout;
 mod offcpu;
 mod perf_data;
 
+pub use compressed::{ExpandError, MAX_EXPANDED, MAX_RATIO, MAX_WINDOW};
 pub use error::{Error, Result};
 
 use layout::CpuQueues;
@@ -188,6 +217,13 @@ pub struct ImportSummary {
     pub lost: u64,
     /// Records that could not be read.
     pub bad_records: u64,
+    /// Records left out, well-formed but not read: AUXTRACE and a pipe's
+    /// tracing data (with the data after them), and record types newer
+    /// than this import knows.
+    pub records_skipped: u64,
+    /// Header features (feature sections, or a pipe's HEADER_FEATURE
+    /// records) newer than this import knows, not read.
+    pub features_skipped: u64,
     /// Rounds (chunks) written.
     pub rounds: u64,
     /// Samples written with user registers and a user stack
@@ -325,14 +361,16 @@ impl Sink for Importer {
     }
 }
 
-/// Reads `perf_data` (a file written by `perf record`) and writes it as a
-/// profkit session file at `session` (which must not exist; its directory
-/// is created).
+/// Reads `perf_data` (a file written by `perf record`, in file or pipe
+/// mode; `-`: standard input, in pipe mode) and writes it as a profkit
+/// session file at `session` (which must not exist; its directory is
+/// created).
 ///
 /// # Errors
 /// [`Error::Read`] when the file cannot be read, [`Error::NotPerfData`]
-/// when it is not a perf.data file this import reads (pipe-mode output,
-/// another format), [`Error::SessionDir`] or [`Error::Session`] when the
+/// when it is not a perf.data file this import reads (a pipe-mode stream without attributes,
+/// another format), [`Error::Compressed`] when its compressed records are
+/// not zstd data or expand past a bound, [`Error::SessionDir`] or [`Error::Session`] when the
 /// session cannot be written.
 pub fn import_perf_data(perf_data: &Path, session: &Path) -> Result<ImportSummary> {
     import_perf_data_with(perf_data, session, &ImportOptions::default())
@@ -349,11 +387,6 @@ pub fn import_perf_data_with(
     options: &ImportOptions,
 ) -> Result<ImportSummary> {
     let reader = perf_data::open(perf_data)?;
-    let mtime_unix_ns = std::fs::metadata(perf_data)
-        .ok()
-        .and_then(|m| m.modified().ok())
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos() as u64);
     let mut imp = Importer::new();
     imp.debug_frame = options.debug_frame.clone();
     imp.jit_dirs.extend(perf_data.parent().map(|d| {
@@ -366,7 +399,38 @@ pub fn import_perf_data_with(
     }));
     let mut queues = CpuQueues::default();
     let mut summary = ImportSummary::default();
-    perf_data::read(reader, &mut queues, &mut imp, &mut summary);
+    match reader {
+        perf_data::Opened::File(r) => perf_data::read(r, &mut queues, &mut imp, &mut summary),
+        perf_data::Opened::Pipe(r, report) => {
+            perf_data::read(r, &mut queues, &mut imp, &mut summary);
+            let mut report = report.borrow_mut();
+            if let Some(source) = report.failure.take() {
+                return Err(Error::Compressed {
+                    path: perf_data.to_path_buf(),
+                    source,
+                });
+            }
+            summary.records_skipped += report.skipped;
+        }
+    }
+    if summary.records_skipped > 0 {
+        summary.warnings.push(format!(
+            "{} records not read (AUXTRACE, tracing data in a pipe, record types \
+             newer than this import): skipped",
+            summary.records_skipped
+        ));
+    }
+    // The file's modification time (perf's "captured on"); a stream's
+    // (standard input's) ends now.
+    let mtime_unix_ns = if perf_data.as_os_str() == perf_data::STDIN {
+        Some(std::time::SystemTime::now())
+    } else {
+        std::fs::metadata(perf_data)
+            .ok()
+            .and_then(|m| m.modified().ok())
+    }
+    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+    .map_or(0, |d| d.as_nanos() as u64);
     imp.end_round(&mut queues, true);
     summary.bad_records += imp.bad_records;
     let Some(stage) = imp.stage.take() else {
@@ -387,6 +451,14 @@ pub fn import_perf_data_with(
 
     let first = imp.first_time.unwrap_or(0);
     let span = imp.last_time.saturating_sub(first);
+    // The recording's own time when the file has it (`perf record -k`
+    // writes the wall clock beside the sample clock), else the file's
+    // modification time (perf's "captured on") less the sampled span.
+    let start_time_unix_ns = imp
+        .facts
+        .wall_time(first)
+        .unwrap_or_else(|| mtime_unix_ns.saturating_sub(span));
+    let end_time_unix_ns = start_time_unix_ns.saturating_add(span);
     let mut cpus: Vec<u32> = accounting.iter().map(|a| a.cpu).collect();
     cpus.extend(0..imp.facts.online_cpus);
     cpus.sort_unstable();
@@ -397,7 +469,7 @@ pub fn import_perf_data_with(
         kernel_release: std::mem::take(&mut imp.facts.kernel_release),
         event: std::mem::take(&mut imp.facts.event),
         cpus,
-        start_time_unix_ns: mtime_unix_ns.saturating_sub(span),
+        start_time_unix_ns,
         start_monotonic_ns: first,
         sync_interval_ms: (ROUND_NS / 1_000_000) as u32,
         target: if cmdline.is_empty() {
@@ -425,7 +497,7 @@ pub fn import_perf_data_with(
         w.append_chunk(*round, (*time).max(first), bytes)?;
     }
     w.write_footer(&SessionFooter {
-        end_time_unix_ns: mtime_unix_ns,
+        end_time_unix_ns,
         end_monotonic_ns: imp.last_time,
         rounds: summary.rounds,
         accounting,

@@ -10,8 +10,12 @@ use linux_perf_data::linux_perf_event_reader::{
 use linux_perf_data::{AttributeDescription, DsoKey, Feature, PerfFileReader, PerfFileRecord};
 use profkit_eventlog::EventConfigDesc;
 use profkit_perf::{Layout, SampleId, MAX_USER_STACK, USER_REGS_MASK};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io::{BufReader, Read, Seek};
+use std::rc::Rc;
+
+use crate::compressed::{Stream, StreamReport};
 use std::path::Path;
 
 use crate::layout::{CpuQueues, FileId, MapRecord, PerfUser, Queue, PROT_EXEC};
@@ -36,6 +40,20 @@ pub(crate) struct FileFacts {
     /// switch-out stacks (`context-switches`, `sched:sched_switch`) or
     /// switch records (`--switch-events`).
     pub offcpu: bool,
+    /// perf's `HEADER_CLOCK_DATA` (`perf record -k CLOCK`): the wall-clock
+    /// time and the sample clock's time at one instant, in nanoseconds,
+    /// when the main event's times are of that clock.
+    pub clock: Option<(u64, u64)>,
+}
+
+impl FileFacts {
+    /// The wall-clock time (Unix nanoseconds) of sample time `time`, by
+    /// the file's clock data; `None` without it.
+    pub fn wall_time(&self, time: u64) -> Option<u64> {
+        let (wall, at) = self.clock?;
+        let t = i128::from(wall) + i128::from(time) - i128::from(at);
+        Some(u64::try_from(t.max(0)).unwrap_or(u64::MAX))
+    }
 }
 
 /// One record of the file, handed on in profkit's layout.
@@ -53,7 +71,96 @@ pub(crate) trait Sink {
 /// largest `NR_CPUS` is 8192).
 const MAX_CLAIMED_CPUS: u32 = 8192;
 
-pub(crate) fn open(path: &Path) -> Result<PerfFileReader<BufReader<std::fs::File>>> {
+/// A perf.data file opened: file mode (seekable, its header and feature
+/// sections checked), or pipe mode (`perf record -o -`: a stream, from a
+/// file or standard input), with what its stream met.
+pub(crate) enum Opened {
+    /// File mode.
+    File(PerfFileReader<BufReader<std::fs::File>>),
+    /// Pipe mode.
+    Pipe(
+        PerfFileReader<BufReader<Stream<Box<dyn Read>>>>,
+        Rc<RefCell<StreamReport>>,
+    ),
+}
+
+/// The path that names standard input.
+pub(crate) const STDIN: &str = "-";
+
+/// A stream in pipe mode (its 16-byte header read from it again).
+fn open_pipe(path: &Path, inner: Box<dyn Read>) -> Result<Opened> {
+    let report = Rc::new(RefCell::new(StreamReport::default()));
+    let stream = Stream::new(inner, report.clone()).map_err(|source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        PerfFileReader::parse_pipe(BufReader::new(stream))
+    }));
+    if let Some(source) = report.borrow_mut().failure.take() {
+        return Err(Error::Compressed {
+            path: path.to_path_buf(),
+            source,
+        });
+    }
+    let not_perf = |message: String| Error::NotPerfData {
+        path: path.to_path_buf(),
+        message,
+    };
+    let reader = parsed
+        .map_err(|_| not_perf("malformed pipe-mode header records".into()))?
+        .map_err(|e| not_perf(format!("pipe mode: {e}")))?;
+    Ok(Opened::Pipe(reader, report))
+}
+
+pub(crate) fn open(path: &Path) -> Result<Opened> {
+    if path.as_os_str() == STDIN {
+        // Only pipe mode can be read from a pipe: file mode seeks.
+        let mut stdin = std::io::stdin().lock();
+        let mut h = [0u8; 16];
+        let n = fill(&mut stdin, &mut h).map_err(|source| Error::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let big = &h[..8] == b"2ELIFREP";
+        if n == 16 && (big || &h[..8] == b"PERFILE2") && uint_at::<8>(&h, 8, big) != Some(16) {
+            return Err(Error::NotPerfData {
+                path: path.to_path_buf(),
+                message: "a file-mode perf.data cannot be read from standard input \
+                          (give its path, or record with `perf record -o -`)"
+                    .into(),
+            });
+        }
+        let head = std::io::Cursor::new(h[..n].to_vec());
+        return open_pipe(path, Box::new(head.chain(stdin)));
+    }
+    let file = open_file(path)?;
+    match file {
+        Ok(reader) => Ok(Opened::File(reader)),
+        Err(pipe) => open_pipe(path, Box::new(pipe)),
+    }
+}
+
+/// Reads up to `buf.len()` bytes of `r` (fewer only at its end).
+fn fill(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// A file: file mode's reader, or the file at its start when it is in
+/// pipe mode (a 16-byte header).
+#[allow(clippy::type_complexity)]
+fn open_file(
+    path: &Path,
+) -> Result<std::result::Result<PerfFileReader<BufReader<std::fs::File>>, std::fs::File>> {
     let read_err = |source| Error::Read {
         path: path.to_path_buf(),
         source,
@@ -72,7 +179,27 @@ pub(crate) fn open(path: &Path) -> Result<PerfFileReader<BufReader<std::fs::File
             }
             Err(e) => return Err(read_err(e)),
         };
+    let mut h = [0u8; 16];
+    if file.read_exact(&mut h).is_ok() {
+        let big = &h[..8] == b"2ELIFREP";
+        if (big || &h[..8] == b"PERFILE2") && uint_at::<8>(&h, 8, big) == Some(16) {
+            file.seek(std::io::SeekFrom::Start(0)).map_err(read_err)?;
+            return Ok(Err(file));
+        }
+    }
+    file.seek(std::io::SeekFrom::Start(0)).map_err(read_err)?;
     check_sections(&mut file, meta.len()).map_err(not_perf)?;
+    if let Some((h, big)) = compressed_header(&mut file).map_err(read_err)? {
+        // perf record -z: read from a copy with its records expanded.
+        file = crate::compressed::expand(&mut file, meta.len(), &h, big).map_err(|source| {
+            Error::Compressed {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
+        let len = file.metadata().map_err(read_err)?.len();
+        check_sections(&mut file, len).map_err(not_perf)?;
+    }
     file.seek(std::io::SeekFrom::Start(0)).map_err(read_err)?;
     // linux-perf-data asserts on some malformed input: a panic there is a
     // file we cannot read, not a crash.
@@ -81,6 +208,23 @@ pub(crate) fn open(path: &Path) -> Result<PerfFileReader<BufReader<std::fs::File
     }))
     .map_err(|_| not_perf("malformed header or feature sections".into()))?
     .map_err(|e| not_perf(e.to_string()))
+    .map(Ok)
+}
+
+/// The header of a perf.data file whose feature bitmap says it has
+/// compressed records (`HEADER_COMPRESSED`), and whether it is big-endian.
+fn compressed_header(f: &mut std::fs::File) -> std::io::Result<Option<([u8; 104], bool)>> {
+    let mut h = [0u8; 104];
+    f.seek(std::io::SeekFrom::Start(0))?;
+    f.read_exact(&mut h)?;
+    let big = match &h[..8] {
+        b"PERFILE2" => false,
+        b"2ELIFREP" => true,
+        _ => return Ok(None),
+    };
+    let bit = crate::compressed::COMPRESSED_BIT;
+    let word = uint_at::<8>(&h, 72 + 8 * (bit / 64) as usize, big).unwrap_or(0);
+    Ok((word >> (bit % 64) & 1 == 1).then_some((h, big)))
 }
 
 /// `PERF_RECORD_AUXTRACE`: its body says how many bytes of trace data
@@ -278,7 +422,7 @@ fn check_sections(f: &mut std::fs::File, len: u64) -> std::result::Result<(), St
 
 /// Reads every record of `reader` into `queues` (through `sink` for round
 /// ends and build-ids), counting what could not be read in `summary`.
-pub(crate) fn read<R: Read + Seek>(
+pub(crate) fn read<R: Read>(
     reader: PerfFileReader<R>,
     queues: &mut CpuQueues,
     sink: &mut impl Sink,
@@ -340,6 +484,14 @@ pub(crate) fn read<R: Read + Seek>(
                 .contains(SampleFormat::CALLCHAIN)
         }),
         offcpu: has_switch_records || roles.iter().any(|r| r.is_offcpu()),
+        clock: perf_file
+            .clock_data()
+            .ok()
+            .flatten()
+            .filter(|_| {
+                main_attr.is_some_and(|a| a.attributes().flags.contains(AttrFlags::USE_CLOCKID))
+            })
+            .map(|c| (c.wall_clock_ns, c.clockid_time_ns)),
         host: perf_file.hostname().ok().flatten().unwrap_or("").to_owned(),
         kernel_release: perf_file
             .os_release()
@@ -362,6 +514,21 @@ pub(crate) fn read<R: Read + Seek>(
             .map_or(0, |n| n.nr_cpus_online)
             .min(MAX_CLAIMED_CPUS),
     };
+    // Header features newer than this import (perf's bits end at
+    // HEADER_PMU_CAPS, 31): sections it does not read, said.
+    let newer: Vec<u32> = perf_file
+        .features()
+        .iter()
+        .map(|f| f.0)
+        .filter(|&b| b > LAST_KNOWN_FEATURE)
+        .collect();
+    if !newer.is_empty() {
+        summary.features_skipped = newer.len() as u64;
+        summary.warnings.push(format!(
+            "{} header features newer than this import not read (bits {newer:?})",
+            newer.len()
+        ));
+    }
     let layout = Layout {
         callchain: facts.callchain,
         user_stack: facts.user_stack,
@@ -390,6 +557,9 @@ pub(crate) fn read<R: Read + Seek>(
     let mut tgids = Tgids::default();
     // Per CPU, the task the last sched_switch sample switched in.
     let mut cpu_next: HashMap<u32, u32> = HashMap::new();
+    // A `[kernel.kallsyms]` mapping was queued (the file's, or the one put
+    // before the first kernel sample of a file without one).
+    let mut kernel_mapped = false;
     // A panic inside linux-perf-data (it asserts on some malformed
     // records) ends the read like a truncated file: keep what was read.
     let whole = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -403,8 +573,18 @@ pub(crate) fn read<R: Read + Seek>(
                     break;
                 }
             };
-            let PerfFileRecord::EventRecord { record, attr_index } = record else {
-                continue;
+            let (record, attr_index) = match record {
+                PerfFileRecord::EventRecord { record, attr_index } => (record, attr_index),
+                PerfFileRecord::UserRecord(u) => {
+                    // perf's own types end at COMPRESSED2 (83); simpleperf's
+                    // start at 32768: between, a newer perf's, skipped.
+                    if (LAST_PERF_USER_TYPE + 1..SIMPLEPERF_USER_TYPES)
+                        .contains(&u.record_type.record_type().0)
+                    {
+                        summary.records_skipped += 1;
+                    }
+                    continue;
+                }
             };
             let role = roles.get(attr_index).copied().unwrap_or(Role::OnCpu);
             // The reader's parsers assert on some malformed input: a panic
@@ -424,6 +604,7 @@ pub(crate) fn read<R: Read + Seek>(
                 let little = record.parse_info.endian == Endianness::LittleEndian;
                 match parse_mmap2(&record.data.as_slice(), record.misc, little) {
                     Some((m, path)) => {
+                        kernel_mapped |= path.starts_with(KERNEL_MAP);
                         tell_build_id(
                             &mut |p, b| sink.build_id(p, b),
                             &path,
@@ -478,6 +659,17 @@ pub(crate) fn read<R: Read + Seek>(
                     };
                     tgids.note(id.pid, id.tid);
                     sink.before(id.time, queues);
+                    if !kernel_mapped && is_kernel_mode(cpumode) {
+                        kernel_mapped = true;
+                        tell_build_id(&mut |p, b| sink.build_id(p, b), KERNEL_MAP, CpuMode::Kernel);
+                        queues.map(&unknown_kernel_map(), &id);
+                        summary.warnings.push(
+                            "the file has no kernel mapping ([kernel.kallsyms]_text): its kernel \
+                             samples are counted as [kernel.kallsyms], at their addresses, unnamed \
+                             unless a kallsyms of that kernel is given"
+                                .into(),
+                        );
+                    }
                     let to = if role.is_offcpu() {
                         summary.offcpu_samples += 1;
                         Queue::OffCpu
@@ -581,6 +773,7 @@ pub(crate) fn read<R: Read + Seek>(
                 }
                 EventRecord::Mmap(m) => {
                     let path = m.path.as_slice();
+                    kernel_mapped |= path.starts_with(KERNEL_MAP);
                     tell_build_id(&mut |p, b| sink.build_id(p, b), &path, m.cpu_mode);
                     sink.before(id.time, queues);
                     queues.map(
@@ -643,6 +836,9 @@ pub(crate) fn read<R: Read + Seek>(
                     sink.before(id.time, queues);
                     queues.throttle(throttled, t.id, &id);
                 }
+                // A kernel record type newer than the reader knows: its
+                // layout unknown, skipped, counted.
+                EventRecord::Raw(_) => summary.records_skipped += 1,
                 // Records profkit does not use (KSYMBOL, BPF_EVENT,
                 // CGROUP, ...): well-formed, nothing to do.
                 _ => {}
@@ -653,6 +849,47 @@ pub(crate) fn read<R: Read + Seek>(
         summary.bad_records += 1;
     }
 }
+
+/// perf's name of the kernel image (its mapping is `[kernel.kallsyms]_text`).
+const KERNEL_MAP: &[u8] = b"[kernel.kallsyms]";
+
+/// A sample `cpumode` the sync stage resolves among the kernel maps.
+fn is_kernel_mode(cpumode: u16) -> bool {
+    use profkit_perf::misc;
+    matches!(
+        cpumode,
+        misc::KERNEL | misc::HYPERVISOR | misc::GUEST_KERNEL
+    )
+}
+
+/// The kernel image of a file that maps none (perf recorded without access
+/// to the kernel's addresses, or the mappings were left out): pid −1,
+/// `_text` (its `pgoff`) unknown and taken as 0, so that a kernel sample's
+/// offset is its address, and all of the upper half of the address space.
+/// Its samples are the kernel's, unnamed (unless a kallsyms of the same
+/// kernel is given), rather than lost for want of a mapping.
+fn unknown_kernel_map() -> MapRecord<'static> {
+    const UPPER_HALF: u64 = 1 << 63;
+    MapRecord {
+        pid: u32::MAX,
+        tid: u32::MAX,
+        addr: UPPER_HALF,
+        len: u64::MAX - UPPER_HALF,
+        pgoff: 0,
+        file_id: None,
+        prot: PROT_EXEC,
+        flags: 0,
+        filename: KERNEL_MAP,
+        cpumode: profkit_perf::misc::KERNEL,
+    }
+}
+
+/// perf's last user record type this import knows: `COMPRESSED2`.
+const LAST_PERF_USER_TYPE: u32 = 83;
+/// simpleperf's user record types start here.
+const SIMPLEPERF_USER_TYPES: u32 = 32768;
+/// perf's last header feature this import knows: `HEADER_PMU_CAPS`.
+const LAST_KNOWN_FEATURE: u32 = 31;
 
 /// The process (thread group) of each thread the file has named so far
 /// (COMM, FORK, samples): a `sched_switch` sample names the tasks it
@@ -970,7 +1207,10 @@ mod tests {
         let path = d.path().join("perf.data");
         std::fs::write(&path, file).unwrap();
         let (mut q, mut sink, mut summary) = Default::default();
-        read(open(&path).unwrap(), &mut q, &mut sink, &mut summary);
+        let Ok(Opened::File(reader)) = open(&path) else {
+            panic!("not a file-mode perf.data")
+        };
+        read(reader, &mut q, &mut sink, &mut summary);
         (q, sink, summary)
     }
 
@@ -1328,9 +1568,11 @@ mod tests {
             (2, 2, 5)
         );
         assert_eq!(summary.bad_records, 0);
-        // Nothing on the sampled events' queue; the file's records, in
-        // file order, on the off-CPU one.
-        assert!(q.records(0).is_empty());
+        // On the sampled events' queue, only the kernel mapping put
+        // before the first kernel sample (the file has none); the file's
+        // records, in file order, on the off-CPU one.
+        let kinds: Vec<u32> = q.records(0).iter().map(|(k, _, _)| *k).collect();
+        assert_eq!(kinds, [kind::MMAP]);
         let parsed = |recs: Vec<(u32, u16, Vec<u8>)>| -> Vec<String> {
             recs.iter()
                 .map(|(kind, misc, body)| {
@@ -1479,7 +1721,9 @@ mod tests {
             ),
             ("tracepoint:372", 2, 372)
         );
-        assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
+        // Only that the file has no kernel mapping.
+        assert_eq!(summary.warnings.len(), 1, "{:?}", summary.warnings);
+        assert!(summary.warnings[0].contains("no kernel mapping"));
         assert_eq!(
             (
                 summary.offcpu_samples,
@@ -1535,7 +1779,7 @@ mod tests {
         let (facts, _) = sink.0.unwrap();
         assert!(facts.offcpu);
         assert_eq!(facts.event.name, "sched:sched_switch");
-        assert_eq!(summary.warnings.len(), 1, "{:?}", summary.warnings);
+        assert_eq!(summary.warnings.len(), 2, "{:?}", summary.warnings);
         assert!(summary.warnings[0].contains("sched_switch"));
         assert_eq!(summary.switches, 13);
         // Neither named nor described: another tracepoint, on-CPU samples.
@@ -1543,6 +1787,7 @@ mod tests {
         let (q, sink, summary) = import(&file);
         assert!(!sink.0.unwrap().0.offcpu);
         assert_eq!((summary.offcpu_samples, summary.switches), (0, 0));
-        assert_eq!((q.records(0).len(), q.offcpu_records(0).len()), (2, 0));
+        // (Two samples and the kernel mapping before them.)
+        assert_eq!((q.records(0).len(), q.offcpu_records(0).len()), (3, 0));
     }
 }

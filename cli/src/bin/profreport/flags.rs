@@ -332,7 +332,7 @@ pub(super) struct Opt {
     /// --separate=cpu: one FILE-cpuN.svg per CPU).
     #[arg(short = 'o', long, value_name = "FILE")]
     output: Option<PathBuf>,
-    /// Read a perf.data file (written by `perf record`) as the session.
+    /// Read a perf.data file (written by `perf record`; `-`: standard input, from `perf record -o -`) as the session.
     #[arg(long, value_name = "PERF_DATA", conflicts_with = "session_dir")]
     import: Option<PathBuf>,
     /// Per symbol, the change in share from the OLD session to the NEW one.
@@ -432,9 +432,10 @@ pub(super) fn validate(opt: Opt) -> Result<Config, String> {
         }
     }
     if let Some(p) = &opt.import {
-        if !p.is_file() {
+        // `-`: standard input (`perf record -o - ... | profreport --import -`).
+        if p.as_os_str() != "-" && !p.is_file() {
             return Err(format!(
-                "bad value '{}' for --import: not a file (give a perf.data written by `perf record`)",
+                "bad value '{}' for --import: not a file (give a perf.data written by `perf record`, or - for standard input)",
                 p.display()
             ));
         }

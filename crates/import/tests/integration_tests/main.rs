@@ -3,6 +3,7 @@
 
 mod dwarf;
 mod equivalence;
+mod forms;
 mod hostile;
 mod offcpu;
 mod perf_data;

@@ -15,7 +15,7 @@ use profkit_testsupport::{perf_ok, skip};
 /// own: two identical builds share a build-id, hence a cookie, and the
 /// sync stage names a cookie after the first path it saw the binary at —
 /// possibly the other test's copy, deleted by the time of the report.
-fn build_shares(dir: &Path) -> Option<PathBuf> {
+pub(crate) fn build_shares(dir: &Path) -> Option<PathBuf> {
     build_workload(dir, "shares", &["-pthread"])
 }
 
@@ -307,7 +307,7 @@ pub(crate) fn fix_mmap2_build_id_bits(data: &Path) -> PathBuf {
 }
 
 /// `perf report`'s rows: (percent, symbol), most first.
-fn perf_report(perf: &str, data: &Path) -> Option<Vec<(f64, String)>> {
+pub(crate) fn perf_report(perf: &str, data: &Path) -> Option<Vec<(f64, String)>> {
     let run = |data: &Path| {
         Command::new(perf)
             .args([

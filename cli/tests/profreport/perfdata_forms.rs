@@ -113,3 +113,115 @@ fn import_reads_compressed_files_and_keeps_kernel_samples_without_mappings() {
         );
     }
 }
+
+/// (percent, symbol) rows of a JSON `-l` report.
+fn shares(v: &serde_json::Value) -> Vec<(f64, String)> {
+    crate::util::rows(v)
+        .iter()
+        .map(|r| {
+            (
+                r["percent"].as_f64().unwrap_or(0.0),
+                r["symbol"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Live, root: the known-ratio workload recorded by perf three ways, a
+/// plain file, `-z` (zstd-compressed records) and `-o -` (pipe mode,
+/// written to a file and read again from standard input): each import
+/// gives perf report's shares of the same file within a point, for every
+/// symbol of 5 % or more.
+#[test]
+fn live_compressed_and_pipe_recordings_import_as_perf_reads_them() {
+    let _rec = crate::util::recording();
+    let perf = std::env::var("PERF").unwrap_or_else(|_| "/usr/bin/perf".into());
+    if !std::path::Path::new(&perf).exists() {
+        eprintln!("SKIP: no perf at {perf} (set PERF=...)");
+        return;
+    }
+    if !profkit_testsupport::perf_ok() {
+        return;
+    }
+    let d = crate::util::tempdir();
+    let Some(shares_bin) = crate::live::build_shares(d.path()) else {
+        return;
+    };
+    let cmd = [shares_bin.to_str().unwrap(), "ratio", "60"];
+    let base = ["-q", "-e", "cpu-clock", "-F", "4000", "--no-bpf-event"];
+    let mut checked = 0;
+    for (name, extra) in [("plain.data", &[][..]), ("z.data", &["-z"][..])] {
+        let data = d.path().join(name);
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend_from_slice(extra);
+        args.extend(["-o", data.to_str().unwrap(), "--"]);
+        args.extend(cmd);
+        if !crate::live::perf_record(&perf, d.path(), &data, &args) {
+            return;
+        }
+        let Some(theirs) = crate::live::perf_report(&perf, &data) else {
+            return;
+        };
+        let ours = shares(
+            &profreport(&["--import", data.to_str().unwrap(), "-l", "--format", "json"])
+                .expect(0)
+                .json(),
+        );
+        checked += compare(name, &ours, &theirs);
+    }
+    // Pipe mode: perf writes the stream to its standard output.
+    let pipe = d.path().join("pipe.data");
+    let out = Command::new(&perf)
+        .arg("record")
+        .args(base)
+        .args(["--no-buildid", "-o", "-", "--"])
+        .args(cmd)
+        .current_dir(d.path())
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && !out.stdout.is_empty(),
+        "perf record -o -"
+    );
+    std::fs::write(&pipe, &out.stdout).unwrap();
+    let Some(theirs) = crate::live::perf_report(&perf, &pipe) else {
+        return;
+    };
+    let from_file = profreport(&["--import", pipe.to_str().unwrap(), "-l", "--format", "json"])
+        .expect(0)
+        .json();
+    checked += compare("pipe.data", &shares(&from_file), &theirs);
+    let (code, stdout, stderr) =
+        with_stdin(&["--import", "-", "-l", "--format", "json"], &out.stdout);
+    assert_eq!(code, 0, "{stderr}");
+    let from_stdin: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        shares(&from_stdin),
+        shares(&from_file),
+        "standard input and the file"
+    );
+    assert!(checked >= 3, "{checked} symbols compared");
+}
+
+/// The symbols of 5 % or more in `theirs` (perf report) are in `ours`
+/// within a point; how many were compared.
+fn compare(name: &str, ours: &[(f64, String)], theirs: &[(f64, String)]) -> usize {
+    eprintln!("{name}: perf {:?}", &theirs[..theirs.len().min(3)]);
+    eprintln!("{name}: ours {:?}", &ours[..ours.len().min(3)]);
+    let mut n = 0;
+    for (p, s) in theirs.iter().filter(|(p, _)| *p >= 5.0) {
+        let mine = ours
+            .iter()
+            .find(|(_, o)| o == s)
+            .unwrap_or_else(|| panic!("{name}: {s} not in {ours:?}"))
+            .0;
+        assert!(
+            (mine - p).abs() <= 1.0,
+            "{name}: {s} {mine} % against perf's {p} %"
+        );
+        n += 1;
+    }
+    assert!(n > 0, "{name}: nothing of 5 % or more in {theirs:?}");
+    n
+}

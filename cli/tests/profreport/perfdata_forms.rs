@@ -111,6 +111,15 @@ fn import_reads_compressed_files_and_keeps_kernel_samples_without_mappings() {
             "{name}: {}",
             run.stderr
         );
+        if unmapped {
+            // Which kernel it came from, and how to name its symbols.
+            assert!(
+                run.stderr.contains("(the file's OS release)")
+                    && run.stderr.contains("give --kallsyms FILE"),
+                "{name}: {}",
+                run.stderr
+            );
+        }
     }
 }
 

@@ -663,12 +663,17 @@ pub(crate) fn read<R: Read>(
                         kernel_mapped = true;
                         tell_build_id(&mut |p, b| sink.build_id(p, b), KERNEL_MAP, CpuMode::Kernel);
                         queues.map(&unknown_kernel_map(), &id);
-                        summary.warnings.push(
+                        let kernel = if facts.kernel_release.is_empty() {
+                            "the recording's kernel".to_owned()
+                        } else {
+                            format!("kernel {} (the file's OS release)", facts.kernel_release)
+                        };
+                        summary.warnings.push(format!(
                             "the file has no kernel mapping ([kernel.kallsyms]_text): its kernel \
-                             samples are counted as [kernel.kallsyms], at their addresses, unnamed \
-                             unless a kallsyms of that kernel is given"
-                                .into(),
-                        );
+                             samples are counted as [kernel.kallsyms], at their addresses, \
+                             unnamed; to name them, give --kallsyms FILE with the /proc/kallsyms \
+                             of {kernel}"
+                        ));
                     }
                     let to = if role.is_offcpu() {
                         summary.offcpu_samples += 1;

@@ -290,6 +290,23 @@ impl DebugSymbols {
 /// A stripped binary's debug file, looked for or taken as `debug` says;
 /// `None` when the whole-file path must read the binary (the debug file is
 /// not ELF64 little-endian, or, looked for here, has no `.symtab`).
+/// [`debug_symbols`] of the binary at `path` with headers `h`.
+fn debug_symbols_of(
+    path: &Path,
+    h: &Headers,
+    cfg: &LoadConfig<'_>,
+    debug: DebugLookup<'_>,
+) -> Option<DebugSymbols> {
+    debug_symbols(
+        path,
+        h.build_id.as_deref(),
+        h.debuglink.as_ref(),
+        &h.loads,
+        cfg,
+        debug,
+    )
+}
+
 fn debug_symbols(
     path: &Path,
     build_id: Option<&[u8]>,
@@ -567,14 +584,7 @@ pub(crate) fn parse_full(
     }
     let mut ds = DebugSymbols::NONE;
     if from_symtab == 0 {
-        let Some(d) = debug_symbols(
-            path,
-            h.build_id.as_deref(),
-            h.debuglink.as_ref(),
-            &h.loads,
-            cfg,
-            debug,
-        ) else {
+        let Some(d) = debug_symbols_of(path, h, cfg, debug) else {
             return Ok(None);
         };
         if let (Some(found), Some((l, t))) = (&d.found, &d.table) {
@@ -633,14 +643,7 @@ fn parse_indexed(
     let mut looked_for: Option<DebugSymbols> = None;
     if let Found::Hit(index) = store.read(&name, &id, h.build_id.as_deref()) {
         let ds = if index.facts.stripped {
-            let Some(d) = debug_symbols(
-                path,
-                h.build_id.as_deref(),
-                h.debuglink.as_ref(),
-                &h.loads,
-                cfg,
-                debug,
-            ) else {
+            let Some(d) = debug_symbols_of(path, &h, cfg, debug) else {
                 return Ok(None);
             };
             d

@@ -182,6 +182,16 @@ fn script_of_an_imported_perf_data_is_what_perf_script_prints() {
                     return false;
                 };
                 if x == y {
+                    // Perf printed the unplaced frame too, then went on
+                    // with what follows it; ours ends there.
+                    if unplaced(y)
+                        && y.0 == "0"
+                        && i + 1 == b.frames.len()
+                        && a.frames.len() > b.frames.len()
+                    {
+                        *cut += 1;
+                        return true;
+                    }
                     continue;
                 }
                 // Ours could not place it (a stray frame, or one taken

@@ -206,7 +206,7 @@ impl RingChoice {
     /// (a switch storm fills a ring that much faster), halved until they
     /// fit in what the sample rings leave of the same limit (on 256 CPUs
     /// as root: 1 MiB rings, 386 MiB locked in all, where four times the
-    /// sample rings would be 641 MiB); refused when not one page fits.
+    /// sample rings would be 642 MiB); refused when not one page fits.
     /// Within a user's `perf_event_mlock_kb` the off-CPU rings are left as
     /// they were (four times the sample rings): the kernel charges what
     /// passes that allowance to the user's `RLIMIT_MEMLOCK`, which the

@@ -25,9 +25,9 @@
 //! symbols sampled, whatever its size; the image answers only for the
 //! offsets it was read for and is not cached. With a symbol index
 //! (`index/`), a binary without an entry is read once whole instead
-//! ([`parse_full`]: one pass over each table, its string table read whole,
+//! ([`indexed::parse_full`]: one pass over each table, its string table read whole,
 //! every name kept), and the entry written from that table answers the
-//! next reports ([`parse_indexed`]); a table of every function answers each
+//! next reports ([`indexed::parse_indexed`]); a table of every function answers each
 //! address as the table read for it would (the same symbol wins at each
 //! start, and a lookup takes the innermost symbol containing the address). Files this does not cover
 //! (not ELF64 little-endian, relocatable `.ko`, extended section indices,
@@ -57,6 +57,9 @@ use profkit_elf::{Sections as SectionHeaders, Segments};
 const MAX_NAME: usize = 64 << 10;
 
 /// Reads names (NUL-terminated) at file positions.
+mod indexed;
+use indexed::parse_indexed;
+
 struct NameReader<'a> {
     file: &'a File,
 }
@@ -237,7 +240,7 @@ pub(crate) fn headers(file: &File) -> Option<Headers> {
 ///
 /// With a symbol index (`index`, its directory usable), the binary's whole
 /// table is read from its entry when there is one for this very file
-/// ([`parse_indexed`]), else built once ([`parse_full`]) and written there;
+/// ([`indexed::parse_indexed`]), else built once ([`indexed::parse_full`]) and written there;
 /// the answers are the same.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn parse(
@@ -500,301 +503,6 @@ fn parse_ranged(
         dwarf: None,
         from_index: false,
     }))
-}
-
-/// A binary's whole function table, as [`parse_ranged`] would build it if
-/// every address were wanted: what a symbol index entry holds.
-pub(crate) struct FullTable {
-    /// Every function (aliases chosen, ends fixed), raw names.
-    pub symbols: SymbolTable,
-    /// No function in a `.symtab` of the binary's own.
-    pub stripped: bool,
-    /// Some table had a function.
-    pub any_function: bool,
-    debug: DebugSymbols,
-}
-
-/// Names of a string table held in memory (up to this many bytes of it).
-const MAX_HELD_NAMES: u64 = 1 << 30;
-
-/// A string table read whole, to name every symbol of a table at once;
-/// a name it does not hold to its end is read as [`NameReader`] reads it.
-struct HeldNames<'a> {
-    file: &'a File,
-    at: u64,
-    held: Vec<u8>,
-}
-
-impl<'a> HeldNames<'a> {
-    fn load(file: &'a File, t: &Table, file_len: u64) -> HeldNames<'a> {
-        let len = t.str_size.min(file_len.saturating_sub(t.str_at));
-        let mut held = Vec::new();
-        if len <= MAX_HELD_NAMES {
-            held = vec![0u8; len as usize];
-            if file.read_exact_at(&mut held, t.str_at).is_err() {
-                held = Vec::new();
-            }
-        }
-        HeldNames {
-            file,
-            at: t.str_at,
-            held,
-        }
-    }
-
-    /// The name at file position `pos`, as [`NameReader::read`] gives it.
-    fn read(&self, pos: u64) -> String {
-        let rest = pos
-            .checked_sub(self.at)
-            .and_then(|o| usize::try_from(o).ok())
-            .and_then(|o| self.held.get(o..));
-        if let Some(rest) = rest {
-            let window = &rest[..rest.len().min(MAX_NAME)];
-            let end = memchr::memchr(0, window)
-                .or_else(|| (window.len() == MAX_NAME).then_some(MAX_NAME));
-            if let Some(end) = end {
-                return String::from_utf8_lossy(&window[..end]).into_owned();
-            }
-        }
-        NameReader { file: self.file }.read(pos)
-    }
-}
-
-/// Every function of the binary `file` (and, stripped, of its debug file
-/// as `debug` says) with its name: one streamed pass over each table and
-/// its string table read whole. `None` where [`parse_ranged`] says `None`.
-pub(crate) fn parse_full(
-    path: &Path,
-    file: &File,
-    meta: &std::fs::Metadata,
-    h: &Headers,
-    cfg: &LoadConfig<'_>,
-    debug: DebugLookup<'_>,
-) -> Result<Option<FullTable>, Error> {
-    let io = |e| Error::io(path, e);
-    // (which source, the function), in table order.
-    let mut funcs: Vec<(usize, Func)> = Vec::new();
-    let mut from_symtab = 0;
-    for (k, t) in h.tables.iter().enumerate() {
-        for_each_function(file, t, &h.layout, meta.len(), |f| {
-            funcs.push((k, f));
-            from_symtab += usize::from(t.origin == SymbolOrigin::Symtab);
-        })
-        .map_err(io)?;
-    }
-    let mut ds = DebugSymbols::NONE;
-    if from_symtab == 0 {
-        let Some(d) = debug_symbols_of(path, h, cfg, debug) else {
-            return Ok(None);
-        };
-        if let (Some(found), Some((l, t))) = (&d.found, &d.table) {
-            let k = h.tables.len();
-            for_each_function(&found.file, t, l, found.len, |f| funcs.push((k, f))).map_err(io)?;
-        }
-        ds = d;
-    }
-    let mut sources: Vec<(&File, u64, &Table)> =
-        h.tables.iter().map(|t| (file, meta.len(), t)).collect();
-    if let (Some(d), Some((_, t))) = (&ds.found, &ds.table) {
-        sources.push((&d.file, d.len, t));
-    }
-    let mut starts: Vec<u64> = funcs.iter().map(|(_, f)| f.start).collect();
-    let any_function = !starts.is_empty();
-    starts.sort_unstable();
-    starts.dedup();
-    let names: Vec<HeldNames<'_>> = sources
-        .iter()
-        .map(|&(file, len, t)| HeldNames::load(file, t, len))
-        .collect();
-    let mut cands = Vec::new();
-    for (k, f) in &funcs {
-        if f.name_at >= names_end(sources[*k].2) {
-            continue;
-        }
-        cands.extend(candidate(f, names[*k].read(f.name_at), end_of(&starts, f)));
-    }
-    drop((funcs, starts, names));
-    Ok(Some(FullTable {
-        symbols: SymbolTable::build(cands),
-        stripped: from_symtab == 0,
-        any_function,
-        debug: ds,
-    }))
-}
-
-/// [`parse`] with a symbol index: the entry of this very file (identity and
-/// build-id; a stripped binary's, with the debug file found now), binary
-/// searched for `wanted`; else the whole table built, written as the entry,
-/// and looked up. Answers as [`parse_ranged`] would.
-#[allow(clippy::too_many_arguments)]
-fn parse_indexed(
-    store: &IndexStore,
-    path: &Path,
-    file: &File,
-    meta: &std::fs::Metadata,
-    h: Headers,
-    cfg: &LoadConfig<'_>,
-    wanted: &[u64],
-    debug: DebugLookup<'_>,
-) -> Result<Option<ElfImage>, Error> {
-    let id = Identity::of(meta);
-    let name = IndexStore::entry_name(path, h.build_id.as_deref(), &id);
-    // A stripped binary's debug file, when found to check an entry not used after all.
-    let mut looked_for: Option<DebugSymbols> = None;
-    if let Found::Hit(index) = store.read(&name, &id, h.build_id.as_deref()) {
-        let ds = if index.facts.stripped {
-            let Some(d) = debug_symbols_of(path, &h, cfg, debug) else {
-                return Ok(None);
-            };
-            d
-        } else {
-            DebugSymbols::NONE
-        };
-        if ds.identity() == Ok(index.facts.debug) {
-            let image = image_from_index(&index, path, &h, cfg, wanted, &ds, store.demangle);
-            if let Some(image) = image {
-                store.count_hit();
-                return Ok(Some(image));
-            }
-        }
-        // Made with another debug file, or a name read is damaged: built anew.
-        store.count_rejected();
-        if index.facts.stripped {
-            looked_for = Some(ds);
-        }
-    }
-    let debug = match &looked_for {
-        Some(d) => DebugLookup::Found(d.found.as_ref()),
-        None => debug,
-    };
-    build_indexed(store, &name, path, file, meta, h, cfg, wanted, debug)
-}
-
-/// The cold side of [`parse_indexed`]: the whole table built and written
-/// as the entry `name` (when the directory takes writes; else the table
-/// is read for `wanted` only, as without an index).
-#[allow(clippy::too_many_arguments)]
-fn build_indexed(
-    store: &IndexStore,
-    name: &str,
-    path: &Path,
-    file: &File,
-    meta: &std::fs::Metadata,
-    h: Headers,
-    cfg: &LoadConfig<'_>,
-    wanted: &[u64],
-    debug: DebugLookup<'_>,
-) -> Result<Option<ElfImage>, Error> {
-    if !store.writable() {
-        return parse_ranged(path, file, meta, h, cfg, wanted, debug);
-    }
-    let Some(full) = parse_full(path, file, meta, &h, cfg, debug)? else {
-        return Ok(None);
-    };
-    let FullTable {
-        symbols,
-        stripped,
-        any_function,
-        debug: ds,
-    } = full;
-    // Raw names only: a report demangles the names it shows (a few
-    // hundred), never a whole table (libLLVM's 100,000 C++ names cost more
-    // than the rest of a cold report).
-    let bytes = ds.identity().ok().and_then(|debug_id| {
-        let facts = Facts {
-            binary: Identity::of(meta),
-            build_id: h.build_id.clone(),
-            stripped,
-            any_function,
-            debug: debug_id,
-            demangled: false,
-        };
-        let list: Vec<index::format::Symbol<'_>> = symbols
-            .entries()
-            .iter()
-            .map(|e| index::format::Symbol {
-                start: e.start,
-                end: e.end,
-                raw: &e.name,
-                shown: None,
-                origin: e.origin,
-            })
-            .collect();
-        index::format::encode(&facts, &list)
-    });
-    store.write(name, bytes.as_deref());
-    drop(bytes);
-    // The whole table answers every offset as the table read for them would.
-    let symbols = SymbolTable::from_sorted(symbols.entries().to_vec(), None);
-    let sparse_note = (stripped && ds.found.is_none())
-        .then(|| crate::elf::stripped_note(path, h.build_id.as_deref(), !any_function, cfg));
-    Ok(Some(ElfImage {
-        path: path.to_owned(),
-        build_id: h.build_id,
-        relocatable: false,
-        segments: h.segments,
-        symbols,
-        debug_file: ds.found.map(|d| d.path),
-        sparse_note,
-        notes: Vec::new(),
-        dwarf: None,
-        from_index: false,
-    }))
-}
-
-/// The image of the file `path` (headers `h`) for `wanted` from its index
-/// entry: the entries the wanted addresses fall in, with their stored
-/// demangled names when `demangle`. `None` if a name read is damaged.
-fn image_from_index(
-    index: &Index,
-    path: &Path,
-    h: &Headers,
-    cfg: &LoadConfig<'_>,
-    wanted: &[u64],
-    ds: &DebugSymbols,
-    demangle: bool,
-) -> Option<ElfImage> {
-    let mut hit: Vec<usize> = wanted
-        .iter()
-        .filter_map(|&o| h.segments.to_vaddr(o))
-        .filter_map(|a| index.lookup(a))
-        .collect();
-    hit.sort_unstable();
-    hit.dedup();
-    let names = index.names(&hit).ok()?;
-    let mut entries = Vec::with_capacity(hit.len());
-    let mut shown = Vec::with_capacity(if demangle { hit.len() } else { 0 });
-    for (&i, (raw, show)) in hit.iter().zip(names) {
-        entries.push(Entry {
-            start: index.start(i),
-            end: index.end(i),
-            name: raw,
-            origin: index.origin(i),
-        });
-        if demangle {
-            shown.push(show);
-        }
-    }
-    let facts = &index.facts;
-    let sparse_note = (facts.stripped && ds.found.is_none())
-        .then(|| crate::elf::stripped_note(path, h.build_id.as_deref(), !facts.any_function, cfg));
-    Some(ElfImage {
-        path: path.to_owned(),
-        build_id: h.build_id.clone(),
-        relocatable: false,
-        segments: h.segments.clone(),
-        // Names demangled ahead (an entry written so) are used; raw ones
-        // are demangled when shown, as without the index.
-        symbols: SymbolTable::from_sorted(
-            entries,
-            (demangle && index.facts.demangled).then_some(shown),
-        ),
-        debug_file: ds.found.as_ref().map(|d| d.path.clone()),
-        sparse_note,
-        notes: Vec::new(),
-        dwarf: None,
-        from_index: true,
-    })
 }
 
 /// The binary's separate debug file ([`debug_candidates`]), checked by

@@ -1,8 +1,9 @@
 //! The symbol index (issue 32): a report through the binaries' indexes
-//! (made by the first report, read by the next) prints exactly what a
-//! report that reads every symbol table prints (`--no-cache`), byte for
-//! byte: on the golden sessions and on a real recording (a gcc build of
-//! the workloads, system-wide: cc1, as, ld, libc, the kernel).
+//! (made after the first report by the builder it starts, read by the
+//! next) prints exactly what a report that reads every symbol table prints
+//! (`--no-cache`), byte for byte: on the golden sessions and on a real
+//! recording (a gcc build of the workloads, system-wide: cc1, as, ld, libc,
+//! the kernel).
 
 use std::path::Path;
 use std::process::Command;
@@ -42,13 +43,19 @@ fn entries(cache: &Path) -> Vec<String> {
     v
 }
 
-/// Cold (no index yet), warm (every index made) and `--no-cache`: the same
-/// bytes, stdout and stderr.
+/// Cold (no index yet: answered without it, the entries left to the
+/// builder), warm (every index made: `--build-index` waits for the builder
+/// the cold report started, and builds what is left) and `--no-cache`: the
+/// same bytes, stdout and stderr.
 fn same_three_ways(cache: &Path, args: &[&str]) {
     let mut none = args.to_vec();
     none.push("--no-cache");
     let plain = with_cache(cache, &none).expect(0);
     let cold = with_cache(cache, args).expect(0);
+    let mut build = args.to_vec();
+    build.push("--build-index");
+    let built = with_cache(cache, &build).expect(0);
+    assert_eq!(built.stdout, "", "--build-index prints no report");
     let warm = with_cache(cache, args).expect(0);
     for (what, r) in [("cold", &cold), ("warm", &warm)] {
         assert_eq!(r.stdout, plain.stdout, "{what} index, {args:?}");
@@ -83,6 +90,41 @@ fn golden_reports_are_the_same_through_the_index() {
     let all: Vec<&str> = all.iter().map(String::as_str).collect();
     with_cache(none.path(), &all).expect(0);
     assert!(entries(none.path()).is_empty());
+}
+
+/// A cold report answers at once and leaves the entries to a builder it
+/// starts in the background: they appear with no other command, and the
+/// next report reads them (a `--build-index` that finds them all writes
+/// nothing more).
+#[test]
+fn a_cold_report_leaves_the_index_to_a_background_builder() {
+    let cache = tempdir();
+    let mut all = fixture_args("ratio");
+    all.push("-l".to_owned());
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let cold = with_cache(cache.path(), &all).expect(0);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while entries(cache.path()).is_empty() {
+        assert!(
+            std::time::Instant::now() < until,
+            "no entry written by the background builder in 120 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Wait for the background builder to end (it holds the lock).
+    let mut build = all.clone();
+    build.push("--build-index");
+    with_cache(cache.path(), &build).expect(0);
+    let made = entries(cache.path());
+    let warm = with_cache(cache.path(), &all).expect(0);
+    assert_eq!(warm.stdout, cold.stdout);
+    assert_eq!(warm.stderr, cold.stderr);
+    with_cache(cache.path(), &build).expect(0);
+    assert_eq!(
+        entries(cache.path()),
+        made,
+        "a warm report left more to build"
+    );
 }
 
 /// A cache directory another user can write to is not used, and the

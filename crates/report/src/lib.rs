@@ -309,6 +309,8 @@ pub use naming::debuginfod::{Debuginfod, DebuginfodOutcome};
 pub use options::{AnnotateOptions, OffCpuMode, ReportOptions, SymbolSources};
 /// Where [`SymbolSources::index_cache`] keeps binaries' symbol indexes.
 pub use profkit_symbols::IndexCacheOptions;
+/// The background build of the symbol index ([`IndexCacheOptions::defer_builds`]).
+pub use profkit_symbols::{builder_lock, builds_deferred, BuilderLock};
 pub use render::{
     flat_rows, format_utc, printable, render, render_colored, write_csv, write_json, write_text,
     Format, Printable, NO_SYMBOLS, TEXT_CPU_COLUMNS, UNKNOWN_SYMBOL,

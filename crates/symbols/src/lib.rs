@@ -156,7 +156,7 @@ pub mod fuzzing {
 }
 pub use demangle::demangle;
 pub use error::Error;
-pub use index::IndexCacheOptions;
+pub use index::{builder_lock, builds_deferred, BuilderLock, IndexCacheOptions};
 
 pub use kallsyms_trim::{trim_kallsyms, KallsymsInput, KallsymsWanted, TrimmedKallsyms};
 pub use symbolizer::Symbolizer;

@@ -362,6 +362,11 @@ pub(super) struct Opt {
     /// The symbol indexes' total size (512M, 2G); the oldest are deleted past it [default: 1G].
     #[arg(long, value_name = "SIZE", value_parser = profkit_live::parse_size, conflicts_with = "no_cache")]
     cache_size: Option<u64>,
+    /// Write the symbol index of every binary this report names, now, and print no report.
+    /// (A report that found an index missing answers without it and starts this, in the
+    /// background, after its output.)
+    #[arg(long, conflicts_with_all = ["no_cache", "import", "from"])]
+    build_index: bool,
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
@@ -384,12 +389,17 @@ pub(super) struct Config {
     /// A stream of samples instead of a report.
     pub(super) stream: Option<StreamFormat>,
     pub(super) wall: bool,
+    /// `--build-index`: symbolize for the index, output nothing.
+    pub(super) build_index: bool,
     pub(super) progress: bool,
     pub(super) verbose: bool,
 }
 
 /// Validation that clap cannot do: profile specs. Errors are usage errors.
 pub(super) fn validate(opt: Opt) -> Result<Config, String> {
+    // Index misses are built now by `--build-index`, and by an import
+    // (whose session is gone when its report ends); else after the output.
+    let defer_index = !opt.build_index && opt.import.is_none();
     let spec = ProfileSpec::parse(&opt.specs).map_err(|e| e.to_string())?;
     // `host` is a column of fleet reports only.
     let per_host = opt.separate.host;
@@ -559,21 +569,24 @@ pub(super) fn validate(opt: Opt) -> Result<Config, String> {
             search_dirs: opt.search_dirs,
             debug_dirs: opt.debug_dirs,
             debuginfod: Some(debuginfod(opt.offline)?),
-            index_cache: index_cache(opt.no_cache, opt.cache_size),
+            index_cache: index_cache(opt.no_cache, opt.cache_size, defer_index),
         },
         format,
         stream,
         wall: opt.wall,
+        build_index: opt.build_index,
         progress: !opt.no_progress,
         verbose: opt.verbose,
     })
 }
 
 /// Where symbol indexes are kept (none with `--no-cache`, or without a
-/// home or XDG cache directory).
+/// home or XDG cache directory); `defer`: a miss is left to a builder run
+/// after the report.
 pub(super) fn index_cache(
     no_cache: bool,
     size: Option<u64>,
+    defer: bool,
 ) -> Option<profkit_report::IndexCacheOptions> {
     if no_cache {
         return None;
@@ -583,6 +596,7 @@ pub(super) fn index_cache(
     if let Some(s) = size {
         c.max_bytes = s;
     }
+    c.defer_builds = defer;
     Some(c)
 }
 

@@ -2,6 +2,7 @@
 //! Flags and glue only: the work is in `profkit-report`.
 #![forbid(unsafe_code)]
 
+mod builder;
 mod flags;
 mod progress;
 mod scratch;
@@ -133,6 +134,21 @@ fn run(cfg: Config) -> Result<()> {
     if let Some((url, fleet)) = &cfg.from {
         return run_fleet(&cfg, url, fleet);
     }
+    // --build-index: held to the end of the run.
+    let _builder = if cfg.build_index {
+        match builder::enter(cfg.sources.index_cache.as_ref()) {
+            Some(lock) => lock,
+            None => return Ok(()),
+        }
+    } else {
+        None
+    };
+    let output = |path: Option<&Path>| -> Result<Box<dyn Write>> {
+        if cfg.build_index {
+            return Ok(Box::new(io::sink()));
+        }
+        output(path)
+    };
     let bar = Bar::new(cfg.progress);
     if let Some((old, new)) = &cfg.diff {
         let old_s = open(old, None)?;
@@ -239,7 +255,7 @@ fn run(cfg: Config) -> Result<()> {
     let report =
         build_report(&sessions, &cfg.options, &cfg.sources, &bar).context("building the report")?;
     print_warnings(&report, cfg.verbose);
-    if cfg.format == Format::Flamegraph && cfg.options.separate.cpu {
+    if cfg.format == Format::Flamegraph && cfg.options.separate.cpu && !cfg.build_index {
         let base = cfg.output.as_deref().unwrap_or(Path::new("flamegraph.svg"));
         for (i, col) in report.columns.iter().enumerate() {
             let Column::Cpu(cpu) = col else { continue };
@@ -282,7 +298,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(cfg) {
+    let build_later = !cfg.build_index && cfg.sources.index_cache.is_some();
+    let result = run(cfg);
+    if build_later && result.as_ref().err().is_none_or(is_broken_pipe) {
+        builder::start_if_needed();
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {

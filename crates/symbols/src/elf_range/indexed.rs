@@ -188,7 +188,7 @@ fn build_indexed(
     wanted: &[u64],
     debug: DebugLookup<'_>,
 ) -> Result<Option<ElfImage>, Error> {
-    if !store.writable() {
+    if !store.writable() || store.defer() {
         return parse_ranged(path, file, meta, h, cfg, wanted, debug);
     }
     let Some(full) = parse_full(path, file, meta, &h, cfg, debug)? else {
@@ -200,9 +200,21 @@ fn build_indexed(
         any_function,
         debug: ds,
     } = full;
-    // Raw names only: a report demangles the names it shows (a few
-    // hundred), never a whole table (libLLVM's 100,000 C++ names cost more
-    // than the rest of a cold report).
+    // With the names demangled once, here, when the report demangles:
+    // later reports show them as stored (demangling the names hit was half
+    // of a warm report of a cargo build). That is most of a build's time
+    // (libLLVM's 100,000 C++ names), which is why a report defers builds
+    // to a builder run after its output.
+    let shown: Vec<Option<String>> = if store.demangle {
+        use rayon::prelude::*;
+        symbols
+            .entries()
+            .par_iter()
+            .map(|e| crate::demangle::demangle(&e.name))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let bytes = ds.identity().ok().and_then(|debug_id| {
         let facts = Facts {
             binary: Identity::of(meta),
@@ -210,21 +222,23 @@ fn build_indexed(
             stripped,
             any_function,
             debug: debug_id,
-            demangled: false,
+            demangled: store.demangle,
         };
         let list: Vec<index::format::Symbol<'_>> = symbols
             .entries()
             .iter()
-            .map(|e| index::format::Symbol {
+            .enumerate()
+            .map(|(i, e)| index::format::Symbol {
                 start: e.start,
                 end: e.end,
                 raw: &e.name,
-                shown: None,
+                shown: shown.get(i).and_then(Option::as_deref),
                 origin: e.origin,
             })
             .collect();
         index::format::encode(&facts, &list)
     });
+    drop(shown);
     store.write(name, bytes.as_deref());
     drop(bytes);
     // The whole table answers every offset as the table read for them would.

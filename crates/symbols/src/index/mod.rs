@@ -50,6 +50,23 @@ pub struct IndexCacheOptions {
     /// bytes a function plus its raw name: a few hundred KB for libc, tens of MB for
     /// librustc_driver and Rust's libLLVM).
     pub max_bytes: u64,
+    /// Misses are answered by range, as without an index, and counted
+    /// ([`builds_deferred`]) instead of building the whole table now: a
+    /// report that wants its output first leaves the entries to a builder
+    /// run after it (`profreport --build-index`, which the report starts in
+    /// the background). Off, the first report that misses builds them.
+    pub defer_builds: bool,
+}
+
+/// Misses this process answered by range and left to a builder
+/// ([`IndexCacheOptions::defer_builds`]): nonzero means a builder run would
+/// write entries.
+static DEFERRED: AtomicUsize = AtomicUsize::new(0);
+
+/// How many index misses this process left to a builder
+/// ([`IndexCacheOptions::defer_builds`]), over all symbolizers.
+pub fn builds_deferred() -> usize {
+    DEFERRED.load(Ordering::Relaxed)
 }
 
 impl IndexCacheOptions {
@@ -74,6 +91,7 @@ impl IndexCacheOptions {
         IndexCacheOptions {
             dir: dir.into(),
             max_bytes: Self::DEFAULT_MAX_BYTES,
+            defer_builds: false,
         }
     }
 }
@@ -95,7 +113,8 @@ type Dir = Result<File, String>;
 /// needed) and counters. `Sync`.
 pub(crate) struct IndexStore {
     opts: IndexCacheOptions,
-    /// Demangled names are wanted (stored when building, required when reading).
+    /// Demangled names are wanted: stored when building, used when reading (an entry
+    /// without them serves too: the names shown are demangled then).
     pub demangle: bool,
     dir: OnceLock<Dir>,
     /// Cleared after a write failed for want of room or permission: then misses are
@@ -166,6 +185,16 @@ impl IndexStore {
     /// True if misses should build and write entries.
     pub fn writable(&self) -> bool {
         self.usable() && self.writable.load(Ordering::Relaxed)
+    }
+
+    /// True (and counted) if a miss that could be written is left to a
+    /// builder instead ([`IndexCacheOptions::defer_builds`]).
+    pub fn defer(&self) -> bool {
+        let defer = self.opts.defer_builds && self.writable();
+        if defer {
+            DEFERRED.fetch_add(1, Ordering::Relaxed);
+        }
+        defer
     }
 
     /// The entry name of the file at `path` with identity `id` and build-id `build_id`.
@@ -332,6 +361,46 @@ impl IndexStore {
             }
         }
     }
+}
+
+/// The lock a builder run holds while it writes entries
+/// ([`IndexCacheOptions::defer_builds`]): one builder at a time per cache
+/// directory, so reports run back to back do not start one each.
+#[derive(Debug)]
+pub struct BuilderLock {
+    _file: File,
+}
+
+/// Takes the builder lock of `opts`'s directory (`.build.lock` in it, a
+/// regular file of ours opened without following a link); `wait`: until the
+/// builder holding it is done, else not at all. `None` when another builder
+/// holds it (without `wait`), or the directory is not used (then there is
+/// nothing to build).
+pub fn builder_lock(opts: &IndexCacheOptions, wait: bool) -> Option<BuilderLock> {
+    let euid = rustix::process::geteuid().as_raw();
+    let dir = open_dir(&opts.dir, euid).ok()?;
+    let fd = rustix::fs::openat(
+        &dir,
+        ".build.lock",
+        OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )
+    .ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile
+        || st.st_uid != euid
+    {
+        return None;
+    }
+    let how = if wait {
+        rustix::fs::FlockOperation::LockExclusive
+    } else {
+        rustix::fs::FlockOperation::NonBlockingLockExclusive
+    };
+    rustix::fs::flock(&fd, how).ok()?;
+    Some(BuilderLock {
+        _file: File::from(fd),
+    })
 }
 
 /// Makes `path` (0700, parents too) if missing, opens it without following a link, and

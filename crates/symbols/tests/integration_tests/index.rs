@@ -25,6 +25,7 @@ fn with_index(base: &SymbolizerOptions, dir: &Path, max_bytes: u64) -> Symbolize
         index_cache: Some(IndexCacheOptions {
             dir: dir.to_owned(),
             max_bytes,
+            defer_builds: false,
         }),
         ..base.clone()
     }
@@ -402,6 +403,68 @@ fn one_raw_entry_serves_demangled_and_raw_reports() {
     );
     assert_eq!(s.index_hits, 1, "{s:?}");
     assert_eq!(entries(&dir).len(), 1);
+}
+
+/// An entry built by a demangling report holds the demangled names (shown
+/// as stored by the next one) and serves a report without demangling too.
+#[test]
+fn one_demangled_entry_serves_demangled_and_raw_reports() {
+    let d = tempfile::tempdir().unwrap();
+    let lib = large_cpp_library().unwrap_or_else(|| PathBuf::from(LIBC));
+    let reqs = one_req(&lib, 20_000);
+    let raw = SymbolizerOptions {
+        demangle: false,
+        ..isolated()
+    };
+    let (want_raw, _) = run_once(&raw, &reqs);
+    let (want, _) = run_once(&isolated(), &reqs);
+    assert_ne!(want, want_raw, "{}: nothing to demangle", lib.display());
+    let dir = d.path().join("ix");
+    let (cold, _) = cold_then_warm(&isolated(), &dir, &reqs, "demangled");
+    assert_eq!(cold.index_written, 1);
+    let s = same(&want_raw, &with_index(&raw, &dir, 1 << 30), &reqs, "raw");
+    assert_eq!(
+        (s.index_hits, s.index_rejected, s.index_written),
+        (1, 0, 0),
+        "{s:?}"
+    );
+}
+
+/// With `defer_builds` a miss is answered by range, as without the index:
+/// nothing written, counted for a builder; the builder's run (not
+/// deferring) writes the entry the next report reads.
+#[test]
+fn a_deferred_miss_answers_without_writing_and_counts() {
+    let d = tempfile::tempdir().unwrap();
+    let reqs = one_req(Path::new(LIBC), 5_000);
+    let (want, _) = run_once(&isolated(), &reqs);
+    let dir = d.path().join("ix");
+    let mut deferred = with_index(&isolated(), &dir, 1 << 30);
+    if let Some(c) = deferred.index_cache.as_mut() {
+        c.defer_builds = true;
+    }
+    let before = profkit_symbols::builds_deferred();
+    let s = same(&want, &deferred, &reqs, "deferred");
+    assert_eq!((s.index_written, s.index_hits), (0, 0), "{s:?}");
+    assert!(entries(&dir).is_empty());
+    assert!(profkit_symbols::builds_deferred() > before);
+    // The builder: not deferring, one at a time.
+    let lock = profkit_symbols::builder_lock(deferred.index_cache.as_ref().unwrap(), false)
+        .expect("the builder lock");
+    assert!(
+        profkit_symbols::builder_lock(deferred.index_cache.as_ref().unwrap(), false).is_none(),
+        "a second builder took the lock"
+    );
+    let s = same(
+        &want,
+        &with_index(&isolated(), &dir, 1 << 30),
+        &reqs,
+        "builder",
+    );
+    assert_eq!(s.index_written, 1, "{s:?}");
+    drop(lock);
+    let s = same(&want, &deferred, &reqs, "after the builder");
+    assert_eq!((s.index_hits, s.index_written), (1, 0), "{s:?}");
 }
 
 /// A small C program's requests, its no-index answers, and a directory with its entry.

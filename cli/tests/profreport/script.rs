@@ -104,9 +104,78 @@ fn record_two(perf: &str, dir: &Path) -> Option<PathBuf> {
 /// `perf script -F FIELDS` on `data` (again on a copy with MMAP2
 /// build-id bits fixed if perf fails on it).
 fn perf_script(perf: &str, data: &Path) -> Option<String> {
+    perf_script_with(perf, data, &["-F", FIELDS])
+}
+
+/// Every name each thread had, by tid, from perf's task events: the name
+/// perf shows on each (a forked thread's inherited name on its FORK) and
+/// the names COMM records give.
+fn thread_names(perf: &str, data: &Path) -> Option<BTreeMap<String, Vec<String>>> {
+    let out = perf_script_with(perf, data, &["--show-task-events", "-F", "comm,tid,time"])?;
+    Some(parse_thread_names(&out))
+}
+
+/// [`thread_names`] of `perf script --show-task-events -F comm,tid,time`.
+fn parse_thread_names(out: &str) -> BTreeMap<String, Vec<String>> {
+    let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for line in out.lines() {
+        let Some(at) = line.find(" PERF_RECORD_") else {
+            continue;
+        };
+        let head: Vec<&str> = line[..at].split_whitespace().collect();
+        if head.len() < 3 {
+            continue;
+        }
+        let tid = head[head.len() - 2].to_owned();
+        let comm = head[..head.len() - 2].join(" ");
+        // `PERF_RECORD_FORK(PID:TID):(PPID:PTID)`, on the parent's line:
+        // the child starts with the parent's name.
+        if let Some(child) = line[at..]
+            .strip_prefix(" PERF_RECORD_FORK(")
+            .and_then(|r| r.split_once(')'))
+            .and_then(|(ids, _)| ids.split_once(':'))
+        {
+            names
+                .entry(child.1.to_owned())
+                .or_default()
+                .push(comm.clone());
+        }
+        let v = names.entry(tid).or_default();
+        v.push(comm);
+        // `PERF_RECORD_COMM exec: NAME:PID/TID`
+        if let Some(rest) = line[at..].split_once(": ").map(|(_, r)| r) {
+            if line[at..].starts_with(" PERF_RECORD_COMM") {
+                if let Some((name, _)) = rest.rsplit_once(':') {
+                    v.push(name.to_owned());
+                }
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn thread_names_are_read_from_perf_task_events() {
+    let out = "       perf-exec     0     0.000000: PERF_RECORD_COMM: perf-exec:9049/9049
+              sh  9049 62307.466844: PERF_RECORD_COMM exec: sh:9049/9049
+              sh  9049 62307.467615: PERF_RECORD_FORK(9051:9051):(9049:9049)
+           sleep  9051 62307.467875: PERF_RECORD_COMM exec: sleep:9051/9051
+           sleep  9051 62307.470000:
+           sleep  9051 62307.478714: PERF_RECORD_EXIT(9051:9051):(9049:9049)
+";
+    let names = parse_thread_names(out);
+    let has = |tid: &str, name: &str| names.get(tid).is_some_and(|n| n.iter().any(|x| x == name));
+    assert!(has("9051", "sh"), "{names:?}");
+    assert!(has("9051", "sleep"), "{names:?}");
+    assert!(has("9049", "sh") && !has("9049", "sleep"), "{names:?}");
+}
+
+fn perf_script_with(perf: &str, data: &Path, args: &[&str]) -> Option<String> {
     let run = |data: &Path| {
         Command::new(perf)
-            .args(["script", "-F", FIELDS, "-i"])
+            .arg("script")
+            .args(args)
+            .arg("-i")
             .arg(data)
             .output()
             .unwrap()
@@ -221,6 +290,7 @@ fn script_of_an_imported_perf_data_is_what_perf_script_prints() {
         run.stderr
     );
     let mut renamed = 0usize;
+    let mut names: Option<BTreeMap<String, Vec<String>>> = None;
     let mut i = 0;
     while i < theirs.len() {
         let t = &theirs[i].time;
@@ -250,7 +320,13 @@ fn script_of_an_imported_perf_data_is_what_perf_script_prints() {
             // sits in its chunk; either way both are the thread's
             // names, one before and one after.
             if x.comm != y.comm {
-                let both = theirs.iter().any(|b| b.tid == x.tid && b.comm == y.comm);
+                // (The name before may be on no sample of perf's: a
+                // thread forked and renamed by exec at once.)
+                let both = theirs.iter().any(|b| b.tid == x.tid && b.comm == y.comm)
+                    || names
+                        .get_or_insert_with(|| thread_names(&perf, &data).unwrap_or_default())
+                        .get(&x.tid)
+                        .is_some_and(|n| n.contains(&y.comm));
                 assert!(both, "sample {i}: perf's\n{x:#?}\nours\n{y:#?}");
                 renamed += 1;
             }

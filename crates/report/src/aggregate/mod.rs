@@ -372,10 +372,12 @@ pub(crate) fn aggregate(
     }
     progress.start("decoding chunks", work.len() as u64);
     let filter_task = !(spec.cpus.is_empty() && spec.tgids.is_empty() && spec.tids.is_empty());
-    // Few, large accumulators: each one's map is merged into another at the
-    // end, and with high-cardinality keys (a million distinct offsets)
-    // merging costs as much as filling.
-    let min_len = work.len() / (4 * rayon::current_num_threads()).max(1);
+    // One accumulator per worker: each one's map is merged into another at
+    // the end, and with high-cardinality keys (a million distinct offsets)
+    // merging costs as much as filling; every extra map also grows through
+    // its own doublings (fresh pages: on a cargo build's 111,543 keys, four
+    // accumulators per worker made this pass 30 ms where one makes it 21).
+    let min_len = work.len() / rayon::current_num_threads().max(1);
     let mut agg = work
         .par_iter()
         .with_min_len(min_len.max(1))

@@ -137,12 +137,7 @@ pub fn build_report(
         col_of: &col_of,
         cgroups: &cgroup_names,
     };
-    let mut grouped: FxHashMap<RowKey, Vec<u64>> = FxHashMap::default();
-    for (k, &n) in &agg.counts {
-        if let Some((key, col)) = placer.place(k) {
-            grouped.entry(key).or_insert_with(|| vec![0; ncols])[col] += n;
-        }
-    }
+    let mut grouped = group_rows(&agg.counts, &placer, ncols);
 
     // Call stacks: symbolized once per distinct location, then merged.
     if plan.with_stacks {
@@ -242,6 +237,41 @@ pub fn build_report(
         },
         annotations,
     })
+}
+
+/// Each aggregated key's samples added to its row's column, on every
+/// core: a key's row is a few hash lookups and a binary search, and a
+/// report has hundreds of thousands of keys but few rows, so the per-worker
+/// maps are small to merge.
+fn group_rows(
+    counts: &FxHashMap<crate::aggregate::Key, u64>,
+    placer: &Placer<'_>,
+    ncols: usize,
+) -> FxHashMap<RowKey, Vec<u64>> {
+    use rayon::prelude::*;
+    let keys: Vec<(&crate::aggregate::Key, &u64)> = counts.iter().collect();
+    let add = |mut m: FxHashMap<RowKey, Vec<u64>>, (k, &n): (&crate::aggregate::Key, &u64)| {
+        if let Some((key, col)) = placer.place(k) {
+            m.entry(key).or_insert_with(|| vec![0; ncols])[col] += n;
+        }
+        m
+    };
+    keys.par_iter()
+        .copied()
+        .with_min_len(4096)
+        .fold(FxHashMap::default, add)
+        .reduce(FxHashMap::default, |mut a, mut b| {
+            if b.len() > a.len() {
+                std::mem::swap(&mut a, &mut b);
+            }
+            for (key, v) in b {
+                let t = a.entry(key).or_insert_with(|| vec![0; ncols]);
+                for (x, y) in t.iter_mut().zip(v) {
+                    *x += y;
+                }
+            }
+            a
+        })
 }
 
 /// [`Error::NoOffCpu`] for the first session recorded without `--off-cpu`.

@@ -304,6 +304,21 @@ impl RowMaker<'_> {
     }
 }
 
+/// Puts `rows[order[i]]` at `i`, in place (each cycle of the permutation
+/// followed once, by swaps).
+fn permute<T>(rows: &mut [T], mut order: Vec<usize>) {
+    for i in 0..rows.len() {
+        let mut j = i;
+        while order[j] != i {
+            let k = order[j];
+            rows.swap(j, k);
+            order[j] = j;
+            j = k;
+        }
+        order[j] = j;
+    }
+}
+
 fn compare(a: &Row, b: &Row, key: SortKey, inclusive: bool) -> Ordering {
     let by_samples = if inclusive {
         b.inclusive_total
@@ -326,8 +341,11 @@ fn compare(a: &Row, b: &Row, key: SortKey, inclusive: bool) -> Ordering {
         SortKey::Samples => by_samples.then_with(tie),
         SortKey::Image => a.image.cmp(&b.image).then(by_samples).then_with(tie),
         SortKey::Symbol => {
-            let name = |r: &Row| r.symbol.clone().unwrap_or_else(|| r.image.clone());
-            name(a).cmp(&name(b)).then(by_samples).then_with(tie)
+            let (na, nb) = (
+                a.symbol.as_deref().unwrap_or(&a.image),
+                b.symbol.as_deref().unwrap_or(&b.image),
+            );
+            na.cmp(nb).then(by_samples).then_with(tie)
         }
         SortKey::Vma => {
             let vma = |r: &Row| r.vma.or(r.symbol.as_ref().map(|_| u64::MAX));
@@ -364,13 +382,61 @@ pub(crate) fn sort_and_cut(
         });
         *below += before - rows.len();
     }
-    rows.sort_by(|a, b| compare(a, b, opts.sort, inclusive));
+    // The order sorted, then the rows moved once: a row is a few hundred
+    // bytes, and a merge sort moves each one about log n times.
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by(|&a, &b| compare(&rows[a], &rows[b], opts.sort, inclusive));
+    permute(rows, order);
     if opts.reverse {
         rows.reverse();
     }
     for r in rows.iter_mut() {
         if !r.children.is_empty() {
             sort_and_cut(&mut r.children, opts, inclusive, below);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::permute;
+
+    /// In place, as taking `rows[order[i]]` for each `i` would: every
+    /// permutation of up to 6 elements, and shuffled larger ones.
+    #[test]
+    fn permute_puts_each_row_where_the_order_says() {
+        fn check(order: Vec<usize>) {
+            let rows: Vec<usize> = (100..100 + order.len()).collect();
+            let want: Vec<usize> = order.iter().map(|&i| rows[i]).collect();
+            let mut got = rows.clone();
+            permute(&mut got, order.clone());
+            assert_eq!(got, want, "{order:?}");
+        }
+        fn all(n: usize, prefix: &mut Vec<usize>) {
+            if prefix.len() == n {
+                return check(prefix.clone());
+            }
+            for i in 0..n {
+                if !prefix.contains(&i) {
+                    prefix.push(i);
+                    all(n, prefix);
+                    prefix.pop();
+                }
+            }
+        }
+        for n in 0..=6 {
+            all(n, &mut Vec::new());
+        }
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for n in [100usize, 1000, 4099] {
+            let mut order: Vec<usize> = (0..n).collect();
+            for i in (1..n).rev() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                order.swap(i, (x % (i as u64 + 1)) as usize);
+            }
+            check(order);
         }
     }
 }

@@ -547,42 +547,47 @@ fn run_group(
         return Ok(Vec::new());
     }
     let sym = Symbolizer::new(cfg?)?;
-    let (keys, reqs): (Vec<_>, Vec<_>) = group
-        .into_iter()
-        .map(|(c, r, o)| ((c, r.clone()), (r, o)))
-        .unzip();
-    let results = sym.symbolize_all(reqs);
+    let n = group.len() as u64;
+    // Each binary's answer made into its `Resolved` as soon as it is
+    // symbolized: the per-offset answers (a hundred bytes an offset) of one
+    // binary at a time per worker, not of all at once.
+    use rayon::prelude::*;
+    let out: Vec<(Cookie, Resolved)> = group
+        .into_par_iter()
+        .map(|(cookie, req, offsets)| {
+            let result = sym.symbolize(&req, &offsets);
+            drop(offsets);
+            let mut locations = HashMap::new();
+            if debug_info && matches!(req.kind, BinaryKind::Elf | BinaryKind::Vdso) {
+                let starts: Vec<(SymbolId, u64)> = result
+                    .symbols
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, s)| Some((SymbolId(i as u32), s.file_offset?)))
+                    .collect();
+                let at: Vec<u64> = starts.iter().map(|&(_, o)| o).collect();
+                if !at.is_empty() {
+                    let lines = sym.symbolize(&req, &at);
+                    for ((id, _), info) in starts.into_iter().zip(lines.offsets) {
+                        if let Some(l) = info.location {
+                            locations.insert(id, l);
+                        }
+                    }
+                }
+            }
+            let resolved = if jit.covered.contains_key(&cookie) {
+                jit.resolve(cookie, result, locations)
+            } else {
+                Resolved::new(result, locations, inline)
+            };
+            (cookie, resolved)
+        })
+        .collect();
     if let Some(w) = sym.index_cache_warning() {
         if let Ok(mut n) = index_note.lock() {
             *n = Some(w);
         }
     }
-    progress.advance(keys.len() as u64);
-    let mut out = Vec::with_capacity(keys.len());
-    for ((cookie, req), result) in keys.into_iter().zip(results) {
-        let mut locations = HashMap::new();
-        if debug_info && matches!(req.kind, BinaryKind::Elf | BinaryKind::Vdso) {
-            let starts: Vec<(SymbolId, u64)> = result
-                .symbols
-                .iter()
-                .enumerate()
-                .filter_map(|(i, s)| Some((SymbolId(i as u32), s.file_offset?)))
-                .collect();
-            let at: Vec<u64> = starts.iter().map(|&(_, o)| o).collect();
-            if !at.is_empty() {
-                let lines = sym.symbolize(&req, &at);
-                for ((id, _), info) in starts.into_iter().zip(lines.offsets) {
-                    if let Some(l) = info.location {
-                        locations.insert(id, l);
-                    }
-                }
-            }
-        }
-        if jit.covered.contains_key(&cookie) {
-            out.push((cookie, jit.resolve(cookie, result, locations)));
-        } else {
-            out.push((cookie, Resolved::new(result, locations, inline)));
-        }
-    }
+    progress.advance(n);
     Ok(out)
 }

@@ -1,5 +1,6 @@
 //! The text report: opreport's header, columns, call-graph blocks and timeline.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -210,15 +211,17 @@ pub(crate) fn header_lines(h: &Header) -> String {
 }
 
 /// A text table column.
-struct Col {
+struct Col<'a> {
     head: String,
     right: bool,
     min: usize,
-    cells: Vec<String>,
+    /// Borrowed from the rows where a cell is a row's own text (images,
+    /// symbols: thousands of rows, no copies).
+    cells: Vec<Cow<'a, str>>,
 }
 
-impl Col {
-    fn new(head: &str, right: bool) -> Col {
+impl<'a> Col<'a> {
+    fn new(head: &str, right: bool) -> Col<'a> {
         Col {
             head: head.to_owned(),
             right,
@@ -233,7 +236,7 @@ impl Col {
 fn format_table(
     indent: &str,
     above: &[(usize, String)],
-    cols: &[Col],
+    cols: &[Col<'_>],
 ) -> (Vec<String>, Vec<String>) {
     // Every cell on one line: names (commands, paths, symbols, cgroups)
     // come from untrusted processes and files, and a newline in one would
@@ -327,7 +330,11 @@ fn pct(p: f64) -> String {
 }
 
 /// The columns of one table of rows.
-fn table(report: &Report, rows: &[Row], image_head: &str) -> (Vec<Col>, Vec<(usize, String)>) {
+fn table<'a>(
+    report: &Report,
+    rows: &'a [Row],
+    image_head: &str,
+) -> (Vec<Col<'a>>, Vec<(usize, String)>) {
     let l = report.shown;
     let h = &report.header;
     let (head, incl_head) = if h.off_cpu.is_some() {
@@ -343,7 +350,7 @@ fn table(report: &Report, rows: &[Row], image_head: &str) -> (Vec<Col>, Vec<(usi
             .iter()
             .map(|r| {
                 r.vma
-                    .map_or_else(|| "-".to_owned(), |v| format!("{v:016x}"))
+                    .map_or_else(|| "-".into(), |v| format!("{v:016x}").into())
             })
             .collect();
         cols.push(c);
@@ -358,8 +365,8 @@ fn table(report: &Report, rows: &[Row], image_head: &str) -> (Vec<Col>, Vec<(usi
         let mut p = Col::new("%", true);
         p.min = "100.0000".len();
         for r in rows {
-            s.cells.push(amount(h, r.samples[i]));
-            p.cells.push(pct(r.percent[i]));
+            s.cells.push(amount(h, r.samples[i]).into());
+            p.cells.push(pct(r.percent[i]).into());
         }
         cols.push(s);
         cols.push(p);
@@ -369,9 +376,9 @@ fn table(report: &Report, rows: &[Row], image_head: &str) -> (Vec<Col>, Vec<(usi
             p.min = "100.0000".len();
             for r in rows {
                 s.cells
-                    .push(amount(h, r.inclusive.get(i).copied().unwrap_or(0)));
+                    .push(amount(h, r.inclusive.get(i).copied().unwrap_or(0)).into());
                 p.cells
-                    .push(pct(r.inclusive_percent.get(i).copied().unwrap_or(0.0)));
+                    .push(pct(r.inclusive_percent.get(i).copied().unwrap_or(0.0)).into());
             }
             cols.push(s);
             cols.push(p);
@@ -386,15 +393,15 @@ fn table(report: &Report, rows: &[Row], image_head: &str) -> (Vec<Col>, Vec<(usi
         let mut ns = Col::new("ns tgid/tid", false);
         for r in rows {
             g.cells
-                .push(r.tgid.map_or_else(String::new, |v| v.to_string()));
+                .push(r.tgid.map_or_else(String::new, |v| v.to_string()).into());
             t.cells
-                .push(r.tid.map_or_else(String::new, |v| v.to_string()));
-            c.cells.push(r.comm.clone().unwrap_or_default());
+                .push(r.tid.map_or_else(String::new, |v| v.to_string()).into());
+            c.cells.push(r.comm.as_deref().unwrap_or_default().into());
             let id = |v: Option<u32>| v.map_or_else(|| "?".to_owned(), |v| v.to_string());
             ns.cells.push(if r.ns_tgid.is_some() || r.ns_tid.is_some() {
-                format!("{}/{}", id(r.ns_tgid), id(r.ns_tid))
+                format!("{}/{}", id(r.ns_tgid), id(r.ns_tid)).into()
             } else {
-                String::new()
+                "".into()
             });
         }
         cols.extend([g, t]);
@@ -407,7 +414,7 @@ fn table(report: &Report, rows: &[Row], image_head: &str) -> (Vec<Col>, Vec<(usi
         let mut c = Col::new("cgroup", false);
         c.cells = rows
             .iter()
-            .map(|r| r.cgroup.clone().unwrap_or_default())
+            .map(|r| r.cgroup.as_deref().unwrap_or_default().into())
             .collect();
         cols.push(c);
     }
@@ -415,7 +422,7 @@ fn table(report: &Report, rows: &[Row], image_head: &str) -> (Vec<Col>, Vec<(usi
         let mut c = Col::new("linenr info", false);
         c.cells = rows
             .iter()
-            .map(|r| r.location.clone().unwrap_or_else(|| "(no location)".into()))
+            .map(|r| r.location.as_deref().unwrap_or("(no location)").into())
             .collect();
         cols.push(c);
     }
@@ -423,18 +430,18 @@ fn table(report: &Report, rows: &[Row], image_head: &str) -> (Vec<Col>, Vec<(usi
         let mut c = Col::new("app name", false);
         c.cells = rows
             .iter()
-            .map(|r| r.app.clone().unwrap_or_default())
+            .map(|r| r.app.as_deref().unwrap_or_default().into())
             .collect();
         cols.push(c);
     }
     let mut c = Col::new(image_head, false);
-    c.cells = rows.iter().map(|r| r.image.clone()).collect();
+    c.cells = rows.iter().map(|r| r.image.as_str().into()).collect();
     cols.push(c);
     if l.symbols {
         let mut c = Col::new("symbol name", false);
         c.cells = rows
             .iter()
-            .map(|r| r.symbol.clone().unwrap_or_default())
+            .map(|r| r.symbol.as_deref().unwrap_or_default().into())
             .collect();
         cols.push(c);
     }
@@ -525,7 +532,7 @@ fn write_callgraph_text(cg: &CallGraph, h: &Header, w: &mut dyn Write) -> io::Re
     let mut kinds = Vec::new();
     let mut push = |cols: &mut Vec<Col>, cells: [String; 6], rule: bool| {
         for (c, v) in cols.iter_mut().zip(cells) {
-            c.cells.push(v);
+            c.cells.push(v.into());
         }
         kinds.push(rule);
     };
@@ -658,12 +665,12 @@ fn write_timeline_text(t: &Timeline, w: &mut dyn Write) -> io::Result<()> {
         }
         cols.push(Col::new("note", false));
         for l in &s.lines {
-            cols[0].cells.push(rounds_label(l));
-            cols[1].cells.push(format!("{:.3}", l.time_s));
+            cols[0].cells.push(rounds_label(l).into());
+            cols[1].cells.push(format!("{:.3}", l.time_s).into());
             for (i, g) in groups.iter().enumerate() {
                 let sum = |v: &[u64]| v[g.clone()].iter().sum::<u64>().to_string();
-                cols[2 + 2 * i].cells.push(sum(&l.samples));
-                cols[3 + 2 * i].cells.push(sum(&l.lost));
+                cols[2 + 2 * i].cells.push(sum(&l.samples).into());
+                cols[3 + 2 * i].cells.push(sum(&l.lost).into());
             }
             let note = if l.unreadable_chunks.is_empty() {
                 String::new()
@@ -672,7 +679,7 @@ fn write_timeline_text(t: &Timeline, w: &mut dyn Write) -> io::Result<()> {
                 format!("unreadable chunk {}", list.join(", "))
             };
             let n = cols.len();
-            cols[n - 1].cells.push(note);
+            cols[n - 1].cells.push(note.into());
         }
         let (head, body) = format_table("", &[], &cols);
         write_lines(w, &head)?;

@@ -36,6 +36,16 @@ fn reorders(c: char) -> bool {
 /// assert_eq!(shown("\u{1b}]0;pwned\u{7}"), "\\x1b]0;pwned\\x07");
 /// ```
 pub fn shown(s: &str) -> Cow<'_, str> {
+    // Printable ASCII (every real name, nearly): one pass over the bytes,
+    // no character decoding (this check is most of a text report's
+    // rendering, once per cell).
+    // (Without an early exit, so that it vectorizes.)
+    let special = s.bytes().fold(false, |any, b| {
+        any | !(0x20..0x7f).contains(&b) | (b == b'\\')
+    });
+    if !special {
+        return Cow::Borrowed(s);
+    }
     if !s
         .chars()
         .any(|c| c.is_control() || c == '\\' || reorders(c))

@@ -177,8 +177,11 @@ impl RowMaker<'_> {
     /// summary with `--separate=lib|kernel`.
     pub(super) fn rows(&self, grouped: FxHashMap<RowKey, Vec<u64>>, denom: &[u64]) -> Vec<Row> {
         if !self.shown.nested {
+            // Rows are independent (names and figures of their own): made on
+            // every core.
+            use rayon::prelude::*;
             return grouped
-                .into_iter()
+                .into_par_iter()
                 .map(|(k, s)| self.row(&k, s, denom))
                 .collect();
         }

@@ -245,30 +245,37 @@ fn format_table(
         .iter()
         .map(|c| c.cells.iter().map(|s| profkit_eventlog::shown(s)).collect())
         .collect();
+    // Each cell's width (characters), counted once.
+    let chars: Vec<Vec<usize>> = shown_cells
+        .iter()
+        .map(|cells| cells.iter().map(|s| s.chars().count()).collect())
+        .collect();
     let widths: Vec<usize> = cols
         .iter()
-        .zip(&shown_cells)
-        .map(|(c, cells)| {
-            cells
-                .iter()
-                .map(|s| s.chars().count())
+        .zip(&chars)
+        .map(|(c, n)| {
+            n.iter()
+                .copied()
                 .chain([c.head.chars().count(), c.min])
                 .max()
                 .unwrap_or(0)
         })
         .collect();
-    let line = |cells: &mut dyn Iterator<Item = (usize, &str)>| -> String {
+    let pad = |s: &mut String, n: usize| s.extend(std::iter::repeat_n(' ', n));
+    let line = |cells: &mut dyn Iterator<Item = (usize, &str, usize)>| -> String {
         let mut s = String::from(indent);
         let n = cols.len();
-        for (i, cell) in cells {
-            let width = widths[i];
+        for (i, cell, len) in cells {
+            let gap = widths[i].saturating_sub(len);
             let last = i + 1 == n;
             if cols[i].right {
-                let _ = write!(s, "{cell:>width$}");
+                pad(&mut s, gap);
+                s.push_str(cell);
             } else if last {
                 s.push_str(cell);
             } else {
-                let _ = write!(s, "{cell:<width$}");
+                s.push_str(cell);
+                pad(&mut s, gap);
             }
             if !last {
                 s.push_str("  ");
@@ -302,7 +309,10 @@ fn format_table(
         head.push(s.trim_end().to_owned());
     }
     head.push(line(
-        &mut cols.iter().enumerate().map(|(i, c)| (i, c.head.as_str())),
+        &mut cols
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (i, c.head.as_str(), c.head.chars().count())),
     ));
     let rows = cols.first().map_or(0, |c| c.cells.len());
     let body = (0..rows)
@@ -311,7 +321,7 @@ fn format_table(
                 &mut shown_cells
                     .iter()
                     .enumerate()
-                    .map(|(i, c)| (i, c[r].as_ref())),
+                    .map(|(i, c)| (i, c[r].as_ref(), chars[i][r])),
             )
         })
         .collect();
@@ -320,7 +330,8 @@ fn format_table(
 
 fn write_lines(w: &mut dyn Write, lines: &[String]) -> io::Result<()> {
     for l in lines {
-        writeln!(w, "{l}")?;
+        w.write_all(l.as_bytes())?;
+        w.write_all(b"\n")?;
     }
     Ok(())
 }

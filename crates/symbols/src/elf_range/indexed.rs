@@ -271,10 +271,13 @@ fn image_from_index(
     ds: &DebugSymbols,
     demangle: bool,
 ) -> Option<ElfImage> {
+    // `wanted` is in increasing order: each lookup starts where the last
+    // one ended.
+    let mut cursor = index::format::Cursor::default();
     let mut hit: Vec<usize> = wanted
         .iter()
         .filter_map(|&o| h.segments.to_vaddr(o))
-        .filter_map(|a| index.lookup(a))
+        .filter_map(|a| index.lookup_from(a, &mut cursor))
         .collect();
     hit.sort_unstable();
     hit.dedup();

@@ -24,7 +24,6 @@
 //! left out), and the flame graph is titled "Off-CPU Time Flame Graph"
 //! with `us` as its count.
 
-use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use crate::model::*;
@@ -61,14 +60,21 @@ fn frame(st: &Stacks, loc: u32) -> String {
 pub fn collapsed_lines(report: &Report, column: Option<usize>) -> io::Result<Vec<(String, u64)>> {
     let st = report.stacks.as_ref().ok_or_else(no_stacks)?;
     let mut names: Vec<Option<String>> = vec![None; st.locations.len()];
-    let mut lines: BTreeMap<String, u64> = BTreeMap::new();
+    // Merged in a hash map, sorted once at the end: lines are long and
+    // share their beginnings (process;main;...), so each comparison of an
+    // ordered map's lookup reads most of two lines.
+    let mut lines: crate::hash::FxHashMap<String, u64> = Default::default();
     let mut line = String::new();
     for s in &st.samples {
         if column.is_some_and(|c| c != s.column) {
             continue;
         }
         line.clear();
-        line.push_str(&s.process.replace(';', ":").replace(['\n', '\r', ' '], "_"));
+        if s.process.contains([';', '\n', '\r', ' ']) {
+            line.push_str(&s.process.replace(';', ":").replace(['\n', '\r', ' '], "_"));
+        } else {
+            line.push_str(&s.process);
+        }
         for &loc in s.locations.iter().rev() {
             line.push(';');
             let name = names[loc as usize].get_or_insert_with(|| frame(st, loc));
@@ -81,6 +87,8 @@ pub fn collapsed_lines(report: &Report, column: Option<usize>) -> io::Result<Vec
             }
         }
     }
+    let mut lines: Vec<(String, u64)> = lines.into_iter().collect();
+    lines.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     if report.header.off_cpu.is_some() {
         return Ok(lines
             .into_iter()
@@ -88,7 +96,7 @@ pub fn collapsed_lines(report: &Report, column: Option<usize>) -> io::Result<Vec
             .filter(|&(_, us)| us > 0)
             .collect());
     }
-    Ok(lines.into_iter().collect())
+    Ok(lines)
 }
 
 /// Writes the folded stacks of `column` (all columns with `None`).

@@ -36,10 +36,12 @@ peak_rss_kb() { # CMD... ; prints "WALL_NS RSS_KB", output of CMD to /dev/null
     echo "$((end - start)) $rss"
 }
 
+# BENCH_BETWEEN: a command run (untimed) before each run, warm-up included.
 measure() { # LABEL CMD... ; prints "LABEL MEDIAN_S MAX_RSS_MIB"
     local label=$1; shift
     local runs=${BENCH_RUNS:-7} walls=() rss_max=0 out w r err rc=0
     err=$(mktemp)
+    [ -z "${BENCH_BETWEEN:-}" ] || $BENCH_BETWEEN
     "$@" >/dev/null 2>"$err" || rc=$? # warm the page cache
     if [ "$rc" -ne 0 ]; then
         echo "measure $label: failed (exit $rc): $*" >&2
@@ -49,6 +51,7 @@ measure() { # LABEL CMD... ; prints "LABEL MEDIAN_S MAX_RSS_MIB"
     fi
     rm -f "$err"
     for _ in $(seq "$runs"); do
+        [ -z "${BENCH_BETWEEN:-}" ] || $BENCH_BETWEEN
         out=$(peak_rss_kb "$@")
         w=${out% *}; r=${out#* }
         walls+=("$w")

@@ -467,6 +467,40 @@ fn a_deferred_miss_answers_without_writing_and_counts() {
     assert_eq!((s.index_hits, s.index_written), (1, 0), "{s:?}");
 }
 
+/// The builder lock is a regular file of ours in the directory: a link
+/// planted in its place (its target left alone) or a FIFO is not taken, so
+/// no builder runs there; a directory not used has no builder either.
+#[test]
+fn the_builder_lock_is_a_regular_file_of_ours_or_not_taken() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("ix");
+    let opts = IndexCacheOptions::new(&dir);
+    let lock = profkit_symbols::builder_lock(&opts, false).expect("the lock");
+    drop(lock);
+    let path = dir.join(".build.lock");
+    assert!(std::fs::symlink_metadata(&path).unwrap().is_file());
+    // A link to a file elsewhere.
+    std::fs::remove_file(&path).unwrap();
+    let target = d.path().join("target");
+    std::fs::write(&target, b"keep").unwrap();
+    std::os::unix::fs::symlink(&target, &path).unwrap();
+    assert!(profkit_symbols::builder_lock(&opts, false).is_none());
+    assert!(profkit_symbols::builder_lock(&opts, true).is_none());
+    assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+    // A FIFO (opened without blocking, then refused).
+    std::fs::remove_file(&path).unwrap();
+    assert!(Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .unwrap()
+        .success());
+    assert!(profkit_symbols::builder_lock(&opts, true).is_none());
+    // A directory others can write to: not used, no lock.
+    std::fs::remove_file(&path).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    assert!(profkit_symbols::builder_lock(&opts, false).is_none());
+}
+
 /// A small C program's requests, its no-index answers, and a directory with its entry.
 struct Small {
     _f: Fixture,

@@ -31,8 +31,11 @@
 //! - a parse cache so a report with `--debug-info` reuses each parsed binary, and one rayon
 //!   task per binary;
 //! - the symbol index ([`SymbolizerOptions::index_cache`], [`IndexCacheOptions`]): each
-//!   ELF64 binary's whole function table (raw names), written once to a cache directory as
-//!   one checksummed entry for that very file, and binary-searched by later reports.
+//!   ELF64 binary's whole function table (raw and demangled names), written once to a
+//!   cache directory as one checksummed entry for that very file, and binary-searched by
+//!   later reports; a miss is built at once, or left to a builder run
+//!   ([`IndexCacheOptions::defer_builds`], [`builds_deferred`], [`builder_lock`]: the
+//!   report answers it by range meanwhile).
 //!
 //! # Design constraints
 //!
@@ -145,13 +148,8 @@ pub mod fuzzing {
         let Ok(ix) = crate::index::format::decode(data.to_vec()) else {
             return 0;
         };
-        let mut hit: Vec<usize> = probes.iter().filter_map(|&a| ix.lookup(a)).collect();
-        hit.sort_unstable();
-        hit.dedup();
-        for &i in &hit {
-            let _ = (ix.start(i), ix.end(i), ix.origin(i));
-        }
-        ix.names(&hit).map_or(0, |n| n.len().min(ix.len()))
+        ix.symbols_at(probes)
+            .map_or(0, |found| found.len().min(ix.len()))
     }
 }
 pub use demangle::demangle;

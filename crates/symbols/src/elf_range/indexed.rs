@@ -271,25 +271,20 @@ fn image_from_index(
     ds: &DebugSymbols,
     demangle: bool,
 ) -> Option<ElfImage> {
-    // `wanted` is in increasing order: each lookup starts where the last
-    // one ended.
-    let mut cursor = index::format::Cursor::default();
-    let mut hit: Vec<usize> = wanted
+    // One pass over the entry's head for every address (its CRC checked).
+    let addrs: Vec<u64> = wanted
         .iter()
         .filter_map(|&o| h.segments.to_vaddr(o))
-        .filter_map(|a| index.lookup_from(a, &mut cursor))
         .collect();
-    hit.sort_unstable();
-    hit.dedup();
-    let names = index.names(&hit).ok()?;
-    let mut entries = Vec::with_capacity(hit.len());
-    let mut shown = Vec::with_capacity(if demangle { hit.len() } else { 0 });
-    for (&i, (raw, show)) in hit.iter().zip(names) {
+    let found = index.symbols_at(&addrs).ok()?;
+    let mut entries = Vec::with_capacity(found.len());
+    let mut shown = Vec::with_capacity(if demangle { found.len() } else { 0 });
+    for (hit, (raw, show)) in found {
         entries.push(Entry {
-            start: index.start(i),
-            end: index.end(i),
+            start: hit.start,
+            end: hit.end,
             name: raw,
-            origin: index.origin(i),
+            origin: hit.origin,
         });
         if demangle {
             shown.push(show);

@@ -23,6 +23,7 @@
 //! read-only directory) leaves the report as it would be without the index.
 
 pub(crate) mod format;
+mod read;
 
 use std::fs::File;
 use std::io::Write;

@@ -243,6 +243,18 @@ BENCH_BETWEEN=builders_done bench pk_c env XDG_CACHE_HOME="$cache" "$R" --sessio
 bench pk_c_none env XDG_CACHE_HOME="$cache" "$R" --session-dir "$rec/pk" -c --no-cache
 BENCH_BETWEEN=builders_done bench pk_fg env XDG_CACHE_HOME="$cache" "$R" --session-dir "$rec/pk" --format flamegraph
 bench perf_g "$PERF" report -i "$rec/perf.data" --stdio -g
+# Through the indexes, the same bytes as without them (issue 32's evidence on
+# a real build): -l of the flat recording, -c and folded stacks of the -g one.
+step="comparing reports through the indexes with reports without them"
+builders_done
+for args in "$flat/pk -l" "$rec/pk -c" "$rec/pk --format collapsed"; do
+    read -r -a a <<<"$args"
+    if ! cmp -s <(XDG_CACHE_HOME=$cache "$R" --session-dir "${a[@]}" 2>&1) \
+        <(XDG_CACHE_HOME=$cache "$R" --session-dir "${a[@]}" --no-cache 2>&1); then
+        die "profreport --session-dir $args differs through the symbol indexes"
+    fi
+    echo "through the indexes, byte for byte as without them: profreport --session-dir ${args#"$work"/}"
+done
 echo "(wall: median of $BENCH_RUNS runs after a warm-up run; RSS: the largest)"
 row command "wall (s)" "RSS (MiB)"
 row "flat: profreport -l --no-cache (symbol tables read)" "${W[pk_l_none]}" "${M[pk_l_none]}"

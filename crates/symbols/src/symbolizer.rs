@@ -405,7 +405,7 @@ impl Symbolizer {
             let info = b.push(off, vaddr, symbol);
             match lines.get_mut(k).and_then(Option::take) {
                 Some(Ok((location, inlined))) => {
-                    info.location = location;
+                    info.location = location.map(Box::new);
                     info.inlined = inlined;
                 }
                 Some(Err(e)) => {

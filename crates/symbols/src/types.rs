@@ -329,8 +329,9 @@ pub struct OffsetInfo {
     /// The symbol, an index into [`BinaryResult::symbols`].
     pub symbol: Option<SymbolId>,
     /// With `debug_info`: the source line of the address itself (inside the innermost
-    /// inlined function, if any).
-    pub location: Option<SourceLocation>,
+    /// inlined function, if any). Boxed: a report holds an answer for each of up to
+    /// millions of offsets, most without one.
+    pub location: Option<Box<SourceLocation>>,
     /// With `debug_info`: the inlined functions at the address, innermost first. Empty when
     /// nothing was inlined there; the outermost function is the symbol itself.
     pub inlined: Vec<InlinedFrame>,

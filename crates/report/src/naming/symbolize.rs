@@ -570,7 +570,7 @@ fn run_group(
                     let lines = sym.symbolize(&req, &at);
                     for ((id, _), info) in starts.into_iter().zip(lines.offsets) {
                         if let Some(l) = info.location {
-                            locations.insert(id, l);
+                            locations.insert(id, *l);
                         }
                     }
                 }

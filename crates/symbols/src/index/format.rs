@@ -461,6 +461,52 @@ mod tests {
         assert_eq!(ix.symbols(&[0]).unwrap_err(), Bad::Checksum);
     }
 
+    /// A table over many blocks of the pass (20,000 symbols: each array several 64 KiB
+    /// blocks): every address answered as the table would, names and origins of the
+    /// symbols hit right, read from a file.
+    #[test]
+    fn a_pass_over_many_blocks_answers_as_the_table() {
+        let n = 20_000u64;
+        let names: Vec<String> = (0..n).map(|i| format!("f{i}")).collect();
+        // Every third symbol holds the next one (nested); all others disjoint.
+        let syms: Vec<Symbol<'_>> = (0..n)
+            .map(|i| Symbol {
+                start: 100 * i,
+                end: 100 * i + if i % 3 == 0 { 150 } else { 40 },
+                raw: &names[i as usize],
+                shown: None,
+                origin: if i % 2 == 0 {
+                    SymbolOrigin::Symtab
+                } else {
+                    SymbolOrigin::Dynsym
+                },
+            })
+            .collect();
+        let bytes = encode(&facts(), &syms).unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("e.idx");
+        std::fs::write(&path, &bytes).unwrap();
+        let ix = read(File::open(&path).unwrap(), bytes.len() as u64).unwrap();
+        let addrs: Vec<u64> = (0..n * 100).step_by(37).collect();
+        // (Symbol i ends before the start of i + 2: only i and i - 1 can hold a.)
+        let table = |a: u64| {
+            let top = (a / 100).min(n - 1) as usize;
+            (top.saturating_sub(2)..=top)
+                .rev()
+                .find(|&i| syms[i].start <= a && a < syms[i].end)
+        };
+        let mut want: Vec<usize> = addrs.iter().filter_map(|&a| table(a)).collect();
+        want.sort_unstable();
+        want.dedup();
+        let got = ix.symbols_at(&addrs).unwrap();
+        assert_eq!(got.iter().map(|(h, _)| h.index).collect::<Vec<_>>(), want);
+        for (h, (raw, shown)) in &got {
+            let s = &syms[h.index];
+            assert_eq!((h.start, h.end, h.origin), (s.start, s.end, s.origin));
+            assert_eq!((&**raw, &**shown), (s.raw, s.raw));
+        }
+    }
+
     proptest::proptest! {
         /// One pass answers every address as the table would (the innermost symbol:
         /// the last started that has not ended), in any order of the addresses, on

@@ -165,17 +165,18 @@ fn open(front: Vec<u8>, src: Src, head: usize, blob_len: usize) -> Result<Index,
     })
 }
 
-/// The head after its front, read in order in blocks, with the CRC of every byte read.
+/// The head after its front, read in order, a region (array) at a time in blocks, with
+/// the CRC of every byte read.
 struct Seq<'a> {
     src: &'a Src,
     next: usize,
     end: usize,
     buf: Vec<u8>,
-    pos: usize,
     crc: crc32fast::Hasher,
 }
 
 impl<'a> Seq<'a> {
+    /// A multiple of every item's size (8, 16, 1): no item is split between blocks.
     const BLOCK: usize = 64 << 10;
 
     fn new(ix: &'a Index) -> Seq<'a> {
@@ -185,38 +186,36 @@ impl<'a> Seq<'a> {
             src: &ix.src,
             next: ix.front.len(),
             end: ix.head,
-            buf: Vec::with_capacity(Self::BLOCK),
-            pos: 0,
+            buf: vec![0; Self::BLOCK],
             crc,
         }
     }
 
-    /// The next `n` bytes (at most 16).
-    fn take(&mut self, n: usize) -> Result<&[u8], Bad> {
-        if self.buf.len() - self.pos < n {
-            self.buf.drain(..self.pos);
-            self.pos = 0;
-            let more = Self::BLOCK.min(self.end - self.next);
-            if self.buf.len() + more < n {
-                return Err(Bad::Truncated);
-            }
-            let old = self.buf.len();
-            self.buf.resize(old + more, 0);
-            self.src.read(self.next, &mut self.buf[old..])?;
-            // (Every byte of the head is taken by the end of a pass.)
-            self.crc.update(&self.buf[old..]);
-            self.next += more;
+    /// The next `len` bytes, given to `each` block by block with the position in the
+    /// region of the block's first byte.
+    fn region(&mut self, len: usize, mut each: impl FnMut(usize, &[u8])) -> Result<(), Bad> {
+        if len > self.end - self.next {
+            return Err(Bad::Truncated);
         }
-        let at = self.pos;
-        self.pos += n;
-        Ok(&self.buf[at..at + n])
+        let mut done = 0;
+        while done < len {
+            let n = Self::BLOCK.min(len - done);
+            let block = &mut self.buf[..n];
+            self.src.read(self.next, block)?;
+            self.crc.update(block);
+            each(done, block);
+            self.next += n;
+            done += n;
+        }
+        Ok(())
     }
+}
 
-    fn u64(&mut self) -> Result<u64, Bad> {
-        Ok(u64::from_le_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
-    }
+/// The little-endian `u64` items of `block`.
+fn u64s(block: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    block
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
 }
 
 impl Index {
@@ -237,16 +236,17 @@ impl Index {
         let mut seq = Seq::new(self);
         // A layout error is said after the CRC: damage is a checksum error first.
         let mut bad: Option<Bad> = None;
-        let mut starts = Vec::with_capacity(n);
+        let mut starts: Vec<u64> = Vec::with_capacity(n);
         let mut last = None;
-        for _ in 0..n {
-            let s = seq.u64()?;
-            if last.is_some_and(|l| l >= s) {
-                bad.get_or_insert(Bad::Layout("starts"));
+        seq.region(8 * n, |_, block| {
+            for s in u64s(block) {
+                if last.is_some_and(|l| l >= s) {
+                    bad.get_or_insert(Bad::Layout("starts"));
+                }
+                last = Some(s);
+                starts.push(s);
             }
-            last = Some(s);
-            starts.push(s);
-        }
+        })?;
         // The sweep: the symbols started at or before the address, those that ended
         // before it dropped from the top (they end before every later address too).
         // The innermost is the last one started that has not ended.
@@ -261,23 +261,25 @@ impl Index {
             }
         }
         let (mut q, mut k) = (0, 0);
-        for (j, &start) in starts.iter().enumerate() {
-            let end = seq.u64()?;
-            if end < start {
-                bad.get_or_insert(Bad::Layout("ends"));
+        seq.region(8 * n, |at, block| {
+            for (j, end) in (at / 8..).zip(u64s(block)) {
+                let start = starts[j];
+                if end < start {
+                    bad.get_or_insert(Bad::Layout("ends"));
+                }
+                while let Some(&a) = addrs.get(q).filter(|&&a| a < start) {
+                    answer(a, &mut open, &mut wanted);
+                    q += 1;
+                }
+                open.push((j, end));
+                while also.get(k).is_some_and(|&i| i < j) {
+                    k += 1;
+                }
+                if also.get(k) == Some(&j) {
+                    wanted.push((j, end));
+                }
             }
-            while let Some(&a) = addrs.get(q).filter(|&&a| a < start) {
-                answer(a, &mut open, &mut wanted);
-                q += 1;
-            }
-            open.push((j, end));
-            while also.get(k).is_some_and(|&i| i < j) {
-                k += 1;
-            }
-            if also.get(k) == Some(&j) {
-                wanted.push((j, end));
-            }
-        }
+        })?;
         for &a in &addrs[q..] {
             answer(a, &mut open, &mut wanted);
         }
@@ -295,15 +297,17 @@ impl Index {
             })
             .collect();
         drop(starts);
+        // The hits' name records and origins; every origin checked.
         let mut h = 0;
-        for i in 0..n {
-            let r = seq.take(NAME)?;
-            if hits.get(h).is_some_and(|x| x.index == i) {
+        seq.region(NAME * n, |at, block| {
+            let (first, past) = (at / NAME, (at + block.len()) / NAME);
+            while let Some(x) = hits.get_mut(h).filter(|x| x.index < past) {
+                let r = &block[(x.index - first) * NAME..][..NAME];
                 let shown = u32_at(r, 8);
                 let shown = (shown != SAME).then_some(shown as usize);
                 let from = u32_at(r, 0) as usize;
                 let raw = u32_at(r, 4) as usize;
-                hits[h].name = NameRecord {
+                x.name = NameRecord {
                     from,
                     to: from + raw + shown.unwrap_or(0),
                     raw,
@@ -312,21 +316,18 @@ impl Index {
                 };
                 h += 1;
             }
-        }
+        })?;
         let mut h = 0;
-        for i in 0..n {
-            let origin = origin_of(seq.take(1)?[0]).unwrap_or_else(|| {
+        seq.region(n, |at, block| {
+            if block.iter().any(|&b| origin_of(b).is_none()) {
                 bad.get_or_insert(Bad::Layout("origin"));
-                SymbolOrigin::Symtab
-            });
-            if hits.get(h).is_some_and(|x| x.index == i) {
-                hits[h].origin = origin;
+            }
+            while let Some(x) = hits.get_mut(h).filter(|x| x.index < at + block.len()) {
+                x.origin = origin_of(block[x.index - at]).unwrap_or(SymbolOrigin::Symtab);
                 h += 1;
             }
-        }
-        for _ in n..pad8(n) {
-            seq.take(1)?;
-        }
+        })?;
+        seq.region(pad8(n) - n, |_, _| {})?;
         let mut tail = [0u8; 8];
         self.src.read(self.head, &mut tail)?;
         if seq.crc.finalize() != u32_at(&tail, 0) || u32_at(&tail, 4) != 0 {

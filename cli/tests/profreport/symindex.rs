@@ -206,3 +206,25 @@ fn live_a_gcc_build_reports_the_same_through_the_index() {
     let cc1 = with_cache(cache.path(), &["--session-dir", sd, "-l", "image:cc1"]).expect(0);
     assert!(cc1.stdout.lines().count() > 5, "{}", cc1.stdout);
 }
+
+/// `--build-index` writes the entries at once and prints no report; it
+/// cannot go with `--no-cache` (exit 2, the flags named).
+#[test]
+fn build_index_writes_at_once_and_refuses_no_cache() {
+    let cache = tempdir();
+    let mut all = fixture_args("ratio");
+    all.extend(["-l".to_owned(), "--build-index".to_owned()]);
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let r = with_cache(cache.path(), &all).expect(0);
+    assert_eq!(r.stdout, "");
+    assert!(!entries(cache.path()).is_empty(), "no entry written");
+    let mut refused = all.clone();
+    refused.push("--no-cache");
+    let r = with_cache(cache.path(), &refused);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--build-index") && r.stderr.contains("--no-cache"),
+        "{}",
+        r.stderr
+    );
+}

@@ -13,8 +13,10 @@ use profkit_report::{builder_lock, builds_deferred, BuilderLock, IndexCacheOptio
 
 /// Starts the builder if this process left index misses to it. Detached:
 /// its own process group (a Ctrl-C at the terminal is for the report), no
-/// standard input or output, no debuginfod server, not waited for. A builder that cannot start
-/// leaves the next report to answer without the index again.
+/// standard input or output, no debuginfod server, not waited for. A
+/// builder that cannot start leaves the next report to answer without the
+/// index again. `--build-index` goes first: after a `--`, it would be a
+/// profile spec.
 pub(super) fn start_if_needed() {
     if builds_deferred() == 0 {
         return;
@@ -24,8 +26,8 @@ pub(super) fn start_if_needed() {
     };
     use std::os::unix::process::CommandExt;
     let _ = Command::new(exe)
-        .args(std::env::args_os().skip(1))
         .arg("--build-index")
+        .args(std::env::args_os().skip(1))
         .env(BACKGROUND, "1")
         // What the report fetched is in the debuginfod cache; the builder
         // asks no server (in the background, unasked).

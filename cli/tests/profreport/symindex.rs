@@ -208,7 +208,8 @@ fn live_a_gcc_build_reports_the_same_through_the_index() {
 }
 
 /// `--build-index` writes the entries at once and prints no report; it
-/// cannot go with `--no-cache` (exit 2, the flags named).
+/// cannot go with `--no-cache` (exit 2, the flags named), and says so when
+/// there is no cache directory to write (exit 2).
 #[test]
 fn build_index_writes_at_once_and_refuses_no_cache() {
     let cache = tempdir();
@@ -226,5 +227,20 @@ fn build_index_writes_at_once_and_refuses_no_cache() {
         r.stderr.contains("--build-index") && r.stderr.contains("--no-cache"),
         "{}",
         r.stderr
+    );
+    // Nowhere to write (no XDG_CACHE_HOME, no HOME): said, not a silent run.
+    let o = Command::new(PROFREPORT)
+        .args(&all)
+        .current_dir(cli_dir())
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("HOME")
+        .env_remove("PROFKIT_SESSION_DIR")
+        .output()
+        .expect("running profreport");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no symbol index cache") && err.contains("HOME"),
+        "{err}"
     );
 }

@@ -424,9 +424,7 @@ impl Cache {
             DebugLookup::Search
         };
         match elf_range::parse(
-            path,
-            file,
-            meta,
+            elf_range::Opened { path, file, meta },
             ranged.headers.clone(),
             cfg,
             wanted,
@@ -470,9 +468,7 @@ impl Cache {
         }
         let index = self.index.as_ref();
         match crate::elf_range::parse(
-            path,
-            file,
-            meta,
+            crate::elf_range::Opened { path, file, meta },
             headers,
             cfg,
             wanted,

@@ -60,6 +60,16 @@ const MAX_NAME: usize = 64 << 10;
 mod indexed;
 use indexed::parse_indexed;
 
+/// The file being symbolized, opened and checked by the caller: its path
+/// (for messages and the debug file's search), the open file and its
+/// `fstat`.
+#[derive(Clone, Copy)]
+pub(crate) struct Opened<'a> {
+    pub path: &'a Path,
+    pub file: &'a File,
+    pub meta: &'a std::fs::Metadata,
+}
+
 struct NameReader<'a> {
     file: &'a File,
 }
@@ -242,11 +252,8 @@ pub(crate) fn headers(file: &File) -> Option<Headers> {
 /// table is read from its entry when there is one for this very file
 /// ([`indexed::parse_indexed`]), else built once ([`indexed::parse_full`]) and written there;
 /// the answers are the same.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn parse(
-    path: &Path,
-    file: &File,
-    meta: &std::fs::Metadata,
+    f: Opened<'_>,
     h: Headers,
     cfg: &LoadConfig<'_>,
     wanted: &[u64],
@@ -257,8 +264,8 @@ pub(crate) fn parse(
         return Ok(None);
     }
     match index.filter(|store| store.usable()) {
-        Some(store) => parse_indexed(store, path, file, meta, h, cfg, wanted, debug),
-        None => parse_ranged(path, file, meta, h, cfg, wanted, debug),
+        Some(store) => parse_indexed(store, f, h, cfg, wanted, debug),
+        None => parse_ranged(f, h, cfg, wanted, debug),
     }
 }
 
@@ -395,14 +402,13 @@ fn end_of(starts: &[u64], f: &Func) -> u64 {
 /// address, then every symbol at one of those starts (among aliases the
 /// lowest rank wins, and that needs their names).
 fn parse_ranged(
-    path: &Path,
-    file: &File,
-    meta: &std::fs::Metadata,
+    f: Opened<'_>,
     h: Headers,
     cfg: &LoadConfig<'_>,
     wanted: &[u64],
     debug: DebugLookup<'_>,
 ) -> Result<Option<ElfImage>, Error> {
+    let Opened { path, file, meta } = f;
     let io = |e| Error::io(path, e);
     let Headers {
         build_id,
@@ -660,9 +666,11 @@ mod tests {
         let wanted = offsets(&whole, step);
         let (f, m) = crate::files::open_bounded(path, crate::files::MAX_BINARY_BYTES).unwrap();
         let ranged = parse(
-            path,
-            &f,
-            &m,
+            Opened {
+                path,
+                file: &f,
+                meta: &m,
+            },
             headers(&f).unwrap(),
             cfg,
             &wanted,
@@ -731,9 +739,11 @@ mod tests {
             .collect();
         let (f, m) = crate::files::open_bounded(&exe, crate::files::MAX_BINARY_BYTES).unwrap();
         let ranged = parse(
-            &exe,
-            &f,
-            &m,
+            Opened {
+                path: &exe,
+                file: &f,
+                meta: &m,
+            },
             headers(&f).unwrap(),
             &cfg(),
             &some,
@@ -749,9 +759,11 @@ mod tests {
             ranged.symbols.len()
         );
         let none = parse(
-            &exe,
-            &f,
-            &m,
+            Opened {
+                path: &exe,
+                file: &f,
+                meta: &m,
+            },
             headers(&f).unwrap(),
             &cfg(),
             &[],

@@ -67,13 +67,12 @@ impl<'a> HeldNames<'a> {
 /// as `debug` says) with its name: one streamed pass over each table and
 /// its string table read whole. `None` where [`parse_ranged`] says `None`.
 pub(crate) fn parse_full(
-    path: &Path,
-    file: &File,
-    meta: &std::fs::Metadata,
+    f: Opened<'_>,
     h: &Headers,
     cfg: &LoadConfig<'_>,
     debug: DebugLookup<'_>,
 ) -> Result<Option<FullTable>, Error> {
+    let Opened { path, file, meta } = f;
     let io = |e| Error::io(path, e);
     // (which source, the function), in table order.
     let mut funcs: Vec<(usize, Func)> = Vec::new();
@@ -129,17 +128,15 @@ pub(crate) fn parse_full(
 /// build-id; a stripped binary's, with the debug file found now), binary
 /// searched for `wanted`; else the whole table built, written as the entry,
 /// and looked up. Answers as [`parse_ranged`] would.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn parse_indexed(
     store: &IndexStore,
-    path: &Path,
-    file: &File,
-    meta: &std::fs::Metadata,
+    f: Opened<'_>,
     h: Headers,
     cfg: &LoadConfig<'_>,
     wanted: &[u64],
     debug: DebugLookup<'_>,
 ) -> Result<Option<ElfImage>, Error> {
+    let Opened { path, meta, .. } = f;
     let id = Identity::of(meta);
     let name = IndexStore::entry_name(path, h.build_id.as_deref(), &id);
     // A stripped binary's debug file, when found to check an entry not used after all.
@@ -170,28 +167,26 @@ pub(super) fn parse_indexed(
         Some(d) => DebugLookup::Found(d.found.as_ref()),
         None => debug,
     };
-    build_indexed(store, &name, path, file, meta, h, cfg, wanted, debug)
+    build_indexed(store, &name, f, h, cfg, wanted, debug)
 }
 
 /// The cold side of [`parse_indexed`]: the whole table built and written
 /// as the entry `name` (when the directory takes writes; else the table
 /// is read for `wanted` only, as without an index).
-#[allow(clippy::too_many_arguments)]
 fn build_indexed(
     store: &IndexStore,
     name: &str,
-    path: &Path,
-    file: &File,
-    meta: &std::fs::Metadata,
+    f: Opened<'_>,
     h: Headers,
     cfg: &LoadConfig<'_>,
     wanted: &[u64],
     debug: DebugLookup<'_>,
 ) -> Result<Option<ElfImage>, Error> {
     if !store.writable() || store.defer() {
-        return parse_ranged(path, file, meta, h, cfg, wanted, debug);
+        return parse_ranged(f, h, cfg, wanted, debug);
     }
-    let Some(full) = parse_full(path, file, meta, &h, cfg, debug)? else {
+    let Opened { path, meta, .. } = f;
+    let Some(full) = parse_full(f, &h, cfg, debug)? else {
         return Ok(None);
     };
     let FullTable {

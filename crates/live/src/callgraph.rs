@@ -448,25 +448,9 @@ mod tests {
     #[test]
     fn the_rings_of_a_start_configuration() {
         let mut c = StartConfig {
-            cgroups: false,
-            cgroup: None,
-            session_dir: "profkit_data".into(),
-            event: "cpu-clock".into(),
-            rate: Rate::Frequency(DEFAULT_FREQUENCY),
-            pids: vec![],
-            cpus: None,
             callgraph: true,
             user_stack: 8192,
-            sync_interval_ms: 250,
-            buffer_pages: profkit_perf::DEFAULT_DATA_PAGES,
-            user_only: false,
-            kernel_only: false,
-            enable_on_exec: false,
-            parts: Default::default(),
-            disk_budget: None,
-            off_cpu: false,
-            off_cpu_pages: None,
-            export: None,
+            ..crate::config::tests::config()
         };
         let r = RingChoice::for_start_within(&c, ROOT).unwrap();
         let online = profkit_perf::online_cpus().unwrap().len() as u32;

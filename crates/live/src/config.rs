@@ -288,12 +288,13 @@ mod path_bytes {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
 
-    fn config() -> StartConfig {
+    /// `profctl start`'s defaults (for the tests of this crate).
+    pub(crate) fn config() -> StartConfig {
         StartConfig {
             cgroups: false,
             cgroup: None,

@@ -716,6 +716,28 @@ mod tests {
         }
     }
 
+    /// A whole table is read only while its names fit the bound given: this
+    /// test binary's (thousands of Rust names) under a bound of 4 KiB is
+    /// too large, under an entry's bound it is read.
+    #[test]
+    fn a_whole_table_past_its_bound_of_names_is_not_read() {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let (f, m) = crate::files::open_bounded(&exe, crate::files::MAX_BINARY_BYTES).unwrap();
+        let opened = Opened {
+            path: &exe,
+            file: &f,
+            meta: &m,
+        };
+        let h = headers(&f).unwrap();
+        let small = indexed::parse_full(opened, &h, &cfg(), DebugLookup::Search, 4096).unwrap();
+        assert!(matches!(small, Some(indexed::Full::TooLarge)));
+        let max = crate::index::format::MAX_ENTRY_BYTES;
+        match indexed::parse_full(opened, &h, &cfg(), DebugLookup::Search, max).unwrap() {
+            Some(indexed::Full::Table(t)) => assert!(t.symbols.len() > 1000),
+            _ => panic!("the whole table not read"),
+        }
+    }
+
     #[test]
     fn a_table_read_by_range_holds_only_the_symbols_wanted() {
         let exe = std::fs::read_link("/proc/self/exe").unwrap();

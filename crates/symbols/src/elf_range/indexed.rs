@@ -5,6 +5,16 @@
 
 use super::*;
 
+/// What [`parse_full`] read.
+pub(super) enum Full {
+    /// The whole table.
+    Table(FullTable),
+    /// Its names came to more than the bound given (what an entry can
+    /// hold): a crafted table (every symbol naming one 64 KiB string) must
+    /// not make a builder hold names without end. Not indexed.
+    TooLarge,
+}
+
 /// A binary's whole function table, as [`parse_ranged`] would build it if
 /// every address were wanted: what a symbol index entry holds.
 pub(super) struct FullTable {
@@ -65,13 +75,15 @@ impl<'a> HeldNames<'a> {
 
 /// Every function of the binary `file` (and, stripped, of its debug file
 /// as `debug` says) with its name: one streamed pass over each table and
-/// its string table read whole. `None` where [`parse_ranged`] says `None`.
+/// its string table read whole; [`Full::TooLarge`] past `max_names` bytes
+/// of names. `None` where [`parse_ranged`] says `None`.
 pub(crate) fn parse_full(
     f: Opened<'_>,
     h: &Headers,
     cfg: &LoadConfig<'_>,
     debug: DebugLookup<'_>,
-) -> Result<Option<FullTable>, Error> {
+    max_names: u64,
+) -> Result<Option<Full>, Error> {
     let Opened { path, file, meta } = f;
     let io = |e| Error::io(path, e);
     // (which source, the function), in table order.
@@ -109,19 +121,25 @@ pub(crate) fn parse_full(
         .map(|&(file, len, t)| HeldNames::load(file, t, len))
         .collect();
     let mut cands = Vec::new();
+    let mut held = 0u64;
     for (k, f) in &funcs {
         if f.name_at >= names_end(sources[*k].2) {
             continue;
         }
-        cands.extend(candidate(f, names[*k].read(f.name_at), end_of(&starts, f)));
+        let name = names[*k].read(f.name_at);
+        held += name.len() as u64;
+        if held > max_names {
+            return Ok(Some(Full::TooLarge));
+        }
+        cands.extend(candidate(f, name, end_of(&starts, f)));
     }
     drop((funcs, starts, names));
-    Ok(Some(FullTable {
+    Ok(Some(Full::Table(FullTable {
         symbols: SymbolTable::build(cands),
         stripped: from_symtab == 0,
         any_function,
         debug: ds,
-    }))
+    })))
 }
 
 /// [`parse`] with a symbol index: the entry of this very file (identity and
@@ -186,8 +204,13 @@ fn build_indexed(
         return parse_ranged(f, h, cfg, wanted, debug);
     }
     let Opened { path, meta, .. } = f;
-    let Some(full) = parse_full(f, &h, cfg, debug)? else {
-        return Ok(None);
+    let full = match parse_full(f, &h, cfg, debug, index::format::MAX_ENTRY_BYTES)? {
+        None => return Ok(None),
+        Some(Full::Table(t)) => t,
+        Some(Full::TooLarge) => {
+            store.count_not_written();
+            return parse_ranged(f, h, cfg, wanted, debug);
+        }
     };
     let FullTable {
         symbols,
@@ -200,39 +223,57 @@ fn build_indexed(
     // of a warm report of a cargo build). That is most of a build's time
     // (libLLVM's 100,000 C++ names), which is why a report defers builds
     // to a builder run after its output.
+    // Demangled names are bounded as the raw ones are (a demangled name
+    // can be far longer than its mangled one): past what an entry holds,
+    // no more are made and no entry is written.
+    let room = std::sync::atomic::AtomicU64::new(index::format::MAX_ENTRY_BYTES);
     let shown: Vec<Option<String>> = if store.demangle {
         use rayon::prelude::*;
+        use std::sync::atomic::Ordering::Relaxed;
         symbols
             .entries()
             .par_iter()
-            .map(|e| crate::demangle::demangle(&e.name))
+            .map(|e| {
+                if room.load(Relaxed) == 0 {
+                    return None;
+                }
+                let d = crate::demangle::demangle(&e.name)?;
+                let n = d.len() as u64;
+                let left = room.fetch_update(Relaxed, Relaxed, |r| Some(r.saturating_sub(n)));
+                (left.unwrap_or(0) >= n).then_some(d)
+            })
             .collect()
     } else {
         Vec::new()
     };
-    let bytes = ds.identity().ok().and_then(|debug_id| {
-        let facts = Facts {
-            binary: Identity::of(meta),
-            build_id: h.build_id.clone(),
-            stripped,
-            any_function,
-            debug: debug_id,
-            demangled: store.demangle,
-        };
-        let list: Vec<index::format::Symbol<'_>> = symbols
-            .entries()
-            .iter()
-            .enumerate()
-            .map(|(i, e)| index::format::Symbol {
-                start: e.start,
-                end: e.end,
-                raw: &e.name,
-                shown: shown.get(i).and_then(Option::as_deref),
-                origin: e.origin,
-            })
-            .collect();
-        index::format::encode(&facts, &list)
-    });
+    let overflowed = room.into_inner() == 0;
+    let bytes = ds
+        .identity()
+        .ok()
+        .filter(|_| !overflowed)
+        .and_then(|debug_id| {
+            let facts = Facts {
+                binary: Identity::of(meta),
+                build_id: h.build_id.clone(),
+                stripped,
+                any_function,
+                debug: debug_id,
+                demangled: store.demangle,
+            };
+            let list: Vec<index::format::Symbol<'_>> = symbols
+                .entries()
+                .iter()
+                .enumerate()
+                .map(|(i, e)| index::format::Symbol {
+                    start: e.start,
+                    end: e.end,
+                    raw: &e.name,
+                    shown: shown.get(i).and_then(Option::as_deref),
+                    origin: e.origin,
+                })
+                .collect();
+            index::format::encode(&facts, &list)
+        });
     drop(shown);
     store.write(name, bytes.as_deref());
     drop(bytes);

@@ -250,6 +250,12 @@ impl IndexStore {
         Found::Hit(Box::new(index))
     }
 
+    /// Counts an entry not written because its table is larger than an
+    /// entry holds.
+    pub fn count_not_written(&self) {
+        self.counters.not_written.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts an entry found but not usable after all (its debug file is another).
     pub fn count_rejected(&self) {
         self.counters.rejected.fetch_add(1, Ordering::Relaxed);

@@ -8,7 +8,7 @@ use super::*;
 /// What [`parse_full`] read.
 pub(super) enum Full {
     /// The whole table.
-    Table(FullTable),
+    Table(Box<FullTable>),
     /// Its names came to more than the bound given (what an entry can
     /// hold): a crafted table (every symbol naming one 64 KiB string) must
     /// not make a builder hold names without end. Not indexed.
@@ -134,12 +134,12 @@ pub(crate) fn parse_full(
         cands.extend(candidate(f, name, end_of(&starts, f)));
     }
     drop((funcs, starts, names));
-    Ok(Some(Full::Table(FullTable {
+    Ok(Some(Full::Table(Box::new(FullTable {
         symbols: SymbolTable::build(cands),
         stripped: from_symtab == 0,
         any_function,
         debug: ds,
-    })))
+    }))))
 }
 
 /// [`parse`] with a symbol index: the entry of this very file (identity and
@@ -206,7 +206,7 @@ fn build_indexed(
     let Opened { path, meta, .. } = f;
     let full = match parse_full(f, &h, cfg, debug, index::format::MAX_ENTRY_BYTES)? {
         None => return Ok(None),
-        Some(Full::Table(t)) => t,
+        Some(Full::Table(t)) => *t,
         Some(Full::TooLarge) => {
             store.count_not_written();
             return parse_ranged(f, h, cfg, wanted, debug);

@@ -351,14 +351,18 @@ fn a_control_socket_served_by_another_user_gets_no_request() {
     std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let sock = d.path().join("control.sock");
     // Another user's process answering at our socket path, as a fake
-    // daemon would (with terminal escapes in its reply).
+    // daemon would (with terminal escapes in its reply). It listens
+    // before the socket gets its name: a socket bound but not yet
+    // listening refuses the connection, and the client then never meets
+    // its owner.
     let mut server = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .args([
             "/usr/bin/python3",
             "-c",
-            "import socket,sys,time\n\
-             s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(1)\n\
+            "import os,socket,sys,time\n\
+             s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1] + '.new'); s.listen(1)\n\
+             os.rename(sys.argv[1] + '.new', sys.argv[1])\n\
              c,_=s.accept(); c.sendall(b'{\"error\":\"\\x1b]0;pwned\\x07\"}\\n'); time.sleep(5)",
         ])
         .arg(&sock)

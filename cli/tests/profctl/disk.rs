@@ -180,6 +180,7 @@ fn sparse_container_binaries_cost_their_data() {
 /// written again all the time; `sparse`: one line, then 255 MiB of hole.
 /// Runs its code for 0.2 s (`sparse`; else 20 ms), then lives 2 s (3 s
 /// for regrow), rewriting a regrown map every 100 ms; prints its pid.
+/// Follows [`hostile::OWN_PERF_MAP`].
 const JIT: &str = r#"#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,13 +197,13 @@ static void write_map(const char *path, unsigned char *p, long n) {
     fclose(f);
 }
 int main(int argc, char **argv) {
+    char path[64];
+    own_perf_map(path, sizeof path, argv);
     static const unsigned char code[] = {0x48, 0x89, 0xf8, 0x48, 0xff, 0xc8, 0x75, 0xfb, 0xc3};
     unsigned char *p = mmap(0, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return 1;
     memcpy(p, code, sizeof code);
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
     long n = argc > 2 ? atol(argv[2]) : 0;
     int regrow = !strcmp(argv[1], "regrow");
     if (!strcmp(argv[1], "sparse")) {
@@ -274,7 +275,12 @@ fn namespaced_jit_maps_of_one_user_stop_at_its_share() {
         return;
     };
     let tmp = var_tmp();
-    let prog = cc_with(tmp.path(), "jit", JIT, &[]);
+    let prog = cc_with(
+        tmp.path(),
+        "jit",
+        &format!("{}{JIT}", hostile::OWN_PERF_MAP),
+        &[],
+    );
     let ds = tmp.path().join("s");
     let dss = ds.to_str().unwrap();
     let _stop = StopOnDrop(ds.clone());
@@ -339,7 +345,12 @@ fn namespaced_jit_maps_truncated_and_regrown_are_written_once() {
         return;
     };
     let tmp = var_tmp();
-    let prog = cc_with(tmp.path(), "jit", JIT, &[]);
+    let prog = cc_with(
+        tmp.path(),
+        "jit",
+        &format!("{}{JIT}", hostile::OWN_PERF_MAP),
+        &[],
+    );
     let ds = tmp.path().join("s");
     let dss = ds.to_str().unwrap();
     let _stop = StopOnDrop(ds.clone());
@@ -390,7 +401,12 @@ fn sparse_host_perf_maps_cost_their_lines() {
         return;
     };
     let tmp = var_tmp();
-    let prog = cc_with(tmp.path(), "jit", JIT, &[]);
+    let prog = cc_with(
+        tmp.path(),
+        "jit",
+        &format!("{}{JIT}", hostile::OWN_PERF_MAP),
+        &[],
+    );
     let ds = tmp.path().join("s");
     let dss = ds.to_str().unwrap();
     let _stop = StopOnDrop(ds.clone());

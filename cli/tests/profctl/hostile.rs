@@ -317,9 +317,47 @@ fn a_non_utf8_session_dir_is_used_as_given() {
     assert_eq!(names.len(), 1, "{names:?}");
 }
 
+/// C: `own_perf_map(path, n, argv)`, called first in `main`, puts this
+/// process's `/tmp/perf-PID.map` in `path`, free to create. A stale map
+/// of another user's there (an earlier run's: pids wrap at 32768) cannot
+/// be removed from the sticky `/tmp`, and the process could not write its
+/// map (a gate failed so). Then the program runs again, exec'd in a child
+/// whose pid's name is free (children whose names are taken too exit 99
+/// at once), and this process passes on its exit status. Exec'd, not only
+/// forked: a forked child's samples in code it inherited are the parent's
+/// anonymous memory, named by the parent's map (as perf names them).
+pub(super) const OWN_PERF_MAP: &str = r#"#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static int perf_map_free(char *path, size_t n) {
+    snprintf(path, n, "/tmp/perf-%d.map", (int)getpid());
+    return unlink(path) == 0 || errno == ENOENT;
+}
+static void own_perf_map(char *path, size_t n, char **argv) {
+    if (perf_map_free(path, n)) return;
+    for (int tries = 0; tries < 65536; tries++) {
+        pid_t c = fork();
+        if (c < 0) exit(5);
+        if (c == 0) {
+            if (!perf_map_free(path, n)) _exit(99);
+            execv("/proc/self/exe", argv);
+            _exit(9);
+        }
+        int st;
+        if (waitpid(c, &st, 0) < 0) exit(6);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 99)
+            exit(WIFEXITED(st) ? WEXITSTATUS(st) : 7);
+    }
+    exit(8);
+}
+"#;
+
 /// Runs JIT-like code (anonymous executable memory) for 2 s and, before
 /// that, puts at `/tmp/perf-PID.map`: its real map (`map`), a FIFO
 /// (`fifo`) or a symbolic link to `argv[2]` (`link`). Prints its pid.
+/// Follows [`OWN_PERF_MAP`].
 const JITTER: &str = r#"#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -327,15 +365,14 @@ const JITTER: &str = r#"#include <stdio.h>
 #include <time.h>
 #include <unistd.h>
 int main(int argc, char **argv) {
+    char path[64];
+    own_perf_map(path, sizeof path, argv);
     /* mov rax, rdi; 1: dec rax; jnz 1b; ret */
     static const unsigned char code[] = {0x48, 0x89, 0xf8, 0x48, 0xff, 0xc8, 0x75, 0xfb, 0xc3};
     unsigned char *p = mmap(0, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return 1;
     memcpy(p, code, sizeof code);
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
-    unlink(path);
     if (!strcmp(argv[1], "map")) {
         FILE *f = fopen(path, "w");
         if (!f) return 2;
@@ -368,7 +405,7 @@ fn a_users_planted_jit_maps_are_refused_at_stop_and_its_real_one_kept() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let prog = cc(tmp.path(), "jitter", JITTER);
+    let prog = cc(tmp.path(), "jitter", &format!("{OWN_PERF_MAP}{JITTER}"));
     let secret = tmp.path().join("secret");
     std::fs::write(&secret, "root-only secret\n").unwrap();
     let ds = tmp.path().join("s");

@@ -174,6 +174,7 @@ fn a_jitdump_names_jit_code_by_time_and_annotates_it_with_its_lines() {
 /// share's own noise is half a point; at 1 kHz it was one point, and a
 /// loaded gate once saw 0.625.
 fn python_stacks(python: &Path, flag: &str) {
+    let _jit_files = TmpJitFiles::new();
     let dir = tempdir();
     let script = testdata().join("workloads/jit_ratio.py");
     let out = record(
@@ -224,22 +225,6 @@ fn python_313_perf_jit_stacks_are_named_and_reach_main() {
     python_stacks(&py, "perf_jit");
 }
 
-/// The jitdumps in /tmp now.
-fn tmp_dumps() -> std::collections::BTreeSet<PathBuf> {
-    std::fs::read_dir("/tmp")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.path())
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("jit-") && n.ends_with(".dump"))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// `perf record -k 1` of Python 3.13 `-X perf_jit`, imported with the dump
 /// where the recording left it (no `perf inject --jit`): the same names
 /// and stacks as a live session.
@@ -261,7 +246,7 @@ fn an_imported_perf_data_file_finds_its_jitdumps_as_perf_inject_would() {
     let dir = tempdir();
     let data = dir.path().join("perf.data");
     let script = testdata().join("workloads/jit_ratio.py");
-    let before = tmp_dumps();
+    let jit_files = TmpJitFiles::new();
     let args = [
         "-q",
         "-k",
@@ -280,7 +265,7 @@ fn an_imported_perf_data_file_finds_its_jitdumps_as_perf_inject_would() {
         "3",
     ];
     let recorded = crate::live::perf_record(&perf, dir.path(), &data, &args);
-    let ours: Vec<PathBuf> = tmp_dumps().difference(&before).cloned().collect();
+    let ours = jit_files.new_ones();
     if recorded {
         let folded = profreport(&["--import", data.to_str().unwrap(), "--format", "collapsed"])
             .expect(0)
@@ -296,9 +281,6 @@ fn an_imported_perf_data_file_finds_its_jitdumps_as_perf_inject_would() {
             })
             .collect();
         check_python_stacks(&stacks, &format!("(imported, dumps {ours:?})"));
-    }
-    for p in ours {
-        let _ = std::fs::remove_file(p);
     }
 }
 

@@ -169,6 +169,7 @@ fn live_jit_map_in_a_private_pid_namespace_and_tmp_is_used() {
     let Some(node) = node() else {
         return;
     };
+    let _jit_files = TmpJitFiles::new();
     let d = tempdir();
     let host = d.path().join("host");
     std::fs::create_dir(&host).unwrap();

@@ -171,3 +171,47 @@ pub fn compile(cmd: &mut Command, what: &str) -> bool {
         Err(e) => profkit_testsupport::skip(format!("no {what} ({e})")),
     }
 }
+
+/// The JIT files a runtime writes to `/tmp` by its pid (`perf-PID.map`,
+/// `jit-PID.dump`) now.
+fn tmp_jit_files() -> std::collections::BTreeSet<PathBuf> {
+    std::fs::read_dir("/tmp")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                        (n.starts_with("perf-") && n.ends_with(".map"))
+                            || (n.starts_with("jit-") && n.ends_with(".dump"))
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Removes, when dropped, the JIT files that appeared in `/tmp` since it
+/// was made (by a runtime a test ran with `-X perf`, `--perf-basic-prof`
+/// and the like). Left behind, root's stale `perf-PID.map` takes the name
+/// a later process of another user with that pid needs (pids wrap at
+/// 32768 here), and that process cannot write its map.
+pub struct TmpJitFiles(std::collections::BTreeSet<PathBuf>);
+
+impl TmpJitFiles {
+    pub fn new() -> Self {
+        TmpJitFiles(tmp_jit_files())
+    }
+
+    /// The ones that appeared since.
+    pub fn new_ones(&self) -> Vec<PathBuf> {
+        tmp_jit_files().difference(&self.0).cloned().collect()
+    }
+}
+
+impl Drop for TmpJitFiles {
+    fn drop(&mut self) {
+        for p in self.new_ones() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}

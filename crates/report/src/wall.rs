@@ -125,7 +125,7 @@ pub fn build_wall(
     // (session, pid, tid) → [samples, blocked ns, runnable ns]
     let mut threads: FxHashMap<(u32, u32, u32), [u64; 3]> = FxHashMap::default();
     let mut add = |agg: &Aggregate, i: usize| {
-        for (k, &n) in &agg.counts {
+        for (k, n) in agg.counts.iter() {
             let e = threads.entry((k.sess, k.pid, k.tid)).or_default();
             e[i] = e[i].saturating_add(n);
         }

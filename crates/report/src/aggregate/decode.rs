@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use profkit_eventlog::{ChunkRef, Cookie, CookieEntry, Event, Frame, SessionReader, StackTable};
 
 use super::{
-    Aggregate, ChunkStat, CommMark, Counting, DecodeError, Key, KeyShape, StackKey, WeightBudget,
-    MAX_TIMELINE_LINES, NO_STACK, NO_WEIGHTS,
+    Aggregate, ChunkStat, CommMark, Counting, DecodeError, Key, KeyCounts, KeyShape, StackKey,
+    WeightBudget, MAX_TIMELINE_LINES, NO_STACK, NO_WEIGHTS,
 };
 use crate::hash::FxHashMap;
 use crate::naming::jit::JitBudget;
@@ -35,13 +35,34 @@ pub(super) trait Sink {
     fn flush(&mut self);
 }
 
+/// A map that counts per key.
+pub(super) trait CountMap<K> {
+    /// Adds `n` to `k`'s count, saturating.
+    fn add_count(&mut self, k: K, n: u64);
+}
+
+impl<K: Eq + std::hash::Hash> CountMap<K> for FxHashMap<K, u64> {
+    #[inline]
+    fn add_count(&mut self, k: K, n: u64) {
+        let c = self.entry(k).or_insert(0);
+        *c = c.saturating_add(n);
+    }
+}
+
+impl CountMap<Key> for KeyCounts {
+    #[inline]
+    fn add_count(&mut self, k: Key, n: u64) {
+        self.add(k, n);
+    }
+}
+
 /// A map of counts behind a one-entry cache of the last key and its run.
-pub(super) struct Runs<'a, K> {
-    pub counts: &'a mut FxHashMap<K, u64>,
+pub(super) struct Runs<'a, K, M: CountMap<K>> {
+    pub counts: &'a mut M,
     pub last: Option<(K, u64)>,
 }
 
-impl<K: Eq + std::hash::Hash + Copy> Runs<'_, K> {
+impl<K: Eq + Copy, M: CountMap<K>> Runs<'_, K, M> {
     #[inline(always)]
     fn add(&mut self, key: K) {
         match &mut self.last {
@@ -68,14 +89,13 @@ impl<K: Eq + std::hash::Hash + Copy> Runs<'_, K> {
 
     fn flush(&mut self) {
         if let Some((k, n)) = self.last.take() {
-            let c = self.counts.entry(k).or_insert(0);
-            *c = c.saturating_add(n);
+            self.counts.add_count(k, n);
         }
     }
 }
 
 /// Counts per key; stacks are never looked at.
-pub(super) struct FlatSink<'a>(pub Runs<'a, Key>);
+pub(super) struct FlatSink<'a>(pub Runs<'a, Key, KeyCounts>);
 
 impl Sink for FlatSink<'_> {
     #[inline(always)]
@@ -93,7 +113,7 @@ impl Sink for FlatSink<'_> {
 }
 
 /// Counts per (key, file, stack id); the file is the one decoded.
-pub(super) struct StackSink<'a>(pub Runs<'a, StackKey>, pub u32);
+pub(super) struct StackSink<'a>(pub Runs<'a, StackKey, FxHashMap<StackKey, u64>>, pub u32);
 
 impl Sink for StackSink<'_> {
     #[inline(always)]

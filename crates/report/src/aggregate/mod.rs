@@ -8,8 +8,11 @@
 //! in `decode.rs`; the header and timeline read from an [`Aggregate`] in
 //! `summary.rs`.
 
+mod counts;
 mod decode;
 pub(crate) mod summary;
+
+pub(crate) use counts::KeyCounts;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -206,7 +209,7 @@ pub(crate) struct CommMark {
 /// What the parallel pass produces.
 #[derive(Default)]
 pub(crate) struct Aggregate {
-    pub counts: FxHashMap<Key, u64>,
+    pub counts: KeyCounts,
     /// With [`KeyShape::stacks`]: counts per (key, stack id). `counts` is
     /// derived from it after the parallel pass ([`Aggregate::fold_stacks`]).
     pub stack_counts: FxHashMap<StackKey, u64>,
@@ -243,15 +246,7 @@ pub(crate) struct Aggregate {
 
 impl Aggregate {
     fn merge(mut self, mut other: Aggregate) -> Aggregate {
-        if other.counts.len() > self.counts.len() {
-            std::mem::swap(&mut self.counts, &mut other.counts);
-        }
-        // No reserve for all of `other`: most of its keys are already here
-        // (the hot ones), and reserving for them doubled the peak.
-        for (k, v) in other.counts {
-            let c = self.counts.entry(k).or_insert(0);
-            *c = c.saturating_add(v);
-        }
+        self.counts.merge(std::mem::take(&mut other.counts));
         if other.stack_counts.len() > self.stack_counts.len() {
             std::mem::swap(&mut self.stack_counts, &mut other.stack_counts);
         }
@@ -299,11 +294,10 @@ impl Aggregate {
     /// aggregation), so everything that does not look at stacks works the
     /// same either way.
     pub fn fold_stacks(&mut self) {
-        let mut counts: FxHashMap<Key, u64> = FxHashMap::default();
+        let mut counts = KeyCounts::default();
         counts.reserve(self.stack_counts.len());
         for (&(k, _, _), &n) in &self.stack_counts {
-            let c = counts.entry(k).or_insert(0);
-            *c = c.saturating_add(n);
+            counts.add(k, n);
         }
         self.counts = counts;
     }

@@ -244,22 +244,46 @@ pub fn build_report(
 /// report has hundreds of thousands of keys but few rows, so the per-worker
 /// maps are small to merge.
 fn group_rows(
-    counts: &FxHashMap<crate::aggregate::Key, u64>,
+    counts: &crate::aggregate::KeyCounts,
     placer: &Placer<'_>,
     ncols: usize,
 ) -> FxHashMap<RowKey, Vec<u64>> {
+    use crate::aggregate::{Key, KeyCounts};
     use rayon::prelude::*;
-    let keys: Vec<(&crate::aggregate::Key, &u64)> = counts.iter().collect();
-    let add = |mut m: FxHashMap<RowKey, Vec<u64>>, (k, &n): (&crate::aggregate::Key, &u64)| {
+    fn add(
+        placer: &Placer<'_>,
+        ncols: usize,
+        mut m: FxHashMap<RowKey, Vec<u64>>,
+        k: &Key,
+        n: u64,
+    ) -> FxHashMap<RowKey, Vec<u64>> {
         if let Some((key, col)) = placer.place(k) {
             m.entry(key).or_insert_with(|| vec![0; ncols])[col] += n;
         }
         m
+    }
+    // The map's own entries, borrowed (16 bytes a key), split over the
+    // workers.
+    let grouped = match counts {
+        KeyCounts::Narrow(c) => c
+            .iter()
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .with_min_len(4096)
+            .fold(FxHashMap::default, |m, (&(cookie, offset), &n)| {
+                add(placer, ncols, m, &Key::narrow(cookie, offset), n)
+            })
+            .collect::<Vec<_>>(),
+        KeyCounts::Wide(c) => c
+            .iter()
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .with_min_len(4096)
+            .fold(FxHashMap::default, |m, (k, &n)| add(placer, ncols, m, k, n))
+            .collect::<Vec<_>>(),
     };
-    keys.par_iter()
-        .copied()
-        .with_min_len(4096)
-        .fold(FxHashMap::default, add)
+    grouped
+        .into_par_iter()
         .reduce(FxHashMap::default, |mut a, mut b| {
             if b.len() > a.len() {
                 std::mem::swap(&mut a, &mut b);
@@ -314,8 +338,8 @@ fn annotations(
     let want: crate::hash::FxHashSet<(Cookie, SymbolId)> =
         chosen.iter().map(|c| (c.cookie, c.sym)).collect();
     let mut offsets: FxHashMap<(Cookie, SymbolId), crate::annotate::Offsets> = FxHashMap::default();
-    for (k, &n) in &cx.agg.counts {
-        let Some((key, col)) = placer.place(k) else {
+    for (k, n) in cx.agg.counts.iter() {
+        let Some((key, col)) = placer.place(&k) else {
             continue;
         };
         let Some(s) = key.sym else {
@@ -486,7 +510,7 @@ fn timeline_report(
 /// most first.
 fn unnamed_binaries(agg: &Aggregate, symbols: &FxHashMap<Cookie, Resolved>) -> Vec<UnnamedBinary> {
     let mut unnamed: FxHashMap<Cookie, u64> = FxHashMap::default();
-    for (k, &n) in &agg.counts {
+    for (k, n) in agg.counts.iter() {
         if let Some(r) = symbols.get(&k.cookie) {
             if r.result.no_symbols.is_some() && r.symbol_of(k.offset).is_none() {
                 *unnamed.entry(k.cookie).or_default() += n;

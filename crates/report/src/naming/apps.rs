@@ -78,7 +78,7 @@ pub(crate) struct Images<'a> {
 impl<'a> Images<'a> {
     pub(crate) fn new(agg: &'a Aggregate, long: bool, warnings: &mut Vec<String>) -> Images<'a> {
         let mut unknown: BTreeMap<Cookie, u64> = BTreeMap::new();
-        for (k, &n) in &agg.counts {
+        for (k, n) in agg.counts.iter() {
             if !agg.cookies.contains_key(&k.cookie) {
                 *unknown.entry(k.cookie).or_insert(0) += n;
             }
@@ -149,7 +149,7 @@ pub(crate) fn find_apps(agg: &Aggregate, comms: &Comms) -> FxHashMap<(u32, u32),
                 .1 = true;
         }
     }
-    for (k, &n) in &agg.counts {
+    for (k, n) in agg.counts.iter() {
         if is_user(&k.cookie) {
             cands
                 .entry((k.sess, k.pid))

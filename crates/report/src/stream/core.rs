@@ -506,7 +506,7 @@ pub(super) fn stream_with<S: StreamSink + ?Sized>(
     // only (cookies, threads, stacks), so the counts' memory is given back
     // first (once the warnings about binaries never defined are said).
     let _ = Images::new(&agg, opts.long_filenames, &mut warnings);
-    agg.counts = FxHashMap::default();
+    agg.counts = crate::aggregate::KeyCounts::default();
     agg.stack_counts = FxHashMap::default();
     let images = Images::new(&agg, opts.long_filenames, &mut Vec::new());
     let comms = Comms::new(&agg);
@@ -864,10 +864,7 @@ fn add_counts(agg: &mut Aggregate, off: Aggregate) {
         let c = agg.stack_counts.entry(k).or_insert(0);
         *c = c.saturating_add(v);
     }
-    for (k, v) in off.counts {
-        let c = agg.counts.entry(k).or_insert(0);
-        *c = c.saturating_add(v);
-    }
+    agg.counts.merge(off.counts);
 }
 
 /// A cgroup's name: its path, `[cgroup ID]` unnamed, `[none]` for 0.

@@ -160,5 +160,5 @@ pub use kallsyms_trim::{trim_kallsyms, KallsymsInput, KallsymsWanted, TrimmedKal
 pub use symbolizer::Symbolizer;
 pub use types::{
     BinaryKind, BinaryRequest, BinaryResult, InlinedFrame, KallsymsSource, OffsetInfo,
-    RecordedFile, SourceLocation, SymbolId, SymbolInfo, SymbolOrigin, SymbolizerOptions,
+    RecordedFile, SourceLocation, SymbolId, SymbolInfo, SymbolOrigin, SymbolRun, SymbolizerOptions,
 };

@@ -16,7 +16,7 @@ use crate::perfmap::PerfMap;
 use crate::table::SymbolTable;
 use crate::types::{
     BinaryKind, BinaryRequest, BinaryResult, KallsymsSource, OffsetInfo, SymbolId, SymbolInfo,
-    SymbolOrigin, SymbolizerOptions,
+    SymbolOrigin, SymbolRun, SymbolizerOptions,
 };
 use profkit_eventlog::{build_id_from_notes, module_name};
 
@@ -62,14 +62,19 @@ enum SymKey {
 }
 
 /// Accumulates one [`BinaryResult`].
-struct Builder {
+struct Builder<'r> {
     demangle: bool,
     result: BinaryResult,
     ids: HashMap<SymKey, SymbolId>,
+    /// Runs instead of per-offset answers ([`Symbolizer::symbolize_runs`]):
+    /// then `result.offsets` stays empty, each answer is folded in here and
+    /// `scratch` takes what a resolver would add to it.
+    runs: Option<&'r mut Vec<SymbolRun>>,
+    scratch: OffsetInfo,
 }
 
-impl Builder {
-    fn new(demangle: bool, capacity: usize) -> Builder {
+impl<'r> Builder<'r> {
+    fn new(demangle: bool, capacity: usize) -> Builder<'r> {
         Builder {
             demangle,
             result: BinaryResult {
@@ -81,7 +86,29 @@ impl Builder {
                 offsets: Vec::with_capacity(capacity),
             },
             ids: HashMap::new(),
+            runs: None,
+            scratch: OffsetInfo {
+                offset: 0,
+                address: None,
+                symbol: None,
+                location: None,
+                inlined: Vec::new(),
+            },
         }
+    }
+
+    /// A builder of runs ([`Symbolizer::symbolize_runs`]).
+    fn of_runs(demangle: bool, runs: &'r mut Vec<SymbolRun>) -> Builder<'r> {
+        Builder {
+            runs: Some(runs),
+            ..Builder::new(demangle, 0)
+        }
+    }
+
+    /// Whether per-offset details (source lines, inlined frames) are
+    /// wanted: not by a builder of runs.
+    fn wants_details(&self) -> bool {
+        self.runs.is_none()
     }
 
     fn warn(&mut self, msg: impl Into<String>) {
@@ -142,6 +169,20 @@ impl Builder {
         address: Option<u64>,
         symbol: Option<SymbolId>,
     ) -> &mut OffsetInfo {
+        if let Some(runs) = &mut self.runs {
+            match runs.last_mut() {
+                Some(r) if r.symbol == symbol => r.last = offset,
+                _ => runs.push(SymbolRun {
+                    first: offset,
+                    last: offset,
+                    symbol,
+                }),
+            }
+            self.scratch.offset = offset;
+            self.scratch.address = address;
+            self.scratch.symbol = symbol;
+            return &mut self.scratch;
+        }
         self.result.offsets.push(OffsetInfo {
             offset,
             address,
@@ -233,7 +274,35 @@ impl Symbolizer {
 
     /// Symbolizes the offsets of one binary on the calling thread.
     pub fn symbolize(&self, request: &BinaryRequest, offsets: &[u64]) -> BinaryResult {
-        let b = Builder::new(self.opts.demangle, offsets.len());
+        self.run(
+            Builder::new(self.opts.demangle, offsets.len()),
+            request,
+            offsets,
+        )
+    }
+
+    /// As [`Symbolizer::symbolize`], but the answer for the offsets is
+    /// only their symbols, as runs of offsets consecutive in `offsets`
+    /// that share one ([`BinaryResult::offsets`] is left empty): no
+    /// addresses, source lines or inlined frames, whatever
+    /// [`SymbolizerOptions::debug_info`] says. A sixteenth of the memory
+    /// of an answer per offset on sorted offsets, where neighbours mostly
+    /// share their function.
+    pub fn symbolize_runs(
+        &self,
+        request: &BinaryRequest,
+        offsets: &[u64],
+    ) -> (BinaryResult, Vec<SymbolRun>) {
+        let mut runs = Vec::new();
+        let result = self.run(
+            Builder::of_runs(self.opts.demangle, &mut runs),
+            request,
+            offsets,
+        );
+        (result, runs)
+    }
+
+    fn run(&self, b: Builder, request: &BinaryRequest, offsets: &[u64]) -> BinaryResult {
         match request.kind {
             BinaryKind::Elf => self.symbolize_elf(b, request, offsets),
             BinaryKind::Vdso => self.symbolize_vdso(b, request, offsets),
@@ -390,12 +459,16 @@ impl Symbolizer {
         }
         let mut unnamed = false;
         let mut dwarf_error = None;
-        let vaddrs: Vec<Option<u64>> = offsets.iter().map(|&off| image.to_vaddr(off)).collect();
-        let mut lines = match (&image.dwarf, self.opts.debug_info) {
-            (Some(dwarf), true) => dwarf.lookup_all(&vaddrs, self.opts.demangle),
+        let mut lines = match (&image.dwarf, self.opts.debug_info && b.wants_details()) {
+            (Some(dwarf), true) => {
+                let vaddrs: Vec<Option<u64>> =
+                    offsets.iter().map(|&off| image.to_vaddr(off)).collect();
+                dwarf.lookup_all(&vaddrs, self.opts.demangle)
+            }
             _ => Vec::new(),
         };
-        for (k, (&off, &vaddr)) in offsets.iter().zip(&vaddrs).enumerate() {
+        for (k, &off) in offsets.iter().enumerate() {
+            let vaddr = image.to_vaddr(off);
             let symbol = vaddr.and_then(|a| image.symbols.lookup(a)).map(|i| {
                 b.intern_entry(SymKey::Table(i), &image.symbols, i, |s| {
                     image.to_file_offset(s)

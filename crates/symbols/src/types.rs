@@ -360,6 +360,18 @@ pub struct BinaryResult {
     pub offsets: Vec<OffsetInfo>,
 }
 
+/// Requested offsets, consecutive in the request, that share their symbol
+/// (or all have none): [`crate::Symbolizer::symbolize_runs`]'s answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SymbolRun {
+    /// The run's first offset.
+    pub first: u64,
+    /// The run's last offset.
+    pub last: u64,
+    /// The symbol of every offset of the run.
+    pub symbol: Option<SymbolId>,
+}
+
 impl BinaryResult {
     /// The symbol with this id.
     ///

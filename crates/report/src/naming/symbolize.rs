@@ -99,6 +99,25 @@ impl Resolved {
         }
     }
 
+    /// From [`profkit_symbols::Symbolizer::symbolize_runs`]'s answer (for
+    /// offsets in increasing order): no inlined frames.
+    pub(crate) fn from_runs(
+        result: BinaryResult,
+        runs: Vec<profkit_symbols::SymbolRun>,
+        locations: HashMap<SymbolId, profkit_symbols::SourceLocation>,
+    ) -> Resolved {
+        Resolved {
+            result,
+            runs: runs
+                .into_iter()
+                .map(|r| (r.first, r.last, r.symbol))
+                .collect(),
+            locations,
+            inline_names: Vec::new(),
+            inlined: FxHashMap::default(),
+        }
+    }
+
     /// The inlined functions at `offset` (indexes for
     /// [`Resolved::inline_name`]), innermost first; empty outside inlined
     /// code or without inlined frames.
@@ -555,7 +574,16 @@ fn run_group(
     let out: Vec<(Cookie, Resolved)> = group
         .into_par_iter()
         .map(|(cookie, req, offsets)| {
-            let result = sym.symbolize(&req, &offsets);
+            let jit_covered = jit.covered.contains_key(&cookie);
+            // Without inlined frames, only each offset's symbol is wanted:
+            // runs of them (a JIT cookie's answer is merged with its
+            // markers' offset by offset).
+            let (result, runs) = if inline || jit_covered {
+                (sym.symbolize(&req, &offsets), None)
+            } else {
+                let (result, runs) = sym.symbolize_runs(&req, &offsets);
+                (result, Some(runs))
+            };
             drop(offsets);
             let mut locations = HashMap::new();
             if debug_info && matches!(req.kind, BinaryKind::Elf | BinaryKind::Vdso) {
@@ -575,10 +603,10 @@ fn run_group(
                     }
                 }
             }
-            let resolved = if jit.covered.contains_key(&cookie) {
-                jit.resolve(cookie, result, locations)
-            } else {
-                Resolved::new(result, locations, inline)
+            let resolved = match runs {
+                Some(runs) => Resolved::from_runs(result, runs, locations),
+                None if jit_covered => jit.resolve(cookie, result, locations),
+                None => Resolved::new(result, locations, inline),
             };
             (cookie, resolved)
         })

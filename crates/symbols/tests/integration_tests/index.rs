@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use profkit_symbols::{
-    BinaryRequest, BinaryResult, CacheStats, IndexCacheOptions, Symbolizer, SymbolizerOptions,
+    BinaryRequest, BinaryResult, CacheStats, IndexCacheOptions, SymbolRun, Symbolizer,
+    SymbolizerOptions,
 };
 
 use crate::elf::{split, Fixture};
@@ -135,6 +136,32 @@ fn same(
             }
         }
         assert_eq!(g, w, "{what}");
+    }
+    // The answer as runs: the same, the offsets' symbols folded.
+    let s = Symbolizer::new(opts.clone()).unwrap();
+    for ((req, offsets), w) in reqs.iter().zip(want) {
+        let (result, runs) = s.symbolize_runs(req, offsets);
+        let mut expected: Vec<SymbolRun> = Vec::new();
+        for o in &w.offsets {
+            match expected.last_mut() {
+                Some(r) if r.symbol == o.symbol => r.last = o.offset,
+                _ => expected.push(SymbolRun {
+                    first: o.offset,
+                    last: o.offset,
+                    symbol: o.symbol,
+                }),
+            }
+        }
+        assert_eq!(runs, expected, "{what} (runs)");
+        assert!(runs.len() < offsets.len(), "{what}: {} runs", runs.len());
+        assert_eq!(
+            result,
+            BinaryResult {
+                offsets: Vec::new(),
+                ..w.clone()
+            },
+            "{what} (runs)"
+        );
     }
     stats
 }

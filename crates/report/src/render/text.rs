@@ -231,17 +231,18 @@ impl<'a> Col<'a> {
     }
 }
 
-/// Formats a table: an optional line of labels over column groups, the
-/// header line, then one line per row.
-fn format_table(
-    indent: &str,
+/// Formats a table: an optional line of labels over column groups and the
+/// header line, and the [`Body`] that writes one line per row (streamed:
+/// a report's thousands of lines are not held at once).
+fn format_table<'c>(
+    indent: &'c str,
     above: &[(usize, String)],
-    cols: &[Col<'_>],
-) -> (Vec<String>, Vec<String>) {
+    cols: &'c [Col<'c>],
+) -> (Vec<String>, Body<'c>) {
     // Every cell on one line: names (commands, paths, symbols, cgroups)
     // come from untrusted processes and files, and a newline in one would
     // add a row of its own making.
-    let shown_cells: Vec<Vec<std::borrow::Cow<'_, str>>> = cols
+    let shown_cells: Vec<Vec<Cow<'c, str>>> = cols
         .iter()
         .map(|c| c.cells.iter().map(|s| profkit_eventlog::shown(s)).collect())
         .collect();
@@ -261,35 +262,20 @@ fn format_table(
                 .unwrap_or(0)
         })
         .collect();
-    let pad = |s: &mut String, n: usize| s.extend(std::iter::repeat_n(' ', n));
-    let line = |cells: &mut dyn Iterator<Item = (usize, &str, usize)>| -> String {
-        let mut s = String::from(indent);
-        let n = cols.len();
-        for (i, cell, len) in cells {
-            let gap = widths[i].saturating_sub(len);
-            let last = i + 1 == n;
-            if cols[i].right {
-                pad(&mut s, gap);
-                s.push_str(cell);
-            } else if last {
-                s.push_str(cell);
-            } else {
-                s.push_str(cell);
-                pad(&mut s, gap);
-            }
-            if !last {
-                s.push_str("  ");
-            }
-        }
-        s.truncate(s.trim_end().len());
-        s
+    let body = Body {
+        indent,
+        cols,
+        shown_cells,
+        chars,
+        widths,
     };
     let mut head = Vec::new();
     if !above.is_empty() {
         // Labels over groups of columns (cpu:N over each samples/% pair).
         let mut s = String::from(indent);
         let mut pos = 0usize;
-        let starts: Vec<usize> = widths
+        let starts: Vec<usize> = body
+            .widths
             .iter()
             .scan(0usize, |acc, w| {
                 let at = *acc;
@@ -308,24 +294,78 @@ fn format_table(
         }
         head.push(s.trim_end().to_owned());
     }
-    head.push(line(
+    let mut s = String::new();
+    body.line(
+        &mut s,
         &mut cols
             .iter()
             .enumerate()
             .map(|(i, c)| (i, c.head.as_str(), c.head.chars().count())),
-    ));
-    let rows = cols.first().map_or(0, |c| c.cells.len());
-    let body = (0..rows)
-        .map(|r| {
-            line(
-                &mut shown_cells
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| (i, c[r].as_ref(), chars[i][r])),
-            )
-        })
-        .collect();
+    );
+    head.push(s);
     (head, body)
+}
+
+/// A formatted table's rows, laid out by [`format_table`].
+struct Body<'c> {
+    indent: &'c str,
+    cols: &'c [Col<'c>],
+    shown_cells: Vec<Vec<Cow<'c, str>>>,
+    chars: Vec<Vec<usize>>,
+    widths: Vec<usize>,
+}
+
+impl Body<'_> {
+    /// One line of `cells` (column, text, its width in characters) into
+    /// `s` (cleared first).
+    fn line(&self, s: &mut String, cells: &mut dyn Iterator<Item = (usize, &str, usize)>) {
+        s.clear();
+        s.push_str(self.indent);
+        let n = self.cols.len();
+        let pad = |s: &mut String, n: usize| s.extend(std::iter::repeat_n(' ', n));
+        for (i, cell, len) in cells {
+            let gap = self.widths[i].saturating_sub(len);
+            let last = i + 1 == n;
+            if self.cols[i].right {
+                pad(s, gap);
+                s.push_str(cell);
+            } else if last {
+                s.push_str(cell);
+            } else {
+                s.push_str(cell);
+                pad(s, gap);
+            }
+            if !last {
+                s.push_str("  ");
+            }
+        }
+        s.truncate(s.trim_end().len());
+    }
+
+    /// How many rows.
+    fn len(&self) -> usize {
+        self.cols.first().map_or(0, |c| c.cells.len())
+    }
+
+    /// Writes row `r`'s line (and a newline), laid out in `s`.
+    fn write_row(&self, w: &mut dyn Write, s: &mut String, r: usize) -> io::Result<()> {
+        self.line(
+            s,
+            &mut self
+                .shown_cells
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (i, c[r].as_ref(), self.chars[i][r])),
+        );
+        s.push('\n');
+        w.write_all(s.as_bytes())
+    }
+
+    /// Writes every row's line.
+    fn write_all(&self, w: &mut dyn Write) -> io::Result<()> {
+        let mut s = String::new();
+        (0..self.len()).try_for_each(|r| self.write_row(w, &mut s, r))
+    }
 }
 
 fn write_lines(w: &mut dyn Write, lines: &[String]) -> io::Result<()> {
@@ -491,18 +531,19 @@ pub fn write_text(report: &Report, w: &mut dyn Write) -> io::Result<()> {
         let (cols, labels) = table(report, &report.rows, "application");
         let (head, body) = format_table("", &labels, &cols);
         write_lines(w, &head)?;
-        for (parent, line) in report.rows.iter().zip(&body) {
-            writeln!(w, "{line}")?;
+        let mut line = String::new();
+        for (r, parent) in report.rows.iter().enumerate() {
+            body.write_row(w, &mut line, r)?;
             let (cols, labels) = table(report, &parent.children, image_head);
             let (head, body) = format_table("        ", &labels, &cols);
             write_lines(w, &head[head.len() - 1..])?;
-            write_lines(w, &body)?;
+            body.write_all(w)?;
         }
     } else {
         let (cols, labels) = table(report, &report.rows, image_head);
         let (head, body) = format_table("", &labels, &cols);
         write_lines(w, &head)?;
-        write_lines(w, &body)?;
+        body.write_all(w)?;
     }
     if report.rows_below_threshold > 0 {
         writeln!(
@@ -612,11 +653,12 @@ fn write_callgraph_text(cg: &CallGraph, h: &Header, w: &mut dyn Write) -> io::Re
     let (head, body) = format_table("", &[], &cols);
     write_lines(w, &head)?;
     let rule = "-".repeat(79);
-    for (line, is_rule) in body.iter().zip(kinds) {
+    let mut line = String::new();
+    for (r, is_rule) in kinds.into_iter().enumerate() {
         if is_rule {
             writeln!(w, "{rule}")?;
         } else {
-            writeln!(w, "{line}")?;
+            body.write_row(w, &mut line, r)?;
         }
     }
     writeln!(w, "{rule}")?;
@@ -694,7 +736,7 @@ fn write_timeline_text(t: &Timeline, w: &mut dyn Write) -> io::Result<()> {
         }
         let (head, body) = format_table("", &[], &cols);
         write_lines(w, &head)?;
-        write_lines(w, &body)?;
+        body.write_all(w)?;
     }
     Ok(())
 }

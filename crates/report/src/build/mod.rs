@@ -5,6 +5,7 @@
 //! ([`rows::Placer`]), build the stacks and inclusive samples when asked,
 //! then percentages, rows, sort and cut ([`rows`]).
 
+mod group;
 pub(crate) mod rows;
 
 use std::borrow::Cow;
@@ -23,6 +24,7 @@ use crate::naming::symbolize::{symbolize, Resolved};
 use crate::options::{ReportOptions, SymbolSources};
 use crate::session::{check_merge, Session};
 use crate::Progress;
+use group::group_rows;
 use rows::{sort_and_cut, CgroupNames, Placer, RowKey, RowMaker};
 
 /// Builds a report over one session, or several merged.
@@ -237,65 +239,6 @@ pub fn build_report(
         },
         annotations,
     })
-}
-
-/// Each aggregated key's samples added to its row's column, on every
-/// core: a key's row is a few hash lookups and a binary search, and a
-/// report has hundreds of thousands of keys but few rows, so the per-worker
-/// maps are small to merge.
-fn group_rows(
-    counts: &crate::aggregate::KeyCounts,
-    placer: &Placer<'_>,
-    ncols: usize,
-) -> FxHashMap<RowKey, Vec<u64>> {
-    use crate::aggregate::{Key, KeyCounts};
-    use rayon::prelude::*;
-    fn add(
-        placer: &Placer<'_>,
-        ncols: usize,
-        mut m: FxHashMap<RowKey, Vec<u64>>,
-        k: &Key,
-        n: u64,
-    ) -> FxHashMap<RowKey, Vec<u64>> {
-        if let Some((key, col)) = placer.place(k) {
-            m.entry(key).or_insert_with(|| vec![0; ncols])[col] += n;
-        }
-        m
-    }
-    // The map's own entries, borrowed (16 bytes a key), split over the
-    // workers.
-    let grouped = match counts {
-        KeyCounts::Narrow(c) => c
-            .iter()
-            .collect::<Vec<_>>()
-            .into_par_iter()
-            .with_min_len(4096)
-            .fold(FxHashMap::default, |m, (&(cookie, offset), &n)| {
-                add(placer, ncols, m, &Key::narrow(cookie, offset), n)
-            })
-            .collect::<Vec<_>>(),
-        KeyCounts::Wide(c) => c
-            .iter()
-            .collect::<Vec<_>>()
-            .into_par_iter()
-            .with_min_len(4096)
-            .fold(FxHashMap::default, |m, (k, &n)| add(placer, ncols, m, k, n))
-            .collect::<Vec<_>>(),
-    };
-    grouped
-        .into_par_iter()
-        .reduce(FxHashMap::default, |mut a, mut b| {
-            if b.len() > a.len() {
-                std::mem::swap(&mut a, &mut b);
-            }
-            for (key, v) in b {
-                let t = a.entry(key).or_insert_with(|| vec![0; ncols]);
-                for (x, y) in t.iter_mut().zip(v) {
-                    *x += y;
-                }
-            }
-            a
-        })
 }
 
 /// [`Error::NoOffCpu`] for the first session recorded without `--off-cpu`.

@@ -109,6 +109,23 @@ impl Placer<'_> {
         }
     }
 
+    /// Whether a sample's row is decided by its binary and symbol alone:
+    /// nothing separated by task, cgroup, CPU or application, nothing
+    /// filtered by task or cgroup (an image filter, with no application
+    /// column, looks at the binary only). Then every key of a binary with
+    /// the same symbol has the same row, in column 0.
+    pub(super) fn by_binary_and_symbol(&self) -> bool {
+        let (opts, sep) = (self.opts, self.opts.separate);
+        !(sep.thread
+            || sep.cgroup
+            || sep.cpu
+            || sep.lib
+            || sep.kernel
+            || opts.app_column
+            || opts.exclude_dependent)
+            && opts.spec.cgroups.is_empty()
+    }
+
     /// Where a sample goes: its row and column, or nowhere (filtered out).
     pub(super) fn place(&self, k: &Key) -> Option<(RowKey, usize)> {
         let (opts, sep, images) = (self.opts, self.opts.separate, self.images);

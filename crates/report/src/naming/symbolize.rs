@@ -39,8 +39,11 @@ use crate::Progress;
 pub(crate) struct Resolved {
     /// The symbolizer's answer, its per-offset entries dropped.
     pub(crate) result: BinaryResult,
-    /// (first offset, last offset, symbol), sorted, not overlapping.
-    runs: Vec<(u64, u64, Option<SymbolId>)>,
+    /// The runs' first offsets, sorted (apart from the rest of each run:
+    /// the binary search of [`Resolved::symbol_of`] touches 8 bytes a run).
+    run_starts: Vec<u64>,
+    /// Each run's last offset and symbol; runs do not overlap.
+    run_ends: Vec<(u64, Option<SymbolId>)>,
     /// With `--debug-info`: each symbol's source location.
     locations: HashMap<SymbolId, profkit_symbols::SourceLocation>,
     /// With inlined frames: the distinct inlined function names.
@@ -90,9 +93,11 @@ impl Resolved {
             }
         }
         result.offsets = Vec::new();
+        let (run_starts, run_ends) = runs.into_iter().map(|(a, b, id)| (a, (b, id))).unzip();
         Resolved {
             result,
-            runs,
+            run_starts,
+            run_ends,
             locations,
             inline_names,
             inlined,
@@ -106,12 +111,14 @@ impl Resolved {
         runs: Vec<profkit_symbols::SymbolRun>,
         locations: HashMap<SymbolId, profkit_symbols::SourceLocation>,
     ) -> Resolved {
+        let (run_starts, run_ends) = runs
+            .into_iter()
+            .map(|r| (r.first, (r.last, r.symbol)))
+            .unzip();
         Resolved {
             result,
-            runs: runs
-                .into_iter()
-                .map(|r| (r.first, r.last, r.symbol))
-                .collect(),
+            run_starts,
+            run_ends,
             locations,
             inline_names: Vec::new(),
             inlined: FxHashMap::default(),
@@ -132,10 +139,10 @@ impl Resolved {
 
     pub(crate) fn symbol_of(&self, offset: u64) -> Option<SymbolId> {
         let i = self
-            .runs
-            .partition_point(|r| r.0 <= offset)
+            .run_starts
+            .partition_point(|&a| a <= offset)
             .checked_sub(1)?;
-        let (_, last, id) = self.runs[i];
+        let (last, id) = self.run_ends[i];
         if offset <= last {
             id
         } else {

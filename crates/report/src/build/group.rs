@@ -1,0 +1,180 @@
+//! Grouping: every aggregated key's samples added to its row's column.
+//! The general path places each key ([`Placer::place`]) and adds it in a
+//! map of rows; where a row is decided by the binary and the symbol alone
+//! (`-l`, the image summary: nothing separated by task, cgroup, CPU or
+//! application), keys are counted per binary in an array indexed by
+//! symbol instead, with no row key made or hashed per key.
+
+use profkit_eventlog::Cookie;
+
+use super::rows::{Placer, RowKey};
+use crate::aggregate::{Key, KeyCounts};
+use crate::hash::FxHashMap;
+use crate::naming::symbolize::Resolved;
+
+/// Each aggregated key's samples added to its row's column, on every
+/// core: a key's row is a few hash lookups and a binary search, and a
+/// report has hundreds of thousands of keys but few rows, so the per-worker
+/// maps are small to merge.
+pub(super) fn group_rows(
+    counts: &crate::aggregate::KeyCounts,
+    placer: &Placer<'_>,
+    ncols: usize,
+) -> FxHashMap<RowKey, Vec<u64>> {
+    use rayon::prelude::*;
+    if placer.by_binary_and_symbol() {
+        return group_by_symbol(counts, placer, ncols);
+    }
+    fn add(
+        placer: &Placer<'_>,
+        ncols: usize,
+        mut m: FxHashMap<RowKey, Vec<u64>>,
+        k: &Key,
+        n: u64,
+    ) -> FxHashMap<RowKey, Vec<u64>> {
+        if let Some((key, col)) = placer.place(k) {
+            m.entry(key).or_insert_with(|| vec![0; ncols])[col] += n;
+        }
+        m
+    }
+    // The map's own entries, borrowed (16 bytes a key), split over the
+    // workers.
+    let grouped = match counts {
+        KeyCounts::Narrow(c) => c
+            .iter()
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .with_min_len(4096)
+            .fold(FxHashMap::default, |m, (&(cookie, offset), &n)| {
+                add(placer, ncols, m, &Key::narrow(cookie, offset), n)
+            })
+            .collect::<Vec<_>>(),
+        KeyCounts::Wide(c) => c
+            .iter()
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .with_min_len(4096)
+            .fold(FxHashMap::default, |m, (k, &n)| add(placer, ncols, m, k, n))
+            .collect::<Vec<_>>(),
+    };
+    grouped
+        .into_par_iter()
+        .reduce(FxHashMap::default, |mut a, mut b| {
+            if b.len() > a.len() {
+                std::mem::swap(&mut a, &mut b);
+            }
+            for (key, v) in b {
+                let t = a.entry(key).or_insert_with(|| vec![0; ncols]);
+                for (x, y) in t.iter_mut().zip(v) {
+                    *x += y;
+                }
+            }
+            a
+        })
+}
+
+/// One binary's samples in [`group_by_symbol`].
+struct BySymbol<'p> {
+    /// Its row without a symbol; `None`: its samples are filtered out.
+    row: Option<RowKey>,
+    /// Its symbols, when the report names them.
+    resolved: Option<&'p Resolved>,
+    /// Samples without a symbol (0), then per symbol id (`id + 1`); `None`
+    /// where no key fell (a key of no samples still makes its row).
+    counts: Vec<Option<u64>>,
+}
+
+/// [`group_rows`] where [`Placer::by_binary_and_symbol`]: per binary, the
+/// row of its first key (which says whether its samples count at all) and
+/// a count per symbol.
+fn group_by_symbol<'p>(
+    counts: &KeyCounts,
+    placer: &Placer<'p>,
+    ncols: usize,
+) -> FxHashMap<RowKey, Vec<u64>> {
+    use rayon::prelude::*;
+    type Acc<'p> = FxHashMap<Cookie, BySymbol<'p>>;
+    let symbols: &'p FxHashMap<Cookie, Resolved> = placer.symbols;
+    let add = |mut m: Acc<'p>, k: Key, n: u64| -> Acc<'p> {
+        let b = m.entry(k.cookie).or_insert_with(|| {
+            let resolved = if placer.opts.symbols {
+                symbols.get(&k.cookie)
+            } else {
+                None
+            };
+            BySymbol {
+                row: placer.place(&k).map(|(row, _)| RowKey { sym: None, ..row }),
+                resolved,
+                counts: vec![None; resolved.map_or(0, |r| r.result.symbols.len()) + 1],
+            }
+        });
+        if b.row.is_some() {
+            let i = b
+                .resolved
+                .and_then(|r| r.symbol_of(k.offset))
+                .map_or(0, |id| id.0 as usize + 1);
+            if i >= b.counts.len() {
+                b.counts.resize(i + 1, None);
+            }
+            let c = b.counts[i].get_or_insert(0);
+            *c += n;
+        }
+        m
+    };
+    let merge = |mut a: Acc<'p>, b: Acc<'p>| -> Acc<'p> {
+        for (cookie, y) in b {
+            match a.get_mut(&cookie) {
+                None => {
+                    a.insert(cookie, y);
+                }
+                Some(x) => {
+                    if x.counts.len() < y.counts.len() {
+                        x.counts.resize(y.counts.len(), None);
+                    }
+                    for (s, t) in x.counts.iter_mut().zip(y.counts) {
+                        if let Some(t) = t {
+                            *s.get_or_insert(0) += t;
+                        }
+                    }
+                }
+            }
+        }
+        a
+    };
+    let per_binary: Acc<'p> = match counts {
+        KeyCounts::Narrow(c) => c
+            .iter()
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .with_min_len(4096)
+            .fold(FxHashMap::default, |m, (&(cookie, offset), &n)| {
+                add(m, Key::narrow(cookie, offset), n)
+            })
+            .reduce(FxHashMap::default, merge),
+        KeyCounts::Wide(c) => c
+            .iter()
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .with_min_len(4096)
+            .fold(FxHashMap::default, |m, (&k, &n)| add(m, k, n))
+            .reduce(FxHashMap::default, merge),
+    };
+    let mut out = FxHashMap::default();
+    for b in per_binary.into_values() {
+        let Some(row) = b.row else {
+            continue;
+        };
+        for (i, c) in b.counts.into_iter().enumerate() {
+            let Some(c) = c else {
+                continue;
+            };
+            let sym = i
+                .checked_sub(1)
+                .map(|i| profkit_symbols::SymbolId(i as u32));
+            let mut v = vec![0; ncols];
+            v[0] = c;
+            out.insert(RowKey { sym, ..row }, v);
+        }
+    }
+    out
+}

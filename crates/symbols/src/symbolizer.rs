@@ -71,6 +71,9 @@ struct Builder<'r> {
     /// `scratch` takes what a resolver would add to it.
     runs: Option<&'r mut Vec<SymbolRun>>,
     scratch: OffsetInfo,
+    /// The last key interned and its id: sorted offsets mostly fall in
+    /// the symbol of the one before (no hashing for them).
+    last: Option<(SymKey, SymbolId)>,
 }
 
 impl<'r> Builder<'r> {
@@ -86,6 +89,7 @@ impl<'r> Builder<'r> {
                 offsets: Vec::with_capacity(capacity),
             },
             ids: HashMap::new(),
+            last: None,
             runs: None,
             scratch: OffsetInfo {
                 offset: 0,
@@ -119,12 +123,19 @@ impl<'r> Builder<'r> {
     }
 
     fn intern(&mut self, key: SymKey, make: impl FnOnce() -> SymbolInfo) -> SymbolId {
+        if let Some((k, id)) = self.last {
+            if k == key {
+                return id;
+            }
+        }
         let symbols = &mut self.result.symbols;
-        *self.ids.entry(key).or_insert_with(|| {
+        let id = *self.ids.entry(key).or_insert_with(|| {
             let id = SymbolId(symbols.len() as u32);
             symbols.push(make());
             id
-        })
+        });
+        self.last = Some((key, id));
+        id
     }
 
     /// Interns entry `index` of `table`; `file_offset` maps its start back to the file.

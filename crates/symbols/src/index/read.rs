@@ -257,7 +257,11 @@ impl Index {
                 open.pop();
             }
             if let Some(&top) = open.last() {
-                wanted.push(top);
+                // Sorted addresses mostly fall in the symbol of the one
+                // before: kept once.
+                if wanted.last() != Some(&top) {
+                    wanted.push(top);
+                }
             }
         }
         let (mut q, mut k) = (0, 0);
@@ -270,6 +274,12 @@ impl Index {
                 while let Some(&a) = addrs.get(q).filter(|&&a| a < start) {
                     answer(a, &mut open, &mut wanted);
                     q += 1;
+                }
+                // What ended by this start ends before every address still
+                // to come (all at or past it): off the stack now, which
+                // stays as deep as symbols nest, not as long as the table.
+                while open.last().is_some_and(|&(_, e)| e <= start) {
+                    open.pop();
                 }
                 open.push((j, end));
                 while also.get(k).is_some_and(|&i| i < j) {

@@ -396,6 +396,9 @@ impl Index {
             if hi < lo {
                 return Err(Bad::Layout("names"));
             }
+            // Exactly this long: a doubled buffer was 2 MB a worker.
+            buf.clear();
+            buf.reserve_exact(hi - lo);
             buf.resize(hi - lo, 0);
             self.src.read(at + lo, &mut buf)?;
             for h in &hits[k..j] {

@@ -55,12 +55,15 @@
 //!   symbols, not the binaries' sizes (a `cargo build` session: 383 MB before, 32 MB).
 //!   Such a table answers only for the offsets it was read for, so it is not cached;
 //!   each binary is one request per report. With a symbol index (issue 32, `index/`) the
-//!   first report instead reads the binary's whole table once (one pass over each symbol
-//!   table, its string table whole) and writes it as an entry of raw names; later reports
-//!   read the entry's head (37 bytes a symbol) and the names of the symbols hit, and
-//!   demangle those only, when shown (demangling a whole table, libLLVM's 100,000 C++
-//!   names, cost a cold report more than the rest of it). The answers are the ones
+//!   first report's builder instead reads the binary's whole table once (one pass over
+//!   each symbol table, its string table whole) and writes it as an entry of raw names and
+//!   names demangled once, on every core; later reports read the entry's head (33 bytes a
+//!   symbol) in one pass and the names of the symbols hit. The answers are the ones
 //!   without the index, entry for entry; `examples/index_bench.rs` times it.
+//! - **Answers as small as asked.** [`Symbolizer::symbolize_runs`] answers sorted offsets
+//!   as runs of one symbol (no per-offset answer, 64 bytes each), for reports that need
+//!   no source lines or inlined frames; names not held demangled are demangled once a
+//!   binary is resolved, all at once on every core.
 //!   An entry is used only for the file it was made from (build-id and `fstat` identity,
 //!   after the checks above), only if it is ours and intact; see `index/mod.rs`. With `--debug-info` the DWARF is read by
 //!   range too, as addr2line asks for it (`dwarf_reader.rs`: a lazy `gimli::Reader` over a

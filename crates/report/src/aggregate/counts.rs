@@ -93,6 +93,37 @@ impl KeyCounts {
         self.iter().map(|(k, _)| k)
     }
 
+    /// Folds every key and its count into accumulators made by
+    /// `identity`, on every core (the map's entries borrowed, 16 bytes a
+    /// key, split over the workers); the accumulators, one per piece of
+    /// work, are for the caller to merge.
+    pub fn par_fold<T, I, F>(&self, identity: I, fold: F) -> Vec<T>
+    where
+        T: Send,
+        I: Fn() -> T + Sync + Send,
+        F: Fn(T, Key, u64) -> T + Sync + Send,
+    {
+        use rayon::prelude::*;
+        match self {
+            KeyCounts::Narrow(c) => c
+                .iter()
+                .collect::<Vec<_>>()
+                .into_par_iter()
+                .with_min_len(4096)
+                .fold(&identity, |t, (&(cookie, offset), &n)| {
+                    fold(t, Key::narrow(cookie, offset), n)
+                })
+                .collect(),
+            KeyCounts::Wide(c) => c
+                .iter()
+                .collect::<Vec<_>>()
+                .into_par_iter()
+                .with_min_len(4096)
+                .fold(&identity, |t, (&k, &n)| fold(t, k, n))
+                .collect(),
+        }
+    }
+
     /// Adds every count of `other` (the larger map is kept and the smaller
     /// added into it; no reserve for all of the other: most of its keys
     /// are already there, the hot ones, and reserving for them doubled the

@@ -17,7 +17,7 @@ use crate::naming::symbolize::Resolved;
 /// report has hundreds of thousands of keys but few rows, so the per-worker
 /// maps are small to merge.
 pub(super) fn group_rows(
-    counts: &crate::aggregate::KeyCounts,
+    counts: &KeyCounts,
     placer: &Placer<'_>,
     ncols: usize,
 ) -> FxHashMap<RowKey, Vec<u64>> {
@@ -37,26 +37,7 @@ pub(super) fn group_rows(
         }
         m
     }
-    // The map's own entries, borrowed (16 bytes a key), split over the
-    // workers.
-    let grouped = match counts {
-        KeyCounts::Narrow(c) => c
-            .iter()
-            .collect::<Vec<_>>()
-            .into_par_iter()
-            .with_min_len(4096)
-            .fold(FxHashMap::default, |m, (&(cookie, offset), &n)| {
-                add(placer, ncols, m, &Key::narrow(cookie, offset), n)
-            })
-            .collect::<Vec<_>>(),
-        KeyCounts::Wide(c) => c
-            .iter()
-            .collect::<Vec<_>>()
-            .into_par_iter()
-            .with_min_len(4096)
-            .fold(FxHashMap::default, |m, (k, &n)| add(placer, ncols, m, k, n))
-            .collect::<Vec<_>>(),
-    };
+    let grouped = counts.par_fold(FxHashMap::default, |m, k, n| add(placer, ncols, m, &k, n));
     grouped
         .into_par_iter()
         .reduce(FxHashMap::default, |mut a, mut b| {
@@ -141,24 +122,10 @@ fn group_by_symbol<'p>(
         }
         a
     };
-    let per_binary: Acc<'p> = match counts {
-        KeyCounts::Narrow(c) => c
-            .iter()
-            .collect::<Vec<_>>()
-            .into_par_iter()
-            .with_min_len(4096)
-            .fold(FxHashMap::default, |m, (&(cookie, offset), &n)| {
-                add(m, Key::narrow(cookie, offset), n)
-            })
-            .reduce(FxHashMap::default, merge),
-        KeyCounts::Wide(c) => c
-            .iter()
-            .collect::<Vec<_>>()
-            .into_par_iter()
-            .with_min_len(4096)
-            .fold(FxHashMap::default, |m, (&k, &n)| add(m, k, n))
-            .reduce(FxHashMap::default, merge),
-    };
+    let per_binary: Acc<'p> = counts
+        .par_fold(FxHashMap::default, add)
+        .into_par_iter()
+        .reduce(FxHashMap::default, merge);
     let mut out = FxHashMap::default();
     for b in per_binary.into_values() {
         let Some(row) = b.row else {

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use profkit_eventlog::{Cookie, CookieEntry, CookieKind, NsTask, COOKIE_UNKNOWN};
 
-use crate::aggregate::Aggregate;
+use crate::aggregate::{Aggregate, KeyCounts};
 use crate::hash::FxHashMap;
 use crate::spec::base_name;
 
@@ -71,15 +71,27 @@ impl Comms {
 
 /// Display names of binaries.
 pub(crate) struct Images<'a> {
-    agg: &'a Aggregate,
+    /// The aggregation's cookies (borrowed alone: the counts beside them
+    /// can be given back while the names are still wanted).
+    cookies: &'a Cookies,
     long: bool,
 }
 
+/// [`Aggregate::cookies`]' type.
+type Cookies = FxHashMap<Cookie, (CookieEntry, u32, (u32, u64))>;
+
 impl<'a> Images<'a> {
-    pub(crate) fn new(agg: &'a Aggregate, long: bool, warnings: &mut Vec<String>) -> Images<'a> {
+    /// The names of `cookies` (an aggregation's); `counts` (its counts)
+    /// are read for the warning about binaries never defined.
+    pub(crate) fn new(
+        cookies: &'a Cookies,
+        counts: &KeyCounts,
+        long: bool,
+        warnings: &mut Vec<String>,
+    ) -> Images<'a> {
         let mut unknown: BTreeMap<Cookie, u64> = BTreeMap::new();
-        for (k, n) in agg.counts.iter() {
-            if !agg.cookies.contains_key(&k.cookie) {
+        for (k, n) in counts.iter() {
+            if !cookies.contains_key(&k.cookie) {
                 *unknown.entry(k.cookie).or_insert(0) += n;
             }
         }
@@ -90,11 +102,11 @@ impl<'a> Images<'a> {
                 unknown_name(c)
             ));
         }
-        Images { agg, long }
+        Images { cookies, long }
     }
 
     pub(crate) fn entry(&self, c: Cookie) -> Option<&'a CookieEntry> {
-        self.agg.cookies.get(&c).map(|(e, _, _)| e)
+        self.cookies.get(&c).map(|(e, _, _)| e)
     }
 
     /// The name shown for a binary.

@@ -308,9 +308,10 @@ impl Symbolizer {
     /// only their symbols, as runs of offsets consecutive in `offsets`
     /// that share one ([`BinaryResult::offsets`] is left empty): no
     /// addresses, source lines or inlined frames, whatever
-    /// [`SymbolizerOptions::debug_info`] says. A sixteenth of the memory
-    /// of an answer per offset on sorted offsets, where neighbours mostly
-    /// share their function.
+    /// [`SymbolizerOptions::debug_info`] says. A run takes 24 bytes where
+    /// an answer per offset takes 64, and on sorted offsets neighbours
+    /// mostly share their function (libLLVM's 56,619 sampled offsets in a
+    /// cargo build: 4,728 symbols).
     pub fn symbolize_runs(
         &self,
         request: &BinaryRequest,

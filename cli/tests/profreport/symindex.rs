@@ -240,7 +240,9 @@ fn build_index_writes_at_once_and_refuses_no_cache() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("no symbol index cache") && err.contains("HOME"),
+        err.contains("no symbol index cache")
+            && err.contains("HOME")
+            && err.contains("neither XDG_CACHE_HOME nor HOME is set"),
         "{err}"
     );
 }

@@ -401,8 +401,11 @@ pub(super) fn validate(opt: Opt) -> Result<Config, String> {
     // (whose session is gone when its report ends); else after the output.
     let defer_index = !opt.build_index && opt.import.is_none();
     if opt.build_index && profkit_report::IndexCacheOptions::default_dir().is_none() {
-        return Err("--build-index: there is no symbol index cache to write: neither                     XDG_CACHE_HOME nor HOME is set to an absolute path (set one of them)"
-            .to_owned());
+        return Err(
+            "--build-index: there is no symbol index cache to write: neither \
+                     XDG_CACHE_HOME nor HOME is set to an absolute path (set one of them)"
+                .to_owned(),
+        );
     }
     let spec = ProfileSpec::parse(&opt.specs).map_err(|e| e.to_string())?;
     // `host` is a column of fleet reports only.

@@ -27,8 +27,11 @@ pub(super) struct FullTable {
     debug: DebugSymbols,
 }
 
-/// Names of a string table held in memory (up to this many bytes of it).
-const MAX_HELD_NAMES: u64 = 1 << 30;
+/// A string table is held in memory up to this many bytes; a larger one
+/// is read a name at a time. The largest real ones met are librustc_driver's
+/// and Rust's libLLVM's `.strtab`s (19.8 and 17.9 MB); a binary anyone can
+/// write must not make a root builder hold a gigabyte.
+const MAX_HELD_NAMES: u64 = 64 << 20;
 
 /// A string table read whole, to name every symbol of a table at once;
 /// a name it does not hold to its end is read as [`NameReader`] reads it.
@@ -277,8 +280,8 @@ fn build_indexed(
     drop(shown);
     store.write(name, bytes.as_deref());
     drop(bytes);
-    // The whole table answers every offset as the table read for them would.
-    let symbols = SymbolTable::from_sorted(symbols.entries().to_vec(), None);
+    // The whole table answers every offset as the table read for them
+    // would (it is the table the entry was made from, not a copy).
     let sparse_note = (stripped && ds.found.is_none())
         .then(|| crate::elf::stripped_note(path, h.build_id.as_deref(), !any_function, cfg));
     Ok(Some(ElfImage {

@@ -206,6 +206,9 @@ pub(crate) struct CommMark {
     pub ns: Option<profkit_eventlog::NsTask>,
 }
 
+/// Cookie → (entry, session, (file, chunk index)) of its first definition.
+pub(crate) type Cookies = FxHashMap<Cookie, (CookieEntry, u32, (u32, u64))>;
+
 /// What the parallel pass produces.
 #[derive(Default)]
 pub(crate) struct Aggregate {
@@ -219,7 +222,7 @@ pub(crate) struct Aggregate {
     pub stack_tables: BTreeMap<u32, StackTable>,
     /// Cookie → (entry, session, (file, chunk index)) of its first
     /// definition.
-    pub cookies: FxHashMap<Cookie, (CookieEntry, u32, (u32, u64))>,
+    pub cookies: Cookies,
     pub comms: Vec<CommMark>,
     /// (session, pid, cookie) of every user mapping announced.
     pub maps: Vec<(u32, u32, Cookie)>,

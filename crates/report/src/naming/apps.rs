@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use profkit_eventlog::{Cookie, CookieEntry, CookieKind, NsTask, COOKIE_UNKNOWN};
 
-use crate::aggregate::{Aggregate, KeyCounts};
+use crate::aggregate::{Aggregate, Cookies, KeyCounts};
 use crate::hash::FxHashMap;
 use crate::spec::base_name;
 
@@ -76,9 +76,6 @@ pub(crate) struct Images<'a> {
     cookies: &'a Cookies,
     long: bool,
 }
-
-/// [`Aggregate::cookies`]' type.
-type Cookies = FxHashMap<Cookie, (CookieEntry, u32, (u32, u64))>;
 
 impl<'a> Images<'a> {
     /// The names of `cookies` (an aggregation's); `counts` (its counts)

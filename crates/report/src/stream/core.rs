@@ -505,7 +505,8 @@ pub(super) fn stream_with<S: StreamSink + ?Sized>(
     // The counts were for naming: the second pass needs the definitions
     // only (cookies, threads, stacks), so the counts' memory is given back
     // first (once the warnings about binaries never defined are said).
-    let _ = Images::new(
+    // (The names borrow only the cookies.)
+    let images = Images::new(
         &agg.cookies,
         &agg.counts,
         opts.long_filenames,
@@ -513,12 +514,6 @@ pub(super) fn stream_with<S: StreamSink + ?Sized>(
     );
     agg.counts = crate::aggregate::KeyCounts::default();
     agg.stack_counts = FxHashMap::default();
-    let images = Images::new(
-        &agg.cookies,
-        &agg.counts,
-        opts.long_filenames,
-        &mut Vec::new(),
-    );
     let comms = Comms::new(&agg);
     let tables: FxHashMap<u32, &StackTable> =
         agg.stack_tables.iter().map(|(&f, t)| (f, t)).collect();

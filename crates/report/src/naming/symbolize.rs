@@ -575,8 +575,9 @@ fn run_group(
     let sym = Symbolizer::new(cfg?)?;
     let n = group.len() as u64;
     // Each binary's answer made into its `Resolved` as soon as it is
-    // symbolized: the per-offset answers (a hundred bytes an offset) of one
-    // binary at a time per worker, not of all at once.
+    // symbolized: where per-offset answers are made at all (64 bytes an
+    // offset, for inlined frames and JIT code), those of one binary at a
+    // time per worker, not of all at once.
     use rayon::prelude::*;
     let out: Vec<(Cookie, Resolved)> = group
         .into_par_iter()

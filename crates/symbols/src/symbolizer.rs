@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::index::IndexStore;
 use crate::kallsyms::Kallsyms;
 use crate::perfmap::PerfMap;
-use crate::table::SymbolTable;
+use crate::table::{Entry, SymbolTable};
 use crate::types::{
     BinaryKind, BinaryRequest, BinaryResult, KallsymsSource, OffsetInfo, SymbolId, SymbolInfo,
     SymbolOrigin, SymbolRun, SymbolizerOptions,
@@ -150,25 +150,40 @@ impl<'r> Builder<'r> {
         index: usize,
         file_offset: impl FnOnce(u64) -> Option<u64>,
     ) -> SymbolId {
+        let e = table.entry(index);
+        let names = || (e.name.to_string(), table.shown(index).map(str::to_owned));
+        self.intern_named(key, e, file_offset(e.start), names)
+    }
+
+    /// Interns the symbol `e` (at `file_offset`) as `key`, its raw name and
+    /// its name demangled ahead (if it was) made by `names` when `key` is new.
+    fn intern_named(
+        &mut self,
+        key: SymKey,
+        e: &Entry,
+        file_offset: Option<u64>,
+        names: impl FnOnce() -> (String, Option<String>),
+    ) -> SymbolId {
         let demangle = self.demangle;
         let defer = self.pending.is_some();
         let mut deferred = false;
+        let (start, size, origin) = (e.start, e.size(), e.origin);
         let id = self.intern(key, || {
-            let e = table.entry(index);
+            let (raw_name, shown) = names();
             SymbolInfo {
-                name: match table.shown(index) {
-                    Some(shown) if demangle => shown.to_owned(),
+                name: match shown {
+                    Some(shown) if demangle => shown,
                     _ if demangle && defer => {
                         deferred = true;
                         String::new()
                     }
-                    _ => display_name(&e.name, demangle),
+                    _ => display_name(&raw_name, demangle),
                 },
-                raw_name: e.name.to_string(),
-                start: e.start,
-                size: e.size(),
-                file_offset: file_offset(e.start),
-                origin: e.origin,
+                raw_name,
+                start,
+                size,
+                file_offset,
+                origin,
             }
         });
         if deferred {
@@ -493,13 +508,22 @@ impl Symbolizer {
 
     fn symbolize_elf(&self, mut b: Builder, req: &BinaryRequest, offsets: &[u64]) -> BinaryResult {
         match self.find_elf(req, offsets, &mut b) {
-            Some(image) => self.resolve_in_image(b, &image, offsets),
+            Some(image) => self.resolve_in_image(b, image, offsets),
             None => b.unresolved(offsets),
         }
     }
 
     /// Resolves file offsets (or module-text offsets) in a parsed image.
-    fn resolve_in_image(&self, mut b: Builder, image: &ElfImage, offsets: &[u64]) -> BinaryResult {
+    /// An image no one else holds (read for these offsets) gives its names
+    /// to the symbols interned, not copies of them.
+    fn resolve_in_image(
+        &self,
+        mut b: Builder,
+        mut image: Arc<ElfImage>,
+        offsets: &[u64],
+    ) -> BinaryResult {
+        let mut own = Arc::get_mut(&mut image).map(|im| std::mem::take(&mut im.symbols));
+        let image = &*image;
         b.result.path_used = Some(image.path.clone());
         b.result.debug_file_used.clone_from(&image.debug_file);
         for note in &image.notes {
@@ -517,11 +541,19 @@ impl Symbolizer {
         };
         for (k, &off) in offsets.iter().enumerate() {
             let vaddr = image.to_vaddr(off);
-            let symbol = vaddr.and_then(|a| image.symbols.lookup(a)).map(|i| {
-                b.intern_entry(SymKey::Table(i), &image.symbols, i, |s| {
-                    image.to_file_offset(s)
-                })
-            });
+            let table = own.as_ref().unwrap_or(&image.symbols);
+            let symbol = vaddr
+                .and_then(|a| table.lookup(a))
+                .map(|i| match own.as_mut() {
+                    Some(t) => {
+                        let e = t.entry(i).clone_range();
+                        let at = image.to_file_offset(e.start);
+                        b.intern_named(SymKey::Table(i), &e, at, || t.take_names(i))
+                    }
+                    None => b.intern_entry(SymKey::Table(i), &image.symbols, i, |s| {
+                        image.to_file_offset(s)
+                    }),
+                });
             unnamed |= vaddr.is_some() && symbol.is_none();
             let info = b.push(off, vaddr, symbol);
             match lines.get_mut(k).and_then(Option::take) {
@@ -576,7 +608,7 @@ impl Symbolizer {
                     ));
                         b.unresolved(offsets)
                     }
-                    _ => self.resolve_in_image(b, image, offsets),
+                    _ => self.resolve_in_image(b, Arc::clone(image), offsets),
                 }
             }
             Err(e) => {
@@ -728,7 +760,7 @@ impl Symbolizer {
                          kernel's section layout",
                         ko.display()
                     ));
-                    return self.resolve_in_image(b, &image, offsets);
+                    return self.resolve_in_image(b, image, offsets);
                 }
                 Ok(Loaded::Image(..)) => {
                     b.warn(format!(

@@ -46,6 +46,14 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
+    /// This entry's range and origin, with no name.
+    pub fn clone_range(&self) -> Entry {
+        Entry {
+            name: Box::default(),
+            ..*self
+        }
+    }
+
     /// The size to report: the recorded or inferred size, 0 if unbounded.
     pub fn size(&self) -> u64 {
         if self.end == u64::MAX {
@@ -61,9 +69,10 @@ impl Entry {
 pub(crate) struct SymbolTable {
     entries: Vec<Entry>,
     max_end: Vec<u64>,
-    /// The names to show when demangling is on, one per entry, when they were
-    /// demangled ahead (a symbol index's); else the raw names are demangled when shown.
-    shown: Option<Vec<Box<str>>>,
+    /// The names to show when demangling is on, one per entry (`None`: the raw
+    /// name), when they were demangled ahead (a symbol index's); else the raw
+    /// names are demangled when shown.
+    shown: Option<Vec<Option<Box<str>>>>,
 }
 
 impl SymbolTable {
@@ -84,19 +93,25 @@ impl SymbolTable {
                     end.max(c.start.saturating_add(1))
                 }
             };
-            entries.push(Entry {
-                start: c.start,
-                end,
-                name: c.name.clone(),
-                origin: c.origin,
-            });
+            entries.push((c.start, end, c.origin));
         }
+        // The names moved, not copied: a whole table's names were held twice.
+        let entries = entries
+            .into_iter()
+            .zip(cands)
+            .map(|((start, end, origin), c)| Entry {
+                start,
+                end,
+                name: c.name,
+                origin,
+            })
+            .collect();
         Self::from_sorted(entries, None)
     }
 
     /// A table of entries already built (sorted by start, one per start), with their
     /// names to show when demangling is on (`shown`, one per entry) if known.
-    pub fn from_sorted(entries: Vec<Entry>, shown: Option<Vec<Box<str>>>) -> Self {
+    pub fn from_sorted(entries: Vec<Entry>, shown: Option<Vec<Option<Box<str>>>>) -> Self {
         debug_assert!(entries.windows(2).all(|w| w[0].start < w[1].start));
         debug_assert!(shown.as_ref().is_none_or(|s| s.len() == entries.len()));
         let mut max_end = Vec::with_capacity(entries.len());
@@ -134,7 +149,24 @@ impl SymbolTable {
 
     /// The demangled name of entry `index`, when it was demangled ahead.
     pub fn shown(&self, index: usize) -> Option<&str> {
-        self.shown.as_ref().and_then(|s| s.get(index)).map(|s| &**s)
+        let shown = self.shown.as_ref()?.get(index)?;
+        Some(shown.as_deref().unwrap_or(&self.entries[index].name))
+    }
+
+    /// Entry `index`'s raw name and, when demangled ahead, its name to show
+    /// ([`SymbolTable::shown`]), taken out of the table: its name is empty
+    /// after. For a table made for one answer, whose every entry is named
+    /// once (an index entry's symbols for the offsets asked), so that the
+    /// names are held once, not twice.
+    pub fn take_names(&mut self, index: usize) -> (String, Option<String>) {
+        let shown = self
+            .shown
+            .as_mut()
+            .and_then(|s| s.get_mut(index))
+            .map(|s| s.take());
+        let raw = std::mem::take(&mut self.entries[index].name).into_string();
+        let shown = shown.map(|s| s.map_or_else(|| raw.clone(), str::into_string));
+        (raw, shown)
     }
 
     /// Every entry, in start order.
@@ -154,6 +186,28 @@ impl SymbolTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_demangled_ahead_are_shown_and_taken_once_raw_where_the_same() {
+        let e = |start: u64, name: &str| Entry {
+            start,
+            end: start + 8,
+            name: name.into(),
+            origin: SymbolOrigin::Symtab,
+        };
+        let mut t = SymbolTable::from_sorted(
+            vec![e(0, "_ZN1a1bE"), e(16, "memcpy")],
+            Some(vec![Some("a::b".into()), None]),
+        );
+        assert_eq!(t.shown(0), Some("a::b"));
+        assert_eq!(t.shown(1), Some("memcpy"), "the same: the raw name");
+        assert_eq!(t.take_names(1), ("memcpy".into(), Some("memcpy".into())));
+        assert_eq!(t.take_names(0), ("_ZN1a1bE".into(), Some("a::b".into())));
+        assert_eq!(t.lookup(17), Some(1), "ranges kept once names are taken");
+        let mut plain = SymbolTable::from_sorted(vec![e(0, "f")], None);
+        assert_eq!(plain.shown(0), None);
+        assert_eq!(plain.take_names(0), ("f".into(), None));
+    }
 
     fn cand(start: u64, size: Option<u64>, name: &str, rank: u64) -> Candidate {
         Candidate {

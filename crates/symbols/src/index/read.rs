@@ -21,9 +21,9 @@ use super::format::{
 use super::format::{ANY_FUNCTION, DEBUG, DEMANGLED, HAS_BUILD_ID, STRIPPED};
 use crate::types::SymbolOrigin;
 
-/// A symbol's raw name and the name to show (the raw one unless demangled names are
-/// stored).
-pub(crate) type Names = (Box<str>, Box<str>);
+/// A symbol's raw name and the name to show when it is another (demangled names
+/// stored, and this one differs from its raw name).
+pub(crate) type Names = (Box<str>, Option<Box<str>>);
 
 /// Where an entry's bytes are.
 enum Src {
@@ -416,9 +416,11 @@ impl Index {
                         .map_err(|_| Bad::Layout("UTF-8"))
                 };
                 let raw_name = text(&b[..r.raw])?;
+                // Not a copy of the raw name where it is the same: most C
+                // and C++ tables' names were held twice.
                 let shown_name = match r.shown {
-                    Some(_) => text(&b[r.raw..])?,
-                    None => raw_name.clone(),
+                    Some(_) => Some(text(&b[r.raw..])?),
+                    None => None,
                 };
                 out.push((raw_name, shown_name));
             }

@@ -84,6 +84,9 @@ pub fn build_report(
     if plan.with_stacks {
         agg.fold_stacks();
     }
+    // Every count is in: each binary's offsets in order, for the
+    // symbolizer to take as they are.
+    agg.counts.sort();
     if agg.weight_budget.as_ref().is_some_and(|b| b.clamped()) {
         warnings.push(off_cpu_clamped_warning());
     }

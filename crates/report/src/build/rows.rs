@@ -195,9 +195,13 @@ impl RowMaker<'_> {
     pub(super) fn rows(&self, grouped: FxHashMap<RowKey, Vec<u64>>, denom: &[u64]) -> Vec<Row> {
         if !self.shown.nested {
             // Rows are independent (names and figures of their own): made on
-            // every core.
+            // every core, each into its place in one list of the exact
+            // length (collected from the map itself, the workers' lists
+            // grew by doubling and were then copied into one: twice the
+            // rows' bytes at the heap's peak).
             use rayon::prelude::*;
-            return grouped
+            let keys: Vec<(RowKey, Vec<u64>)> = grouped.into_iter().collect();
+            return keys
                 .into_par_iter()
                 .map(|(k, s)| self.row(&k, s, denom))
                 .collect();

@@ -28,6 +28,7 @@ use profkit_eventlog::Cookie;
 use profkit_symbols::{BinaryKind, BinaryRequest, BinaryResult};
 use serde::Serialize;
 
+use crate::naming::symbolize::Want;
 use crate::Progress;
 
 /// A debuginfod client a report fetches with, and what it did.
@@ -160,17 +161,17 @@ fn from_cache(r: &BinaryResult, cache: &Path) -> bool {
 /// Fetches what the first answers `done` of `requests` lack, and puts the
 /// answers of `again` (the symbolizer run on the binaries something was
 /// fetched for) in their place.
-pub(crate) fn complete<T>(
+pub(crate) fn complete<'w, T>(
     d: &Debuginfod,
-    requests: &[(Cookie, BinaryRequest, Vec<u64>)],
+    requests: &[Want<'w>],
     done: &mut [(Cookie, T)],
     result_of: impl Fn(&T) -> &BinaryResult,
     debug_info: bool,
     progress: &dyn Progress,
-    again: impl FnOnce(Vec<(Cookie, BinaryRequest, Vec<u64>)>) -> crate::Result<Vec<(Cookie, T)>>,
+    again: impl FnOnce(Vec<Want<'w>>) -> crate::Result<Vec<(Cookie, T)>>,
 ) -> crate::Result<()> {
     let cache = d.cache().to_owned();
-    let by_cookie: std::collections::HashMap<Cookie, &(Cookie, BinaryRequest, Vec<u64>)> =
+    let by_cookie: std::collections::HashMap<Cookie, &Want<'w>> =
         requests.iter().map(|r| (r.0, r)).collect();
     let mut named = 0;
     // (distinct offsets, cookie, build-id, what is wanted)
@@ -419,7 +420,7 @@ mod tests {
         for i in 0..n {
             let id = (i as u32 + 1).to_le_bytes().repeat(5);
             let req = BinaryRequest::elf(format!("/bin/x{i}")).with_build_id(id);
-            requests.push((i as Cookie, req, vec![0; i % 7 + 1]));
+            requests.push((i as Cookie, req, vec![0; i % 7 + 1].into()));
             done.push((i as Cookie, unnamed()));
         }
         // A claim, a binary without build-id, a named one: not looked up.
@@ -429,13 +430,13 @@ mod tests {
             BinaryRequest::elf("/bin/claim")
                 .with_build_id(vec![7; 20])
                 .unverified(),
-            vec![0],
+            vec![0].into(),
         ));
-        requests.push((c + 1, BinaryRequest::elf("/bin/noid"), vec![0]));
+        requests.push((c + 1, BinaryRequest::elf("/bin/noid"), vec![0].into()));
         requests.push((
             c + 2,
             BinaryRequest::elf("/bin/named").with_build_id(vec![8; 20]),
-            vec![0],
+            vec![0].into(),
         ));
         done.push((c, unnamed()));
         done.push((c + 1, unnamed()));

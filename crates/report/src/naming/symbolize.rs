@@ -11,6 +11,7 @@
 //! call graph can expand a frame into its inline chain without asking the
 //! symbolizer again: still one lookup per distinct (binary, offset).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use profkit_eventlog::{Cookie, CookieEntry, CookieKind, FileCheck};
@@ -26,6 +27,10 @@ use crate::options::{ReportOptions, SymbolSources};
 use crate::session::Session;
 use crate::spec::base_name;
 use crate::Progress;
+
+/// A binary to symbolize: its cookie, request and offsets (ascending,
+/// distinct; a flat report's are its sorted counts' own).
+pub(crate) type Want<'a> = (Cookie, BinaryRequest, Cow<'a, [u64]>);
 
 /// One binary's symbolization: its symbols (and with `--debug-info` their
 /// source locations), and which symbol each sampled offset is in, as runs
@@ -222,16 +227,20 @@ pub(crate) fn symbolize(
     progress: &dyn Progress,
     warnings: &mut Vec<String>,
 ) -> Result<FxHashMap<Cookie, Resolved>> {
-    // Distinct offsets per binary.
+    // Distinct offsets per binary: sorted counts' own, else gathered.
+    let known = |c: &Cookie| {
+        agg.cookies
+            .get(c)
+            .is_some_and(|(e, _, _)| e.kind != CookieKind::Other)
+    };
+    let sorted = agg.counts.sorted();
     let mut offsets: FxHashMap<Cookie, Vec<u64>> = FxHashMap::default();
-    for k in agg.counts.keys() {
-        // `Other` names no file (e.g. `[unknown]` stack frames): nothing to read.
-        let known = agg
-            .cookies
-            .get(&k.cookie)
-            .is_some_and(|(e, _, _)| e.kind != CookieKind::Other);
-        if known {
-            offsets.entry(k.cookie).or_default().push(k.offset);
+    if sorted.is_none() {
+        for k in agg.counts.keys() {
+            // `Other` names no file (e.g. `[unknown]` stack frames): nothing to read.
+            if known(&k.cookie) {
+                offsets.entry(k.cookie).or_default().push(k.offset);
+            }
         }
     }
     // Callers: each distinct stack's frames, at the call instruction (the
@@ -245,11 +254,7 @@ pub(crate) fn symbolize(
             continue;
         };
         for f in frames {
-            let known = agg
-                .cookies
-                .get(&f.cookie)
-                .is_some_and(|(e, _, _)| e.kind != CookieKind::Other);
-            if known {
+            if known(&f.cookie) {
                 let v = offsets.entry(f.cookie).or_default();
                 v.push(f.offset.saturating_sub(1));
                 v.push(f.offset);
@@ -273,22 +278,35 @@ pub(crate) fn symbolize(
         };
         config_of_session.push(i);
     }
-    let mut groups: Vec<Vec<(Cookie, BinaryRequest, Vec<u64>)>> =
-        configs.iter().map(|_| Vec::new()).collect();
-    let mut cookies: Vec<(Cookie, Vec<u64>)> = offsets.into_iter().collect();
+    let mut groups: Vec<Vec<Want<'_>>> = configs.iter().map(|_| Vec::new()).collect();
+    // Each binary's offsets: the sorted counts' as they are where no stack
+    // adds any (a flat report's every binary), else merged and sorted.
+    let mut cookies: Vec<(Cookie, Cow<'_, [u64]>)> = Vec::new();
+    for (c, offs) in sorted.into_iter().flat_map(|s| s.binaries()) {
+        if !known(&c) {
+            continue;
+        }
+        match offsets.get_mut(&c) {
+            Some(v) => v.extend_from_slice(offs),
+            None => cookies.push((c, Cow::Borrowed(offs))),
+        }
+    }
+    cookies.extend(offsets.into_iter().map(|(c, mut v)| {
+        v.sort_unstable();
+        v.dedup();
+        (c, Cow::Owned(v))
+    }));
     cookies.sort_unstable_by_key(|(c, _)| *c);
     // A Jit cookie's offsets that a JitCode covers are named by it; the
     // rest go to the symbolizer (the process's perf map, as for Anon).
     let mut jit_covered: FxHashMap<Cookie, Vec<u64>> = FxHashMap::default();
     for (c, mut offs) in cookies {
-        offs.sort_unstable();
-        offs.dedup();
         let (entry, sess, _) = &agg.cookies[&c];
         if entry.kind == CookieKind::Jit {
             let (covered, rest): (Vec<u64>, Vec<u64>) =
-                offs.into_iter().partition(|&o| agg.jit.at(c, o).is_some());
+                offs.iter().partition(|&&o| agg.jit.at(c, o).is_some());
             jit_covered.insert(c, covered);
-            offs = rest;
+            offs = Cow::Owned(rest);
             if offs.is_empty() {
                 continue;
             }
@@ -504,7 +522,7 @@ pub(crate) fn symbolizer_options(
 /// hidden (else the symbolizer reads it itself, to say what is wrong).
 fn kernel_options(
     cfg: &SymbolizerOptions,
-    group: &[(Cookie, BinaryRequest, Vec<u64>)],
+    group: &[Want<'_>],
     live: &mut Option<Option<Vec<u8>>>,
 ) -> std::result::Result<SymbolizerOptions, profkit_symbols::Error> {
     let mut out = cfg.clone();
@@ -518,7 +536,7 @@ fn kernel_options(
         match req.kind {
             BinaryKind::Kernel => {
                 wanted.kernel_base = req.base;
-                wanted.kernel_offsets.extend(offs);
+                wanted.kernel_offsets.extend(offs.iter());
                 kernel_ids.push(req.build_id.clone());
             }
             _ => wanted
@@ -562,7 +580,7 @@ fn kernel_options(
 /// each offset's inlined frames.
 fn run_group(
     cfg: std::result::Result<SymbolizerOptions, profkit_symbols::Error>,
-    group: Vec<(Cookie, BinaryRequest, Vec<u64>)>,
+    group: Vec<Want<'_>>,
     debug_info: bool,
     inline: bool,
     jit: &JitNaming<'_>,

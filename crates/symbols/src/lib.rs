@@ -151,7 +151,7 @@ pub mod fuzzing {
         let Ok(ix) = crate::index::format::decode(data.to_vec()) else {
             return 0;
         };
-        ix.symbols_at(probes)
+        ix.symbols_at(probes.to_vec())
             .map_or(0, |found| found.len().min(ix.len()))
     }
 }

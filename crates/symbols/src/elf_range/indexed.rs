@@ -315,7 +315,7 @@ fn image_from_index(
         .iter()
         .filter_map(|&o| h.segments.to_vaddr(o))
         .collect();
-    let found = index.symbols_at(&addrs).ok()?;
+    let found = index.symbols_at(addrs).ok()?;
     let mut entries = Vec::with_capacity(found.len());
     let mut shown = Vec::with_capacity(if demangle { found.len() } else { 0 });
     for (hit, (raw, show)) in found {

@@ -499,7 +499,7 @@ mod tests {
         let mut want: Vec<usize> = addrs.iter().filter_map(|&a| table(a)).collect();
         want.sort_unstable();
         want.dedup();
-        let got = ix.symbols_at(&addrs).unwrap();
+        let got = ix.symbols_at(addrs.clone()).unwrap();
         assert_eq!(got.iter().map(|(h, _)| h.index).collect::<Vec<_>>(), want);
         for (h, (raw, shown)) in &got {
             let s = &syms[h.index];
@@ -537,7 +537,7 @@ mod tests {
             let mut want: Vec<usize> = addrs.iter().filter_map(|&a| table(a)).collect();
             want.sort_unstable();
             want.dedup();
-            let got: Vec<usize> = ix.symbols_at(&addrs).unwrap().iter().map(|(h, _)| h.index).collect();
+            let got: Vec<usize> = ix.symbols_at(addrs.clone()).unwrap().iter().map(|(h, _)| h.index).collect();
             proptest::prop_assert_eq!(got, want);
             for &a in addrs.iter().take(20) {
                 proptest::prop_assert_eq!(ix.lookup(a).unwrap(), table(a), "{:#x}", a);
@@ -560,7 +560,7 @@ mod tests {
             e[at] = byte;
             fix_head_crc(&mut e, 4);
             if let Ok(ix) = decode(e) {
-                let _ = ix.symbols_at(&[addr, 0x22, 0x34]);
+                let _ = ix.symbols_at(vec![addr, 0x22, 0x34]);
                 let _ = ix.symbols(&[0, 1, 2, 3]);
             }
         }

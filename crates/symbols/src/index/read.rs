@@ -1,9 +1,9 @@
 //! Reading an entry (the layout is in `format.rs`): its header and build-id when
 //! opened, then, for the addresses a report asks, one pass over its head in file order
-//! with the head's CRC computed on the way. Only the starts (8 bytes a symbol) are held
-//! whole; the ends are streamed beside the addresses (asked in increasing order, each
-//! answered by a sweep: a stack of the symbols open at it), and of the name records and
-//! origins only those of the symbols hit are kept. A warm report of a cargo build held
+//! with the head's CRC computed on the way. The starts and the ends are read side by
+//! side, block by block, beside the addresses (asked in increasing order, each answered
+//! by a sweep: a stack of the symbols open at it), so no array of the table is held; of
+//! the name records and origins only those of the symbols hit are kept. A warm report of a cargo build held
 //! libLLVM's and librustc_driver's heads whole before (37 bytes a symbol, and 8 more for
 //! a running maximum of ends): 11.8 MB, most of the report's memory.
 //!
@@ -209,6 +209,34 @@ impl<'a> Seq<'a> {
         }
         Ok(())
     }
+
+    /// The next two regions of `len` bytes each, read side by side: `each`
+    /// is given the blocks at the same position in both (items of both are
+    /// paired), the CRC computed as if they were read one after the other.
+    fn paired(&mut self, len: usize, mut each: impl FnMut(usize, &[u8], &[u8])) -> Result<(), Bad> {
+        if len
+            .checked_mul(2)
+            .is_none_or(|both| both > self.end - self.next)
+        {
+            return Err(Bad::Truncated);
+        }
+        let mut second = vec![0u8; Self::BLOCK.min(len)];
+        let mut crc2 = crc32fast::Hasher::new();
+        let mut done = 0;
+        while done < len {
+            let n = Self::BLOCK.min(len - done);
+            let (a, b) = (&mut self.buf[..n], &mut second[..n]);
+            self.src.read(self.next + done, a)?;
+            self.src.read(self.next + len + done, b)?;
+            self.crc.update(a);
+            crc2.update(b);
+            each(done, a, b);
+            done += n;
+        }
+        self.crc.combine(&crc2);
+        self.next += 2 * len;
+        Ok(())
+    }
 }
 
 /// The little-endian `u64` items of `block`.
@@ -228,32 +256,21 @@ impl Index {
     /// `SymbolTable::lookup` answers) and the symbols `also` (indexes), in index order,
     /// once each; after the whole head is read and its CRC, order (starts strictly
     /// increasing, ends at least their starts) and origins are checked.
-    fn pass(&self, addrs: &[u64], also: &[usize]) -> Result<Vec<Hit>, Bad> {
+    fn pass(&self, mut addrs: Vec<u64>, also: &[usize]) -> Result<Vec<Hit>, Bad> {
         let n = self.n;
-        let mut addrs = addrs.to_vec();
+        // Mostly sorted already (a report's offsets, in order): no copy.
         addrs.sort_unstable();
         addrs.dedup();
         let mut seq = Seq::new(self);
         // A layout error is said after the CRC: damage is a checksum error first.
         let mut bad: Option<Bad> = None;
-        let mut starts: Vec<u64> = Vec::with_capacity(n);
-        let mut last = None;
-        seq.region(8 * n, |_, block| {
-            for s in u64s(block) {
-                if last.is_some_and(|l| l >= s) {
-                    bad.get_or_insert(Bad::Layout("starts"));
-                }
-                last = Some(s);
-                starts.push(s);
-            }
-        })?;
         // The sweep: the symbols started at or before the address, those that ended
         // before it dropped from the top (they end before every later address too).
         // The innermost is the last one started that has not ended.
-        let mut open: Vec<(usize, u64)> = Vec::new();
-        let mut wanted: Vec<(usize, u64)> = Vec::new();
-        fn answer(a: u64, open: &mut Vec<(usize, u64)>, wanted: &mut Vec<(usize, u64)>) {
-            while open.last().is_some_and(|&(_, e)| e <= a) {
+        let mut open: Vec<(usize, u64, u64)> = Vec::new();
+        let mut wanted: Vec<(usize, u64, u64)> = Vec::new();
+        fn answer(a: u64, open: &mut Vec<(usize, u64, u64)>, wanted: &mut Vec<(usize, u64, u64)>) {
+            while open.last().is_some_and(|&(_, _, e)| e <= a) {
                 open.pop();
             }
             if let Some(&top) = open.last() {
@@ -265,9 +282,17 @@ impl Index {
             }
         }
         let (mut q, mut k) = (0, 0);
-        seq.region(8 * n, |at, block| {
-            for (j, end) in (at / 8..).zip(u64s(block)) {
-                let start = starts[j];
+        let mut last = None;
+        // Each symbol's start and end read side by side: no list of the
+        // starts is held (8 bytes a symbol: 1.9 MB for librustc_driver's and
+        // libLLVM's entries, given back after each pass but kept by the
+        // allocator).
+        seq.paired(8 * n, |at, starts, ends| {
+            for (j, (start, end)) in (at / 8..).zip(u64s(starts).zip(u64s(ends))) {
+                if last.is_some_and(|l| l >= start) {
+                    bad.get_or_insert(Bad::Layout("starts"));
+                }
+                last = Some(start);
                 if end < start {
                     bad.get_or_insert(Bad::Layout("ends"));
                 }
@@ -278,35 +303,35 @@ impl Index {
                 // What ended by this start ends before every address still
                 // to come (all at or past it): off the stack now, which
                 // stays as deep as symbols nest, not as long as the table.
-                while open.last().is_some_and(|&(_, e)| e <= start) {
+                while open.last().is_some_and(|&(_, _, e)| e <= start) {
                     open.pop();
                 }
-                open.push((j, end));
+                open.push((j, start, end));
                 while also.get(k).is_some_and(|&i| i < j) {
                     k += 1;
                 }
                 if also.get(k) == Some(&j) {
-                    wanted.push((j, end));
+                    wanted.push((j, start, end));
                 }
             }
         })?;
         for &a in &addrs[q..] {
             answer(a, &mut open, &mut wanted);
         }
-        drop(open);
+        drop((open, addrs));
         wanted.sort_unstable();
         wanted.dedup();
         let mut hits: Vec<Hit> = wanted
             .iter()
-            .map(|&(index, end)| Hit {
+            .map(|&(index, start, end)| Hit {
                 index,
-                start: starts[index],
+                start,
                 end,
                 origin: SymbolOrigin::Symtab,
                 name: NameRecord::default(),
             })
             .collect();
-        drop(starts);
+        drop(wanted);
         // The hits' name records and origins; every origin checked.
         let mut h = 0;
         seq.region(NAME * n, |at, block| {
@@ -356,7 +381,7 @@ impl Index {
 
     /// The symbols the addresses `addrs` fall in (innermost), with their names, in
     /// index order.
-    pub fn symbols_at(&self, addrs: &[u64]) -> Result<Vec<(Hit, Names)>, Bad> {
+    pub fn symbols_at(&self, addrs: Vec<u64>) -> Result<Vec<(Hit, Names)>, Bad> {
         let hits = self.pass(addrs, &[])?;
         let names = self.names(&hits)?;
         Ok(hits.into_iter().zip(names).collect())
@@ -365,7 +390,7 @@ impl Index {
     /// The symbols `which` (indexes, ascending), with their names.
     #[cfg(test)]
     pub fn symbols(&self, which: &[usize]) -> Result<Vec<(Hit, Names)>, Bad> {
-        let hits = self.pass(&[], which)?;
+        let hits = self.pass(Vec::new(), which)?;
         let names = self.names(&hits)?;
         Ok(hits.into_iter().zip(names).collect())
     }
@@ -373,7 +398,7 @@ impl Index {
     /// The innermost symbol containing `addr`, if any.
     #[cfg(test)]
     pub fn lookup(&self, addr: u64) -> Result<Option<usize>, Bad> {
-        Ok(self.pass(&[addr], &[])?.first().map(|h| h.index))
+        Ok(self.pass(vec![addr], &[])?.first().map(|h| h.index))
     }
 
     /// The names of `hits` (ascending), each checked against its CRC and to be UTF-8;

@@ -264,6 +264,11 @@ pub(crate) fn symbolize(
     // Inlined frames come from DWARF: the symbolizer reads it for them
     // too, but only `--debug-info` shows source locations.
     let inline = opts.inline && opts.wants_stacks();
+    let needs = Needs {
+        debug_info: opts.debug_info,
+        inline,
+        raw_names: opts.annotate.is_some(),
+    };
     // One symbolizer per distinct set of session-specific sources.
     let mut configs: Vec<SymbolizerOptions> = Vec::new();
     let mut config_of_session = Vec::new();
@@ -358,8 +363,11 @@ pub(crate) fn symbolize(
                 run_group(
                     kernel_cfg,
                     kernel,
-                    false,
-                    false,
+                    Needs {
+                        debug_info: false,
+                        inline: false,
+                        ..needs
+                    },
                     &jit,
                     progress,
                     &index_note,
@@ -369,8 +377,7 @@ pub(crate) fn symbolize(
                 run_group(
                     Ok(other_cfg.clone()),
                     other,
-                    opts.debug_info,
-                    inline,
+                    needs,
                     &jit,
                     progress,
                     &index_note,
@@ -390,8 +397,7 @@ pub(crate) fn symbolize(
                     run_group(
                         Ok(other_cfg.clone()),
                         redo,
-                        opts.debug_info,
-                        inline,
+                        needs,
                         &jit,
                         progress,
                         &index_note,
@@ -575,18 +581,33 @@ fn kernel_options(
     Ok(out)
 }
 
-/// Symbolizes one group of requests with a symbolizer of its own; with
-/// `debug_info`, also each symbol's source location; with `inline`, keeps
-/// each offset's inlined frames.
+/// What a report reads of the symbols beside their names and starts.
+#[derive(Clone, Copy)]
+struct Needs {
+    /// Each symbol's source location.
+    debug_info: bool,
+    /// Each offset's inlined frames.
+    inline: bool,
+    /// The names as stored in the binary (`--annotate` matches them):
+    /// else they are given back as soon as a binary is symbolized (a warm
+    /// `-l` of a cargo build held 1.1 MB of Rust and C++ mangled names
+    /// nobody read, beside the names shown).
+    raw_names: bool,
+}
+
+/// Symbolizes one group of requests with a symbolizer of its own, each
+/// binary's answer kept as `needs` says.
 fn run_group(
     cfg: std::result::Result<SymbolizerOptions, profkit_symbols::Error>,
     group: Vec<Want<'_>>,
-    debug_info: bool,
-    inline: bool,
+    needs: Needs,
     jit: &JitNaming<'_>,
     progress: &dyn Progress,
     index_note: &std::sync::Mutex<Option<String>>,
 ) -> Result<Vec<(Cookie, Resolved)>> {
+    let Needs {
+        debug_info, inline, ..
+    } = needs;
     if group.is_empty() {
         return Ok(Vec::new());
     }
@@ -604,13 +625,19 @@ fn run_group(
             // Without inlined frames, only each offset's symbol is wanted:
             // runs of them (a JIT cookie's answer is merged with its
             // markers' offset by offset).
-            let (result, runs) = if inline || jit_covered {
+            let (mut result, runs) = if inline || jit_covered {
                 (sym.symbolize(&req, &offsets), None)
             } else {
                 let (result, runs) = sym.symbolize_runs(&req, &offsets);
                 (result, Some(runs))
             };
             drop(offsets);
+            // A JIT cookie's symbols are matched with its markers by raw name.
+            if !needs.raw_names && !jit_covered {
+                for s in &mut result.symbols {
+                    s.raw_name = String::new();
+                }
+            }
             let mut locations = HashMap::new();
             if debug_info && matches!(req.kind, BinaryKind::Elf | BinaryKind::Vdso) {
                 let starts: Vec<(SymbolId, u64)> = result

@@ -116,7 +116,7 @@ pub fn build_report(
     } else {
         FxHashMap::default()
     };
-    let symbols = if opts.symbols {
+    let mut symbols = if opts.symbols {
         symbolize(sessions, &agg, opts, sources, progress, &mut warnings)?
     } else {
         FxHashMap::default()
@@ -223,7 +223,9 @@ pub fn build_report(
         inclusive: inclusive.as_ref(),
         ncols,
     };
-    let mut rows = maker.rows(grouped, denom);
+    let (mut rows, named) = maker.rows(grouped, denom);
+    rows::give_names(&mut rows, &named, &mut symbols);
+    drop(named);
     let mut below = 0usize;
     sort_and_cut(&mut rows, opts, columns_shown.inclusive, &mut below);
     let callgraph = match (&stack_data, opts.callgraph) {

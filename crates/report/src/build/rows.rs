@@ -177,6 +177,38 @@ impl Placer<'_> {
     }
 }
 
+/// Puts each symbol's name in the rows that show it ([`RowMaker::rows`]'s
+/// `named`): moved from the symbols into its last row, copied into the
+/// others. The symbols' names are not read after (a `-l` of a cargo
+/// build held 1.3 MB of names twice, at the heap's peak).
+pub(super) fn give_names(
+    rows: &mut [Row],
+    named: &Named,
+    symbols: &mut FxHashMap<Cookie, Resolved>,
+) {
+    let mut uses: FxHashMap<(Cookie, SymbolId), u32> = FxHashMap::default();
+    for n in named.iter().flatten() {
+        *uses.entry(*n).or_insert(0) += 1;
+    }
+    for (row, n) in rows.iter_mut().zip(named) {
+        let Some((cookie, id)) = *n else {
+            continue;
+        };
+        let info = symbols
+            .get_mut(&cookie)
+            .and_then(|r| r.result.symbols.get_mut(id.0 as usize));
+        let (Some(info), Some(left)) = (info, uses.get_mut(&(cookie, id))) else {
+            continue;
+        };
+        *left -= 1;
+        let name = &mut info.name;
+        row.symbol = Some(match *left {
+            0 => std::mem::take(name),
+            _ => name.clone(),
+        });
+    }
+}
+
 /// Turns row keys into named rows.
 pub(super) struct RowMaker<'a> {
     pub opts: &'a ReportOptions,
@@ -189,10 +221,21 @@ pub(super) struct RowMaker<'a> {
     pub ncols: usize,
 }
 
+/// The symbol each row of a list shows, whose name [`give_names`] puts
+/// in it.
+pub(super) type Named = Vec<Option<(Cookie, SymbolId)>>;
+
 impl RowMaker<'_> {
     /// The rows of `grouped`, nested under their application in an image
-    /// summary with `--separate=lib|kernel`.
-    pub(super) fn rows(&self, grouped: FxHashMap<RowKey, Vec<u64>>, denom: &[u64]) -> Vec<Row> {
+    /// summary with `--separate=lib|kernel`. Rows not nested are made
+    /// without their symbols' names: those are for [`give_names`], once
+    /// each symbol's last row is known (`Named`: empty for nested rows,
+    /// named here).
+    pub(super) fn rows(
+        &self,
+        grouped: FxHashMap<RowKey, Vec<u64>>,
+        denom: &[u64],
+    ) -> (Vec<Row>, Named) {
         if !self.shown.nested {
             // Rows are independent (names and figures of their own): made on
             // every core, each into its place in one list of the exact
@@ -201,10 +244,20 @@ impl RowMaker<'_> {
             // rows' bytes at the heap's peak).
             use rayon::prelude::*;
             let keys: Vec<(RowKey, Vec<u64>)> = grouped.into_iter().collect();
-            return keys
-                .into_par_iter()
-                .map(|(k, s)| self.row(&k, s, denom))
+            let named: Named = keys
+                .iter()
+                .map(|(k, _)| {
+                    let sym = k.sym.filter(|_| k.inlined == 0 && self.shown.symbols)?;
+                    self.symbols
+                        .contains_key(&k.image)
+                        .then_some((k.image, sym))
+                })
                 .collect();
+            let rows = keys
+                .into_par_iter()
+                .map(|(k, s)| self.row(&k, s, denom, false))
+                .collect();
+            return (rows, named);
         }
         let mut parents: FxHashMap<RowKey, Vec<(RowKey, Vec<u64>)>> = FxHashMap::default();
         for (key, samples) in grouped {
@@ -215,7 +268,7 @@ impl RowMaker<'_> {
             };
             parents.entry(parent).or_default().push((key, samples));
         }
-        parents
+        let rows = parents
             .into_iter()
             .map(|(pkey, children)| {
                 let mut sums = vec![0u64; self.ncols];
@@ -229,19 +282,21 @@ impl RowMaker<'_> {
                 } else {
                     sums.clone()
                 };
-                let mut row = self.row(&pkey, sums, denom);
+                let mut row = self.row(&pkey, sums, denom, true);
                 row.app = None;
                 row.children = children
                     .into_iter()
-                    .map(|(k, s)| self.row(&k, s, &child_denom))
+                    .map(|(k, s)| self.row(&k, s, &child_denom, true))
                     .collect();
                 row
             })
-            .collect()
+            .collect();
+        (rows, Vec::new())
     }
 
-    /// One named row, with its inclusive columns under `--children`.
-    fn row(&self, key: &RowKey, samples: Vec<u64>, denom: &[u64]) -> Row {
+    /// One row, with its inclusive columns under `--children`; its
+    /// symbol's name when `named` (else an empty one, for [`give_names`]).
+    fn row(&self, key: &RowKey, samples: Vec<u64>, denom: &[u64], named: bool) -> Row {
         let (opts, shown, sep) = (self.opts, self.shown, self.opts.separate);
         if key.inlined != 0 {
             return self.inlined_row(key, samples, denom);
@@ -264,7 +319,10 @@ impl RowMaker<'_> {
             symbol: shown.symbols.then(|| {
                 sym.map_or_else(
                     || Symbol::missing(key.image).to_string(),
-                    |(r, id)| r.result.symbol(id).name.clone(),
+                    |(r, id)| match named {
+                        true => r.result.symbol(id).name.clone(),
+                        false => String::new(),
+                    },
                 )
             }),
             // Kept without --show-address too: --sort vma needs it.

@@ -215,10 +215,17 @@ struct Col<'a> {
     head: String,
     right: bool,
     min: usize,
-    /// Borrowed from the rows where a cell is a row's own text (images,
-    /// symbols: thousands of rows, no copies).
+    /// The cells, held (small tables)...
     cells: Vec<Cow<'a, str>>,
+    /// ... or made from the rows, as many as said, each when it is measured
+    /// and again when it is written: a report's thousands of rows make no
+    /// list of cells (four columns of 9,465 rows held 2.6 MB at the heap's
+    /// peak, the last thing a `-l` did).
+    made: Option<Made<'a>>,
 }
+
+/// [`Col::made`]: how many cells, and how cell `r` is made.
+type Made<'a> = (usize, Box<dyn Fn(usize) -> Cow<'a, str> + 'a>);
 
 impl<'a> Col<'a> {
     fn new(head: &str, right: bool) -> Col<'a> {
@@ -227,6 +234,27 @@ impl<'a> Col<'a> {
             right,
             min: 0,
             cells: Vec::new(),
+            made: None,
+        }
+    }
+
+    /// A column of `n` cells made by `cell`.
+    fn made(head: &str, right: bool, n: usize, cell: impl Fn(usize) -> Cow<'a, str> + 'a) -> Self {
+        Col {
+            made: Some((n, Box::new(cell))),
+            ..Col::new(head, right)
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.made.as_ref().map_or(self.cells.len(), |(n, _)| *n)
+    }
+
+    /// Cell `r`.
+    fn cell(&self, r: usize) -> Cow<'_, str> {
+        match &self.made {
+            Some((_, make)) => make(r),
+            None => Cow::Borrowed(self.cells.get(r).map_or("", |c| c.as_ref())),
         }
     }
 }
@@ -234,29 +262,17 @@ impl<'a> Col<'a> {
 /// Formats a table: an optional line of labels over column groups and the
 /// header line, and the [`Body`] that writes one line per row (streamed:
 /// a report's thousands of lines are not held at once).
-fn format_table<'c>(
+fn format_table<'c, 'a>(
     indent: &'c str,
     above: &[(usize, String)],
-    cols: &'c [Col<'c>],
-) -> (Vec<String>, Body<'c>) {
-    // Every cell on one line: names (commands, paths, symbols, cgroups)
-    // come from untrusted processes and files, and a newline in one would
-    // add a row of its own making.
-    let shown_cells: Vec<Vec<Cow<'c, str>>> = cols
-        .iter()
-        .map(|c| c.cells.iter().map(|s| profkit_eventlog::shown(s)).collect())
-        .collect();
-    // Each cell's width (characters), counted once.
-    let chars: Vec<Vec<usize>> = shown_cells
-        .iter()
-        .map(|cells| cells.iter().map(|s| s.chars().count()).collect())
-        .collect();
+    cols: &'c [Col<'a>],
+) -> (Vec<String>, Body<'c, 'a>) {
+    // Each column's width (characters) over its cells as shown.
     let widths: Vec<usize> = cols
         .iter()
-        .zip(&chars)
-        .map(|(c, n)| {
-            n.iter()
-                .copied()
+        .map(|c| {
+            (0..c.len())
+                .map(|r| shown_cell(&c.cell(r)).chars().count())
                 .chain([c.head.chars().count(), c.min])
                 .max()
                 .unwrap_or(0)
@@ -265,8 +281,6 @@ fn format_table<'c>(
     let body = Body {
         indent,
         cols,
-        shown_cells,
-        chars,
         widths,
     };
     let mut head = Vec::new();
@@ -306,16 +320,21 @@ fn format_table<'c>(
     (head, body)
 }
 
+/// A cell on one line: names (commands, paths, symbols, cgroups) come
+/// from untrusted processes and files, and a newline in one would add a
+/// row of its own making.
+fn shown_cell(cell: &str) -> Cow<'_, str> {
+    profkit_eventlog::shown(cell)
+}
+
 /// A formatted table's rows, laid out by [`format_table`].
-struct Body<'c> {
+struct Body<'c, 'a> {
     indent: &'c str,
-    cols: &'c [Col<'c>],
-    shown_cells: Vec<Vec<Cow<'c, str>>>,
-    chars: Vec<Vec<usize>>,
+    cols: &'c [Col<'a>],
     widths: Vec<usize>,
 }
 
-impl Body<'_> {
+impl Body<'_, '_> {
     /// One line of `cells` (column, text, its width in characters) into
     /// `s` (cleared first).
     fn line(&self, s: &mut String, cells: &mut dyn Iterator<Item = (usize, &str, usize)>) {
@@ -344,18 +363,19 @@ impl Body<'_> {
 
     /// How many rows.
     fn len(&self) -> usize {
-        self.cols.first().map_or(0, |c| c.cells.len())
+        self.cols.first().map_or(0, Col::len)
     }
 
     /// Writes row `r`'s line (and a newline), laid out in `s`.
     fn write_row(&self, w: &mut dyn Write, s: &mut String, r: usize) -> io::Result<()> {
+        let cells: Vec<Cow<'_, str>> = self.cols.iter().map(|c| c.cell(r)).collect();
+        let shown: Vec<Cow<'_, str>> = cells.iter().map(|c| shown_cell(c)).collect();
         self.line(
             s,
-            &mut self
-                .shown_cells
+            &mut shown
                 .iter()
                 .enumerate()
-                .map(|(i, c)| (i, c[r].as_ref(), self.chars[i][r])),
+                .map(|(i, c)| (i, c.as_ref(), c.chars().count())),
         );
         s.push('\n');
         w.write_all(s.as_bytes())
@@ -382,7 +402,7 @@ fn pct(p: f64) -> String {
 
 /// The columns of one table of rows.
 fn table<'a>(
-    report: &Report,
+    report: &'a Report,
     rows: &'a [Row],
     image_head: &str,
 ) -> (Vec<Col<'a>>, Vec<(usize, String)>) {
@@ -393,18 +413,19 @@ fn table<'a>(
     } else {
         ("samples", "inclusive")
     };
+    let n = rows.len();
+    // A column of a text of each row, borrowed.
+    fn text<'a>(head: &str, rows: &'a [Row], f: impl Fn(&'a Row) -> &'a str + 'a) -> Col<'a> {
+        Col::made(head, false, rows.len(), move |r| Cow::Borrowed(f(&rows[r])))
+    }
     let mut cols = Vec::new();
     let mut labels = Vec::new();
     if l.address {
-        let mut c = Col::new("vma", false);
-        c.cells = rows
-            .iter()
-            .map(|r| {
-                r.vma
-                    .map_or_else(|| "-".into(), |v| format!("{v:016x}").into())
-            })
-            .collect();
-        cols.push(c);
+        cols.push(Col::made("vma", false, n, move |r| {
+            rows[r]
+                .vma
+                .map_or_else(|| "-".into(), |v| format!("{v:016x}").into())
+        }));
     }
     for (i, column) in report.columns.iter().enumerate() {
         match column {
@@ -412,89 +433,69 @@ fn table<'a>(
             Column::Cpus(a, b) => labels.push((cols.len(), format!("cpu:{a}-{b}"))),
             Column::All => {}
         }
-        let mut s = Col::new(head, true);
-        let mut p = Col::new("%", true);
+        let mut p = Col::made("%", true, n, move |r| pct(rows[r].percent[i]).into());
         p.min = "100.0000".len();
-        for r in rows {
-            s.cells.push(amount(h, r.samples[i]).into());
-            p.cells.push(pct(r.percent[i]).into());
-        }
-        cols.push(s);
+        cols.push(Col::made(head, true, n, move |r| {
+            amount(h, rows[r].samples[i]).into()
+        }));
         cols.push(p);
         if l.inclusive {
-            let mut s = Col::new(incl_head, true);
-            let mut p = Col::new("%", true);
+            let mut p = Col::made("%", true, n, move |r| {
+                pct(rows[r].inclusive_percent.get(i).copied().unwrap_or(0.0)).into()
+            });
             p.min = "100.0000".len();
-            for r in rows {
-                s.cells
-                    .push(amount(h, r.inclusive.get(i).copied().unwrap_or(0)).into());
-                p.cells
-                    .push(pct(r.inclusive_percent.get(i).copied().unwrap_or(0.0)).into());
-            }
-            cols.push(s);
+            cols.push(Col::made(incl_head, true, n, move |r| {
+                amount(h, rows[r].inclusive.get(i).copied().unwrap_or(0)).into()
+            }));
             cols.push(p);
         }
     }
     if l.thread {
-        let mut g = Col::new("tgid", true);
-        let mut t = Col::new("tid", true);
-        let mut c = Col::new("command", false);
+        let id = |v: Option<u32>| v.map_or_else(String::new, |v| v.to_string());
+        let g = Col::made("tgid", true, n, move |r| id(rows[r].tgid).into());
+        let t = Col::made("tid", true, n, move |r| id(rows[r].tid).into());
         // Ids inside a container's pid namespace, only when some row
         // has them: `ns 1/1` beside the host's 4242/4242.
-        let mut ns = Col::new("ns tgid/tid", false);
-        for r in rows {
-            g.cells
-                .push(r.tgid.map_or_else(String::new, |v| v.to_string()).into());
-            t.cells
-                .push(r.tid.map_or_else(String::new, |v| v.to_string()).into());
-            c.cells.push(r.comm.as_deref().unwrap_or_default().into());
+        let ns = Col::made("ns tgid/tid", false, n, move |r| {
+            let row = &rows[r];
             let id = |v: Option<u32>| v.map_or_else(|| "?".to_owned(), |v| v.to_string());
-            ns.cells.push(if r.ns_tgid.is_some() || r.ns_tid.is_some() {
-                format!("{}/{}", id(r.ns_tgid), id(r.ns_tid)).into()
+            if row.ns_tgid.is_some() || row.ns_tid.is_some() {
+                format!("{}/{}", id(row.ns_tgid), id(row.ns_tid)).into()
             } else {
                 "".into()
-            });
-        }
+            }
+        });
         cols.extend([g, t]);
-        if ns.cells.iter().any(|c| !c.is_empty()) {
+        if rows
+            .iter()
+            .any(|r| r.ns_tgid.is_some() || r.ns_tid.is_some())
+        {
             cols.push(ns);
         }
-        cols.push(c);
+        cols.push(text("command", rows, |r| {
+            r.comm.as_deref().unwrap_or_default()
+        }));
     }
     if l.cgroup {
-        let mut c = Col::new("cgroup", false);
-        c.cells = rows
-            .iter()
-            .map(|r| r.cgroup.as_deref().unwrap_or_default().into())
-            .collect();
-        cols.push(c);
+        cols.push(text("cgroup", rows, |r| {
+            r.cgroup.as_deref().unwrap_or_default()
+        }));
     }
     if l.location {
-        let mut c = Col::new("linenr info", false);
-        c.cells = rows
-            .iter()
-            .map(|r| r.location.as_deref().unwrap_or("(no location)").into())
-            .collect();
-        cols.push(c);
+        cols.push(text("linenr info", rows, |r| {
+            r.location.as_deref().unwrap_or("(no location)")
+        }));
     }
     if l.app {
-        let mut c = Col::new("app name", false);
-        c.cells = rows
-            .iter()
-            .map(|r| r.app.as_deref().unwrap_or_default().into())
-            .collect();
-        cols.push(c);
+        cols.push(text("app name", rows, |r| {
+            r.app.as_deref().unwrap_or_default()
+        }));
     }
-    let mut c = Col::new(image_head, false);
-    c.cells = rows.iter().map(|r| r.image.as_str().into()).collect();
-    cols.push(c);
+    cols.push(text(image_head, rows, |r| r.image.as_str()));
     if l.symbols {
-        let mut c = Col::new("symbol name", false);
-        c.cells = rows
-            .iter()
-            .map(|r| r.symbol.as_deref().unwrap_or_default().into())
-            .collect();
-        cols.push(c);
+        cols.push(text("symbol name", rows, |r| {
+            r.symbol.as_deref().unwrap_or_default()
+        }));
     }
     (cols, labels)
 }

@@ -187,6 +187,7 @@ pub(super) fn give_names(
     symbols: &mut FxHashMap<Cookie, Resolved>,
 ) {
     let mut uses: FxHashMap<(Cookie, SymbolId), u32> = FxHashMap::default();
+    uses.reserve(named.len());
     for n in named.iter().flatten() {
         *uses.entry(*n).or_insert(0) += 1;
     }

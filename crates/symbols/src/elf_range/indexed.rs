@@ -311,10 +311,8 @@ fn image_from_index(
     demangle: bool,
 ) -> Option<ElfImage> {
     // One pass over the entry's head for every address (its CRC checked).
-    let addrs: Vec<u64> = wanted
-        .iter()
-        .filter_map(|&o| h.segments.to_vaddr(o))
-        .collect();
+    let mut addrs: Vec<u64> = Vec::with_capacity(wanted.len());
+    addrs.extend(wanted.iter().filter_map(|&o| h.segments.to_vaddr(o)));
     let found = index.symbols_at(addrs).ok()?;
     let mut entries = Vec::with_capacity(found.len());
     let mut shown = Vec::with_capacity(if demangle { found.len() } else { 0 });

@@ -459,5 +459,6 @@ impl Index {
 /// (a read costs more than copying this much: on a VM of 2023, reading Rust's libLLVM's
 /// names for 20,000 offsets took 26 ms a name at a time, 11 ms with gaps of 1 MB).
 const NEAR: usize = 64 << 10;
-/// ... and the read at most this long (unless one symbol's names are longer).
-const MAX_READ: usize = 1 << 20;
+/// ... and the read at most this long (unless one symbol's names are longer): its
+/// buffer is given back after each entry, and a megabyte was kept by the allocator.
+const MAX_READ: usize = 256 << 10;

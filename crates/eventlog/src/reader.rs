@@ -46,6 +46,14 @@ pub struct SessionReader<B = Vec<u8>> {
 }
 
 impl SessionReader<Vec<u8>> {
+    /// Gives back the file's bytes, for a reader whose chunks are all read:
+    /// its header, footer and chunk list stay, every chunk's payload is
+    /// empty after (a report of a large session held its log through
+    /// naming and rows).
+    pub fn release_data(&mut self) {
+        self.data = Vec::new();
+    }
+
     /// Reads and checks the session file at `path`. It must be a regular
     /// file: it is opened non-blocking (a FIFO does not hang the reader)
     /// and checked on the opened descriptor, so a FIFO or a link to

@@ -295,7 +295,7 @@ mod wall;
 mod warnings;
 mod window;
 
-pub use build::build_report;
+pub use build::{build_report, build_report_owned};
 pub use diff::{diff_reports, write_diff, Diff, DiffRow};
 pub use error::{Error, Result};
 pub use export::{collapsed_lines, write_collapsed, write_flamegraph};

@@ -666,6 +666,14 @@ impl Session {
         &self.parts[self.parts.len() - 1].reader
     }
 
+    /// Gives back every part's chunk bytes ([`SessionReader::release_data`]):
+    /// for a session whose samples are all counted.
+    pub(crate) fn release_chunks(&mut self) {
+        for p in &mut self.parts {
+            p.reader.release_data();
+        }
+    }
+
     /// What the caller said about the recorder.
     pub fn liveness(&self) -> Liveness {
         self.liveness

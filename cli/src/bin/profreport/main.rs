@@ -19,8 +19,9 @@ use anyhow::{Context, Result};
 use profkit_daemon::{daemon_state, DaemonState};
 use profkit_report::stream::write_stream;
 use profkit_report::{
-    build_report, diff_reports, printable, render_colored, write_diff, write_flamegraph, Column,
-    Format, Liveness, Report, ReportOptions, Session, TimeSpec, SESSION_FILE,
+    build_report, build_report_owned, diff_reports, printable, render_colored, write_diff,
+    write_flamegraph, Column, Format, Liveness, Report, ReportOptions, Session, TimeSpec,
+    SESSION_FILE,
 };
 
 fn liveness(dir: &Path) -> Liveness {
@@ -252,8 +253,8 @@ fn run(cfg: Config) -> Result<()> {
         out.flush()?;
         return Ok(());
     }
-    let report =
-        build_report(&sessions, &cfg.options, &cfg.sources, &bar).context("building the report")?;
+    let report = build_report_owned(sessions, &cfg.options, &cfg.sources, &bar)
+        .context("building the report")?;
     print_warnings(&report, cfg.verbose);
     if cfg.format == Format::Flamegraph && cfg.options.separate.cpu && !cfg.build_index {
         let base = cfg.output.as_deref().unwrap_or(Path::new("flamegraph.svg"));

@@ -638,3 +638,51 @@ fn broken_stacks_are_counted_by_where_and_why_they_broke() {
         "{w}"
     );
 }
+
+#[test]
+fn a_report_of_sessions_given_to_it_equals_one_of_sessions_lent() {
+    // Given, the sessions' chunk bytes are given back once counted: every
+    // report kind must come out the same.
+    let d = tempfile::tempdir().unwrap();
+    call_session(d.path());
+    let kinds = [
+        ReportOptions::default(),
+        ReportOptions {
+            symbols: true,
+            ..Default::default()
+        },
+        ReportOptions {
+            symbols: true,
+            separate: Separate {
+                cpu: true,
+                thread: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        ReportOptions {
+            callgraph: true,
+            ..Default::default()
+        },
+        ReportOptions {
+            children: true,
+            symbols: true,
+            ..Default::default()
+        },
+        ReportOptions {
+            stacks: true,
+            ..Default::default()
+        },
+        ReportOptions {
+            timeline_every: Some(1_000_000_000),
+            ..Default::default()
+        },
+    ];
+    for opts in kinds {
+        let lent = report_with(d.path(), opts.clone());
+        let s = Session::open(d.path()).unwrap();
+        let given = build_report_owned(vec![s], &opts, &sources(), &NoProgress).unwrap();
+        assert!(lent.header.total_samples > 0);
+        assert_eq!(given, lent, "{opts:?}");
+    }
+}

@@ -152,16 +152,17 @@ impl<'r> Builder<'r> {
     ) -> SymbolId {
         let e = table.entry(index);
         let names = || (e.name.to_string(), table.shown(index).map(str::to_owned));
-        self.intern_named(key, e, file_offset(e.start), names)
+        self.intern_named(key, e, file_offset, names)
     }
 
-    /// Interns the symbol `e` (at `file_offset`) as `key`, its raw name and
-    /// its name demangled ahead (if it was) made by `names` when `key` is new.
+    /// Interns the symbol `e` as `key` when `key` is new: its start's file
+    /// offset by `file_offset`, its raw name and its name demangled ahead
+    /// (if it was) by `names`.
     fn intern_named(
         &mut self,
         key: SymKey,
         e: &Entry,
-        file_offset: Option<u64>,
+        file_offset: impl FnOnce(u64) -> Option<u64>,
         names: impl FnOnce() -> (String, Option<String>),
     ) -> SymbolId {
         let demangle = self.demangle;
@@ -182,7 +183,7 @@ impl<'r> Builder<'r> {
                 raw_name,
                 start,
                 size,
-                file_offset,
+                file_offset: file_offset(start),
                 origin,
             }
         });
@@ -547,7 +548,7 @@ impl Symbolizer {
                 .map(|i| match own.as_mut() {
                     Some(t) => {
                         let e = t.entry(i).clone_range();
-                        let at = image.to_file_offset(e.start);
+                        let at = |s| image.to_file_offset(s);
                         b.intern_named(SymKey::Table(i), &e, at, || t.take_names(i))
                     }
                     None => b.intern_entry(SymKey::Table(i), &image.symbols, i, |s| {

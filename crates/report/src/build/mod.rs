@@ -46,7 +46,7 @@ pub fn build_report(
 /// [`build_report`] of sessions given to it: their chunks' bytes are given
 /// back once every sample is counted, before the binaries are named and
 /// the rows made (a cargo build's flat log was 1.3 MB of a warm `-l`'s
-/// 9 MB heap peak; a 10 M-sample one is 60 MB).
+/// 9 MB heap peak; the bench's 10 M-sample one is 30 MB).
 ///
 /// # Errors
 /// As [`build_report`].

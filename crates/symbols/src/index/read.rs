@@ -2,10 +2,11 @@
 //! opened, then, for the addresses a report asks, one pass over its head in file order
 //! with the head's CRC computed on the way. The starts and the ends are read side by
 //! side, block by block, beside the addresses (asked in increasing order, each answered
-//! by a sweep: a stack of the symbols open at it), so no array of the table is held; of
-//! the name records and origins only those of the symbols hit are kept. A warm report of a cargo build held
-//! libLLVM's and librustc_driver's heads whole before (37 bytes a symbol, and 8 more for
-//! a running maximum of ends): 11.8 MB, most of the report's memory.
+//! by a sweep: a stack of the symbols open at it), so no array of the table is held;
+//! of the name records and origins only those of the symbols hit are kept. A warm
+//! report of a cargo build held libLLVM's and librustc_driver's heads whole before (37
+//! bytes a symbol, and 8 more for a running maximum of ends): 11.8 MB, most of the
+//! report's memory.
 //!
 //! Nothing of a head is used before its CRC is checked at the end of the pass, except
 //! the header's facts (identity, build-id, flags), which a caller compares with the file

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rayon::prelude::*;
 
@@ -11,14 +11,17 @@ use crate::demangle::display_name;
 use crate::elf::{hex, ElfImage, LoadConfig};
 use crate::error::Error;
 use crate::index::IndexStore;
-use crate::kallsyms::Kallsyms;
-use crate::perfmap::PerfMap;
-use crate::table::{Entry, SymbolTable};
 use crate::types::{
-    BinaryKind, BinaryRequest, BinaryResult, KallsymsSource, OffsetInfo, SymbolId, SymbolInfo,
-    SymbolOrigin, SymbolRun, SymbolizerOptions,
+    BinaryKind, BinaryRequest, BinaryResult, KallsymsSource, SymbolId, SymbolRun, SymbolizerOptions,
 };
-use profkit_eventlog::{build_id_from_notes, module_name};
+
+mod anon;
+mod builder;
+mod kernel;
+
+use anon::PerfMapState;
+use builder::{Builder, SymKey};
+use kernel::KernelSymbols;
 
 /// Turns (binary, offsets) into symbols. Build one per report and reuse it: it caches every
 /// parsed binary, kallsyms and perf map, and is `Sync`, so one instance serves all threads.
@@ -36,212 +39,6 @@ impl std::fmt::Debug for Symbolizer {
             .field("opts", &self.opts)
             .field("cache", &self.cache.stats())
             .finish_non_exhaustive()
-    }
-}
-
-/// Kallsyms as loaded once, with the words to say when it cannot be used.
-struct KernelSymbols {
-    symbols: Result<Kallsyms, Error>,
-    /// What to say when addresses are hidden.
-    hidden_warning: String,
-    /// The running kernel's build-id (live source only).
-    build_id: Option<Vec<u8>>,
-}
-
-struct PerfMapState {
-    map: Option<PerfMap>,
-    warning: Option<String>,
-}
-
-/// Keys of the symbols a result interns: which table, which entry.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-enum SymKey {
-    Table(usize),
-    PerfMap(usize),
-    StandIn,
-}
-
-/// Accumulates one [`BinaryResult`].
-struct Builder<'r> {
-    demangle: bool,
-    result: BinaryResult,
-    ids: HashMap<SymKey, SymbolId>,
-    /// Runs instead of per-offset answers ([`Symbolizer::symbolize_runs`]):
-    /// then `result.offsets` stays empty, each answer is folded in here and
-    /// `scratch` takes what a resolver would add to it.
-    runs: Option<&'r mut Vec<SymbolRun>>,
-    scratch: OffsetInfo,
-    /// The last key interned and its id: sorted offsets mostly fall in
-    /// the symbol of the one before (no hashing for them).
-    last: Option<(SymKey, SymbolId)>,
-    /// Symbols interned with their raw name, to demangle when the
-    /// resolver is done ([`Symbolizer::run`]: all at once, on every core).
-    pending: Option<&'r mut Vec<SymbolId>>,
-}
-
-impl<'r> Builder<'r> {
-    fn new(demangle: bool, capacity: usize) -> Builder<'r> {
-        Builder {
-            demangle,
-            result: BinaryResult {
-                path_used: None,
-                debug_file_used: None,
-                warnings: Vec::new(),
-                no_symbols: None,
-                symbols: Vec::new(),
-                offsets: Vec::with_capacity(capacity),
-            },
-            ids: HashMap::new(),
-            last: None,
-            pending: None,
-            runs: None,
-            scratch: OffsetInfo {
-                offset: 0,
-                address: None,
-                symbol: None,
-                location: None,
-                inlined: Vec::new(),
-            },
-        }
-    }
-
-    /// A builder of runs ([`Symbolizer::symbolize_runs`]).
-    fn of_runs(demangle: bool, runs: &'r mut Vec<SymbolRun>) -> Builder<'r> {
-        Builder {
-            runs: Some(runs),
-            ..Builder::new(demangle, 0)
-        }
-    }
-
-    /// Whether per-offset details (source lines, inlined frames) are
-    /// wanted: not by a builder of runs.
-    fn wants_details(&self) -> bool {
-        self.runs.is_none()
-    }
-
-    fn warn(&mut self, msg: impl Into<String>) {
-        let msg = msg.into();
-        if !self.result.warnings.contains(&msg) {
-            self.result.warnings.push(msg);
-        }
-    }
-
-    fn intern(&mut self, key: SymKey, make: impl FnOnce() -> SymbolInfo) -> SymbolId {
-        if let Some((k, id)) = self.last {
-            if k == key {
-                return id;
-            }
-        }
-        let symbols = &mut self.result.symbols;
-        let id = *self.ids.entry(key).or_insert_with(|| {
-            let id = SymbolId(symbols.len() as u32);
-            symbols.push(make());
-            id
-        });
-        self.last = Some((key, id));
-        id
-    }
-
-    /// Interns entry `index` of `table`; `file_offset` maps its start back to the file.
-    fn intern_entry(
-        &mut self,
-        key: SymKey,
-        table: &SymbolTable,
-        index: usize,
-        file_offset: impl FnOnce(u64) -> Option<u64>,
-    ) -> SymbolId {
-        let e = table.entry(index);
-        let names = || (e.name.to_string(), table.shown(index).map(str::to_owned));
-        self.intern_named(key, e, file_offset, names)
-    }
-
-    /// Interns the symbol `e` as `key` when `key` is new: its start's file
-    /// offset by `file_offset`, its raw name and its name demangled ahead
-    /// (if it was) by `names`.
-    fn intern_named(
-        &mut self,
-        key: SymKey,
-        e: &Entry,
-        file_offset: impl FnOnce(u64) -> Option<u64>,
-        names: impl FnOnce() -> (String, Option<String>),
-    ) -> SymbolId {
-        let demangle = self.demangle;
-        let defer = self.pending.is_some();
-        let mut deferred = false;
-        let (start, size, origin) = (e.start, e.size(), e.origin);
-        let id = self.intern(key, || {
-            let (raw_name, shown) = names();
-            SymbolInfo {
-                name: match shown {
-                    Some(shown) if demangle => shown,
-                    _ if demangle && defer => {
-                        deferred = true;
-                        String::new()
-                    }
-                    _ => display_name(&raw_name, demangle),
-                },
-                raw_name,
-                start,
-                size,
-                file_offset: file_offset(start),
-                origin,
-            }
-        });
-        if deferred {
-            if let Some(p) = self.pending.as_deref_mut() {
-                p.push(id);
-            }
-        }
-        id
-    }
-
-    fn stand_in(&mut self, name: String, start: u64, size: u64, origin: SymbolOrigin) -> SymbolId {
-        self.intern(SymKey::StandIn, || SymbolInfo {
-            raw_name: name.clone(),
-            name,
-            start,
-            size,
-            file_offset: None,
-            origin,
-        })
-    }
-
-    fn push(
-        &mut self,
-        offset: u64,
-        address: Option<u64>,
-        symbol: Option<SymbolId>,
-    ) -> &mut OffsetInfo {
-        if let Some(runs) = &mut self.runs {
-            match runs.last_mut() {
-                Some(r) if r.symbol == symbol => r.last = offset,
-                _ => runs.push(SymbolRun {
-                    first: offset,
-                    last: offset,
-                    symbol,
-                }),
-            }
-            self.scratch.offset = offset;
-            self.scratch.address = address;
-            self.scratch.symbol = symbol;
-            return &mut self.scratch;
-        }
-        self.result.offsets.push(OffsetInfo {
-            offset,
-            address,
-            symbol,
-            location: None,
-            inlined: Vec::new(),
-        });
-        self.result.offsets.last_mut().expect("just pushed")
-    }
-
-    /// Every offset unresolved (the binary could not be used).
-    fn unresolved(mut self, offsets: &[u64]) -> BinaryResult {
-        for &off in offsets {
-            self.push(off, None, None);
-        }
-        self.result
     }
 }
 
@@ -347,13 +144,11 @@ impl Symbolizer {
     ) -> BinaryResult {
         let mut pending = Vec::new();
         let demangle = self.opts.demangle;
-        let b = Builder {
-            pending: Some(&mut pending),
-            ..match runs {
-                Some(runs) => Builder::of_runs(demangle, runs),
-                None => Builder::new(demangle, offsets.len()),
-            }
-        };
+        let b = match runs {
+            Some(runs) => Builder::of_runs(demangle, runs),
+            None => Builder::new(demangle, offsets.len()),
+        }
+        .deferring(&mut pending);
         let mut result = match request.kind {
             BinaryKind::Elf => self.symbolize_elf(b, request, offsets),
             BinaryKind::Vdso => self.symbolize_vdso(b, request, offsets),
@@ -618,272 +413,8 @@ impl Symbolizer {
             }
         }
     }
-
-    fn kernel_symbols(&self) -> &KernelSymbols {
-        self.kernel.get_or_init(|| {
-            let advice = "kernel samples attributed to [kernel]";
-            let (text, hidden_warning, build_id) = match &self.opts.kallsyms {
-                KallsymsSource::Live => {
-                    let level = std::fs::read_to_string("/proc/sys/kernel/kptr_restrict")
-                        .map_or_else(|_| "?".to_owned(), |s| s.trim().to_owned());
-                    let notes = std::fs::read("/sys/kernel/notes").ok();
-                    (
-                        std::fs::read_to_string("/proc/kallsyms")
-                            .map_err(|e| Error::io("/proc/kallsyms", e)),
-                        format!(
-                            "kernel addresses hidden (kptr_restrict={level}): {advice}; run the \
-                             report as root or set sysctl kernel.kptr_restrict=0"
-                        ),
-                        notes.as_deref().and_then(build_id_from_notes),
-                    )
-                }
-                KallsymsSource::File(path) => (
-                    crate::files::read_regular_text(path, crate::files::MAX_TEXT_BYTES)
-                        .map_err(|e| Error::io(path, e)),
-                    format!(
-                        "kernel addresses hidden in {} (all zero: kptr_restrict was set or it \
-                         was copied without root): {advice}",
-                        path.display()
-                    ),
-                    None,
-                ),
-                KallsymsSource::Text(text) => (
-                    Ok(text.clone()),
-                    format!(
-                        "kernel addresses hidden (all zero in the given kallsyms, \
-                         kptr_restrict): {advice}"
-                    ),
-                    None,
-                ),
-                KallsymsSource::None => (Err(Error::NoKallsyms), String::new(), None),
-            };
-            KernelSymbols {
-                symbols: text.map(|t| Kallsyms::parse(&t)),
-                hidden_warning,
-                build_id,
-            }
-        })
-    }
-
-    /// The table to use for the kernel or a module, or the warning saying why there is none.
-    fn kallsyms_usable(&self) -> Result<&Kallsyms, String> {
-        let k = self.kernel_symbols();
-        match &k.symbols {
-            Ok(ks) if ks.hidden => Err(k.hidden_warning.clone()),
-            Ok(ks) => Ok(ks),
-            Err(e) => Err(format!("{e}; kernel samples attributed to [kernel]")),
-        }
-    }
-
-    fn symbolize_kernel(
-        &self,
-        mut b: Builder,
-        req: &BinaryRequest,
-        offsets: &[u64],
-    ) -> BinaryResult {
-        let k = self.kernel_symbols();
-        let usable = match (&req.build_id, &k.build_id) {
-            (Some(want), Some(now)) if want != now => Err(format!(
-                "kernel changed since recording (build-id recorded {}, now {}): kernel samples \
-                 attributed to [kernel]; give the kallsyms saved with the session",
-                hex(want),
-                hex(now)
-            )),
-            _ => self.kallsyms_usable(),
-        };
-        let ks = match usable {
-            Ok(ks) => ks,
-            Err(msg) => {
-                b.warn(msg);
-                let id = b.stand_in("[kernel]".to_owned(), 0, 0, SymbolOrigin::KernelUnresolved);
-                for &off in offsets {
-                    b.push(off, None, Some(id));
-                }
-                return b.result;
-            }
-        };
-        if ks.skipped > 0 {
-            b.warn(format!("kallsyms: {} malformed lines skipped", ks.skipped));
-        }
-        let base = match ks.text {
-            Some(text) if req.base != 0 && text != req.base => {
-                b.warn(format!(
-                    "kernel relocated since recording (_text recorded {:#x}, kallsyms has {text:#x}): \
-                     offsets taken from kallsyms' _text; if the kernel itself changed, use the \
-                     kallsyms saved with the session",
-                    req.base
-                ));
-                text
-            }
-            Some(text) if req.base == 0 => text,
-            _ => req.base,
-        };
-        for &off in offsets {
-            let addr = base.wrapping_add(off);
-            let symbol = ks
-                .kernel
-                .lookup(addr)
-                .map(|i| b.intern_entry(SymKey::Table(i), &ks.kernel, i, |_| None));
-            b.push(off, Some(addr), symbol);
-        }
-        b.result
-    }
-
-    fn symbolize_module(
-        &self,
-        mut b: Builder,
-        req: &BinaryRequest,
-        offsets: &[u64],
-    ) -> BinaryResult {
-        let name = module_name(&req.path.to_string_lossy());
-        let kallsyms = self.kallsyms_usable();
-        if let Ok(Some(table)) = kallsyms.as_ref().map(|ks| ks.modules.get(&name)) {
-            for &off in offsets {
-                let addr = req.base.wrapping_add(off);
-                let symbol = table
-                    .lookup(addr)
-                    .map(|i| b.intern_entry(SymKey::Table(i), table, i, |_| None));
-                b.push(off, Some(addr), symbol);
-            }
-            return b.result;
-        }
-        // Not in kallsyms: try the .ko file.
-        let ko = self.host_path(&req.path);
-        let is_ko = ko.extension().is_some_and(|e| e == "ko");
-        if is_ko && ko.is_file() {
-            match self
-                .cache
-                .load(&ko, req.build_id.as_deref(), &self.load_config(), offsets)
-            {
-                Ok(Loaded::Image(image, _)) if image.relocatable => {
-                    b.warn(format!(
-                        "module {name} not in kallsyms; names read from {} assuming the \
-                         kernel's section layout",
-                        ko.display()
-                    ));
-                    return self.resolve_in_image(b, image, offsets);
-                }
-                Ok(Loaded::Image(..)) => {
-                    b.warn(format!(
-                        "{} is not a relocatable module object",
-                        ko.display()
-                    ));
-                }
-                Ok(Loaded::WrongBuildId { now }) => b.warn(format!(
-                    "binary changed since recording: {} (build-id recorded {}, now {}); \
-                     samples shown as offsets, not guessed",
-                    ko.display(),
-                    hex(req.build_id.as_deref().unwrap_or_default()),
-                    now.as_deref().map_or_else(|| "none".to_owned(), hex)
-                )),
-                Err(e) => b.warn(e.to_string()),
-            }
-            return b.unresolved(offsets);
-        }
-        match kallsyms {
-            Err(msg) => {
-                b.warn(msg);
-                let id = b.stand_in(
-                    format!("[{name}]"),
-                    req.base,
-                    0,
-                    SymbolOrigin::KernelUnresolved,
-                );
-                for &off in offsets {
-                    b.push(off, None, Some(id));
-                }
-                b.result
-            }
-            Ok(_) => {
-                let hint = if req.path.to_string_lossy().ends_with(".ko.xz")
-                    || req.path.to_string_lossy().ends_with(".ko.zst")
-                    || req.path.to_string_lossy().ends_with(".ko.gz")
-                {
-                    " (compressed .ko files are not read: decompress it)"
-                } else {
-                    ""
-                };
-                b.warn(format!(
-                    "module {name} is neither in kallsyms nor at {}{hint}; samples shown as offsets",
-                    ko.display()
-                ));
-                b.unresolved(offsets)
-            }
-        }
-    }
-
-    fn perf_map(&self, pid: u32) -> Arc<PerfMapState> {
-        let mut maps = self
-            .perf_maps
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let state = maps.entry(pid).or_insert_with(|| {
-            let dir = self
-                .opts
-                .perf_map_dir
-                .as_deref()
-                .unwrap_or(Path::new("/tmp"));
-            let path = dir.join(format!("perf-{pid}.map"));
-            Arc::new(
-                match crate::files::read_regular_text(&path, crate::files::MAX_TEXT_BYTES) {
-                    Ok(text) => {
-                        let map = PerfMap::parse(&text);
-                        let warning = (map.skipped > 0).then(|| {
-                            format!(
-                                "{}: {} malformed lines skipped",
-                                path.display(),
-                                map.skipped
-                            )
-                        });
-                        PerfMapState {
-                            map: Some(map),
-                            warning,
-                        }
-                    }
-                    // No map is the normal case for anon memory that is not JIT code.
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => PerfMapState {
-                        map: None,
-                        warning: None,
-                    },
-                    Err(e) => PerfMapState {
-                        map: None,
-                        warning: Some(Error::io(&path, e).to_string()),
-                    },
-                },
-            )
-        });
-        Arc::clone(state)
-    }
-
-    fn symbolize_anon(&self, mut b: Builder, req: &BinaryRequest, offsets: &[u64]) -> BinaryResult {
-        let state = req.pid.map(|pid| self.perf_map(pid));
-        if let Some(w) = state.as_ref().and_then(|s| s.warning.clone()) {
-            b.warn(w);
-        }
-        let map = state.as_ref().and_then(|s| s.map.as_ref());
-        let (start, end) = if req.len > 0 {
-            (req.base, req.base.saturating_add(req.len))
-        } else {
-            let lo = offsets.iter().copied().min().unwrap_or(0);
-            let hi = offsets.iter().copied().max().unwrap_or(0);
-            (lo, hi.saturating_add(1))
-        };
-        let who = req
-            .pid
-            .map_or_else(|| "tgid:?".to_owned(), |p| format!("tgid:{p}"));
-        let anon_name = format!("anon ({who} range:{start:#x}-{end:#x})");
-        for &addr in offsets {
-            let symbol = match map.and_then(|m| m.table.lookup(addr).map(|i| (m, i))) {
-                Some((m, i)) => b.intern_entry(SymKey::PerfMap(i), &m.table, i, |_| None),
-                None => b.stand_in(anon_name.clone(), start, end - start, SymbolOrigin::Anon),
-            };
-            b.push(addr, Some(addr), Some(symbol));
-        }
-        b.result
-    }
 }
 
-/// `recorded` as a relative path of its normal components only.
 /// How the file `now` differs from the recorded `f` (None: it does not): inode, size
 /// and mtime on the recording host, the size alone under a sysroot (a copy has its own
 /// inode, and its mtime unless copied with it).
@@ -904,6 +435,7 @@ fn changed(
     None
 }
 
+/// `recorded` as a relative path of its normal components only.
 fn within_root(recorded: &Path) -> PathBuf {
     recorded
         .components()

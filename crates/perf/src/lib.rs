@@ -31,8 +31,10 @@
 //! # Design constraints
 //!
 //! - This is the only profkit crate with `unsafe`. All of it is in
-//!   `sampler.rs` (syscalls, ioctls, the mapped control page) and
-//!   `error.rs` (`sysconf`); every block has a `// SAFETY:` note and every
+//!   `sampler.rs` (syscalls, ioctls, the mapped control page),
+//!   `error.rs` (`sysconf`, `clock_gettime`), `cgroup.rs` (`statfs`) and `malloc.rs`
+//!   ([`return_freed_blocks`]: glibc's `mallopt`, for the report binary,
+//!   which may not hold `unsafe` itself); every block has a `// SAFETY:` note and every
 //!   access to `data_head`/`data_tail` an `// ATOMICS:` note naming the
 //!   kernel barrier it pairs with.
 //! - Non-overwrite rings only (writable mapping): the kernel never writes over
@@ -76,6 +78,7 @@ mod cgroup;
 mod config;
 mod encode;
 mod error;
+mod malloc;
 mod plan;
 mod record;
 mod ring;
@@ -95,6 +98,7 @@ pub use error::{
     explain_mmap_error, explain_open_error, monotonic_ns, page_size, read_sysctl, Error,
     OpenContext, Result,
 };
+pub use malloc::{return_freed_blocks, MAPPED_APART_FROM};
 pub use plan::{
     ring_plan, LockLimit, RingMode, RingNeed, RingPlan, RingReason, DEFAULT_MLOCK_KB,
     DWARF_SAMPLE_OVERHEAD, FLAT_SAMPLE_BYTES, FP_FRAMES, MAX_RING_BYTES, MIN_DRAIN_MS,

@@ -288,6 +288,9 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 mod usage;
 
 fn main() -> ExitCode {
+    // Before anything is allocated: large blocks go back when freed, so
+    // each phase's peak is its own (docs/PERFORMANCE.md, issue 32).
+    profkit_perf::return_freed_blocks();
     let opt: Opt = match usage::parse_or_exit("profreport") {
         Ok(opt) => opt,
         Err(code) => return code,

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -48,11 +49,11 @@ pub struct Diff {
     pub below_threshold: usize,
 }
 
-type DiffKey = (Option<String>, String, Option<String>);
+type DiffKey = (Option<Arc<str>>, Arc<str>, Option<String>);
 
 fn shares(r: &Report) -> BTreeMap<DiffKey, (u64, f64)> {
     let mut out: BTreeMap<DiffKey, (u64, f64)> = BTreeMap::new();
-    let mut add = |row: &Row, app: Option<&String>| {
+    let mut add = |row: &Row, app: Option<&Arc<str>>| {
         let key = (
             row.app.clone().or_else(|| app.cloned()),
             row.image.clone(),
@@ -83,8 +84,8 @@ pub fn diff_reports(old: &Report, new: &Report, threshold: f64) -> Diff {
     let mut rows = Vec::new();
     let mut push = |key: DiffKey, (os, op): (u64, f64), (ns, np): (u64, f64)| {
         rows.push(DiffRow {
-            app: key.0,
-            image: key.1,
+            app: key.0.as_deref().map(str::to_owned),
+            image: key.1.to_string(),
             symbol: key.2,
             old_samples: os,
             old_percent: op,

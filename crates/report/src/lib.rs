@@ -137,7 +137,7 @@
 //! let session = Session::open(dir.path())?;
 //! let report = build_report(&[session], &ReportOptions::default(), &SymbolSources::default(), &NoProgress)?;
 //! assert_eq!(report.header.total_samples, 3);
-//! assert_eq!((report.rows[0].image.as_str(), report.rows[0].total), ("app", 3));
+//! assert_eq!((&*report.rows[0].image, report.rows[0].total), ("app", 3));
 //! let mut out = Vec::new();
 //! render(&report, Format::Json, &mut out)?;
 //! assert!(String::from_utf8(out)?.contains("\"total_samples\": 3"));

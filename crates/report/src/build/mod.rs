@@ -24,7 +24,7 @@ use crate::naming::symbolize::{symbolize, Resolved};
 use crate::options::{ReportOptions, SymbolSources};
 use crate::session::{check_merge, Session};
 use crate::Progress;
-use group::group_rows;
+use group::{group_rows, Grouped};
 use rows::{sort_and_cut, CgroupNames, Placer, RowKey, RowMaker};
 
 /// Builds a report over one session, or several merged.
@@ -223,7 +223,7 @@ fn build(
 
     // Denominators.
     let local: Vec<u64> = (0..ncols)
-        .map(|c| grouped.values().map(|v| v[c]).sum())
+        .map(|c| grouped.iter().map(|(_, v)| v[c]).sum())
         .collect();
     let global: Vec<u64> = columns
         .iter()
@@ -329,7 +329,7 @@ pub(crate) fn off_cpu_clamped_warning() -> String {
 /// `--annotate`: the chosen functions' samples per offset, annotated.
 fn annotations(
     cx: &crate::annotate::Context<'_>,
-    grouped: &FxHashMap<RowKey, Vec<u64>>,
+    grouped: &Grouped,
     placer: &Placer<'_>,
     ncols: usize,
 ) -> Result<Vec<Annotation>> {
@@ -709,9 +709,10 @@ fn inclusive_rows(
     st: &callgraph::Built,
     opts: &ReportOptions,
     images: &Images<'_>,
-    grouped: &mut FxHashMap<RowKey, Vec<u64>>,
+    grouped: &mut Grouped,
     ncols: usize,
 ) -> FxHashMap<RowKey, Vec<u64>> {
+    let mut have: crate::hash::FxHashSet<RowKey> = grouped.iter().map(|(k, _)| *k).collect();
     let incl = callgraph::inclusive(st, ncols);
     let filtered = !opts.spec.images.is_empty() || !opts.spec.exclude_images.is_empty();
     let mut out = FxHashMap::default();
@@ -731,7 +732,9 @@ fn inclusive_rows(
         if filtered && !opts.spec.wants_image(&images.match_path(cookie), None) {
             continue;
         }
-        grouped.entry(key).or_insert_with(|| vec![0; ncols]);
+        if have.insert(key) {
+            grouped.push((key, PerColumn::from_elem(0, ncols)));
+        }
         out.insert(key, v);
     }
     out

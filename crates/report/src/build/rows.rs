@@ -4,10 +4,12 @@
 //! in an image summary), and the sort and threshold cut.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use profkit_eventlog::{Cookie, CookieKind};
 use profkit_symbols::SymbolId;
 
+use super::group::Grouped;
 use crate::aggregate::summary::{percent, percents};
 use crate::aggregate::Key;
 use crate::hash::FxHashMap;
@@ -222,6 +224,9 @@ pub(super) struct RowMaker<'a> {
     pub ncols: usize,
 }
 
+/// Each binary's (and application's) name, shared by its rows.
+type ImageNames = FxHashMap<Cookie, Arc<str>>;
+
 /// The symbol each row of a list shows, whose name [`give_names`] puts
 /// in it.
 pub(super) type Named = Vec<Option<(Cookie, SymbolId)>>;
@@ -232,19 +237,16 @@ impl RowMaker<'_> {
     /// without their symbols' names: those are for [`give_names`], once
     /// each symbol's last row is known (`Named`: empty for nested rows,
     /// named here).
-    pub(super) fn rows(
-        &self,
-        grouped: FxHashMap<RowKey, Vec<u64>>,
-        denom: &[u64],
-    ) -> (Vec<Row>, Named) {
+    pub(super) fn rows(&self, grouped: Grouped, denom: &[u64]) -> (Vec<Row>, Named) {
         if !self.shown.nested {
             // Rows are independent (names and figures of their own): made on
             // every core, each into its place in one list of the exact
-            // length (collected from the map itself, the workers' lists
-            // grew by doubling and were then copied into one: twice the
-            // rows' bytes at the heap's peak).
+            // length (collected from a map, the workers' lists grew by
+            // doubling and were then copied into one: twice the rows'
+            // bytes at the heap's peak).
             use rayon::prelude::*;
-            let keys: Vec<(RowKey, Vec<u64>)> = grouped.into_iter().collect();
+            let keys = grouped;
+            let names = self.image_names(keys.iter().map(|(k, _)| k));
             let named: Named = keys
                 .iter()
                 .map(|(k, _)| {
@@ -256,11 +258,12 @@ impl RowMaker<'_> {
                 .collect();
             let rows = keys
                 .into_par_iter()
-                .map(|(k, s)| self.row(&k, s, denom, false))
+                .map(|(k, s)| self.row(&names, &k, s, denom, false))
                 .collect();
             return (rows, named);
         }
-        let mut parents: FxHashMap<RowKey, Vec<(RowKey, Vec<u64>)>> = FxHashMap::default();
+        let names = self.image_names(grouped.iter().map(|(k, _)| k));
+        let mut parents: FxHashMap<RowKey, Grouped> = FxHashMap::default();
         for (key, samples) in grouped {
             let parent = RowKey {
                 image: key.app,
@@ -272,7 +275,7 @@ impl RowMaker<'_> {
         let rows = parents
             .into_iter()
             .map(|(pkey, children)| {
-                let mut sums = vec![0u64; self.ncols];
+                let mut sums = PerColumn::from_elem(0u64, self.ncols);
                 for (_, s) in &children {
                     for (a, b) in sums.iter_mut().zip(s) {
                         *a += b;
@@ -281,13 +284,13 @@ impl RowMaker<'_> {
                 let child_denom = if self.opts.global_percent {
                     denom.to_vec()
                 } else {
-                    sums.clone()
+                    sums.to_vec()
                 };
-                let mut row = self.row(&pkey, sums, denom, true);
+                let mut row = self.row(&names, &pkey, sums, denom, true);
                 row.app = None;
                 row.children = children
                     .into_iter()
-                    .map(|(k, s)| self.row(&k, s, &child_denom, true))
+                    .map(|(k, s)| self.row(&names, &k, s, &child_denom, true))
                     .collect();
                 row
             })
@@ -295,12 +298,38 @@ impl RowMaker<'_> {
         (rows, Vec::new())
     }
 
+    /// The name of each binary and application of `keys` (and of the
+    /// binaries nested rows are under), made once and shared by their
+    /// rows.
+    fn image_names<'k>(&self, keys: impl Iterator<Item = &'k RowKey>) -> ImageNames {
+        let mut names = ImageNames::default();
+        for k in keys {
+            for c in [k.image, k.app] {
+                names.entry(c).or_insert_with(|| self.images.name(c).into());
+            }
+        }
+        names
+    }
+
     /// One row, with its inclusive columns under `--children`; its
     /// symbol's name when `named` (else an empty one, for [`give_names`]).
-    fn row(&self, key: &RowKey, samples: Vec<u64>, denom: &[u64], named: bool) -> Row {
+    fn row(
+        &self,
+        names: &ImageNames,
+        key: &RowKey,
+        samples: PerColumn<u64>,
+        denom: &[u64],
+        named: bool,
+    ) -> Row {
         let (opts, shown, sep) = (self.opts, self.shown, self.opts.separate);
+        let name = |c: Cookie| -> Arc<str> {
+            names
+                .get(&c)
+                .cloned()
+                .unwrap_or_else(|| self.images.name(c).into())
+        };
         if key.inlined != 0 {
-            return self.inlined_row(key, samples, denom);
+            return self.inlined_row(name(key.image), key, samples, denom);
         }
         let sym = key
             .sym
@@ -311,12 +340,12 @@ impl RowMaker<'_> {
             (None, None)
         };
         let mut row = Row {
-            percent: percents(&samples, denom),
+            percent: percents(&samples, denom).into(),
             total: samples.iter().sum(),
             total_percent: percent(samples.iter().sum(), denom.iter().sum()),
             samples,
-            app: (shown.app && key.has_app).then(|| self.images.name(key.app)),
-            image: self.images.name(key.image),
+            app: (shown.app && key.has_app).then(|| name(key.app)),
+            image: name(key.image),
             symbol: shown.symbols.then(|| {
                 sym.map_or_else(
                     || Symbol::missing(key.image).to_string(),
@@ -333,20 +362,19 @@ impl RowMaker<'_> {
             } else {
                 None
             },
-            tgid: sep.thread.then_some(key.tgid),
-            tid: sep.thread.then_some(key.tid),
-            comm: sep
-                .thread
-                .then(|| self.comms.name(key.sess, key.tgid, key.tid).to_owned()),
-            ns_tgid: ns.0,
-            ns_tid: ns.1,
+            thread: sep.thread.then(|| {
+                Box::new(ThreadColumns {
+                    tgid: Some(key.tgid),
+                    tid: Some(key.tid),
+                    comm: Some(self.comms.name(key.sess, key.tgid, key.tid).to_owned()),
+                    ns_tgid: ns.0,
+                    ns_tid: ns.1,
+                })
+            }),
             cgroup: sep.cgroup.then(|| self.cgroups.name(key.cgroup)),
             inlined: false,
             children: Vec::new(),
-            inclusive: Vec::new(),
-            inclusive_percent: Vec::new(),
-            inclusive_total: 0,
-            inclusive_total_percent: 0.0,
+            inclusive: None,
         };
         self.add_inclusive(&mut row, key, denom);
         row
@@ -354,20 +382,26 @@ impl RowMaker<'_> {
 
     /// The row of an inlined function (`--children`): no self samples, no
     /// address or source location of its own.
-    fn inlined_row(&self, key: &RowKey, samples: Vec<u64>, denom: &[u64]) -> Row {
+    fn inlined_row(
+        &self,
+        image: Arc<str>,
+        key: &RowKey,
+        samples: PerColumn<u64>,
+        denom: &[u64],
+    ) -> Row {
         let name = self
             .symbols
             .get(&key.image)
             .map(|r| r.inline_name(key.inlined - 1))
             .unwrap_or_default();
         let mut row = Row {
-            percent: percents(&samples, denom),
+            percent: percents(&samples, denom).into(),
             total: samples.iter().sum(),
             total_percent: percent(samples.iter().sum(), denom.iter().sum()),
             samples,
             symbol: Some(format!("{name} (inlined)")),
             inlined: true,
-            ..Row::of_image(self.images.name(key.image))
+            ..Row::of_image(image)
         };
         self.add_inclusive(&mut row, key, denom);
         row
@@ -379,10 +413,13 @@ impl RowMaker<'_> {
                 .get(key)
                 .cloned()
                 .unwrap_or_else(|| vec![0; self.ncols]);
-            row.inclusive_percent = percents(&v, denom);
-            row.inclusive_total = v.iter().sum();
-            row.inclusive_total_percent = percent(row.inclusive_total, denom.iter().sum());
-            row.inclusive = v;
+            let total = v.iter().sum();
+            row.inclusive = Some(Box::new(Inclusive {
+                percent: percents(&v, denom),
+                total,
+                total_percent: percent(total, denom.iter().sum()),
+                samples: v,
+            }));
         }
     }
 }
@@ -404,8 +441,8 @@ fn permute<T>(rows: &mut [T], mut order: Vec<usize>) {
 
 fn compare(a: &Row, b: &Row, key: SortKey, inclusive: bool) -> Ordering {
     let by_samples = if inclusive {
-        b.inclusive_total
-            .cmp(&a.inclusive_total)
+        b.inclusive_total()
+            .cmp(&a.inclusive_total())
             .then(b.total.cmp(&a.total))
     } else {
         b.total.cmp(&a.total)
@@ -415,9 +452,9 @@ fn compare(a: &Row, b: &Row, key: SortKey, inclusive: bool) -> Ordering {
             .cmp(&b.image)
             .then_with(|| a.symbol.cmp(&b.symbol))
             .then_with(|| a.app.cmp(&b.app))
-            .then_with(|| a.tgid.cmp(&b.tgid))
-            .then_with(|| a.tid.cmp(&b.tid))
-            .then_with(|| a.comm.cmp(&b.comm))
+            .then_with(|| a.tgid().cmp(&b.tgid()))
+            .then_with(|| a.tid().cmp(&b.tid()))
+            .then_with(|| a.comm().cmp(&b.comm()))
             .then_with(|| a.cgroup.cmp(&b.cgroup))
     };
     match key {
@@ -457,7 +494,7 @@ pub(crate) fn sort_and_cut(
         let before = rows.len();
         rows.retain(|r| {
             let p = if inclusive {
-                r.inclusive_total_percent
+                r.inclusive_total_percent()
             } else {
                 r.total_percent
             };

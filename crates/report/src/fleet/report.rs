@@ -1,11 +1,15 @@
 //! Flat reports and call graphs of a fleet store, computed by its server.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use profkit_fleet::{Client, Cut, FrameTotal, Key, Query};
 
 use super::{base_query, fleet_err, from_line, header, selected, FleetOptions};
-use crate::model::{CallArc, CallEntry, CallGraph, Column, Report, Row, ShownColumns};
+use crate::model::{
+    CallArc, CallEntry, CallGraph, Column, Inclusive, PerColumn, Report, Row, ShownColumns,
+    ThreadColumns,
+};
 use crate::ReportOptions;
 
 use crate::callgraph::pct;
@@ -112,11 +116,17 @@ pub fn fleet_report(
         };
         let percent = pct(r.samples, total);
         let mut row = flat_row(image, r.samples, percent);
-        row.app = at(Key::Host);
+        row.app = at(Key::Host).map(Arc::from);
         row.symbol = at(Key::Function).filter(|f| !f.is_empty());
-        row.tgid = at(Key::Pid).and_then(|p| p.parse().ok());
-        row.tid = at(Key::Tid).and_then(|p| p.parse().ok());
-        row.comm = at(Key::Comm);
+        let thread = ThreadColumns {
+            tgid: at(Key::Pid).and_then(|p| p.parse().ok()),
+            tid: at(Key::Tid).and_then(|p| p.parse().ok()),
+            comm: at(Key::Comm),
+            ..ThreadColumns::default()
+        };
+        if thread != ThreadColumns::default() {
+            row.thread = Some(Box::new(thread));
+        }
         row.cgroup = at(Key::Cgroup).map(|c| if c.is_empty() { "[none]".to_owned() } else { c });
         if opts.children {
             let leaf = at(Key::Leaf).unwrap_or_default();
@@ -181,8 +191,8 @@ fn wanted(entry: &str, opts: &ReportOptions) -> bool {
 
 fn flat_row(image: String, samples: u64, percent: f64) -> Row {
     Row {
-        samples: vec![samples],
-        percent: vec![percent],
+        samples: PerColumn::from_elem(samples, 1),
+        percent: PerColumn::from_elem(percent, 1),
         total: samples,
         total_percent: percent,
         ..Row::of_image(image)
@@ -190,10 +200,12 @@ fn flat_row(image: String, samples: u64, percent: f64) -> Row {
 }
 
 fn set_inclusive(row: &mut Row, n: u64, total: u64) {
-    row.inclusive = vec![n];
-    row.inclusive_percent = vec![pct(n, total)];
-    row.inclusive_total = n;
-    row.inclusive_total_percent = pct(n, total);
+    row.inclusive = Some(Box::new(Inclusive {
+        samples: vec![n],
+        percent: vec![pct(n, total)],
+        total: n,
+        total_percent: pct(n, total),
+    }));
 }
 
 /// The caller/callee blocks, computed by the server: the functions the

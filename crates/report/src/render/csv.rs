@@ -86,8 +86,8 @@ pub fn write_csv(report: &Report, w: &mut dyn Write) -> io::Result<()> {
         let incl = if report.shown.inclusive {
             format!(
                 ",{},{:.4}",
-                amount(h, r.inclusive_total),
-                r.inclusive_total_percent
+                amount(h, r.inclusive_total()),
+                r.inclusive_total_percent()
             )
         } else {
             String::new()
@@ -98,11 +98,11 @@ pub fn write_csv(report: &Report, w: &mut dyn Write) -> io::Result<()> {
             amount(h, r.samples[0]),
             r.percent[0],
             opt(cpu),
-            opt(r.tgid),
-            opt(r.tid),
-            opt(r.ns_tgid),
-            opt(r.ns_tid),
-            csv_field(r.comm.as_deref().unwrap_or("")),
+            opt(r.tgid()),
+            opt(r.tid()),
+            opt(r.ns_tgid()),
+            opt(r.ns_tid()),
+            csv_field(r.comm().unwrap_or("")),
             csv_field(r.cgroup.as_deref().unwrap_or("")),
             csv_field(r.app.as_deref().unwrap_or("")),
             csv_field(&r.image),

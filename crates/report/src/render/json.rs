@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -113,30 +114,32 @@ fn round4(p: f64) -> f64 {
 /// dependents, which carry the parent as their `app`.
 pub fn flat_rows(report: &Report) -> Vec<(Row, Option<u32>)> {
     let mut out = Vec::new();
-    let mut push = |r: &Row, app: Option<&str>| {
+    let mut push = |r: &Row, app: Option<&Arc<str>>| {
         for (i, col) in report.columns.iter().enumerate() {
             // A range of CPUs (text only) has no one CPU to name.
             let cpu = match col {
                 Column::All | Column::Cpus(..) => None,
                 Column::Cpu(c) => Some(*c),
             };
-            let incl = r.inclusive.get(i).copied().unwrap_or(0);
+            let incl = r.inclusive_samples().get(i).copied().unwrap_or(0);
             if cpu.is_some() && r.samples[i] == 0 && incl == 0 {
                 continue;
             }
             let mut flat = r.clone();
             flat.children = Vec::new();
-            flat.samples = vec![r.samples[i]];
-            flat.percent = vec![r.percent[i]];
+            flat.samples = PerColumn::from_elem(r.samples[i], 1);
+            flat.percent = PerColumn::from_elem(r.percent[i], 1);
             flat.total = r.samples[i];
-            if report.shown.inclusive {
-                flat.inclusive = vec![r.inclusive[i]];
-                flat.inclusive_percent = vec![r.inclusive_percent[i]];
-                flat.inclusive_total = r.inclusive[i];
-                flat.inclusive_total_percent = r.inclusive_percent[i];
+            if let Some(all) = r.inclusive.as_ref().filter(|_| report.shown.inclusive) {
+                flat.inclusive = Some(Box::new(Inclusive {
+                    samples: vec![all.samples[i]],
+                    percent: vec![all.percent[i]],
+                    total: all.samples[i],
+                    total_percent: all.percent[i],
+                }));
             }
             if let Some(a) = app {
-                flat.app = Some(a.to_owned());
+                flat.app = Some(a.clone());
             }
             out.push((flat, cpu));
         }
@@ -157,18 +160,23 @@ pub fn write_json(report: &Report, w: &mut dyn Write) -> io::Result<()> {
         flat_rows(report)
             .into_iter()
             .map(|(r, cpu)| JsonRow {
+                tgid: r.tgid(),
+                tid: r.tid(),
+                comm: r.comm().map(str::to_owned),
+                ns_tgid: r.ns_tgid(),
+                ns_tid: r.ns_tid(),
+                inclusive: report.shown.inclusive.then(|| r.inclusive_total()),
+                inclusive_percent: report
+                    .shown
+                    .inclusive
+                    .then(|| round4(r.inclusive_total_percent())),
                 samples: r.samples[0],
                 percent: round4(r.percent[0]),
-                image: r.image,
-                app: r.app,
+                image: r.image.to_string(),
+                app: r.app.as_deref().map(str::to_owned),
                 symbol: r.symbol,
                 inlined: r.inlined,
                 cpu,
-                tgid: r.tgid,
-                tid: r.tid,
-                comm: r.comm,
-                ns_tgid: r.ns_tgid,
-                ns_tid: r.ns_tid,
                 cgroup: r.cgroup,
                 vma: report
                     .shown
@@ -180,11 +188,6 @@ pub fn write_json(report: &Report, w: &mut dyn Write) -> io::Result<()> {
                 } else {
                     None
                 },
-                inclusive: report.shown.inclusive.then_some(r.inclusive_total),
-                inclusive_percent: report
-                    .shown
-                    .inclusive
-                    .then(|| round4(r.inclusive_total_percent)),
             })
             .collect()
     });

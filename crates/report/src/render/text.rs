@@ -441,26 +441,26 @@ fn table<'a>(
         cols.push(p);
         if l.inclusive {
             let mut p = Col::made("%", true, n, move |r| {
-                pct(rows[r].inclusive_percent.get(i).copied().unwrap_or(0.0)).into()
+                pct(rows[r].inclusive_percent().get(i).copied().unwrap_or(0.0)).into()
             });
             p.min = "100.0000".len();
             cols.push(Col::made(incl_head, true, n, move |r| {
-                amount(h, rows[r].inclusive.get(i).copied().unwrap_or(0)).into()
+                amount(h, rows[r].inclusive_samples().get(i).copied().unwrap_or(0)).into()
             }));
             cols.push(p);
         }
     }
     if l.thread {
         let id = |v: Option<u32>| v.map_or_else(String::new, |v| v.to_string());
-        let g = Col::made("tgid", true, n, move |r| id(rows[r].tgid).into());
-        let t = Col::made("tid", true, n, move |r| id(rows[r].tid).into());
+        let g = Col::made("tgid", true, n, move |r| id(rows[r].tgid()).into());
+        let t = Col::made("tid", true, n, move |r| id(rows[r].tid()).into());
         // Ids inside a container's pid namespace, only when some row
         // has them: `ns 1/1` beside the host's 4242/4242.
         let ns = Col::made("ns tgid/tid", false, n, move |r| {
             let row = &rows[r];
             let id = |v: Option<u32>| v.map_or_else(|| "?".to_owned(), |v| v.to_string());
-            if row.ns_tgid.is_some() || row.ns_tid.is_some() {
-                format!("{}/{}", id(row.ns_tgid), id(row.ns_tid)).into()
+            if row.ns_tgid().is_some() || row.ns_tid().is_some() {
+                format!("{}/{}", id(row.ns_tgid()), id(row.ns_tid())).into()
             } else {
                 "".into()
             }
@@ -468,13 +468,11 @@ fn table<'a>(
         cols.extend([g, t]);
         if rows
             .iter()
-            .any(|r| r.ns_tgid.is_some() || r.ns_tid.is_some())
+            .any(|r| r.ns_tgid().is_some() || r.ns_tid().is_some())
         {
             cols.push(ns);
         }
-        cols.push(text("command", rows, |r| {
-            r.comm.as_deref().unwrap_or_default()
-        }));
+        cols.push(text("command", rows, |r| r.comm().unwrap_or_default()));
     }
     if l.cgroup {
         cols.push(text("cgroup", rows, |r| {
@@ -491,7 +489,7 @@ fn table<'a>(
             r.app.as_deref().unwrap_or_default()
         }));
     }
-    cols.push(text(image_head, rows, |r| r.image.as_str()));
+    cols.push(text(image_head, rows, |r| &*r.image));
     if l.symbols {
         cols.push(text("symbol name", rows, |r| {
             r.symbol.as_deref().unwrap_or_default()

@@ -32,7 +32,7 @@ fn a_functions_lines_add_up_to_its_samples_and_hot_lines_are_coloured_on_request
     let list = r.annotations.as_ref().unwrap();
     assert_eq!(list.len(), 1);
     let a = &list[0];
-    assert_eq!((a.symbol.as_str(), a.image.as_str()), ("f_a", "shares"));
+    assert_eq!((a.symbol.as_str(), &*a.image), ("f_a", "shares"));
     let src = a.source.as_ref().unwrap();
     let lines: u64 = src
         .files

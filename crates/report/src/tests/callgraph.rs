@@ -175,7 +175,7 @@ fn children_adds_inclusive_rows_for_callers() {
     let got: Vec<(&str, u64, u64)> = r
         .rows
         .iter()
-        .map(|r| (r.symbol.as_deref().unwrap(), r.total, r.inclusive_total))
+        .map(|r| (r.symbol.as_deref().unwrap(), r.total, r.inclusive_total()))
         .collect();
     assert_eq!(
         got,
@@ -187,8 +187,8 @@ fn children_adds_inclusive_rows_for_callers() {
             ("[unknown]", 0, 1),
         ]
     );
-    let b = r.rows.iter().find(|r| r.inclusive_total == 20).unwrap();
-    assert!((b.inclusive_total_percent - 2000.0 / 36.0).abs() < 1e-9);
+    let b = r.rows.iter().find(|r| r.inclusive_total() == 20).unwrap();
+    assert!((b.inclusive_total_percent() - 2000.0 / 36.0).abs() < 1e-9);
     // Threshold cuts by inclusive share.
     let r = call_report(
         d.path(),
@@ -214,8 +214,8 @@ fn children_adds_inclusive_rows_for_callers() {
         .iter()
         .find(|r| r.symbol.as_deref() == Some("do_one_initcall"))
         .unwrap();
-    assert_eq!(main.inclusive, [15, 20]);
-    assert_eq!(main.samples, [5, 0]);
+    assert_eq!(main.inclusive_samples(), [15, 20]);
+    assert_eq!(main.samples[..], [5, 0]);
 }
 
 #[test]

@@ -72,9 +72,9 @@ fn text_adds_up_256_cpus_in_eight_ranges() {
     let r = report_with(d.path(), by_cpu(Some(TEXT_CPU_COLUMNS)));
     let want: Vec<Column> = (0..8).map(|g| Column::Cpus(g * 32, g * 32 + 31)).collect();
     assert_eq!(r.columns, want);
-    let app = r.rows.iter().find(|r| r.image == "app").unwrap();
+    let app = r.rows.iter().find(|r| &*r.image == "app").unwrap();
     // Each range of 32 CPUs: 8 each of 1, 2, 3, 4 app samples.
-    assert_eq!(app.samples, vec![80; 8]);
+    assert_eq!(app.samples[..], [80; 8]);
     // Its share of the range's samples (app and libc: 80 + 16).
     let range_total: u64 = per_cpu[..32].iter().sum();
     assert_eq!(range_total, 96);

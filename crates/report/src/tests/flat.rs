@@ -106,8 +106,8 @@ fn separate_cpu_gives_per_cpu_percentages() {
         },
     );
     assert_eq!(r.columns, [Column::Cpu(0), Column::Cpu(1)]);
-    let app = r.rows.iter().find(|r| r.image == "app").unwrap();
-    assert_eq!(app.samples, [6, 3]);
+    let app = r.rows.iter().find(|r| &*r.image == "app").unwrap();
+    assert_eq!(app.samples[..], [6, 3]);
     // cpu0 has 14 samples, cpu1 9.
     assert!((app.percent[0] - 600.0 / 14.0).abs() < 1e-9);
     assert!((app.percent[1] - 300.0 / 9.0).abs() < 1e-9);
@@ -116,7 +116,7 @@ fn separate_cpu_gives_per_cpu_percentages() {
     let flat = flat_rows(&r);
     let cells: Vec<_> = flat
         .iter()
-        .filter(|(r, _)| r.image == "app")
+        .filter(|(r, _)| &*r.image == "app")
         .map(|(r, c)| (*c, r.samples[0]))
         .collect();
     assert_eq!(cells, [(Some(0), 6), (Some(1), 3)]);
@@ -136,8 +136,8 @@ fn separate_thread_splits_rows_with_names() {
     let app_rows: Vec<_> = r
         .rows
         .iter()
-        .filter(|r| r.image == "app")
-        .map(|r| (r.tgid, r.tid, r.comm.clone(), r.total))
+        .filter(|r| &*r.image == "app")
+        .map(|r| (r.tgid(), r.tid(), r.comm().map(str::to_owned), r.total))
         .collect();
     assert_eq!(
         app_rows,
@@ -146,8 +146,8 @@ fn separate_thread_splits_rows_with_names() {
             (Some(10), Some(11), Some("worker".to_owned()), 3)
         ]
     );
-    let idle = r.rows.iter().find(|r| r.tgid == Some(0)).unwrap();
-    assert_eq!(idle.comm.as_deref(), Some("?"));
+    let idle = r.rows.iter().find(|r| r.tgid() == Some(0)).unwrap();
+    assert_eq!(idle.comm(), Some("?"));
 }
 
 #[test]
@@ -192,7 +192,7 @@ fn thread_rows_show_a_containers_own_pids_beside_the_hosts() {
     let ids: Vec<_> = r
         .rows
         .iter()
-        .map(|r| (r.tgid, r.tid, r.ns_tgid, r.ns_tid, r.total))
+        .map(|r| (r.tgid(), r.tid(), r.ns_tgid(), r.ns_tid(), r.total))
         .collect();
     assert_eq!(
         ids,
@@ -252,21 +252,17 @@ fn separate_lib_nests_dependents_under_the_application() {
         },
     );
     assert!(r.shown.nested);
-    let app = r.rows.iter().find(|r| r.image == "app").unwrap();
+    let app = r.rows.iter().find(|r| &*r.image == "app").unwrap();
     // app's own 9 and libc's 2; kernel samples stay with the kernel (no
     // kernel separation).
     assert_eq!(app.total, 11);
-    let kids: Vec<_> = app
-        .children
-        .iter()
-        .map(|c| (c.image.as_str(), c.total))
-        .collect();
+    let kids: Vec<_> = app.children.iter().map(|c| (&*c.image, c.total)).collect();
     assert_eq!(kids, [("app", 9), ("libc.so.6", 2)]);
     assert!((app.children[0].total_percent - 900.0 / 11.0).abs() < 1e-9);
     let kernel = r
         .rows
         .iter()
-        .find(|r| r.image == "[kernel.kallsyms]")
+        .find(|r| &*r.image == "[kernel.kallsyms]")
         .unwrap();
     assert_eq!(kernel.total, 5);
 
@@ -278,7 +274,7 @@ fn separate_lib_nests_dependents_under_the_application() {
             ..Default::default()
         },
     );
-    let app = r.rows.iter().find(|r| r.image == "app").unwrap();
+    let app = r.rows.iter().find(|r| &*r.image == "app").unwrap();
     assert_eq!(app.total, 13);
     let t = text(&r);
     assert!(t.contains("application"), "{t}");
@@ -296,7 +292,7 @@ fn app_column_names_the_process_executable() {
             ..Default::default()
         },
     );
-    let libc = r.rows.iter().find(|r| r.image == "libc.so.6").unwrap();
+    let libc = r.rows.iter().find(|r| &*r.image == "libc.so.6").unwrap();
     assert_eq!(libc.app.as_deref(), Some("app"));
     let idle = r
         .rows
@@ -378,7 +374,7 @@ fn threshold_sort_reverse_and_global_percent() {
             ..Default::default()
         },
     );
-    let names: Vec<_> = r.rows.iter().map(|r| r.image.as_str()).collect();
+    let names: Vec<_> = r.rows.iter().map(|r| &*r.image).collect();
     let mut sorted = names.clone();
     sorted.sort();
     assert_eq!(names, sorted);
@@ -390,7 +386,7 @@ fn threshold_sort_reverse_and_global_percent() {
             ..Default::default()
         },
     );
-    assert_eq!(r.rows.last().unwrap().image, "app");
+    assert_eq!(&*r.rows.last().unwrap().image, "app");
 
     let r = report_with(
         d.path(),
@@ -504,7 +500,7 @@ fn separate_cgroup_splits_rows_by_cgroup_path() {
     let mut got: Vec<_> = r
         .rows
         .iter()
-        .map(|r| (r.cgroup.clone().unwrap(), r.image.clone(), r.total))
+        .map(|r| (r.cgroup.clone().unwrap(), r.image.to_string(), r.total))
         .collect();
     got.sort();
     assert_eq!(
@@ -564,7 +560,7 @@ fn cgroup_rows_are_keyed_by_path_across_ids_and_sessions() {
         let mut got: Vec<_> = r
             .rows
             .iter()
-            .map(|r| (r.cgroup.clone().unwrap(), r.image.clone(), r.total))
+            .map(|r| (r.cgroup.clone().unwrap(), r.image.to_string(), r.total))
             .collect();
         got.sort();
         got

@@ -222,12 +222,12 @@ fn inlined_functions_are_nodes_of_the_call_graph_and_of_children() {
     };
     let inner = row("inner (inlined)");
     assert!(inner.inlined);
-    assert_eq!((inner.total, inner.inclusive_total), (0, 10));
+    assert_eq!((inner.total, inner.inclusive_total()), (0, 10));
     assert_eq!(inner.vma, None);
     let via = row("via (inlined)");
-    assert_eq!((via.total, via.inclusive_total), (0, 10));
+    assert_eq!((via.total, via.inclusive_total()), (0, 10));
     let leaf = row("leaf");
-    assert_eq!((leaf.total, leaf.inclusive_total), (10, 10));
+    assert_eq!((leaf.total, leaf.inclusive_total()), (10, 10));
     assert!(!leaf.inlined);
     assert_eq!(r.rows.iter().map(|r| r.total).sum::<u64>(), 10);
 

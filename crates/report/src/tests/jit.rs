@@ -278,10 +278,7 @@ fn annotate_disassembles_the_markers_code_with_samples_and_lines() {
         r.annotations.unwrap().remove(0)
     };
     let a = annotate(true, false);
-    assert_eq!(
-        (a.symbol.as_str(), a.image.as_str()),
-        (F_NAME, "jit-77.dump")
-    );
+    assert_eq!((a.symbol.as_str(), &*a.image), (F_NAME, "jit-77.dump"));
     assert_eq!((a.start, a.size, a.path.as_deref()), (F, 8, Some(DUMP)));
     let insns: Vec<(u64, &str, u64, Option<u32>)> = a
         .assembly

@@ -203,7 +203,7 @@ fn report_with(path: &std::path::Path, opts: ReportOptions) -> Report {
 fn rows(r: &Report) -> Vec<(String, Option<String>, u64)> {
     r.rows
         .iter()
-        .map(|r| (r.image.clone(), r.symbol.clone(), r.total))
+        .map(|r| (r.image.to_string(), r.symbol.clone(), r.total))
         .collect()
 }
 

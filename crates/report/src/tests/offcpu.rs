@@ -255,7 +255,7 @@ fn separate_thread_and_task_specs_split_the_time() {
     let per: Vec<(Option<u32>, Option<String>, u64)> = r
         .rows
         .iter()
-        .map(|r| (r.tid, r.symbol.clone(), r.total))
+        .map(|r| (r.tid(), r.symbol.clone(), r.total))
         .collect();
     assert_eq!(
         per,
@@ -292,8 +292,8 @@ fn separate_thread_and_task_specs_split_the_time() {
         .iter()
         .find(|r| r.symbol.as_deref() == Some("local_helper"))
         .unwrap();
-    assert_eq!(helper.samples, [3_000_000, 1_500_000]);
-    assert_eq!(helper.percent, [3.0 / 3.5 * 100.0, 100.0]);
+    assert_eq!(helper.samples[..], [3_000_000, 1_500_000]);
+    assert_eq!(helper.percent[..], [3.0 / 3.5 * 100.0, 100.0]);
 }
 
 #[test]
@@ -346,8 +346,8 @@ fn call_graph_and_children_weigh_stacks_by_time() {
         .iter()
         .find(|r| r.symbol.as_deref() == Some("do_one_initcall"))
         .unwrap();
-    assert_eq!((main.total, main.inclusive_total), (0, 4_500_000));
-    assert!((main.inclusive_total_percent - 90.0).abs() < 1e-9);
+    assert_eq!((main.total, main.inclusive_total()), (0, 4_500_000));
+    assert!((main.inclusive_total_percent() - 90.0).abs() < 1e-9);
     let c = csv(&r);
     assert!(
         c.starts_with(

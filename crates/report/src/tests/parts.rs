@@ -233,7 +233,7 @@ fn three_parts_redefining_a_binary_are_one_session_with_one_row() {
     let threads: Vec<(Option<u32>, Option<String>, u64)> = r
         .rows
         .iter()
-        .map(|r| (r.tid, r.comm.clone(), r.total))
+        .map(|r| (r.tid(), r.comm().map(str::to_owned), r.total))
         .collect();
     assert_eq!(
         threads,

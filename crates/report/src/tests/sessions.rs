@@ -239,7 +239,7 @@ fn a_missing_cookie_definition_is_named_not_fatal() {
         None,
     );
     let r = report_with(d.path(), ReportOptions::default());
-    assert_eq!(r.rows[0].image, "[unknown binary 0x0000000000000099]");
+    assert_eq!(&*r.rows[0].image, "[unknown binary 0x0000000000000099]");
     assert!(r.warnings[0].contains("definition was not read"));
 }
 

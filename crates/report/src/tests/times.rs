@@ -53,7 +53,7 @@ fn offsets(r: &Report) -> Vec<(u64, u64)> {
         .rows
         .iter()
         .map(|r| {
-            let c = match r.image.as_str() {
+            let c = match &*r.image {
                 "a" | "/bin/a" => 0x10,
                 "b" | "/bin/b" => 0x20,
                 "c" | "/bin/c" => 0x30,

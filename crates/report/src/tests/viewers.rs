@@ -20,7 +20,7 @@ fn report_counts(path: &std::path::Path, mut opts: ReportOptions) -> Counts {
     let mut counts = Counts::new();
     for row in &r.rows {
         *counts
-            .entry((row.tgid.unwrap(), row.tid.unwrap()))
+            .entry((row.tgid().unwrap(), row.tid().unwrap()))
             .or_default() += row.total;
     }
     counts
@@ -218,9 +218,9 @@ fn speedscope_profiles_and_their_samples_are_the_reports() {
         for row in &r.rows {
             let name = format!(
                 "{} ({}/{})",
-                row.comm.as_deref().unwrap(),
-                row.tgid.unwrap(),
-                row.tid.unwrap()
+                row.comm().unwrap(),
+                row.tgid().unwrap(),
+                row.tid().unwrap()
             );
             *m.entry(name).or_default() += row.total;
         }

@@ -1,12 +1,14 @@
 //! [`KeyCounts`]: samples per aggregation [`Key`], held as narrowly as the
 //! keys allow. Most reports (`-l`, `--sort image`, one session, nothing
-//! separated) keep only the binary and offset of a key: 24 bytes an entry
-//! where the whole key takes 48. On a cargo build's 111,543 distinct
-//! offsets the map was 6.4 MB of a `-l` report's 18 MB heap peak; narrow,
-//! it is half of that (and fills with half the page faults). Once every
-//! chunk is counted, narrow counts are [`KeyCounts::sort`]ed into arrays:
-//! 16 bytes a key, each binary's offsets in order, which the symbolizer
-//! takes as they are.
+//! separated) keep only the binary and offset of a key, and keep them per
+//! binary ([`PerBinary`]): a table of offsets for each binary, 16 bytes an
+//! entry where the whole key takes 48. On a cargo build's 111,543 distinct
+//! offsets one map of whole keys was 6.4 MB of a `-l` report's 18 MB heap
+//! peak, one of (binary, offset) keys 3.2 MB a worker (and as much again
+//! while it grew); per binary, each table grows alone. Once every chunk
+//! is counted, narrow counts are [`KeyCounts::sort`]ed into arrays: 16
+//! bytes a key, each binary's offsets in order, which the symbolizer takes
+//! as they are.
 
 use profkit_eventlog::Cookie;
 
@@ -18,9 +20,118 @@ use crate::hash::FxHashMap;
 /// (the map is then widened, once).
 #[derive(Clone, Debug)]
 pub(crate) enum KeyCounts {
-    Narrow(FxHashMap<(Cookie, u64), u64>),
+    Narrow(PerBinary),
     Wide(FxHashMap<Key, u64>),
     Sorted(Sorted),
+}
+
+/// Narrow counts: each binary's offsets and their counts, one table per
+/// binary.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PerBinary {
+    /// Each binary's place in `maps`.
+    index: FxHashMap<Cookie, usize>,
+    /// Each binary, in the order first met, with its counts by offset.
+    maps: Vec<(Cookie, FxHashMap<u64, u64>)>,
+    /// The binary of the last key added and its place: a session's samples
+    /// come in runs of one binary.
+    last: Option<(Cookie, usize)>,
+    /// Keys over every binary.
+    len: usize,
+}
+
+impl PerBinary {
+    /// Adds `n` to the count of `offset` in `cookie`, saturating.
+    #[inline]
+    fn add(&mut self, cookie: Cookie, offset: u64, n: u64) {
+        let i = match self.last {
+            Some((c, i)) if c == cookie => i,
+            _ => {
+                let maps = &mut self.maps;
+                let i = *self.index.entry(cookie).or_insert_with(|| {
+                    maps.push((cookie, FxHashMap::default()));
+                    maps.len() - 1
+                });
+                self.last = Some((cookie, i));
+                i
+            }
+        };
+        use std::collections::hash_map::Entry;
+        match self.maps[i].1.entry(offset) {
+            Entry::Occupied(e) => {
+                let c = e.into_mut();
+                *c = c.saturating_add(n);
+            }
+            Entry::Vacant(e) => {
+                e.insert(n);
+                self.len += 1;
+            }
+        }
+    }
+
+    /// Every (binary, offset) and its count, binary by binary.
+    fn iter(&self) -> NarrowIter<'_> {
+        NarrowIter {
+            maps: self.maps.iter(),
+            cur: None,
+            left: self.len,
+        }
+    }
+
+    /// Adds every count of `other`: a binary only one of them has is
+    /// taken whole, a binary both have is added into the larger table.
+    fn merge(&mut self, other: PerBinary) {
+        for (cookie, mut theirs) in other.maps {
+            match self.index.get(&cookie) {
+                None => {
+                    self.index.insert(cookie, self.maps.len());
+                    self.len += theirs.len();
+                    self.maps.push((cookie, theirs));
+                }
+                Some(&i) => {
+                    let mine = &mut self.maps[i].1;
+                    self.len -= mine.len();
+                    if theirs.len() > mine.len() {
+                        std::mem::swap(mine, &mut theirs);
+                    }
+                    for (o, n) in theirs {
+                        let c = mine.entry(o).or_insert(0);
+                        *c = c.saturating_add(n);
+                    }
+                    self.len += mine.len();
+                }
+            }
+        }
+    }
+}
+
+/// [`PerBinary::iter`].
+pub(crate) struct NarrowIter<'a> {
+    maps: std::slice::Iter<'a, (Cookie, FxHashMap<u64, u64>)>,
+    cur: Option<(Cookie, std::collections::hash_map::Iter<'a, u64, u64>)>,
+    left: usize,
+}
+
+impl Iterator for NarrowIter<'_> {
+    type Item = (Cookie, u64, u64);
+
+    #[inline]
+    fn next(&mut self) -> Option<(Cookie, u64, u64)> {
+        loop {
+            if let Some((c, it)) = &mut self.cur {
+                if let Some((&o, &n)) = it.next() {
+                    self.left -= 1;
+                    return Some((*c, o, n));
+                }
+            }
+            let (c, m) = self.maps.next()?;
+            self.cur = Some((*c, m.iter()));
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
 }
 
 /// Narrow counts in key order: per binary (ascending), its offsets
@@ -34,40 +145,25 @@ pub(crate) struct Sorted {
 }
 
 impl Sorted {
-    /// The counts of `m`, sorted: placed by binary while `m` is read (its
-    /// table and one array of its entries held at once, 16 bytes a key),
-    /// then each binary's sorted.
-    fn of(m: FxHashMap<(Cookie, u64), u64>) -> Sorted {
-        let mut per: FxHashMap<Cookie, usize> = FxHashMap::default();
-        for &(c, _) in m.keys() {
-            *per.entry(c).or_insert(0) += 1;
-        }
-        let mut binaries: Vec<(Cookie, usize)> = per.into_iter().collect();
-        binaries.sort_unstable();
-        let mut next: FxHashMap<Cookie, usize> = FxHashMap::default();
-        let mut end = 0;
-        for b in &mut binaries {
-            next.insert(b.0, end);
-            end += b.1;
-            b.1 = end;
-        }
-        let mut pairs = vec![(0u64, 0u64); m.len()];
-        for ((c, o), n) in m {
-            if let Some(i) = next.get_mut(&c) {
-                pairs[*i] = (o, n);
-                *i += 1;
-            }
-        }
+    /// The counts of `m`, sorted: binary by binary (ascending), each
+    /// binary's table given back once its keys are placed.
+    fn of(m: PerBinary) -> Sorted {
+        let mut maps = m.maps;
+        maps.sort_unstable_by_key(|&(c, _)| c);
         let mut s = Sorted {
-            binaries,
-            offsets: Vec::new(),
-            counts: Vec::new(),
+            binaries: Vec::with_capacity(maps.len()),
+            offsets: Vec::with_capacity(m.len),
+            counts: Vec::with_capacity(m.len),
         };
-        for b in 0..s.binaries.len() {
-            pairs[s.range(b)].sort_unstable_by_key(|&(o, _)| o);
+        let mut pairs: Vec<(u64, u64)> = Vec::new();
+        for (cookie, table) in maps {
+            pairs.clear();
+            pairs.extend(table);
+            pairs.sort_unstable_by_key(|&(o, _)| o);
+            s.offsets.extend(pairs.iter().map(|&(o, _)| o));
+            s.counts.extend(pairs.iter().map(|&(_, n)| n));
+            s.binaries.push((cookie, s.offsets.len()));
         }
-        s.offsets = pairs.iter().map(|&(o, _)| o).collect();
-        s.counts = pairs.iter().map(|&(_, n)| n).collect();
         s
     }
 
@@ -92,11 +188,10 @@ impl Sorted {
         }
     }
 
-    fn into_map(self) -> FxHashMap<(Cookie, u64), u64> {
-        let mut m = FxHashMap::default();
-        m.reserve(self.offsets.len());
+    fn into_map(self) -> PerBinary {
+        let mut m = PerBinary::default();
         for (k, n) in self.iter_range(0, self.offsets.len()) {
-            m.insert((k.cookie, k.offset), n);
+            m.add(k.cookie, k.offset, n);
         }
         m
     }
@@ -136,7 +231,7 @@ impl Iterator for SortedIter<'_> {
 
 impl Default for KeyCounts {
     fn default() -> Self {
-        KeyCounts::Narrow(FxHashMap::default())
+        KeyCounts::Narrow(PerBinary::default())
     }
 }
 
@@ -168,7 +263,7 @@ impl KeyCounts {
     #[inline]
     pub fn add(&mut self, k: Key, n: u64) {
         let c = match self {
-            KeyCounts::Narrow(m) if k.is_narrow() => m.entry((k.cookie, k.offset)).or_insert(0),
+            KeyCounts::Narrow(m) if k.is_narrow() => return m.add(k.cookie, k.offset, n),
             KeyCounts::Narrow(_) => {
                 self.widen();
                 return self.add(k, n);
@@ -211,15 +306,15 @@ impl KeyCounts {
         self.unsort();
         if let KeyCounts::Narrow(m) = self {
             let mut wide = FxHashMap::default();
-            wide.reserve(m.len());
-            wide.extend(m.drain().map(|((c, o), n)| (Key::narrow(c, o), n)));
+            wide.reserve(m.len);
+            wide.extend(m.iter().map(|(c, o, n)| (Key::narrow(c, o), n)));
             *self = KeyCounts::Wide(wide);
         }
     }
 
     pub fn len(&self) -> usize {
         match self {
-            KeyCounts::Narrow(m) => m.len(),
+            KeyCounts::Narrow(m) => m.len,
             KeyCounts::Wide(m) => m.len(),
             KeyCounts::Sorted(s) => s.offsets.len(),
         }
@@ -299,7 +394,10 @@ impl KeyCounts {
         }
         match other {
             KeyCounts::Narrow(m) => {
-                for ((c, o), n) in m {
+                if let KeyCounts::Narrow(mine) = self {
+                    return mine.merge(m);
+                }
+                for (c, o, n) in m.iter() {
                     self.add(Key::narrow(c, o), n);
                 }
             }
@@ -319,7 +417,8 @@ impl KeyCounts {
     /// Reserves room for `n` more keys.
     pub fn reserve(&mut self, n: usize) {
         match self {
-            KeyCounts::Narrow(m) => m.reserve(n),
+            // Per binary: which tables the keys go to is not known.
+            KeyCounts::Narrow(_) => {}
             KeyCounts::Wide(m) => m.reserve(n),
             // Counts added are taken back into a map, which grows then.
             KeyCounts::Sorted(_) => {}
@@ -329,7 +428,7 @@ impl KeyCounts {
 
 /// [`KeyCounts::iter`].
 pub(crate) enum Iter<'a> {
-    Narrow(std::collections::hash_map::Iter<'a, (Cookie, u64), u64>),
+    Narrow(NarrowIter<'a>),
     Wide(std::collections::hash_map::Iter<'a, Key, u64>),
     Sorted(SortedIter<'a>),
 }
@@ -340,7 +439,7 @@ impl Iterator for Iter<'_> {
     #[inline]
     fn next(&mut self) -> Option<(Key, u64)> {
         match self {
-            Iter::Narrow(i) => i.next().map(|(&(c, o), &n)| (Key::narrow(c, o), n)),
+            Iter::Narrow(i) => i.next().map(|(c, o, n)| (Key::narrow(c, o), n)),
             Iter::Wide(i) => i.next().map(|(&k, &n)| (k, n)),
             Iter::Sorted(i) => i.next(),
         }
@@ -354,6 +453,8 @@ impl Iterator for Iter<'_> {
         }
     }
 }
+
+impl ExactSizeIterator for Iter<'_> {}
 
 impl FromIterator<(Key, u64)> for KeyCounts {
     fn from_iter<I: IntoIterator<Item = (Key, u64)>>(iter: I) -> Self {
@@ -488,6 +589,47 @@ mod tests {
             let mut v: Vec<(Key, u64)> = m.iter().collect();
             v.sort();
             assert_eq!(v, [(Key::narrow(1, 1), 5), (Key::narrow(1, 2), 1)]);
+        }
+    }
+
+    /// Per binary: a binary only one side has is taken whole, one both
+    /// have is added key by key (saturating), and the key count follows.
+    #[test]
+    fn narrow_counts_merge_binary_by_binary_and_count_their_keys() {
+        let a: KeyCounts = [
+            (Key::narrow(1, 10), 1),
+            (Key::narrow(1, 11), u64::MAX),
+            (Key::narrow(2, 10), 4),
+        ]
+        .into_iter()
+        .collect();
+        let b: KeyCounts = [
+            (Key::narrow(1, 11), 5),
+            (Key::narrow(1, 12), 6),
+            (Key::narrow(3, 10), 7),
+            (Key::narrow(3, 11), 8),
+        ]
+        .into_iter()
+        .collect();
+        let want = [
+            (Key::narrow(1, 10), 1),
+            (Key::narrow(1, 11), u64::MAX),
+            (Key::narrow(1, 12), 6),
+            (Key::narrow(2, 10), 4),
+            (Key::narrow(3, 10), 7),
+            (Key::narrow(3, 11), 8),
+        ];
+        for (x, y) in [(a.clone(), b.clone()), (b, a)] {
+            let mut m = x;
+            m.merge(y);
+            assert!(matches!(m, KeyCounts::Narrow(_)));
+            assert_eq!(m.len(), want.len());
+            assert_eq!(m.iter().len(), want.len());
+            let mut got: Vec<(Key, u64)> = m.iter().collect();
+            got.sort();
+            assert_eq!(got, want);
+            m.sort();
+            assert_eq!(m.iter().collect::<Vec<_>>(), want, "sorted after merging");
         }
     }
 

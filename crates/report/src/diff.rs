@@ -55,7 +55,7 @@ fn shares(r: &Report) -> BTreeMap<DiffKey, (u64, f64)> {
     let mut out: BTreeMap<DiffKey, (u64, f64)> = BTreeMap::new();
     let mut add = |row: &Row, app: Option<&Arc<str>>| {
         let key = (
-            row.app.clone().or_else(|| app.cloned()),
+            row.app().or(app).cloned(),
             row.image.clone(),
             row.symbol.clone(),
         );
@@ -64,10 +64,10 @@ fn shares(r: &Report) -> BTreeMap<DiffKey, (u64, f64)> {
         e.1 += row.total_percent;
     };
     for row in &r.rows {
-        if row.children.is_empty() {
+        if row.children().is_empty() {
             add(row, None);
         } else {
-            for c in &row.children {
+            for c in row.children() {
                 add(c, Some(&row.image));
             }
         }

@@ -238,9 +238,9 @@ pub struct ShownColumns {
 ///
 /// A report of a large build holds some ten thousand rows at its memory
 /// peak, so what most rows leave empty is boxed ([`Row::thread`],
-/// [`Row::inclusive`]), a binary's name is shared by its rows
+/// [`Row::extra`], [`Row::inclusive`]), a binary's name is shared by its rows
 /// ([`Row::image`]) and one column's figures are held in place
-/// ([`PerColumn`]): 240 bytes a row and nothing on the heap but its
+/// ([`PerColumn`]): 152 bytes a row and nothing on the heap but its
 /// names, where it was 344 bytes and three blocks.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Row {
@@ -252,9 +252,6 @@ pub struct Row {
     pub total: u64,
     /// Percent of all columns together.
     pub total_percent: f64,
-    /// The application (with the app column, or for a nested parent row
-    /// its own name is `image`).
-    pub app: Option<Arc<str>>,
     /// The binary (one name shared by the rows of a binary).
     pub image: Arc<str>,
     /// The symbol (`-l`); `NAME (inlined)` for an inlined function's
@@ -265,17 +262,14 @@ pub struct Row {
     pub inlined: bool,
     /// The symbol's start address (shown with `--show-address`).
     pub vma: Option<u64>,
-    /// The symbol's source file and line (`--debug-info`).
-    pub location: Option<String>,
     /// The thread columns (`--separate=thread`); read them with
     /// [`Row::tgid`], [`Row::tid`], [`Row::comm`], [`Row::ns_tgid`] and
     /// [`Row::ns_tid`].
     pub thread: Option<Box<ThreadColumns>>,
-    /// The cgroup's path (`--separate=cgroup`); `[cgroup ID]` for a
-    /// cgroup the session does not name, `[none]` for samples without.
-    pub cgroup: Option<String>,
-    /// Dependent images, for a nested parent row.
-    pub children: Vec<Row>,
+    /// What most reports leave empty: the application, source location
+    /// and cgroup columns and nested rows; read them with [`Row::app`],
+    /// [`Row::location`], [`Row::cgroup`] and [`Row::children`].
+    pub extra: Option<Box<RowExtra>>,
     /// With `--children`: the row's inclusive samples; read them with
     /// [`Row::inclusive_samples`], [`Row::inclusive_percent`],
     /// [`Row::inclusive_total`] and [`Row::inclusive_total_percent`].
@@ -285,6 +279,21 @@ pub struct Row {
 /// A row's figures, one per column: held in the row itself for one column
 /// (most reports), on the heap for more.
 pub type PerColumn<T> = smallvec::SmallVec<[T; 1]>;
+
+/// A row's columns that most reports leave empty.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RowExtra {
+    /// The application (with the app column, or for a nested parent row
+    /// its own name is `image`).
+    pub app: Option<Arc<str>>,
+    /// The symbol's source file and line (`--debug-info`).
+    pub location: Option<String>,
+    /// The cgroup's path (`--separate=cgroup`); `[cgroup ID]` for a
+    /// cgroup the session does not name, `[none]` for samples without.
+    pub cgroup: Option<String>,
+    /// Dependent images, for a nested parent row.
+    pub children: Vec<Row>,
+}
 
 /// A row's thread columns (`--separate=thread`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -325,17 +334,39 @@ impl Row {
             percent: PerColumn::new(),
             total: 0,
             total_percent: 0.0,
-            app: None,
             image: image.into(),
             symbol: None,
             inlined: false,
             vma: None,
-            location: None,
             thread: None,
-            cgroup: None,
-            children: Vec::new(),
+            extra: None,
             inclusive: None,
         }
+    }
+
+    /// The application ([`RowExtra::app`]).
+    pub fn app(&self) -> Option<&Arc<str>> {
+        self.extra.as_ref()?.app.as_ref()
+    }
+
+    /// The source location ([`RowExtra::location`]).
+    pub fn location(&self) -> Option<&str> {
+        self.extra.as_ref()?.location.as_deref()
+    }
+
+    /// The cgroup ([`RowExtra::cgroup`]).
+    pub fn cgroup(&self) -> Option<&str> {
+        self.extra.as_ref()?.cgroup.as_deref()
+    }
+
+    /// Dependent images, for a nested parent row ([`RowExtra::children`]).
+    pub fn children(&self) -> &[Row] {
+        self.extra.as_ref().map_or(&[], |e| &e.children)
+    }
+
+    /// The rarely set columns, made empty if the row had none.
+    pub fn extra_mut(&mut self) -> &mut RowExtra {
+        self.extra.get_or_insert_with(Default::default)
     }
 
     /// Process (`--separate=thread`).

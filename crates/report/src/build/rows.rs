@@ -287,8 +287,9 @@ impl RowMaker<'_> {
                     sums.to_vec()
                 };
                 let mut row = self.row(&names, &pkey, sums, denom, true);
-                row.app = None;
-                row.children = children
+                let extra = row.extra_mut();
+                extra.app = None;
+                extra.children = children
                     .into_iter()
                     .map(|(k, s)| self.row(&names, &k, s, &child_denom, true))
                     .collect();
@@ -339,12 +340,21 @@ impl RowMaker<'_> {
         } else {
             (None, None)
         };
+        let extra = RowExtra {
+            app: (shown.app && key.has_app).then(|| name(key.app)),
+            location: if shown.location {
+                sym.and_then(|(r, id)| r.location(id, opts.long_filenames))
+            } else {
+                None
+            },
+            cgroup: sep.cgroup.then(|| self.cgroups.name(key.cgroup)),
+            children: Vec::new(),
+        };
         let mut row = Row {
             percent: percents(&samples, denom).into(),
             total: samples.iter().sum(),
             total_percent: percent(samples.iter().sum(), denom.iter().sum()),
             samples,
-            app: (shown.app && key.has_app).then(|| name(key.app)),
             image: name(key.image),
             symbol: shown.symbols.then(|| {
                 sym.map_or_else(
@@ -357,11 +367,6 @@ impl RowMaker<'_> {
             }),
             // Kept without --show-address too: --sort vma needs it.
             vma: sym.map(|(r, id)| r.result.symbol(id).start),
-            location: if shown.location {
-                sym.and_then(|(r, id)| r.location(id, opts.long_filenames))
-            } else {
-                None
-            },
             thread: sep.thread.then(|| {
                 Box::new(ThreadColumns {
                     tgid: Some(key.tgid),
@@ -371,9 +376,8 @@ impl RowMaker<'_> {
                     ns_tid: ns.1,
                 })
             }),
-            cgroup: sep.cgroup.then(|| self.cgroups.name(key.cgroup)),
+            extra: (extra != RowExtra::default()).then(|| Box::new(extra)),
             inlined: false,
-            children: Vec::new(),
             inclusive: None,
         };
         self.add_inclusive(&mut row, key, denom);
@@ -451,11 +455,11 @@ fn compare(a: &Row, b: &Row, key: SortKey, inclusive: bool) -> Ordering {
         a.image
             .cmp(&b.image)
             .then_with(|| a.symbol.cmp(&b.symbol))
-            .then_with(|| a.app.cmp(&b.app))
+            .then_with(|| a.app().cmp(&b.app()))
             .then_with(|| a.tgid().cmp(&b.tgid()))
             .then_with(|| a.tid().cmp(&b.tid()))
             .then_with(|| a.comm().cmp(&b.comm()))
-            .then_with(|| a.cgroup.cmp(&b.cgroup))
+            .then_with(|| a.cgroup().cmp(&b.cgroup()))
     };
     match key {
         SortKey::Samples => by_samples.then_with(tie),
@@ -511,8 +515,8 @@ pub(crate) fn sort_and_cut(
         rows.reverse();
     }
     for r in rows.iter_mut() {
-        if !r.children.is_empty() {
-            sort_and_cut(&mut r.children, opts, inclusive, below);
+        if let Some(e) = r.extra.as_mut().filter(|e| !e.children.is_empty()) {
+            sort_and_cut(&mut e.children, opts, inclusive, below);
         }
     }
 }

@@ -7,8 +7,8 @@ use profkit_fleet::{Client, Cut, FrameTotal, Key, Query};
 
 use super::{base_query, fleet_err, from_line, header, selected, FleetOptions};
 use crate::model::{
-    CallArc, CallEntry, CallGraph, Column, Inclusive, PerColumn, Report, Row, ShownColumns,
-    ThreadColumns,
+    CallArc, CallEntry, CallGraph, Column, Inclusive, PerColumn, Report, Row, RowExtra,
+    ShownColumns, ThreadColumns,
 };
 use crate::ReportOptions;
 
@@ -116,7 +116,7 @@ pub fn fleet_report(
         };
         let percent = pct(r.samples, total);
         let mut row = flat_row(image, r.samples, percent);
-        row.app = at(Key::Host).map(Arc::from);
+        let app = at(Key::Host).map(Arc::from);
         row.symbol = at(Key::Function).filter(|f| !f.is_empty());
         let thread = ThreadColumns {
             tgid: at(Key::Pid).and_then(|p| p.parse().ok()),
@@ -127,7 +127,14 @@ pub fn fleet_report(
         if thread != ThreadColumns::default() {
             row.thread = Some(Box::new(thread));
         }
-        row.cgroup = at(Key::Cgroup).map(|c| if c.is_empty() { "[none]".to_owned() } else { c });
+        let cgroup = at(Key::Cgroup).map(|c| if c.is_empty() { "[none]".to_owned() } else { c });
+        if app.is_some() || cgroup.is_some() {
+            row.extra = Some(Box::new(RowExtra {
+                app,
+                cgroup,
+                ..RowExtra::default()
+            }));
+        }
         if opts.children {
             let leaf = at(Key::Leaf).unwrap_or_default();
             let t = inclusive.get(leaf.as_str()).map_or(r.samples, |f| f.total);

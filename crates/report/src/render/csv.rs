@@ -103,14 +103,14 @@ pub fn write_csv(report: &Report, w: &mut dyn Write) -> io::Result<()> {
             opt(r.ns_tgid()),
             opt(r.ns_tid()),
             csv_field(r.comm().unwrap_or("")),
-            csv_field(r.cgroup.as_deref().unwrap_or("")),
-            csv_field(r.app.as_deref().unwrap_or("")),
+            csv_field(r.cgroup().unwrap_or("")),
+            csv_field(r.app().map_or("", |a| a)),
             csv_field(&r.image),
             csv_field(r.symbol.as_deref().unwrap_or("")),
             r.vma
                 .filter(|_| report.shown.address)
                 .map_or_else(String::new, |v| format!("{v:#x}")),
-            csv_field(r.location.as_deref().unwrap_or("")),
+            csv_field(r.location().unwrap_or("")),
         )?;
     }
     Ok(())

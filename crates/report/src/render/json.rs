@@ -126,7 +126,9 @@ pub fn flat_rows(report: &Report) -> Vec<(Row, Option<u32>)> {
                 continue;
             }
             let mut flat = r.clone();
-            flat.children = Vec::new();
+            if let Some(e) = flat.extra.as_mut() {
+                e.children = Vec::new();
+            }
             flat.samples = PerColumn::from_elem(r.samples[i], 1);
             flat.percent = PerColumn::from_elem(r.percent[i], 1);
             flat.total = r.samples[i];
@@ -139,14 +141,14 @@ pub fn flat_rows(report: &Report) -> Vec<(Row, Option<u32>)> {
                 }));
             }
             if let Some(a) = app {
-                flat.app = Some(a.clone());
+                flat.extra_mut().app = Some(a.clone());
             }
             out.push((flat, cpu));
         }
     };
     for r in &report.rows {
         push(r, None);
-        for c in &r.children {
+        for c in r.children() {
             push(c, Some(&r.image));
         }
     }
@@ -173,21 +175,22 @@ pub fn write_json(report: &Report, w: &mut dyn Write) -> io::Result<()> {
                 samples: r.samples[0],
                 percent: round4(r.percent[0]),
                 image: r.image.to_string(),
-                app: r.app.as_deref().map(str::to_owned),
-                symbol: r.symbol,
+                app: r.app().map(|a| a.to_string()),
                 inlined: r.inlined,
                 cpu,
-                cgroup: r.cgroup,
+                cgroup: r.cgroup().map(str::to_owned),
                 vma: report
                     .shown
                     .address
                     .then(|| r.vma.map(|v| format!("{v:#x}")))
                     .flatten(),
                 location: if report.shown.location {
-                    r.location
+                    r.location().map(str::to_owned)
                 } else {
                     None
                 },
+                // Last: the name is moved out of the row.
+                symbol: r.symbol,
             })
             .collect()
     });

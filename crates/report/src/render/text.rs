@@ -475,19 +475,15 @@ fn table<'a>(
         cols.push(text("command", rows, |r| r.comm().unwrap_or_default()));
     }
     if l.cgroup {
-        cols.push(text("cgroup", rows, |r| {
-            r.cgroup.as_deref().unwrap_or_default()
-        }));
+        cols.push(text("cgroup", rows, |r| r.cgroup().unwrap_or_default()));
     }
     if l.location {
         cols.push(text("linenr info", rows, |r| {
-            r.location.as_deref().unwrap_or("(no location)")
+            r.location().unwrap_or("(no location)")
         }));
     }
     if l.app {
-        cols.push(text("app name", rows, |r| {
-            r.app.as_deref().unwrap_or_default()
-        }));
+        cols.push(text("app name", rows, |r| r.app().map_or("", |a| a)));
     }
     cols.push(text(image_head, rows, |r| &*r.image));
     if l.symbols {
@@ -533,7 +529,7 @@ pub fn write_text(report: &Report, w: &mut dyn Write) -> io::Result<()> {
         let mut line = String::new();
         for (r, parent) in report.rows.iter().enumerate() {
             body.write_row(w, &mut line, r)?;
-            let (cols, labels) = table(report, &parent.children, image_head);
+            let (cols, labels) = table(report, parent.children(), image_head);
             let (head, body) = format_table("        ", &labels, &cols);
             write_lines(w, &head[head.len() - 1..])?;
             body.write_all(w)?;

@@ -256,9 +256,13 @@ fn separate_lib_nests_dependents_under_the_application() {
     // app's own 9 and libc's 2; kernel samples stay with the kernel (no
     // kernel separation).
     assert_eq!(app.total, 11);
-    let kids: Vec<_> = app.children.iter().map(|c| (&*c.image, c.total)).collect();
+    let kids: Vec<_> = app
+        .children()
+        .iter()
+        .map(|c| (&*c.image, c.total))
+        .collect();
     assert_eq!(kids, [("app", 9), ("libc.so.6", 2)]);
-    assert!((app.children[0].total_percent - 900.0 / 11.0).abs() < 1e-9);
+    assert!((app.children()[0].total_percent - 900.0 / 11.0).abs() < 1e-9);
     let kernel = r
         .rows
         .iter()
@@ -293,13 +297,13 @@ fn app_column_names_the_process_executable() {
         },
     );
     let libc = r.rows.iter().find(|r| &*r.image == "libc.so.6").unwrap();
-    assert_eq!(libc.app.as_deref(), Some("app"));
+    assert_eq!(libc.app().map(|a| &**a), Some("app"));
     let idle = r
         .rows
         .iter()
         .find(|r| r.symbol.as_deref() == Some("do_one_initcall"))
         .unwrap();
-    assert_eq!(idle.app.as_deref(), Some("[kernel.kallsyms]"));
+    assert_eq!(idle.app().map(|a| &**a), Some("[kernel.kallsyms]"));
     assert!(text(&r).contains("app name"));
 }
 
@@ -500,7 +504,7 @@ fn separate_cgroup_splits_rows_by_cgroup_path() {
     let mut got: Vec<_> = r
         .rows
         .iter()
-        .map(|r| (r.cgroup.clone().unwrap(), r.image.to_string(), r.total))
+        .map(|r| (r.cgroup().unwrap().to_owned(), r.image.to_string(), r.total))
         .collect();
     got.sort();
     assert_eq!(
@@ -560,7 +564,7 @@ fn cgroup_rows_are_keyed_by_path_across_ids_and_sessions() {
         let mut got: Vec<_> = r
             .rows
             .iter()
-            .map(|r| (r.cgroup.clone().unwrap(), r.image.to_string(), r.total))
+            .map(|r| (r.cgroup().unwrap().to_owned(), r.image.to_string(), r.total))
             .collect();
         got.sort();
         got

@@ -251,7 +251,7 @@ fn line_output_gives_a_jit_functions_line() {
         .iter()
         .find(|x| x.symbol.as_deref() == Some(F_NAME))
         .unwrap();
-    assert_eq!(row.location.as_deref(), Some("work.py:1"), "{row:?}");
+    assert_eq!(row.location(), Some("work.py:1"), "{row:?}");
 }
 
 #[test]

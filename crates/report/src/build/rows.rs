@@ -241,13 +241,12 @@ impl RowMaker<'_> {
         if !self.shown.nested {
             // Rows are independent (names and figures of their own): made on
             // every core, each into its place in one list of the exact
-            // length (collected from a map, the workers' lists grew by
-            // doubling and were then copied into one: twice the rows'
-            // bytes at the heap's peak).
+            // length, as the keys' list is (made from a map, the workers'
+            // lists grew by doubling and were then copied into one: twice
+            // the rows' bytes at the heap's peak).
             use rayon::prelude::*;
-            let keys = grouped;
-            let names = self.image_names(keys.iter().map(|(k, _)| k));
-            let named: Named = keys
+            let names = self.image_names(grouped.iter().map(|(k, _)| k));
+            let named: Named = grouped
                 .iter()
                 .map(|(k, _)| {
                     let sym = k.sym.filter(|_| k.inlined == 0 && self.shown.symbols)?;
@@ -256,7 +255,7 @@ impl RowMaker<'_> {
                         .then_some((k.image, sym))
                 })
                 .collect();
-            let rows = keys
+            let rows = grouped
                 .into_par_iter()
                 .map(|(k, s)| self.row(&names, &k, s, denom, false))
                 .collect();

@@ -15,11 +15,12 @@ pub const MAPPED_APART_FROM: usize = 128 * 1024;
 /// Left alone, glibc raises that threshold to the largest block freed so
 /// far (up to 32 MiB) and from then on keeps up to twice as much free
 /// memory in each thread's heap. A report frees its largest blocks early
-/// (the count maps, 3.3 MB for a cargo build's `-l`), so every later
-/// phase ran in heaps that kept what the phases before had freed: 18 MB
-/// of peak RSS where 15 MB were ever wanted at once. The cost is a page
-/// fault per page of each large block made afresh (some 8 % of a `-c`
-/// report's time; docs/PERFORMANCE.md).
+/// (the count maps, 3.2 MB for a cargo build's `-l`), so every later
+/// phase ran in heaps that kept what the phases before had freed: that
+/// `-l` peaked at 16.8 to 18.1 MiB left alone, 14.7 to 15.0 MiB with the
+/// threshold fixed. The cost is a page fault per page of each large
+/// block made afresh (8 to 10 % of a `-c` report's time;
+/// docs/PERFORMANCE.md, issue 32).
 pub fn return_freed_blocks() -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
